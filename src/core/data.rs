@@ -1,0 +1,268 @@
+//! Feature storage: borrowed dense row-major matrices and CSR matrices.
+//!
+//! Solvers are generic over [`Rows`], so the binding layer can hand them numpy / scipy buffers
+//! without copying; the trait is what a kernel evaluation needs from a row: iterate its non-zeros,
+//! take a dot product with a dense vector, and know its squared norm.
+
+use crate::core::error::{Result, SvmError};
+use crate::core::simd;
+
+/// Read access to a set of feature rows.
+pub trait Rows: Sync {
+    fn n_rows(&self) -> usize;
+    fn n_cols(&self) -> usize;
+    /// Calls `f(column, value)` for every stored entry of row `i` (every column for dense rows).
+    fn for_each_nonzero(&self, i: usize, f: impl FnMut(usize, f64));
+    /// Dot product of row `i` with a dense vector; columns at or past `v.len()` count as zero, so
+    /// test rows may have more features than the training rows the vector came from.
+    fn dot_dense(&self, i: usize, v: &[f64]) -> f64;
+    /// Writes row `i` into `out` (zero-filled first); columns past `out.len()` are dropped.
+    fn write_dense(&self, i: usize, out: &mut [f64]) {
+        out.fill(0.0);
+        self.for_each_nonzero(i, |c, v| {
+            if let Some(o) = out.get_mut(c) {
+                *o = v;
+            }
+        });
+    }
+    /// Squared Euclidean norm of row `i` over all its columns.
+    fn sq_norm(&self, i: usize) -> f64 {
+        let mut s = 0.0;
+        self.for_each_nonzero(i, |_, v| s += v * v);
+        s
+    }
+    /// Squared norms of all rows (computed once per fit and cached by the caller).
+    fn sq_norms(&self) -> Vec<f64> {
+        (0..self.n_rows()).map(|i| self.sq_norm(i)).collect()
+    }
+}
+
+/// Dense row-major matrix borrowed from a C-contiguous buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct DenseView<'a> {
+    data: &'a [f64],
+    n_rows: usize,
+    n_cols: usize,
+}
+
+impl<'a> DenseView<'a> {
+    pub fn new(data: &'a [f64], n_rows: usize, n_cols: usize) -> Result<Self> {
+        if n_rows.checked_mul(n_cols) != Some(data.len()) {
+            return Err(SvmError::invalid_input(format!(
+                "dense buffer of length {} does not hold {n_rows} x {n_cols} values",
+                data.len()
+            )));
+        }
+        Ok(DenseView {
+            data,
+            n_rows,
+            n_cols,
+        })
+    }
+
+    #[inline]
+    pub fn row(&self, i: usize) -> &'a [f64] {
+        &self.data[i * self.n_cols..(i + 1) * self.n_cols]
+    }
+
+    pub fn data(&self) -> &'a [f64] {
+        self.data
+    }
+}
+
+impl Rows for DenseView<'_> {
+    fn n_rows(&self) -> usize {
+        self.n_rows
+    }
+    fn n_cols(&self) -> usize {
+        self.n_cols
+    }
+    #[inline]
+    fn for_each_nonzero(&self, i: usize, mut f: impl FnMut(usize, f64)) {
+        for (c, &v) in self.row(i).iter().enumerate() {
+            if v != 0.0 {
+                f(c, v);
+            }
+        }
+    }
+    #[inline]
+    fn dot_dense(&self, i: usize, v: &[f64]) -> f64 {
+        simd::dot(self.row(i), v)
+    }
+    fn write_dense(&self, i: usize, out: &mut [f64]) {
+        let row = self.row(i);
+        let n = row.len().min(out.len());
+        out[..n].copy_from_slice(&row[..n]);
+        out[n..].fill(0.0);
+    }
+    fn sq_norm(&self, i: usize) -> f64 {
+        let r = self.row(i);
+        simd::dot(r, r)
+    }
+}
+
+/// The integer types scipy uses for CSR `indices` / `indptr`.
+pub trait SparseIndex: Copy + Send + Sync + 'static {
+    fn to_usize(self) -> Option<usize>;
+}
+impl SparseIndex for i32 {
+    #[inline]
+    fn to_usize(self) -> Option<usize> {
+        usize::try_from(self).ok()
+    }
+}
+impl SparseIndex for i64 {
+    #[inline]
+    fn to_usize(self) -> Option<usize> {
+        usize::try_from(self).ok()
+    }
+}
+
+/// CSR matrix borrowed from scipy's three arrays (validated once on construction).
+#[derive(Debug, Clone, Copy)]
+pub struct CsrView<'a, I: SparseIndex> {
+    indptr: &'a [I],
+    indices: &'a [I],
+    values: &'a [f64],
+    n_cols: usize,
+}
+
+impl<'a, I: SparseIndex> CsrView<'a, I> {
+    /// Checks the CSR invariants the unchecked accessors rely on: `indptr` starts at 0, never
+    /// decreases and ends at nnz; every column index lies in `[0, n_cols)`.
+    pub fn new(indptr: &'a [I], indices: &'a [I], values: &'a [f64], n_cols: usize) -> Result<Self> {
+        if indptr.is_empty() {
+            return Err(SvmError::invalid_input("CSR indptr must have n_rows + 1 entries"));
+        }
+        if indices.len() != values.len() {
+            return Err(SvmError::invalid_input(format!(
+                "CSR indices ({}) and data ({}) differ in length",
+                indices.len(),
+                values.len()
+            )));
+        }
+        let mut prev = 0usize;
+        for (k, p) in indptr.iter().enumerate() {
+            let p = p
+                .to_usize()
+                .ok_or_else(|| SvmError::invalid_input("CSR indptr has a negative entry"))?;
+            if (k == 0 && p != 0) || p < prev {
+                return Err(SvmError::invalid_input(
+                    "CSR indptr must start at 0 and never decrease",
+                ));
+            }
+            prev = p;
+        }
+        if prev != values.len() {
+            return Err(SvmError::invalid_input(format!(
+                "CSR indptr ends at {prev} but there are {} stored values",
+                values.len()
+            )));
+        }
+        for &c in indices {
+            match c.to_usize() {
+                Some(c) if c < n_cols => {}
+                _ => {
+                    return Err(SvmError::invalid_input(format!(
+                        "CSR column index out of range [0, {n_cols})"
+                    )))
+                }
+            }
+        }
+        Ok(CsrView {
+            indptr,
+            indices,
+            values,
+            n_cols,
+        })
+    }
+
+    #[inline]
+    fn range(&self, i: usize) -> std::ops::Range<usize> {
+        // The constructor checked that every indptr entry converts and is in range.
+        let a = self.indptr[i].to_usize().unwrap_or(0);
+        let b = self.indptr[i + 1].to_usize().unwrap_or(0);
+        a..b
+    }
+
+    pub fn values(&self) -> &'a [f64] {
+        self.values
+    }
+}
+
+impl<I: SparseIndex> Rows for CsrView<'_, I> {
+    fn n_rows(&self) -> usize {
+        self.indptr.len() - 1
+    }
+    fn n_cols(&self) -> usize {
+        self.n_cols
+    }
+    #[inline]
+    fn for_each_nonzero(&self, i: usize, mut f: impl FnMut(usize, f64)) {
+        let r = self.range(i);
+        for (c, &v) in self.indices[r.clone()].iter().zip(&self.values[r]) {
+            f(c.to_usize().unwrap_or(0), v);
+        }
+    }
+    #[inline]
+    fn dot_dense(&self, i: usize, v: &[f64]) -> f64 {
+        let r = self.range(i);
+        let mut s = 0.0;
+        for (c, &x) in self.indices[r.clone()].iter().zip(&self.values[r]) {
+            if let Some(w) = c.to_usize().and_then(|c| v.get(c)) {
+                s += x * w;
+            }
+        }
+        s
+    }
+}
+
+/// Rejects NaN and infinities with a message that says where the first one is.
+pub fn check_finite(values: &[f64], what: &str) -> Result<()> {
+    match values.iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(k) => Err(SvmError::invalid_input(format!(
+            "{what} contains NaN or infinity (value {} at flat position {k})",
+            values[k]
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dense_and_csr_agree() {
+        // [[1, 0, 2], [0, 0, 0], [0, 3, 0]]
+        let dense = [1.0, 0.0, 2.0, 0.0, 0.0, 0.0, 0.0, 3.0, 0.0];
+        let d = DenseView::new(&dense, 3, 3).unwrap();
+        let indptr = [0i64, 2, 2, 3];
+        let indices = [0i64, 2, 1];
+        let values = [1.0, 2.0, 3.0];
+        let s = CsrView::new(&indptr, &indices, &values, 3).unwrap();
+        let v = [0.5, -1.0, 2.0];
+        for i in 0..3 {
+            assert_eq!(d.dot_dense(i, &v), s.dot_dense(i, &v));
+            assert_eq!(d.sq_norm(i), s.sq_norm(i));
+            let (mut a, mut b) = ([9.0; 3], [9.0; 3]);
+            d.write_dense(i, &mut a);
+            s.write_dense(i, &mut b);
+            assert_eq!(a, b);
+        }
+        // A shorter vector: the missing features are zero.
+        assert_eq!(s.dot_dense(0, &[2.0]), 2.0);
+    }
+
+    #[test]
+    fn csr_validation_rejects_broken_structure() {
+        let v = [1.0, 2.0];
+        assert!(CsrView::new(&[0i32, 2, 1], &[0, 1], &v, 2).is_err());
+        assert!(CsrView::new(&[1i32, 2], &[0, 1], &v, 2).is_err());
+        assert!(CsrView::new(&[0i32, 1], &[0, 1], &v, 2).is_err());
+        assert!(CsrView::new(&[0i32, 2], &[0, 5], &v, 2).is_err());
+        assert!(CsrView::new(&[0i32, 2], &[-1, 1], &v, 2).is_err());
+        assert!(CsrView::<i32>::new(&[], &[], &[], 2).is_err());
+        assert!(DenseView::new(&v, 3, 1).is_err());
+    }
+}

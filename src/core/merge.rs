@@ -1,0 +1,443 @@
+//! Merging two support vectors into one, and the searches for the merge coefficient h.
+//!
+//! Merge (x1, a1) and (x2, a2) into (z, a_z) with z = h x1 + (1 - h) x2 and kappa = k(x1, x2).
+//! For the Gaussian kernel k(x1, z) = kappa^((1-h)^2) and k(x2, z) = kappa^(h^2), and the best a_z
+//! for a given z is a1 k(x1, z) + a2 k(x2, z). With m = a1 / (a1 + a2) in [0, 1] (same signs):
+//!
+//!   s(h)  = m kappa^((1-h)^2) + (1 - m) kappa^(h^2),   h* = argmax_{h in [0,1]} s(h)
+//!   |a1 phi(x1) + a2 phi(x2) - a_z phi(z)|^2 = (a1 + a2)^2 [m^2 + (1-m)^2 + 2 m (1-m) kappa - s(h*)^2]
+//!
+//! The bracket is the *normalised weight degradation* `wd`. Paper 000's Algorithm 1 pairs
+//! m = a/(a + a_min) with z = h x_min + (1-h) x, which contradict each other, and its Lemma 1 drops
+//! the square on (a_i + a_j); here m always belongs to x1, the point that z = h x1 + ... weighs by h,
+//! and the tests check the closed form against explicit feature vectors.
+//!
+//! Because s(h; m) = s(1 - h; 1 - m), the maximiser lies in [1/2, 1] when m >= 1/2 and in [0, 1/2]
+//! otherwise; searching only that half makes golden section search find the global maximum even
+//! where s is bimodal (kappa < e^-2, m near 1/2), and it is why h jumps across m = 1/2 there.
+
+use std::sync::OnceLock;
+
+use rayon::prelude::*;
+
+use crate::core::error::{Result, SvmError};
+use crate::core::parallel;
+
+/// Precision of the golden section search in BSGD's reference implementation.
+pub const GSS_EPS: f64 = 0.01;
+/// Precision used to build the lookup tables (and the `gss-precise` search).
+pub const GSS_PRECISE_EPS: f64 = 1e-10;
+/// Grid size of the default lookup tables (paper 000 uses 400 x 400).
+pub const DEFAULT_TABLE_SIZE: usize = 400;
+
+/// How the merge partner and the merge coefficient h are found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MergeSearch {
+    /// Golden section search on h to precision 0.01 for every candidate partner.
+    Gss,
+    /// Golden section search on h to precision 1e-10 for every candidate partner.
+    GssPrecise,
+    /// h(m, kappa) interpolated from the table for every candidate; a_z and WD from the formulas.
+    LookupH,
+    /// WD(m, kappa) interpolated from the table to choose the partner; h looked up for it only.
+    LookupWd,
+}
+
+impl MergeSearch {
+    pub const ALL: [MergeSearch; 4] = [
+        MergeSearch::Gss,
+        MergeSearch::GssPrecise,
+        MergeSearch::LookupH,
+        MergeSearch::LookupWd,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MergeSearch::Gss => "gss",
+            MergeSearch::GssPrecise => "gss-precise",
+            MergeSearch::LookupH => "lookup-h",
+            MergeSearch::LookupWd => "lookup-wd",
+        }
+    }
+
+    pub fn parse(name: &str) -> Result<Self> {
+        MergeSearch::ALL
+            .into_iter()
+            .find(|s| s.name() == name)
+            .ok_or_else(|| {
+                SvmError::invalid_parameter(
+                    "merge",
+                    format!("unknown merge search {name:?}; expected one of gss, gss-precise, lookup-h, lookup-wd"),
+                )
+            })
+    }
+}
+
+/// Golden section search for the maximum of a function on [lo, hi], to interval width `eps`.
+/// Returns (argmax, max). The end points are compared too, so a maximum on the boundary
+/// (where an interior search only creeps towards it) is found exactly.
+pub fn golden_section_max(f: impl Fn(f64) -> f64, lo: f64, hi: f64, eps: f64) -> (f64, f64) {
+    const INV_PHI: f64 = 0.618_033_988_749_894_8; // 1/phi
+    let (mut a, mut b) = (lo, hi);
+    let mut c = b - INV_PHI * (b - a);
+    let mut d = a + INV_PHI * (b - a);
+    let (mut fc, mut fd) = (f(c), f(d));
+    while b - a > eps {
+        if fc >= fd {
+            b = d;
+            d = c;
+            fd = fc;
+            c = b - INV_PHI * (b - a);
+            fc = f(c);
+        } else {
+            a = c;
+            c = d;
+            fc = fd;
+            d = a + INV_PHI * (b - a);
+            fd = f(d);
+        }
+    }
+    let mut best = (0.5 * (a + b), f(0.5 * (a + b)));
+    for x in [lo, hi] {
+        let fx = f(x);
+        if fx > best.1 {
+            best = (x, fx);
+        }
+    }
+    best
+}
+
+/// s(h) = m kappa^((1-h)^2) + (1-m) kappa^(h^2), with ln(kappa) precomputed.
+#[inline]
+fn merged_value_ln(m: f64, ln_kappa: f64, h: f64) -> f64 {
+    let g = 1.0 - h;
+    m * (g * g * ln_kappa).exp() + (1.0 - m) * (h * h * ln_kappa).exp()
+}
+
+/// s(h): the coefficient a_z of the merged point divided by (a1 + a2).
+pub fn merged_value(m: f64, kappa: f64, h: f64) -> f64 {
+    if kappa <= 0.0 {
+        // kappa^0 = 1 and kappa^p = 0 otherwise.
+        return m * f64::from(h == 1.0) + (1.0 - m) * f64::from(h == 0.0);
+    }
+    merged_value_ln(m, kappa.ln(), h)
+}
+
+/// Normalised weight degradation for merge coefficient h: |Delta|^2 / (a1 + a2)^2.
+pub fn weight_degradation(m: f64, kappa: f64, h: f64) -> f64 {
+    let s = merged_value(m, kappa, h);
+    (m * m + (1.0 - m) * (1.0 - m) + 2.0 * m * (1.0 - m) * kappa - s * s).max(0.0)
+}
+
+/// The optimal h by golden section search on the half of [0, 1] that holds the global maximum.
+pub fn gss_h(m: f64, kappa: f64, eps: f64) -> f64 {
+    if kappa <= 0.0 {
+        return if m >= 0.5 { 1.0 } else { 0.0 };
+    }
+    if kappa >= 1.0 {
+        // x1 == x2: every h gives the same point; s(h) = 1 everywhere.
+        return m;
+    }
+    let ln_kappa = kappa.ln();
+    let (lo, hi) = if m >= 0.5 { (0.5, 1.0) } else { (0.0, 0.5) };
+    golden_section_max(|h| merged_value_ln(m, ln_kappa, h), lo, hi, eps).0
+}
+
+/// Lookup tables of h*(m, kappa) and wd(m, kappa) with bilinear interpolation.
+///
+/// The grid is n x n over (m, kappa) in [0, 1/2] x [0, 1]; m > 1/2 is answered by the symmetry
+/// h*(m) = 1 - h*(1 - m), wd(m) = wd(1 - m). That stores as many values as an n x n grid over
+/// [0, 1]^2 with twice the resolution in m, and, since h* jumps at m = 1/2 (for kappa < e^-2),
+/// no interpolation cell straddles the jump.
+#[derive(Debug, Clone)]
+pub struct MergeTable {
+    n: usize,
+    h: Vec<f64>,
+    wd: Vec<f64>,
+}
+
+impl MergeTable {
+    /// Builds an n x n table with precise golden section search (rows in parallel).
+    pub fn build(n: usize) -> Result<Self> {
+        if n < 2 {
+            return Err(SvmError::invalid_parameter(
+                "table_size",
+                format!("a lookup table needs at least 2 x 2 grid points, got {n}"),
+            ));
+        }
+        let step = 1.0 / (n - 1) as f64;
+        let mut h = vec![0.0; n * n];
+        let mut wd = vec![0.0; n * n];
+        parallel::install(|| {
+            h.par_chunks_mut(n)
+                .zip(wd.par_chunks_mut(n))
+                .enumerate()
+                .for_each(|(i, (hrow, wdrow))| {
+                    // Just below 1/2 at the last row: the limit from the side this table covers.
+                    let m = if i == n - 1 {
+                        0.5 - 1e-12
+                    } else {
+                        0.5 * i as f64 * step
+                    };
+                    for j in 0..n {
+                        let kappa = j as f64 * step;
+                        let hs = gss_h(m, kappa, GSS_PRECISE_EPS);
+                        hrow[j] = hs;
+                        wdrow[j] = weight_degradation(m, kappa, hs);
+                    }
+                });
+        });
+        Ok(MergeTable { n, h, wd })
+    }
+
+    /// The process-wide default 400 x 400 table, built on first use.
+    pub fn shared() -> &'static MergeTable {
+        static TABLE: OnceLock<MergeTable> = OnceLock::new();
+        TABLE.get_or_init(|| {
+            MergeTable::build(DEFAULT_TABLE_SIZE).unwrap_or_else(|_| unreachable!("size >= 2"))
+        })
+    }
+
+    pub fn size(&self) -> usize {
+        self.n
+    }
+
+    #[inline]
+    fn interpolate(&self, grid: &[f64], m_half: f64, kappa: f64) -> f64 {
+        let last = (self.n - 1) as f64;
+        let x = (2.0 * m_half * last).clamp(0.0, last);
+        let y = (kappa * last).clamp(0.0, last);
+        let i = (x as usize).min(self.n - 2);
+        let j = (y as usize).min(self.n - 2);
+        let (tx, ty) = (x - i as f64, y - j as f64);
+        let r0 = i * self.n + j;
+        let r1 = r0 + self.n;
+        let top = grid[r0] + ty * (grid[r0 + 1] - grid[r0]);
+        let bottom = grid[r1] + ty * (grid[r1 + 1] - grid[r1]);
+        top + tx * (bottom - top)
+    }
+
+    /// Interpolated optimal merge coefficient h*(m, kappa).
+    #[inline]
+    pub fn h(&self, m: f64, kappa: f64) -> f64 {
+        if m > 0.5 {
+            1.0 - self.interpolate(&self.h, 1.0 - m, kappa)
+        } else {
+            self.interpolate(&self.h, m, kappa)
+        }
+    }
+
+    /// Interpolated normalised weight degradation wd(m, kappa) at the optimal h.
+    #[inline]
+    pub fn wd(&self, m: f64, kappa: f64) -> f64 {
+        let mh = if m > 0.5 { 1.0 - m } else { m };
+        self.interpolate(&self.wd, mh, kappa).max(0.0)
+    }
+}
+
+/// The merge of one candidate pair: its coefficient h and normalised weight degradation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MergeChoice {
+    pub h: f64,
+    pub wd: f64,
+}
+
+/// h and normalised WD for one pair by the given search. For the lookup searches `wd` is the
+/// interpolated value that ranks partners; `exact_merge` evaluates the chosen one exactly.
+#[inline]
+pub fn search_pair(search: MergeSearch, table: &MergeTable, m: f64, kappa: f64) -> MergeChoice {
+    match search {
+        MergeSearch::Gss | MergeSearch::GssPrecise => {
+            let eps = if search == MergeSearch::Gss {
+                GSS_EPS
+            } else {
+                GSS_PRECISE_EPS
+            };
+            let h = gss_h(m, kappa, eps);
+            MergeChoice {
+                h,
+                wd: weight_degradation(m, kappa, h),
+            }
+        }
+        MergeSearch::LookupH => {
+            let h = table.h(m, kappa);
+            MergeChoice {
+                h,
+                wd: weight_degradation(m, kappa, h),
+            }
+        }
+        MergeSearch::LookupWd => MergeChoice {
+            h: f64::NAN, // looked up only for the chosen partner
+            wd: table.wd(m, kappa),
+        },
+    }
+}
+
+/// Multi-class merge (paper 001 eq. 18): coefficient vectors a1, a2 over classes; maximise
+/// sum_c (a1_c kappa^((1-h)^2) + a2_c kappa^(h^2))^2 over h in [0, 1]. Returns (h, |Delta|^2).
+/// Without a scalar m the maximiser's half is unknown, so both halves are searched.
+pub fn merge_multiclass(a1: &[f64], a2: &[f64], kappa: f64, eps: f64) -> (f64, f64) {
+    let before: f64 = a1
+        .iter()
+        .zip(a2)
+        .map(|(p, q)| p * p + q * q + 2.0 * p * q * kappa)
+        .sum();
+    let objective = |h: f64| -> f64 {
+        let (k1, k2) = if kappa > 0.0 {
+            let l = kappa.ln();
+            (((1.0 - h) * (1.0 - h) * l).exp(), (h * h * l).exp())
+        } else {
+            (f64::from(h == 1.0), f64::from(h == 0.0))
+        };
+        a1.iter()
+            .zip(a2)
+            .map(|(p, q)| {
+                let az = p * k1 + q * k2;
+                az * az
+            })
+            .sum()
+    };
+    let left = golden_section_max(objective, 0.0, 0.5, eps);
+    let right = golden_section_max(objective, 0.5, 1.0, eps);
+    let (h, best) = if right.1 > left.1 { right } else { left };
+    (h, (before - best).max(0.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::rng::Rng;
+
+    /// |a1 phi(x1) + a2 phi(x2) - az phi(z)|^2 through kernel values of explicit vectors.
+    fn explicit_degradation(x1: &[f64], x2: &[f64], a1: f64, a2: f64, h: f64, gamma: f64) -> (f64, f64) {
+        let k = |a: &[f64], b: &[f64]| {
+            (-gamma * a.iter().zip(b).map(|(p, q)| (p - q) * (p - q)).sum::<f64>()).exp()
+        };
+        let z: Vec<f64> = x1.iter().zip(x2).map(|(p, q)| h * p + (1.0 - h) * q).collect();
+        let az = a1 * k(x1, &z) + a2 * k(x2, &z);
+        let wd = a1 * a1 + a2 * a2 + az * az + 2.0 * a1 * a2 * k(x1, x2)
+            - 2.0 * a1 * az * k(x1, &z)
+            - 2.0 * a2 * az * k(x2, &z);
+        (wd, az)
+    }
+
+    #[test]
+    fn closed_form_equals_explicit_feature_space_distance() {
+        let mut rng = Rng::new(42);
+        for _ in 0..2000 {
+            let d = 1 + rng.below(6);
+            let x1: Vec<f64> = (0..d).map(|_| 2.0 * rng.next_f64() - 1.0).collect();
+            let x2: Vec<f64> = (0..d).map(|_| 2.0 * rng.next_f64() - 1.0).collect();
+            let gamma = 0.05 + 3.0 * rng.next_f64();
+            let sign = if rng.next_f64() < 0.5 { -1.0 } else { 1.0 };
+            let a1 = sign * (0.01 + rng.next_f64());
+            let a2 = sign * (0.01 + rng.next_f64());
+            let h = rng.next_f64();
+            let kappa = (-gamma * x1.iter().zip(&x2).map(|(p, q)| (p - q) * (p - q)).sum::<f64>()).exp();
+            let m = a1 / (a1 + a2);
+            let (wd_explicit, az_explicit) = explicit_degradation(&x1, &x2, a1, a2, h, gamma);
+            let scale = (a1 + a2) * (a1 + a2);
+            let wd_closed = scale * weight_degradation(m, kappa, h);
+            assert!((wd_closed - wd_explicit).abs() < 1e-10 * scale.max(1.0), "{wd_closed} vs {wd_explicit}");
+            assert!(((a1 + a2) * merged_value(m, kappa, h) - az_explicit).abs() < 1e-12);
+        }
+    }
+
+    #[test]
+    fn swapping_the_roles_of_m_is_the_slip_the_test_catches() {
+        // Paper 000's slip: m computed for one point, h applied to the other. That gives a
+        // different (wrong) degradation whenever a1 != a2.
+        let (x1, x2) = ([0.0, 0.0], [1.0, 0.5]);
+        let (a1, a2, gamma) = (0.2, 0.8, 0.5);
+        let kappa = (-gamma * 1.25f64).exp();
+        let m_wrong = a2 / (a1 + a2);
+        let h = gss_h(m_wrong, kappa, GSS_PRECISE_EPS);
+        let (wd_explicit, _) = explicit_degradation(&x1, &x2, a1, a2, h, gamma);
+        let wd_claimed = (a1 + a2) * (a1 + a2) * weight_degradation(m_wrong, kappa, h);
+        assert!((wd_claimed - wd_explicit).abs() > 1e-3);
+    }
+
+    #[test]
+    fn precise_gss_matches_brute_force_grid() {
+        let mut rng = Rng::new(9);
+        for _ in 0..3000 {
+            let m = rng.next_f64();
+            let kappa = rng.next_f64().powi(3);
+            let h = gss_h(m, kappa, GSS_PRECISE_EPS);
+            let best_grid = (0..=20_000)
+                .map(|k| merged_value(m, kappa, k as f64 / 20_000.0))
+                .fold(f64::MIN, f64::max);
+            let s = merged_value(m, kappa, h);
+            assert!(s >= best_grid - 1e-9, "m={m} kappa={kappa} h={h} s={s} grid={best_grid}");
+        }
+    }
+
+    #[test]
+    fn coarse_gss_is_close_to_precise() {
+        let mut rng = Rng::new(10);
+        for _ in 0..2000 {
+            let m = rng.next_f64();
+            let kappa = rng.next_f64();
+            let precise = weight_degradation(m, kappa, gss_h(m, kappa, GSS_PRECISE_EPS));
+            let coarse = weight_degradation(m, kappa, gss_h(m, kappa, GSS_EPS));
+            assert!(coarse >= precise - 1e-12);
+            assert!(coarse - precise < 1e-3, "m={m} kappa={kappa}");
+        }
+    }
+
+    #[test]
+    fn lookups_match_precise_gss_where_kappa_above_e_minus_2() {
+        let table = MergeTable::shared();
+        let mut rng = Rng::new(11);
+        let (mut max_h, mut max_wd) = (0.0f64, 0.0f64);
+        for _ in 0..20_000 {
+            let m = rng.next_f64();
+            let kappa = (-2.0f64).exp() + (1.0 - (-2.0f64).exp()) * rng.next_f64();
+            let h = gss_h(m, kappa, GSS_PRECISE_EPS);
+            let wd = weight_degradation(m, kappa, h);
+            max_h = max_h.max((table.h(m, kappa) - h).abs());
+            max_wd = max_wd.max((table.wd(m, kappa) - wd).abs());
+            // h from the table never loses more than a hair of WD against the exact optimum.
+            assert!(weight_degradation(m, kappa, table.h(m, kappa)) - wd < 1e-5);
+        }
+        // h* has a square-root singularity at (m, kappa) = (1/2, e^-2), where one grid cell spans
+        // a steep rise; everywhere else the error is far smaller. WD, which decides merges, is flat.
+        assert!(max_h < 1e-2, "max |h error| {max_h}");
+        assert!(max_wd < 5e-5, "max |wd error| {max_wd}");
+    }
+
+    #[test]
+    fn lookup_wd_is_accurate_everywhere() {
+        // WD is continuous on the whole square, so the table is good below e^-2 too.
+        let table = MergeTable::shared();
+        let mut rng = Rng::new(12);
+        for _ in 0..20_000 {
+            let (m, kappa) = (rng.next_f64(), rng.next_f64());
+            let wd = weight_degradation(m, kappa, gss_h(m, kappa, GSS_PRECISE_EPS));
+            assert!((table.wd(m, kappa) - wd).abs() < 1e-3, "m={m} kappa={kappa}");
+        }
+    }
+
+    #[test]
+    fn multiclass_merge_reduces_to_binary() {
+        let mut rng = Rng::new(13);
+        for _ in 0..500 {
+            let (a1, a2) = (0.01 + rng.next_f64(), 0.01 + rng.next_f64());
+            let kappa = rng.next_f64();
+            let m = a1 / (a1 + a2);
+            let (h, wd) = merge_multiclass(&[a1], &[a2], kappa, GSS_PRECISE_EPS);
+            let wd_binary = (a1 + a2).powi(2) * weight_degradation(m, kappa, gss_h(m, kappa, GSS_PRECISE_EPS));
+            assert!((wd - wd_binary).abs() < 1e-9, "h={h}");
+        }
+    }
+
+    #[test]
+    fn table_rejects_degenerate_size_and_parses_names() {
+        assert!(MergeTable::build(1).is_err());
+        assert_eq!(MergeTable::build(7).unwrap().size(), 7);
+        for s in MergeSearch::ALL {
+            assert_eq!(MergeSearch::parse(s.name()).unwrap(), s);
+        }
+        assert!(MergeSearch::parse("gs").is_err());
+    }
+}

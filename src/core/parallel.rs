@@ -1,0 +1,47 @@
+//! The thread pool used for parallel kernel work. One pool for the process, resizable from Python
+//! (`budgetsvm.set_num_threads`); 0 means one thread per core, which is rayon's default.
+
+use std::sync::{Arc, RwLock};
+
+use rayon::{ThreadPool, ThreadPoolBuilder};
+
+use crate::core::error::{Result, SvmError};
+
+static POOL: RwLock<Option<(usize, Arc<ThreadPool>)>> = RwLock::new(None);
+
+fn available_cores() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+/// Sets the number of threads for parallel kernel computations (0 = all cores).
+pub fn set_num_threads(n: usize) -> Result<()> {
+    let n = if n == 0 { available_cores() } else { n };
+    let pool = ThreadPoolBuilder::new()
+        .num_threads(n)
+        .thread_name(|i| format!("budgetsvm-{i}"))
+        .build()
+        .map_err(|e| SvmError::invalid_parameter("n_threads", e))?;
+    let mut guard = POOL.write().unwrap_or_else(|e| e.into_inner());
+    *guard = Some((n, Arc::new(pool)));
+    Ok(())
+}
+
+/// The number of threads parallel work will use.
+pub fn num_threads() -> usize {
+    let guard = POOL.read().unwrap_or_else(|e| e.into_inner());
+    guard.as_ref().map_or_else(available_cores, |(n, _)| *n)
+}
+
+/// Runs `f` inside the configured pool (rayon's global pool until one is configured).
+pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    let pool = {
+        let guard = POOL.read().unwrap_or_else(|e| e.into_inner());
+        guard.as_ref().map(|(_, p)| Arc::clone(p))
+    };
+    match pool {
+        Some(p) => p.install(f),
+        None => f(),
+    }
+}
