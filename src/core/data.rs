@@ -130,9 +130,16 @@ pub struct CsrView<'a, I: SparseIndex> {
 impl<'a, I: SparseIndex> CsrView<'a, I> {
     /// Checks the CSR invariants the unchecked accessors rely on: `indptr` starts at 0, never
     /// decreases and ends at nnz; every column index lies in `[0, n_cols)`.
-    pub fn new(indptr: &'a [I], indices: &'a [I], values: &'a [f64], n_cols: usize) -> Result<Self> {
+    pub fn new(
+        indptr: &'a [I],
+        indices: &'a [I],
+        values: &'a [f64],
+        n_cols: usize,
+    ) -> Result<Self> {
         if indptr.is_empty() {
-            return Err(SvmError::invalid_input("CSR indptr must have n_rows + 1 entries"));
+            return Err(SvmError::invalid_input(
+                "CSR indptr must have n_rows + 1 entries",
+            ));
         }
         if indices.len() != values.len() {
             return Err(SvmError::invalid_input(format!(

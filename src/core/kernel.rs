@@ -33,7 +33,9 @@ pub fn kernel_matrix<X: Rows, Y: Rows>(x: &X, y: &Y, gamma: f64, out: &mut [f64]
     check_gamma(gamma)?;
     let (n, m) = (x.n_rows(), y.n_rows());
     if out.len() != n * m {
-        return Err(SvmError::invalid_input("kernel output buffer has the wrong size"));
+        return Err(SvmError::invalid_input(
+            "kernel output buffer has the wrong size",
+        ));
     }
     if m == 0 {
         return Ok(());

@@ -73,9 +73,8 @@ impl MergeSearch {
     }
 }
 
-/// Golden section search for the maximum of a function on [lo, hi], to interval width `eps`.
-/// Returns (argmax, max). The end points are compared too, so a maximum on the boundary
-/// (where an interior search only creeps towards it) is found exactly.
+/// Golden section search for the maximum of a unimodal function on [lo, hi], to interval width
+/// `eps`. Returns (argmax, max) at the midpoint of the final interval.
 pub fn golden_section_max(f: impl Fn(f64) -> f64, lo: f64, hi: f64, eps: f64) -> (f64, f64) {
     const INV_PHI: f64 = 0.618_033_988_749_894_8; // 1/phi
     let (mut a, mut b) = (lo, hi);
@@ -97,14 +96,8 @@ pub fn golden_section_max(f: impl Fn(f64) -> f64, lo: f64, hi: f64, eps: f64) ->
             fd = f(d);
         }
     }
-    let mut best = (0.5 * (a + b), f(0.5 * (a + b)));
-    for x in [lo, hi] {
-        let fx = f(x);
-        if fx > best.1 {
-            best = (x, fx);
-        }
-    }
-    best
+    let x = 0.5 * (a + b);
+    (x, f(x))
 }
 
 /// s(h) = m kappa^((1-h)^2) + (1-m) kappa^(h^2), with ln(kappa) precomputed.
@@ -125,22 +118,34 @@ pub fn merged_value(m: f64, kappa: f64, h: f64) -> f64 {
 
 /// Normalised weight degradation for merge coefficient h: |Delta|^2 / (a1 + a2)^2.
 pub fn weight_degradation(m: f64, kappa: f64, h: f64) -> f64 {
-    let s = merged_value(m, kappa, h);
+    wd_from_merged_value(m, kappa, merged_value(m, kappa, h))
+}
+
+/// Normalised weight degradation from s(h).
+#[inline]
+fn wd_from_merged_value(m: f64, kappa: f64, s: f64) -> f64 {
     (m * m + (1.0 - m) * (1.0 - m) + 2.0 * m * (1.0 - m) * kappa - s * s).max(0.0)
 }
 
-/// The optimal h by golden section search on the half of [0, 1] that holds the global maximum.
-pub fn gss_h(m: f64, kappa: f64, eps: f64) -> f64 {
+/// The optimal h and s(h) by golden section search on the half of [0, 1] that holds the global
+/// maximum.
+fn gss_h_and_value(m: f64, kappa: f64, eps: f64) -> (f64, f64) {
     if kappa <= 0.0 {
-        return if m >= 0.5 { 1.0 } else { 0.0 };
+        let h = if m >= 0.5 { 1.0 } else { 0.0 };
+        return (h, merged_value(m, kappa, h));
     }
     if kappa >= 1.0 {
         // x1 == x2: every h gives the same point; s(h) = 1 everywhere.
-        return m;
+        return (m, 1.0);
     }
     let ln_kappa = kappa.ln();
     let (lo, hi) = if m >= 0.5 { (0.5, 1.0) } else { (0.0, 0.5) };
-    golden_section_max(|h| merged_value_ln(m, ln_kappa, h), lo, hi, eps).0
+    golden_section_max(|h| merged_value_ln(m, ln_kappa, h), lo, hi, eps)
+}
+
+/// The optimal h by golden section search to interval width `eps`.
+pub fn gss_h(m: f64, kappa: f64, eps: f64) -> f64 {
+    gss_h_and_value(m, kappa, eps).0
 }
 
 /// Lookup tables of h*(m, kappa) and wd(m, kappa) with bilinear interpolation.
@@ -253,10 +258,10 @@ pub fn search_pair(search: MergeSearch, table: &MergeTable, m: f64, kappa: f64) 
             } else {
                 GSS_PRECISE_EPS
             };
-            let h = gss_h(m, kappa, eps);
+            let (h, s) = gss_h_and_value(m, kappa, eps);
             MergeChoice {
                 h,
-                wd: weight_degradation(m, kappa, h),
+                wd: wd_from_merged_value(m, kappa, s),
             }
         }
         MergeSearch::LookupH => {
@@ -309,11 +314,22 @@ mod tests {
     use crate::core::rng::Rng;
 
     /// |a1 phi(x1) + a2 phi(x2) - az phi(z)|^2 through kernel values of explicit vectors.
-    fn explicit_degradation(x1: &[f64], x2: &[f64], a1: f64, a2: f64, h: f64, gamma: f64) -> (f64, f64) {
+    fn explicit_degradation(
+        x1: &[f64],
+        x2: &[f64],
+        a1: f64,
+        a2: f64,
+        h: f64,
+        gamma: f64,
+    ) -> (f64, f64) {
         let k = |a: &[f64], b: &[f64]| {
             (-gamma * a.iter().zip(b).map(|(p, q)| (p - q) * (p - q)).sum::<f64>()).exp()
         };
-        let z: Vec<f64> = x1.iter().zip(x2).map(|(p, q)| h * p + (1.0 - h) * q).collect();
+        let z: Vec<f64> = x1
+            .iter()
+            .zip(x2)
+            .map(|(p, q)| h * p + (1.0 - h) * q)
+            .collect();
         let az = a1 * k(x1, &z) + a2 * k(x2, &z);
         let wd = a1 * a1 + a2 * a2 + az * az + 2.0 * a1 * a2 * k(x1, x2)
             - 2.0 * a1 * az * k(x1, &z)
@@ -333,12 +349,20 @@ mod tests {
             let a1 = sign * (0.01 + rng.next_f64());
             let a2 = sign * (0.01 + rng.next_f64());
             let h = rng.next_f64();
-            let kappa = (-gamma * x1.iter().zip(&x2).map(|(p, q)| (p - q) * (p - q)).sum::<f64>()).exp();
+            let kappa = (-gamma
+                * x1.iter()
+                    .zip(&x2)
+                    .map(|(p, q)| (p - q) * (p - q))
+                    .sum::<f64>())
+            .exp();
             let m = a1 / (a1 + a2);
             let (wd_explicit, az_explicit) = explicit_degradation(&x1, &x2, a1, a2, h, gamma);
             let scale = (a1 + a2) * (a1 + a2);
             let wd_closed = scale * weight_degradation(m, kappa, h);
-            assert!((wd_closed - wd_explicit).abs() < 1e-10 * scale.max(1.0), "{wd_closed} vs {wd_explicit}");
+            assert!(
+                (wd_closed - wd_explicit).abs() < 1e-10 * scale.max(1.0),
+                "{wd_closed} vs {wd_explicit}"
+            );
             assert!(((a1 + a2) * merged_value(m, kappa, h) - az_explicit).abs() < 1e-12);
         }
     }
@@ -368,7 +392,10 @@ mod tests {
                 .map(|k| merged_value(m, kappa, k as f64 / 20_000.0))
                 .fold(f64::MIN, f64::max);
             let s = merged_value(m, kappa, h);
-            assert!(s >= best_grid - 1e-9, "m={m} kappa={kappa} h={h} s={s} grid={best_grid}");
+            assert!(
+                s >= best_grid - 1e-9,
+                "m={m} kappa={kappa} h={h} s={s} grid={best_grid}"
+            );
         }
     }
 
@@ -414,7 +441,10 @@ mod tests {
         for _ in 0..20_000 {
             let (m, kappa) = (rng.next_f64(), rng.next_f64());
             let wd = weight_degradation(m, kappa, gss_h(m, kappa, GSS_PRECISE_EPS));
-            assert!((table.wd(m, kappa) - wd).abs() < 1e-3, "m={m} kappa={kappa}");
+            assert!(
+                (table.wd(m, kappa) - wd).abs() < 1e-3,
+                "m={m} kappa={kappa}"
+            );
         }
     }
 
@@ -426,7 +456,8 @@ mod tests {
             let kappa = rng.next_f64();
             let m = a1 / (a1 + a2);
             let (h, wd) = merge_multiclass(&[a1], &[a2], kappa, GSS_PRECISE_EPS);
-            let wd_binary = (a1 + a2).powi(2) * weight_degradation(m, kappa, gss_h(m, kappa, GSS_PRECISE_EPS));
+            let wd_binary =
+                (a1 + a2).powi(2) * weight_degradation(m, kappa, gss_h(m, kappa, GSS_PRECISE_EPS));
             assert!((wd - wd_binary).abs() < 1e-9, "h={h}");
         }
     }

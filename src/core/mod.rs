@@ -1,9 +1,12 @@
 //! The pure-Rust core: no Python here (checked in CI with `grep -r pyo3 src/core`).
 
+pub mod budget;
 pub mod data;
 pub mod error;
 pub mod kernel;
 pub mod merge;
+pub mod model;
 pub mod parallel;
 pub mod rng;
 pub mod simd;
+pub mod solvers;

@@ -43,7 +43,8 @@ mod x86 {
         // SAFETY: every load reads lanes i..i+16 (or i..i+4) with i+16 <= n (or i+4 <= n).
         unsafe {
             while i + 16 <= n {
-                acc0 = _mm256_fmadd_pd(_mm256_loadu_pd(pa.add(i)), _mm256_loadu_pd(pb.add(i)), acc0);
+                acc0 =
+                    _mm256_fmadd_pd(_mm256_loadu_pd(pa.add(i)), _mm256_loadu_pd(pb.add(i)), acc0);
                 acc1 = _mm256_fmadd_pd(
                     _mm256_loadu_pd(pa.add(i + 4)),
                     _mm256_loadu_pd(pb.add(i + 4)),
@@ -62,7 +63,8 @@ mod x86 {
                 i += 16;
             }
             while i + 4 <= n {
-                acc0 = _mm256_fmadd_pd(_mm256_loadu_pd(pa.add(i)), _mm256_loadu_pd(pb.add(i)), acc0);
+                acc0 =
+                    _mm256_fmadd_pd(_mm256_loadu_pd(pa.add(i)), _mm256_loadu_pd(pb.add(i)), acc0);
                 i += 4;
             }
         }
@@ -91,7 +93,8 @@ mod x86 {
         // SAFETY: lanes i..i+8 (or i..i+4) are in bounds of both slices.
         unsafe {
             while i + 8 <= n {
-                let y0 = _mm256_fmadd_pd(va, _mm256_loadu_pd(px.add(i)), _mm256_loadu_pd(py.add(i)));
+                let y0 =
+                    _mm256_fmadd_pd(va, _mm256_loadu_pd(px.add(i)), _mm256_loadu_pd(py.add(i)));
                 let y1 = _mm256_fmadd_pd(
                     va,
                     _mm256_loadu_pd(px.add(i + 4)),
@@ -102,7 +105,8 @@ mod x86 {
                 i += 8;
             }
             while i + 4 <= n {
-                let y0 = _mm256_fmadd_pd(va, _mm256_loadu_pd(px.add(i)), _mm256_loadu_pd(py.add(i)));
+                let y0 =
+                    _mm256_fmadd_pd(va, _mm256_loadu_pd(px.add(i)), _mm256_loadu_pd(py.add(i)));
                 _mm256_storeu_pd(py.add(i), y0);
                 i += 4;
             }

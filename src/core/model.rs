@@ -1,0 +1,346 @@
+//! Support vectors with their coefficients: the working set a budgeted solver updates, and the
+//! finished model that predicts.
+
+use rayon::prelude::*;
+
+use crate::core::data::{DenseView, Rows};
+use crate::core::error::{Result, SvmError};
+use crate::core::kernel::{check_gamma, rbf_from_dot};
+use crate::core::{parallel, simd};
+
+/// The support vectors of a model under training, at most `capacity` of them.
+///
+/// Vectors are stored feature-major (`svt[c * capacity + j]` is feature c of SV j), so the dot
+/// products of one input row with all SVs are one axpy of length `len` per non-zero of the row:
+/// contiguous, vectorised, and the same code path for sparse and dense inputs.
+/// Coefficients are stored divided by a global `scale`, which makes the (1 - 1/t) shrink of all
+/// coefficients in every SGD step O(1).
+#[derive(Debug, Clone)]
+pub struct SupportVectors {
+    dim: usize,
+    capacity: usize,
+    len: usize,
+    n_out: usize,
+    svt: Vec<f64>,
+    sq_norms: Vec<f64>,
+    coef: Vec<f64>,
+    scale: f64,
+}
+
+/// Below this the scale is folded into the coefficients, long before anything underflows.
+const MIN_SCALE: f64 = 1e-12;
+
+impl SupportVectors {
+    pub fn new(dim: usize, capacity: usize, n_out: usize) -> Self {
+        SupportVectors {
+            dim,
+            capacity,
+            len: 0,
+            n_out,
+            svt: vec![0.0; dim * capacity],
+            sq_norms: vec![0.0; capacity],
+            coef: vec![0.0; capacity * n_out],
+            scale: 1.0,
+        }
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    #[inline]
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+    #[inline]
+    pub fn n_out(&self) -> usize {
+        self.n_out
+    }
+    #[inline]
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
+    #[inline]
+    pub fn sq_norm(&self, j: usize) -> f64 {
+        self.sq_norms[j]
+    }
+    /// Stored coefficients of SV j (multiply by `scale()` for the actual ones).
+    #[inline]
+    pub fn coef(&self, j: usize) -> &[f64] {
+        &self.coef[j * self.n_out..(j + 1) * self.n_out]
+    }
+    #[inline]
+    pub fn coef_mut(&mut self, j: usize) -> &mut [f64] {
+        &mut self.coef[j * self.n_out..(j + 1) * self.n_out]
+    }
+
+    /// out[j] = <sv_j, x_i> for j < len.
+    #[inline]
+    pub fn dots_with_row<R: Rows>(&self, x: &R, i: usize, out: &mut [f64]) {
+        let (len, cap, dim) = (self.len, self.capacity, self.dim);
+        let out = &mut out[..len];
+        out.fill(0.0);
+        x.for_each_nonzero(i, |c, v| {
+            if c < dim {
+                simd::axpy(v, &self.svt[c * cap..c * cap + len], out);
+            }
+        });
+    }
+
+    /// out[j] = <sv_j, v> for a dense vector v of length dim.
+    pub fn dots_with_dense(&self, v: &[f64], out: &mut [f64]) {
+        let (len, cap) = (self.len, self.capacity);
+        let out = &mut out[..len];
+        out.fill(0.0);
+        for (c, &x) in v.iter().enumerate().take(self.dim) {
+            if x != 0.0 {
+                simd::axpy(x, &self.svt[c * cap..c * cap + len], out);
+            }
+        }
+    }
+
+    /// Turns dot products with a point of squared norm `sq_norm` into kernel values, in place.
+    #[inline]
+    pub fn dots_to_kernel(&self, gamma: f64, sq_norm: f64, dots: &mut [f64]) {
+        for (d, &n) in dots[..self.len].iter_mut().zip(&self.sq_norms) {
+            *d = rbf_from_dot(gamma, sq_norm, n, *d);
+        }
+    }
+
+    /// out[k] = scale * sum_j coef[j][k] * kvals[j]: the decision values for a point.
+    #[inline]
+    pub fn decision_from_kernel(&self, kvals: &[f64], out: &mut [f64]) {
+        if self.n_out == 1 {
+            out[0] = self.scale * simd::dot(&self.coef[..self.len], &kvals[..self.len]);
+            return;
+        }
+        out.fill(0.0);
+        for (j, &k) in kvals[..self.len].iter().enumerate() {
+            simd::axpy(k, self.coef(j), out);
+        }
+        for o in out.iter_mut() {
+            *o *= self.scale;
+        }
+    }
+
+    /// Multiplies every coefficient by `factor` in O(1).
+    #[inline]
+    pub fn shrink(&mut self, factor: f64) {
+        self.scale *= factor;
+        if self.scale < MIN_SCALE {
+            let s = self.scale;
+            for c in &mut self.coef[..self.len * self.n_out] {
+                *c *= s;
+            }
+            self.scale = 1.0;
+        }
+    }
+
+    /// Appends row i of x with actual (unscaled) coefficients `coef`. Needs room (len < capacity).
+    pub fn push_row<R: Rows>(&mut self, x: &R, i: usize, coef: &[f64]) {
+        let j = self.len;
+        let cap = self.capacity;
+        for c in 0..self.dim {
+            self.svt[c * cap + j] = 0.0;
+        }
+        let dim = self.dim;
+        let svt = &mut self.svt;
+        let mut norm = 0.0;
+        x.for_each_nonzero(i, |c, v| {
+            if c < dim {
+                svt[c * cap + j] = v;
+                norm += v * v;
+            }
+        });
+        // The norm of what is stored: a row with columns past dim loses them here.
+        self.sq_norms[j] = norm;
+        self.len += 1;
+        self.set_actual_coef(j, coef);
+    }
+
+    /// Overwrites SV j with a dense vector and actual coefficients.
+    pub fn set_dense(&mut self, j: usize, v: &[f64], coef: &[f64]) {
+        let cap = self.capacity;
+        for (c, &x) in v.iter().enumerate().take(self.dim) {
+            self.svt[c * cap + j] = x;
+        }
+        self.sq_norms[j] = simd::dot(v, v);
+        self.set_actual_coef(j, coef);
+    }
+
+    fn set_actual_coef(&mut self, j: usize, coef: &[f64]) {
+        let inv = 1.0 / self.scale;
+        for (dst, &src) in self.coef_mut(j).iter_mut().zip(coef) {
+            *dst = src * inv;
+        }
+    }
+
+    /// Copies SV j into a dense vector of length dim.
+    pub fn copy_sv(&self, j: usize, out: &mut [f64]) {
+        let cap = self.capacity;
+        for (c, o) in out.iter_mut().enumerate().take(self.dim) {
+            *o = self.svt[c * cap + j];
+        }
+    }
+
+    /// Removes SV j by moving the last one into its place (so indices > j are not shifted).
+    pub fn swap_remove(&mut self, j: usize) {
+        let last = self.len - 1;
+        if j != last {
+            let cap = self.capacity;
+            for c in 0..self.dim {
+                self.svt[c * cap + j] = self.svt[c * cap + last];
+            }
+            self.sq_norms[j] = self.sq_norms[last];
+            let n = self.n_out;
+            self.coef.copy_within(last * n..(last + 1) * n, j * n);
+        }
+        self.len -= 1;
+    }
+
+    /// Index of the SV with the smallest coefficient norm (the one budget maintenance acts on).
+    pub fn smallest(&self) -> Option<usize> {
+        (0..self.len)
+            .map(|j| (j, self.coef(j).iter().map(|c| c * c).sum::<f64>()))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(j, _)| j)
+    }
+
+    /// The finished model: SVs row-major, the scale folded into the coefficients.
+    pub fn to_model(&self, gamma: f64) -> BudgetModel {
+        let mut sv = vec![0.0; self.len * self.dim];
+        for j in 0..self.len {
+            self.copy_sv(j, &mut sv[j * self.dim..(j + 1) * self.dim]);
+        }
+        let coef = self.coef[..self.len * self.n_out]
+            .iter()
+            .map(|c| c * self.scale)
+            .collect();
+        BudgetModel {
+            dim: self.dim,
+            n_out: self.n_out,
+            gamma,
+            support_vectors: sv,
+            coef,
+        }
+    }
+}
+
+/// A trained kernel expansion f_k(x) = sum_j coef[j][k] k(sv_j, x).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetModel {
+    pub dim: usize,
+    pub n_out: usize,
+    pub gamma: f64,
+    /// n_sv x dim, row-major.
+    pub support_vectors: Vec<f64>,
+    /// n_sv x n_out, row-major.
+    pub coef: Vec<f64>,
+}
+
+impl BudgetModel {
+    pub fn n_sv(&self) -> usize {
+        self.coef.len().checked_div(self.n_out).unwrap_or(0)
+    }
+
+    /// Checks the arrays fit together (a model may come from user-supplied arrays).
+    pub fn validate(&self) -> Result<()> {
+        check_gamma(self.gamma)?;
+        if self.n_out == 0 || self.coef.len() % self.n_out != 0 {
+            return Err(SvmError::invalid_input(
+                "coefficient array has the wrong shape",
+            ));
+        }
+        if self.support_vectors.len() != self.n_sv() * self.dim {
+            return Err(SvmError::invalid_input(format!(
+                "{} support vectors of dimension {} need {} values, got {}",
+                self.n_sv(),
+                self.dim,
+                self.n_sv() * self.dim,
+                self.support_vectors.len()
+            )));
+        }
+        crate::core::data::check_finite(&self.support_vectors, "support vectors")?;
+        crate::core::data::check_finite(&self.coef, "coefficients")
+    }
+
+    /// Decision values, n_rows x n_out row-major, rows in parallel.
+    pub fn decision_function<R: Rows>(&self, x: &R, out: &mut [f64]) -> Result<()> {
+        self.validate()?;
+        let n_out = self.n_out;
+        if out.len() != x.n_rows() * n_out {
+            return Err(SvmError::invalid_input(
+                "decision output buffer has the wrong size",
+            ));
+        }
+        let n_sv = self.n_sv();
+        let svs = DenseView::new(&self.support_vectors, n_sv, self.dim)?;
+        let sv_norms = svs.sq_norms();
+        parallel::install(|| {
+            out.par_chunks_mut(n_out).enumerate().for_each(|(i, o)| {
+                let xn = x.sq_norm(i);
+                o.fill(0.0);
+                for j in 0..n_sv {
+                    let k = rbf_from_dot(self.gamma, xn, sv_norms[j], x.dot_dense(i, svs.row(j)));
+                    simd::axpy(k, &self.coef[j * n_out..(j + 1) * n_out], o);
+                }
+            });
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::data::DenseView;
+    use crate::core::rng::Rng;
+
+    #[test]
+    fn kernel_values_and_decision_match_direct_evaluation() {
+        let mut rng = Rng::new(3);
+        let (n, d) = (12, 5);
+        let xs: Vec<f64> = (0..n * d).map(|_| rng.next_f64() - 0.5).collect();
+        let x = DenseView::new(&xs, n, d).unwrap();
+        let mut svs = SupportVectors::new(d, 8, 2);
+        for i in 0..6 {
+            svs.push_row(&x, i, &[i as f64, -1.0]);
+        }
+        svs.shrink(0.5);
+        svs.swap_remove(1);
+        let model = svs.to_model(0.8);
+        assert_eq!(model.n_sv(), 5);
+        let mut direct = vec![0.0; n * 2];
+        model.decision_function(&x, &mut direct).unwrap();
+        let mut kv = vec![0.0; 8];
+        let mut f = [0.0; 2];
+        for i in 0..n {
+            svs.dots_with_row(&x, i, &mut kv);
+            svs.dots_to_kernel(0.8, x.sq_norm(i), &mut kv);
+            svs.decision_from_kernel(&kv, &mut f);
+            assert!((f[0] - direct[2 * i]).abs() < 1e-12);
+            assert!((f[1] - direct[2 * i + 1]).abs() < 1e-12);
+        }
+        // Coefficients are scaled: SV 0 had [0, -1] * 0.5.
+        assert_eq!(&model.coef[0..2], &[0.0, -0.5]);
+    }
+
+    #[test]
+    fn shrink_renormalises_without_changing_values() {
+        let xs = [1.0, 2.0];
+        let x = DenseView::new(&xs, 1, 2).unwrap();
+        let mut svs = SupportVectors::new(2, 2, 1);
+        svs.push_row(&x, 0, &[3.0]);
+        for _ in 0..100 {
+            svs.shrink(0.5);
+        }
+        let expected = 3.0 * 0.5f64.powi(100);
+        let got = svs.to_model(1.0).coef[0];
+        assert!((got - expected).abs() <= 1e-12 * expected);
+        assert!(svs.scale() >= MIN_SCALE);
+    }
+}

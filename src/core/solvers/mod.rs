@@ -1,0 +1,61 @@
+//! Solvers. Each states its objective in its module doc and reports through [`Progress`].
+
+pub mod bsgd;
+
+use std::time::{Duration, Instant};
+
+use crate::core::error::Result;
+
+/// Where a training run is; passed to the caller's monitor, which may stop the run by returning
+/// an error (the binding layer returns `Interrupted` on Ctrl-C).
+#[derive(Debug, Clone, Default)]
+pub struct Progress {
+    /// 1-based epoch being run (or just finished when `epoch_done`).
+    pub epoch: usize,
+    pub epochs: usize,
+    /// Steps done so far, over all epochs.
+    pub iteration: u64,
+    pub n_sv: usize,
+    /// Budget maintenance events so far.
+    pub maintenance_events: u64,
+    pub seconds: f64,
+    /// True once at the end of each epoch; false for the periodic heartbeats in between.
+    pub epoch_done: bool,
+}
+
+/// A monitor callback: sees progress, may abort.
+pub type Monitor<'a> = &'a mut dyn FnMut(&Progress) -> Result<()>;
+
+/// Calls the monitor about every `interval` of wall time, checking the clock only every 1024
+/// steps so the hot loop does not pay for it.
+pub(crate) struct Heartbeat {
+    last: Instant,
+    interval: Duration,
+}
+
+impl Heartbeat {
+    pub(crate) fn new(interval: Duration) -> Self {
+        Heartbeat {
+            last: Instant::now(),
+            interval,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn due(&mut self, step: u64) -> bool {
+        if step & 1023 != 0 {
+            return false;
+        }
+        if self.last.elapsed() >= self.interval {
+            self.last = Instant::now();
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// A monitor that never stops anything (Rust callers, tests, benches).
+pub fn no_monitor(_: &Progress) -> Result<()> {
+    Ok(())
+}
