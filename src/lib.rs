@@ -4,3 +4,4 @@
 //! about Python.
 
 pub mod core;
+mod py;

@@ -1,0 +1,66 @@
+"""Input normalisation shared by every estimator and function: one layout reaches Rust."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Union
+
+import numpy as np
+import scipy.sparse as sp
+
+NativeX = Union[np.ndarray, tuple]
+
+
+def to_native(X: Any) -> NativeX:
+    """Dense C-contiguous float64 array, or CSR parts ``(data, indices, indptr, n_cols)``.
+
+    ``X`` must already be validated (float64, finite, 2-D). The user's object is never modified:
+    a CSR matrix with duplicate entries is summed into a copy, and its buffers are otherwise passed
+    through without copying.
+    """
+    if sp.issparse(X):
+        X = X.tocsr() if X.format != "csr" else X
+        if not X.has_canonical_format:
+            X = X.copy()
+            X.sum_duplicates()
+        data = np.ascontiguousarray(X.data, dtype=np.float64)
+        indices, indptr = X.indices, X.indptr
+        if indices.dtype != indptr.dtype or indices.dtype not in (np.int32, np.int64):
+            indices = indices.astype(np.int64)
+            indptr = indptr.astype(np.int64)
+        return (data, np.ascontiguousarray(indices), np.ascontiguousarray(indptr), X.shape[1])
+    return np.ascontiguousarray(X, dtype=np.float64)
+
+
+def check_positive(name: str, value: Any, *, integer: bool = False, minimum: float = 0.0) -> None:
+    """Raise ValueError unless ``value`` is a finite number (an integer if asked) above ``minimum``."""
+    kind = numbers.Integral if integer else numbers.Real
+    if isinstance(value, bool) or not isinstance(value, kind):
+        what = "an integer" if integer else "a number"
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+    if not np.isfinite(value) or value < minimum or (minimum == 0.0 and value <= 0):
+        bound = f">= {minimum:g}" if minimum > 0 else "> 0"
+        raise ValueError(f"{name} must be finite and {bound}, got {value!r}")
+
+
+def check_choice(name: str, value: Any, choices: tuple) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+
+
+def resolve_gamma(gamma: Any, X: Any) -> float:
+    """scikit-learn's meaning of gamma: 'scale' = 1 / (n_features * X.var()), 'auto' = 1 / n_features."""
+    n_features = X.shape[1]
+    if isinstance(gamma, str):
+        if gamma == "scale":
+            if sp.issparse(X):
+                mean = np.asarray(X.mean())
+                var = float(np.asarray(X.multiply(X).mean()) - mean**2)
+            else:
+                var = float(X.var())
+            return 1.0 / (n_features * var) if var > 0 else 1.0
+        if gamma == "auto":
+            return 1.0 / n_features
+        raise ValueError(f"gamma must be 'scale', 'auto' or a positive number; got {gamma!r}")
+    check_positive("gamma", gamma)
+    return float(gamma)

@@ -1,0 +1,294 @@
+//! The Python binding: the only module that knows about Python. Each function converts its
+//! arguments to core views, releases the GIL around the work (`py.detach`), and converts back.
+
+mod convert;
+mod error;
+
+use numpy::{
+    IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2,
+    PyUntypedArrayMethods,
+};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::core::budget::Maintenance;
+use crate::core::data::check_finite;
+use crate::core::error::SvmError;
+use crate::core::merge::{search_pair, MergeSearch, MergeTable, DEFAULT_TABLE_SIZE};
+use crate::core::model::BudgetModel;
+use crate::core::solvers::bsgd::{train_bsgd, BsgdParams};
+use crate::core::solvers::Progress;
+use crate::core::{kernel, parallel, simd};
+use convert::{with_rows, Features};
+use error::no_panic;
+
+/// Calls back into Python from detached training: checks for Ctrl-C on every heartbeat and
+/// reports each finished epoch to the optional callback. A Python error (KeyboardInterrupt or one
+/// raised by the callback) stops training and is re-raised as it was.
+struct PythonMonitor {
+    callback: Option<Py<PyAny>>,
+    error: Option<PyErr>,
+}
+
+impl PythonMonitor {
+    fn check(&mut self, p: &Progress) -> Result<(), SvmError> {
+        let result = Python::attach(|py| -> PyResult<()> {
+            py.check_signals()?;
+            if let Some(cb) = &self.callback {
+                if p.epoch_done {
+                    let info = PyDict::new(py);
+                    info.set_item("epoch", p.epoch)?;
+                    info.set_item("epochs", p.epochs)?;
+                    info.set_item("iteration", p.iteration)?;
+                    info.set_item("n_sv", p.n_sv)?;
+                    info.set_item("maintenance_events", p.maintenance_events)?;
+                    info.set_item("seconds", p.seconds)?;
+                    cb.call1(py, (info,))?;
+                }
+            }
+            Ok(())
+        });
+        result.map_err(|e| {
+            self.error = Some(e);
+            SvmError::Interrupted
+        })
+    }
+
+    fn finish<T>(self, r: Result<T, PyErr>) -> PyResult<T> {
+        match (r, self.error) {
+            (Err(_), Some(e)) => Err(e),
+            (r, _) => r,
+        }
+    }
+}
+
+/// RBF kernel matrix exp(-gamma |x_i - y_j|^2) of two feature matrices (dense or CSR parts).
+#[pyfunction]
+fn rbf_kernel<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    y: &Bound<'py, PyAny>,
+    gamma: f64,
+) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    let fx = Features::extract(x)?;
+    let fy = Features::extract(y)?;
+    let out = with_rows!(fx, |xr| {
+        with_rows!(fy, |yr| {
+            use crate::core::data::Rows;
+            let (n, m) = (xr.n_rows(), yr.n_rows());
+            py.detach(|| {
+                no_panic(|| {
+                    let mut out = vec![0.0; n * m];
+                    kernel::kernel_matrix(&xr, &yr, gamma, &mut out)?;
+                    Ok((out, n, m))
+                })
+            })?
+        })
+    });
+    let (out, n, m) = out;
+    Ok(out.into_pyarray(py).reshape([n, m])?)
+}
+
+/// Optimal merge coefficient h and normalised weight degradation for arrays of (m, kappa).
+#[pyfunction]
+#[pyo3(signature = (m, kappa, method, table_size = DEFAULT_TABLE_SIZE))]
+fn merge_search<'py>(
+    py: Python<'py>,
+    m: PyReadonlyArray1<'py, f64>,
+    kappa: PyReadonlyArray1<'py, f64>,
+    method: &str,
+    table_size: usize,
+) -> PyResult<(Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>)> {
+    let search = MergeSearch::parse(method)?;
+    let (m, kappa) = (convert::slice1(&m)?, convert::slice1(&kappa)?);
+    if m.len() != kappa.len() {
+        return Err(PyValueError::new_err(format!(
+            "m and kappa differ in length ({} vs {})",
+            m.len(),
+            kappa.len()
+        )));
+    }
+    for (name, v) in [("m", m), ("kappa", kappa)] {
+        if let Some(bad) = v.iter().find(|x| !(0.0..=1.0).contains(*x)) {
+            return Err(PyValueError::new_err(format!(
+                "{name} must lie in [0, 1], got {bad}"
+            )));
+        }
+    }
+    let (h, wd) = py.detach(|| {
+        no_panic(|| {
+            let built;
+            let table = if table_size == DEFAULT_TABLE_SIZE {
+                MergeTable::shared()
+            } else {
+                built = MergeTable::build(table_size)?;
+                &built
+            };
+            let mut h = Vec::with_capacity(m.len());
+            let mut wd = Vec::with_capacity(m.len());
+            for (&mi, &ki) in m.iter().zip(kappa) {
+                let choice = search_pair(search, table, mi, ki);
+                let hi = if search == MergeSearch::LookupWd {
+                    table.h(mi, ki)
+                } else {
+                    choice.h
+                };
+                h.push(hi);
+                wd.push(choice.wd);
+            }
+            Ok((h, wd))
+        })
+    })?;
+    Ok((h.into_pyarray(py), wd.into_pyarray(py)))
+}
+
+/// Trains BSGD; returns a dict with the model arrays and the training statistics.
+#[pyfunction]
+#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, lambda_ = None, compare_with = None, callback = None))]
+#[allow(clippy::too_many_arguments)]
+fn fit_bsgd<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    y: PyReadonlyArray1<'py, u32>,
+    n_classes: usize,
+    c: f64,
+    gamma: f64,
+    budget: usize,
+    epochs: usize,
+    maintenance: &str,
+    merge: &str,
+    seed: u64,
+    lambda_: Option<f64>,
+    compare_with: Option<&str>,
+    callback: Option<Py<PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let params = BsgdParams {
+        c,
+        lambda: lambda_,
+        gamma,
+        budget,
+        epochs,
+        maintenance: Maintenance::parse(maintenance, merge)?,
+        seed,
+        compare_with: compare_with.map(MergeSearch::parse).transpose()?,
+    };
+    let features = Features::extract(x)?;
+    let y = convert::slice1(&y)?;
+    let mut monitor = PythonMonitor {
+        callback,
+        error: None,
+    };
+    let result = with_rows!(features, |rows| {
+        use crate::core::data::Rows;
+        if let Features::Dense(a) = &features {
+            check_finite(a.as_slice().unwrap_or(&[]), "X")?;
+        }
+        let valid = params.check(rows.n_rows())?;
+        py.detach(|| {
+            no_panic(|| train_bsgd(&rows, y, n_classes, &valid, &mut |p| monitor.check(p)))
+        })
+    });
+    let (model, stats) = monitor.finish(result)?;
+    let out = PyDict::new(py);
+    let n_sv = model.n_sv();
+    out.set_item(
+        "support_vectors",
+        model
+            .support_vectors
+            .into_pyarray(py)
+            .reshape([n_sv, model.dim])?,
+    )?;
+    out.set_item(
+        "coef",
+        model.coef.into_pyarray(py).reshape([n_sv, model.n_out])?,
+    )?;
+    out.set_item("iterations", stats.iterations)?;
+    out.set_item("insertions", stats.insertions)?;
+    out.set_item("maintenance_events", stats.maintenance.events)?;
+    out.set_item("maintenance_frequency", stats.maintenance_frequency())?;
+    out.set_item("maintenance_seconds", stats.maintenance.seconds)?;
+    out.set_item(
+        "total_weight_degradation",
+        stats.maintenance.total_weight_degradation,
+    )?;
+    out.set_item("compared_merges", stats.maintenance.compared)?;
+    out.set_item("agreeing_merges", stats.maintenance.agreed)?;
+    out.set_item("seconds", stats.seconds)?;
+    out.set_item("epochs", stats.epochs)?;
+    Ok(out)
+}
+
+/// Decision values of a kernel expansion: (n_rows, n_out).
+#[pyfunction]
+fn decision_function<'py>(
+    py: Python<'py>,
+    support_vectors: PyReadonlyArray2<'py, f64>,
+    coef: PyReadonlyArray2<'py, f64>,
+    gamma: f64,
+    x: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    let (n_sv, dim) = (support_vectors.shape()[0], support_vectors.shape()[1]);
+    let n_out = coef.shape()[1];
+    if coef.shape()[0] != n_sv {
+        return Err(PyValueError::new_err(
+            "coef must have one row per support vector",
+        ));
+    }
+    let model = BudgetModel {
+        dim,
+        n_out,
+        gamma,
+        support_vectors: support_vectors.as_array().iter().copied().collect(),
+        coef: coef.as_array().iter().copied().collect(),
+    };
+    let features = Features::extract(x)?;
+    let out = with_rows!(features, |rows| {
+        use crate::core::data::Rows;
+        let n = rows.n_rows();
+        py.detach(|| {
+            no_panic(|| {
+                let mut out = vec![0.0; n * n_out];
+                model.decision_function(&rows, &mut out)?;
+                Ok((out, n))
+            })
+        })?
+    });
+    let (out, n) = out;
+    Ok(out.into_pyarray(py).reshape([n, n_out])?)
+}
+
+/// Sets the number of threads for parallel kernel work (0 = one per core).
+#[pyfunction]
+fn set_num_threads(n: usize) -> PyResult<()> {
+    Ok(parallel::set_num_threads(n)?)
+}
+
+/// The number of threads parallel kernel work uses.
+#[pyfunction]
+fn get_num_threads() -> usize {
+    parallel::num_threads()
+}
+
+/// The SIMD code path of the kernel loops on this CPU ("avx2+fma" or "portable").
+#[pyfunction]
+fn simd_level() -> &'static str {
+    simd::simd_level()
+}
+
+#[pymodule]
+mod _budgetsvm {
+    #[pymodule_export]
+    use super::{
+        decision_function, fit_bsgd, get_num_threads, merge_search, rbf_kernel, set_num_threads,
+        simd_level,
+    };
+
+    #[pymodule_init]
+    fn init(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
+        use pyo3::types::PyModuleMethods;
+        m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+        m.add("DEFAULT_TABLE_SIZE", super::DEFAULT_TABLE_SIZE)?;
+        Ok(())
+    }
+}
