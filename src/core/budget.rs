@@ -70,6 +70,8 @@ struct Projection {
     events_since_refresh: usize,
 }
 
+// Strided dense linear algebra: explicit indices read clearer than iterator chains here.
+#[allow(clippy::needless_range_loop)]
 impl Projection {
     fn new(cap: usize) -> Self {
         Projection {

@@ -284,8 +284,8 @@ impl BudgetModel {
             out.par_chunks_mut(n_out).enumerate().for_each(|(i, o)| {
                 let xn = x.sq_norm(i);
                 o.fill(0.0);
-                for j in 0..n_sv {
-                    let k = rbf_from_dot(self.gamma, xn, sv_norms[j], x.dot_dense(i, svs.row(j)));
+                for (j, &sv_norm) in sv_norms.iter().enumerate() {
+                    let k = rbf_from_dot(self.gamma, xn, sv_norm, x.dot_dense(i, svs.row(j)));
                     simd::axpy(k, &self.coef[j * n_out..(j + 1) * n_out], o);
                 }
             });

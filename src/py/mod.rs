@@ -87,8 +87,10 @@ fn rbf_kernel<'py>(
         })
     });
     let (out, n, m) = out;
-    Ok(out.into_pyarray(py).reshape([n, m])?)
+    out.into_pyarray(py).reshape([n, m])
 }
+
+type ArrayPair<'py> = (Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>);
 
 /// Optimal merge coefficient h and normalised weight degradation for arrays of (m, kappa).
 #[pyfunction]
@@ -99,7 +101,7 @@ fn merge_search<'py>(
     kappa: PyReadonlyArray1<'py, f64>,
     method: &str,
     table_size: usize,
-) -> PyResult<(Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>)> {
+) -> PyResult<ArrayPair<'py>> {
     let search = MergeSearch::parse(method)?;
     let (m, kappa) = (convert::slice1(&m)?, convert::slice1(&kappa)?);
     if m.len() != kappa.len() {
@@ -255,7 +257,30 @@ fn decision_function<'py>(
         })?
     });
     let (out, n) = out;
-    Ok(out.into_pyarray(py).reshape([n, n_out])?)
+    out.into_pyarray(py).reshape([n, n_out])
+}
+
+/// Reads a LIBSVM/svmlight file (plain, gzip, bzip2 or xz): (data, indices, indptr, labels, n_features).
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn load_libsvm<'py>(
+    py: Python<'py>,
+    path: std::path::PathBuf,
+) -> PyResult<(
+    Bound<'py, PyArray1<f64>>,
+    Bound<'py, PyArray1<i32>>,
+    Bound<'py, PyArray1<i64>>,
+    Bound<'py, PyArray1<f64>>,
+    usize,
+)> {
+    let data = py.detach(|| no_panic(|| crate::core::libsvm::read_libsvm_file(&path)))?;
+    Ok((
+        data.values.into_pyarray(py),
+        data.indices.into_pyarray(py),
+        data.indptr.into_pyarray(py),
+        data.labels.into_pyarray(py),
+        data.n_features,
+    ))
 }
 
 /// Sets the number of threads for parallel kernel work (0 = one per core).
@@ -280,8 +305,8 @@ fn simd_level() -> &'static str {
 mod _budgetsvm {
     #[pymodule_export]
     use super::{
-        decision_function, fit_bsgd, get_num_threads, merge_search, rbf_kernel, set_num_threads,
-        simd_level,
+        decision_function, fit_bsgd, get_num_threads, load_libsvm, merge_search, rbf_kernel,
+        set_num_threads, simd_level,
     };
 
     #[pymodule_init]

@@ -1,0 +1,5 @@
+import sys
+
+from budgetsvm.cli import main
+
+sys.exit(main())

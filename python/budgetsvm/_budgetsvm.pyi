@@ -1,0 +1,54 @@
+"""Type stubs of the native module (checked against the binary by mypy.stubtest in CI)."""
+
+from typing import Any, Callable, Dict, Optional, Tuple, Union
+
+import numpy as np
+import numpy.typing as npt
+
+# Dense C-contiguous float64 matrix, or CSR parts (data, indices, indptr, n_cols).
+_Features = Union[npt.NDArray[np.float64], Tuple[Any, Any, Any, int]]
+
+__version__: str
+DEFAULT_TABLE_SIZE: int
+
+def rbf_kernel(x: _Features, y: _Features, gamma: float) -> npt.NDArray[np.float64]: ...
+def merge_search(
+    m: npt.NDArray[np.float64],
+    kappa: npt.NDArray[np.float64],
+    method: str,
+    table_size: int = 400,
+) -> Tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
+def fit_bsgd(
+    x: _Features,
+    y: npt.NDArray[np.uint32],
+    n_classes: int,
+    *,
+    c: float,
+    gamma: float,
+    budget: int,
+    epochs: int,
+    maintenance: str,
+    merge: str,
+    seed: int,
+    lambda_: Optional[float] = None,
+    compare_with: Optional[str] = None,
+    callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
+) -> Dict[str, Any]: ...
+def decision_function(
+    support_vectors: npt.NDArray[np.float64],
+    coef: npt.NDArray[np.float64],
+    gamma: float,
+    x: _Features,
+) -> npt.NDArray[np.float64]: ...
+def load_libsvm(
+    path: str,
+) -> Tuple[
+    npt.NDArray[np.float64],
+    npt.NDArray[np.int32],
+    npt.NDArray[np.int64],
+    npt.NDArray[np.float64],
+    int,
+]: ...
+def set_num_threads(n: int) -> None: ...
+def get_num_threads() -> int: ...
+def simd_level() -> str: ...
