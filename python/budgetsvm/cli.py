@@ -63,8 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Gaussian-kernel SVMs on a budget of support vectors.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="train on the embedded a9a data, gss vs lookup-wd",
-                          description=DEMO_HELP)
+    demo = sub.add_parser(
+        "demo", help="train on the embedded a9a data, gss vs lookup-wd", description=DEMO_HELP
+    )
     demo.add_argument("-B", "--budget", type=int, default=100, help="budget (default 100)")
     demo.add_argument("-e", "--epochs", type=int, default=20, help="epochs (default 20)")
     demo.add_argument("-s", "--seed", type=int, default=0, help="random seed (default 0)")

@@ -34,7 +34,11 @@ def load_svmlight_file(
     path = os.fspath(path)
     data, indices, indptr, labels, width = _budgetsvm.load_libsvm(path)
     if n_features is not None:
-        if isinstance(n_features, bool) or not isinstance(n_features, (int, np.integer)) or n_features < 0:
+        if (
+            isinstance(n_features, bool)
+            or not isinstance(n_features, (int, np.integer))
+            or n_features < 0
+        ):
             raise ValueError(f"n_features must be a non-negative integer, got {n_features!r}")
         if width > n_features:
             raise ValueError(

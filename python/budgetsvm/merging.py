@@ -49,13 +49,22 @@ def merge_search(
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
-    m_arr, k_arr = np.broadcast_arrays(np.asarray(m, dtype=np.float64), np.asarray(kappa, dtype=np.float64))
+    m_arr, k_arr = np.broadcast_arrays(
+        np.asarray(m, dtype=np.float64), np.asarray(kappa, dtype=np.float64)
+    )
     if not (np.all(np.isfinite(m_arr)) and np.all(np.isfinite(k_arr))):
         raise ValueError("m and kappa must be finite")
-    if isinstance(table_size, bool) or not isinstance(table_size, (int, np.integer)) or table_size < 2:
+    if (
+        isinstance(table_size, bool)
+        or not isinstance(table_size, (int, np.integer))
+        or table_size < 2
+    ):
         raise ValueError(f"table_size must be an integer >= 2, got {table_size!r}")
     shape = m_arr.shape
     h, wd = _budgetsvm.merge_search(
-        np.ascontiguousarray(m_arr.ravel()), np.ascontiguousarray(k_arr.ravel()), method, int(table_size)
+        np.ascontiguousarray(m_arr.ravel()),
+        np.ascontiguousarray(k_arr.ravel()),
+        method,
+        int(table_size),
     )
     return h.reshape(shape), wd.reshape(shape)

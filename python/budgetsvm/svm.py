@@ -113,13 +113,15 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         check_choice("merge", self.merge, MERGE_SEARCHES)
 
     def _seed(self) -> int:
-        if isinstance(self.random_state, (int, np.integer)) and not isinstance(self.random_state, bool):
+        if isinstance(self.random_state, (int, np.integer)) and not isinstance(
+            self.random_state, bool
+        ):
             if self.random_state < 0:
                 raise ValueError(f"random_state must be non-negative, got {self.random_state}")
             return int(self.random_state)
         return int(check_random_state(self.random_state).randint(0, 2**31 - 1))
 
-    def fit(self, X: Any, y: Any, *, _compare_with: Optional[str] = None) -> "BudgetSVC":
+    def fit(self, X: Any, y: Any, *, _compare_with: Optional[str] = None) -> BudgetSVC:
         """Train on X (dense or sparse, n_samples x n_features) and labels y."""
         self._check_params()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C")
@@ -165,7 +167,10 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C", reset=False)
         values = _budgetsvm.decision_function(
-            self.support_vectors_, np.ascontiguousarray(self.dual_coef_.T), self.gamma_, to_native(X)
+            self.support_vectors_,
+            np.ascontiguousarray(self.dual_coef_.T),
+            self.gamma_,
+            to_native(X),
         )
         return values[:, 0] if values.shape[1] == 1 else values
 
