@@ -5,14 +5,7 @@ use rayon::prelude::*;
 
 use crate::core::data::Rows;
 use crate::core::error::{Result, SvmError};
-use crate::core::parallel;
-
-/// Kernel value from the squared norms and the dot product of two points.
-#[inline(always)]
-pub fn rbf_from_dot(gamma: f64, sq_norm_a: f64, sq_norm_b: f64, dot: f64) -> f64 {
-    let d2 = (sq_norm_a + sq_norm_b - 2.0 * dot).max(0.0);
-    (-gamma * d2).exp()
-}
+use crate::core::{parallel, simd};
 
 /// Checks that gamma is usable: positive and finite.
 pub fn check_gamma(gamma: f64) -> Result<()> {
@@ -47,10 +40,10 @@ pub fn kernel_matrix<X: Rows, Y: Rows>(x: &X, y: &Y, gamma: f64, out: &mut [f64]
             || vec![0.0; width],
             |scratch, (i, row)| {
                 x.write_dense(i, scratch);
-                let xn = x.sq_norm(i);
                 for (j, o) in row.iter_mut().enumerate() {
-                    *o = rbf_from_dot(gamma, xn, y_norms[j], y.dot_dense(j, scratch));
+                    *o = y.dot_dense(j, scratch);
                 }
+                simd::rbf_from_dots(gamma, x.sq_norm(i), &y_norms, row);
             },
         );
     });

@@ -5,7 +5,7 @@ use rayon::prelude::*;
 
 use crate::core::data::{DenseView, Rows};
 use crate::core::error::{Result, SvmError};
-use crate::core::kernel::{check_gamma, rbf_from_dot};
+use crate::core::kernel::check_gamma;
 use crate::core::{parallel, simd};
 
 /// The support vectors of a model under training, at most `capacity` of them.
@@ -106,9 +106,12 @@ impl SupportVectors {
     /// Turns dot products with a point of squared norm `sq_norm` into kernel values, in place.
     #[inline]
     pub fn dots_to_kernel(&self, gamma: f64, sq_norm: f64, dots: &mut [f64]) {
-        for (d, &n) in dots[..self.len].iter_mut().zip(&self.sq_norms) {
-            *d = rbf_from_dot(gamma, sq_norm, n, *d);
-        }
+        simd::rbf_from_dots(
+            gamma,
+            sq_norm,
+            &self.sq_norms[..self.len],
+            &mut dots[..self.len],
+        );
     }
 
     /// out[k] = scale * sum_j coef[j][k] * kvals[j]: the decision values for a point.
@@ -281,14 +284,19 @@ impl BudgetModel {
         let svs = DenseView::new(&self.support_vectors, n_sv, self.dim)?;
         let sv_norms = svs.sq_norms();
         parallel::install(|| {
-            out.par_chunks_mut(n_out).enumerate().for_each(|(i, o)| {
-                let xn = x.sq_norm(i);
-                o.fill(0.0);
-                for (j, &sv_norm) in sv_norms.iter().enumerate() {
-                    let k = rbf_from_dot(self.gamma, xn, sv_norm, x.dot_dense(i, svs.row(j)));
-                    simd::axpy(k, &self.coef[j * n_out..(j + 1) * n_out], o);
-                }
-            });
+            out.par_chunks_mut(n_out).enumerate().for_each_init(
+                || vec![0.0; n_sv],
+                |kvals, (i, o)| {
+                    for (j, k) in kvals.iter_mut().enumerate() {
+                        *k = x.dot_dense(i, svs.row(j));
+                    }
+                    simd::rbf_from_dots(self.gamma, x.sq_norm(i), &sv_norms, kvals);
+                    o.fill(0.0);
+                    for (j, &k) in kvals.iter().enumerate() {
+                        simd::axpy(k, &self.coef[j * n_out..(j + 1) * n_out], o);
+                    }
+                },
+            );
         });
         Ok(())
     }
