@@ -87,9 +87,10 @@ fn kernel_block(c: &mut Criterion) {
     let mut group = c.benchmark_group("kernel_block");
     group.throughput(Throughput::Elements((n * m) as u64));
     group.sample_size(20);
-    group.bench_function(BenchmarkId::new("rbf_dense", format!("{n}x{m}x{dim}")), |b| {
-        b.iter(|| kernel_matrix(&x, &y, 0.5, &mut out).expect("kernel"))
-    });
+    group.bench_function(
+        BenchmarkId::new("rbf_dense", format!("{n}x{m}x{dim}")),
+        |b| b.iter(|| kernel_matrix(&x, &y, 0.5, &mut out).expect("kernel")),
+    );
     group.finish();
 }
 

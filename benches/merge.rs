@@ -19,7 +19,11 @@ fn full_budget(budget: usize, dim: usize, seed: u64) -> SupportVectors {
     let x = DenseView::new(&xs, n, dim).expect("shape");
     let mut svs = SupportVectors::new(dim, n, 1);
     for i in 0..n {
-        let c = if i == n - 1 { 0.01 } else { 0.05 + rng.next_f64() };
+        let c = if i == n - 1 {
+            0.01
+        } else {
+            0.05 + rng.next_f64()
+        };
         svs.push_row(&x, i, &[c]);
     }
     svs
@@ -37,7 +41,8 @@ fn merge_event(c: &mut Criterion) {
             .collect();
         cases.push(("remove".into(), Maintenance::Remove));
         for (name, maintenance) in cases {
-            let mut maintainer = BudgetMaintainer::new(maintenance, gamma, dim, budget + 1, 1, None);
+            let mut maintainer =
+                BudgetMaintainer::new(maintenance, gamma, dim, budget + 1, 1, None);
             group.bench_with_input(BenchmarkId::new(name, budget), &svs, |b, svs| {
                 b.iter_batched_ref(
                     || svs.clone(),
@@ -53,7 +58,9 @@ fn merge_event(c: &mut Criterion) {
 fn table_build(c: &mut Criterion) {
     let mut group = c.benchmark_group("lookup_table_build");
     group.sample_size(10);
-    group.bench_function("400x400", |b| b.iter(|| MergeTable::build(400).expect("size")));
+    group.bench_function("400x400", |b| {
+        b.iter(|| MergeTable::build(400).expect("size"))
+    });
     group.finish();
 }
 

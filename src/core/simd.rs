@@ -125,7 +125,7 @@ mod x86 {
 #[inline(always)]
 fn exp_nonpositive<const FMA: bool>(x: f64) -> f64 {
     const LOG2E: f64 = std::f64::consts::LOG2_E;
-    const LN2_HI: f64 = 6.931_471_803_691_238_2e-1;
+    const LN2_HI: f64 = 6.931_471_803_691_238e-1;
     const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
     // 1.5 * 2^52: adding it rounds to an integer held in the low mantissa bits.
     const SHIFTER: f64 = 6_755_399_441_055_744.0;
