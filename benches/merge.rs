@@ -41,8 +41,7 @@ fn merge_event(c: &mut Criterion) {
             .collect();
         cases.push(("remove".into(), Maintenance::Remove));
         for (name, maintenance) in cases {
-            let mut maintainer =
-                BudgetMaintainer::new(maintenance, gamma, dim, budget + 1, 1, None);
+            let mut maintainer = BudgetMaintainer::new(maintenance, gamma, dim, budget + 1, None);
             group.bench_with_input(BenchmarkId::new(name, budget), &svs, |b, svs| {
                 b.iter_batched_ref(
                     || svs.clone(),

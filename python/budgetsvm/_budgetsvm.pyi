@@ -30,6 +30,7 @@ def fit_bsgd(
     maintenance: str,
     merge: str,
     seed: int,
+    average: bool = True,
     lambda_: Optional[float] = None,
     compare_with: Optional[str] = None,
     callback: Optional[Callable[[Dict[str, Any]], Any]] = None,

@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use crate::core::error::{Result, SvmError};
 use crate::core::merge::{
-    merge_multiclass, merged_value, search_pair, weight_degradation, MergeSearch, MergeTable,
-    GSS_EPS, GSS_PRECISE_EPS,
+    merge_multiclass, search_pair, weight_degradation, MergeSearch, MergeTable, GSS_EPS,
+    GSS_PRECISE_EPS,
 };
 use crate::core::model::SupportVectors;
 
@@ -192,7 +192,6 @@ pub struct BudgetMaintainer {
     x1: Vec<f64>,
     z: Vec<f64>,
     kappa: Vec<f64>,
-    coef: Vec<f64>,
     projection: Option<Projection>,
     pub stats: MaintenanceStats,
 }
@@ -205,7 +204,6 @@ impl BudgetMaintainer {
         gamma: f64,
         dim: usize,
         capacity: usize,
-        n_out: usize,
         compare_with: Option<MergeSearch>,
     ) -> Self {
         // Build (or fetch) the shared table before training starts, never inside an event
@@ -219,7 +217,6 @@ impl BudgetMaintainer {
             x1: vec![0.0; dim],
             z: vec![0.0; dim],
             kappa: vec![0.0; capacity],
-            coef: vec![0.0; n_out],
             projection: (maintenance == Maintenance::Project).then(|| Projection::new(capacity)),
             stats: MaintenanceStats::default(),
         }
@@ -282,16 +279,9 @@ impl BudgetMaintainer {
             self.kappa[i] = v;
             explained += v * proj.k[i * cap + p] + PROJECTION_RIDGE * v * v;
         }
-        self.coef.copy_from_slice(svs.coef(p));
-        for i in (0..n).filter(|&i| i != p) {
-            let d = self.kappa[i];
-            for (c, &cp) in svs.coef_mut(i).iter_mut().zip(&self.coef) {
-                *c += cp * d;
-            }
-        }
         let s = svs.scale();
-        let norm2: f64 = self.coef.iter().map(|c| c * c * s * s).sum();
-        svs.swap_remove(p);
+        let norm2: f64 = svs.coef(p).iter().map(|c| c * c * s * s).sum();
+        svs.project_out(p, &self.kappa);
         proj.swap_remove(p);
         norm2 * (1.0 - explained).max(0.0)
     }
@@ -348,15 +338,22 @@ impl BudgetMaintainer {
             MergeSearch::Gss => crate::core::merge::gss_h(m, kappa, GSS_EPS),
             MergeSearch::GssPrecise => crate::core::merge::gss_h(m, kappa, GSS_PRECISE_EPS),
         };
+        self.merge_into_partner(svs, p, q, h);
+        let s = svs.scale();
+        s * s * (cp + cq) * (cp + cq) * weight_degradation(m, kappa, h)
+    }
+
+    /// Replaces SV p (held in self.x1) and SV q by z = h x_p + (1 - h) x_q with the optimal
+    /// coefficients k(x_p, z) a_p + k(x_q, z) a_q, where k(x_p, z) = kappa^((1-h)^2) and
+    /// k(x_q, z) = kappa^(h^2) for the Gaussian kernel.
+    fn merge_into_partner(&mut self, svs: &mut SupportVectors, p: usize, q: usize, h: f64) {
+        let kappa = self.kappa[q];
+        let (k_p, k_q) = (kappa.powf((1.0 - h) * (1.0 - h)), kappa.powf(h * h));
         svs.copy_sv(q, &mut self.z);
         for (z, &x1) in self.z.iter_mut().zip(&self.x1) {
             *z = h * x1 + (1.0 - h) * *z;
         }
-        let s = svs.scale();
-        let az = s * (cp + cq) * merged_value(m, kappa, h);
-        svs.set_dense(q, &self.z, &[az]);
-        svs.swap_remove(p);
-        s * s * (cp + cq) * (cp + cq) * weight_degradation(m, kappa, h)
+        svs.merge_pair(p, q, &self.z, k_p, k_q);
     }
 
     /// Multi-class: partners of any sign, the summed objective of paper 001 eq. 18, searched by
@@ -379,18 +376,8 @@ impl BudgetMaintainer {
         let Some((q, h, wd)) = best else {
             return self.remove(svs, p);
         };
-        let kappa = self.kappa[q];
-        let (k1, k2) = (kappa.powf((1.0 - h) * (1.0 - h)), kappa.powf(h * h));
+        self.merge_into_partner(svs, p, q, h);
         let s = svs.scale();
-        for ((c, &cp), &cq) in self.coef.iter_mut().zip(svs.coef(p)).zip(svs.coef(q)) {
-            *c = s * (cp * k1 + cq * k2);
-        }
-        svs.copy_sv(q, &mut self.z);
-        for (z, &x1) in self.z.iter_mut().zip(&self.x1) {
-            *z = h * x1 + (1.0 - h) * *z;
-        }
-        svs.set_dense(q, &self.z, &self.coef);
-        svs.swap_remove(p);
         s * s * wd
     }
 }
@@ -471,7 +458,7 @@ mod tests {
             for trial in 0..20 {
                 let (n, d, gamma) = (2 + rng.below(8), 1 + rng.below(4), 0.2 + rng.next_f64());
                 let (mut svs, xs) = random_svs(&mut rng, n, d, n_out, trial % 2 == 0);
-                let mut m = BudgetMaintainer::new(maintenance, gamma, d, n, n_out, None);
+                let mut m = BudgetMaintainer::new(maintenance, gamma, d, n, None);
                 let x = DenseView::new(&xs, n, d).unwrap();
                 let mut kv = vec![0.0; n];
                 for i in 0..n {
@@ -525,7 +512,6 @@ mod tests {
                     gamma,
                     d,
                     2,
-                    1,
                     None,
                 );
                 m.reduce(&mut pair);
@@ -537,7 +523,6 @@ mod tests {
                 gamma,
                 d,
                 n,
-                1,
                 None,
             );
             m.reduce(&mut svs2);

@@ -15,6 +15,12 @@ use crate::core::{parallel, simd};
 /// contiguous, vectorised, and the same code path for sparse and dense inputs.
 /// Coefficients are stored divided by a global `scale`, which makes the (1 - 1/t) shrink of all
 /// coefficients in every SGD step O(1).
+///
+/// Optionally the store also averages the coefficients over a window of steps (suffix averaging
+/// of SGD iterates), in O(1) per step: between changes, SV j's actual coefficient at step tau is
+/// scale(tau) c_j, so its running sum is c_j times the running sum of the scale since its last
+/// change. Every change of c_j first folds that product into `avg_sum`; merges and projections
+/// apply to the sums the same linear map they apply to the coefficients.
 #[derive(Debug, Clone)]
 pub struct SupportVectors {
     dim: usize,
@@ -25,6 +31,18 @@ pub struct SupportVectors {
     sq_norms: Vec<f64>,
     coef: Vec<f64>,
     scale: f64,
+    averaging: Option<Averaging>,
+}
+
+#[derive(Debug, Clone)]
+struct Averaging {
+    /// Sum over averaged steps of the global scale.
+    scale_sum: f64,
+    steps: u64,
+    /// Per SV and output: sum of actual coefficients up to its mark.
+    sum: Vec<f64>,
+    /// Per SV: `scale_sum` when its coefficient last changed.
+    mark: Vec<f64>,
 }
 
 /// Below this the scale is folded into the coefficients, long before anything underflows.
@@ -41,6 +59,45 @@ impl SupportVectors {
             sq_norms: vec![0.0; capacity],
             coef: vec![0.0; capacity * n_out],
             scale: 1.0,
+            averaging: None,
+        }
+    }
+
+    /// Starts averaging the coefficients over the steps that follow (see the type's doc).
+    pub fn start_averaging(&mut self) {
+        self.averaging = Some(Averaging {
+            scale_sum: 0.0,
+            steps: 0,
+            sum: vec![0.0; self.capacity * self.n_out],
+            mark: vec![0.0; self.capacity],
+        });
+    }
+
+    /// Counts the current coefficients as one more averaged step (O(1)).
+    #[inline]
+    pub fn accumulate_average(&mut self) {
+        if let Some(a) = &mut self.averaging {
+            a.scale_sum += self.scale;
+            a.steps += 1;
+        }
+    }
+
+    /// Folds SV j's running product into its sum, so its coefficient may change.
+    #[inline]
+    fn fold_average(&mut self, j: usize) {
+        let n = self.n_out;
+        if let Some(a) = &mut self.averaging {
+            let since = a.scale_sum - a.mark[j];
+            for k in 0..n {
+                a.sum[j * n + k] += self.coef[j * n + k] * since;
+            }
+            a.mark[j] = a.scale_sum;
+        }
+    }
+
+    fn fold_all_averages(&mut self) {
+        for j in 0..self.len {
+            self.fold_average(j);
         }
     }
 
@@ -135,6 +192,12 @@ impl SupportVectors {
     pub fn shrink(&mut self, factor: f64) {
         self.scale *= factor;
         if self.scale < MIN_SCALE {
+            // Sums hold actual values; after folding, the scale sum can restart in new units.
+            self.fold_all_averages();
+            if let Some(a) = &mut self.averaging {
+                a.scale_sum = 0.0;
+                a.mark.fill(0.0);
+            }
             let s = self.scale;
             for c in &mut self.coef[..self.len * self.n_out] {
                 *c *= s;
@@ -162,17 +225,57 @@ impl SupportVectors {
         // The norm of what is stored: a row with columns past dim loses them here.
         self.sq_norms[j] = norm;
         self.len += 1;
+        self.reset_average(j);
         self.set_actual_coef(j, coef);
     }
 
-    /// Overwrites SV j with a dense vector and actual coefficients.
-    pub fn set_dense(&mut self, j: usize, v: &[f64], coef: &[f64]) {
-        let cap = self.capacity;
-        for (c, &x) in v.iter().enumerate().take(self.dim) {
-            self.svt[c * cap + j] = x;
+    /// A new SV: nothing accumulated yet.
+    fn reset_average(&mut self, j: usize) {
+        let n = self.n_out;
+        if let Some(a) = &mut self.averaging {
+            a.sum[j * n..(j + 1) * n].fill(0.0);
+            a.mark[j] = a.scale_sum;
         }
-        self.sq_norms[j] = simd::dot(v, v);
-        self.set_actual_coef(j, coef);
+    }
+
+    /// Replaces SVs p and q by the point z with coefficients k_p c_p + k_q c_q (the merge of
+    /// `budget.rs`; k_p = k(x_p, z), k_q = k(x_q, z)). z takes q's slot, then p is removed.
+    pub fn merge_pair(&mut self, p: usize, q: usize, z: &[f64], k_p: f64, k_q: f64) {
+        self.fold_average(p);
+        self.fold_average(q);
+        let n = self.n_out;
+        for k in 0..n {
+            self.coef[q * n + k] = k_p * self.coef[p * n + k] + k_q * self.coef[q * n + k];
+        }
+        if let Some(a) = &mut self.averaging {
+            for k in 0..n {
+                a.sum[q * n + k] = k_p * a.sum[p * n + k] + k_q * a.sum[q * n + k];
+            }
+        }
+        let cap = self.capacity;
+        for (c, &x) in z.iter().enumerate().take(self.dim) {
+            self.svt[c * cap + q] = x;
+        }
+        self.sq_norms[q] = simd::dot(z, z);
+        self.swap_remove(p);
+    }
+
+    /// Removes SV p after adding c_p delta_i to every other SV i (projection onto the others;
+    /// delta[p] is ignored).
+    pub fn project_out(&mut self, p: usize, delta: &[f64]) {
+        self.fold_all_averages();
+        let n = self.n_out;
+        for i in (0..self.len).filter(|&i| i != p) {
+            for k in 0..n {
+                self.coef[i * n + k] += delta[i] * self.coef[p * n + k];
+            }
+            if let Some(a) = &mut self.averaging {
+                for k in 0..n {
+                    a.sum[i * n + k] += delta[i] * a.sum[p * n + k];
+                }
+            }
+        }
+        self.swap_remove(p);
     }
 
     fn set_actual_coef(&mut self, j: usize, coef: &[f64]) {
@@ -201,6 +304,10 @@ impl SupportVectors {
             self.sq_norms[j] = self.sq_norms[last];
             let n = self.n_out;
             self.coef.copy_within(last * n..(last + 1) * n, j * n);
+            if let Some(a) = &mut self.averaging {
+                a.sum.copy_within(last * n..(last + 1) * n, j * n);
+                a.mark[j] = a.mark[last];
+            }
         }
         self.len -= 1;
     }
@@ -213,16 +320,26 @@ impl SupportVectors {
             .map(|(j, _)| j)
     }
 
-    /// The finished model: SVs row-major, the scale folded into the coefficients.
+    /// The finished model: SVs row-major, the scale folded into the coefficients; with averaging
+    /// on (and at least one averaged step), the averaged coefficients.
     pub fn to_model(&self, gamma: f64) -> BudgetModel {
         let mut sv = vec![0.0; self.len * self.dim];
         for j in 0..self.len {
             self.copy_sv(j, &mut sv[j * self.dim..(j + 1) * self.dim]);
         }
-        let coef = self.coef[..self.len * self.n_out]
-            .iter()
-            .map(|c| c * self.scale)
-            .collect();
+        let n = self.n_out;
+        let coef = match &self.averaging {
+            Some(a) if a.steps > 0 => (0..self.len * n)
+                .map(|jk| {
+                    let j = jk / n;
+                    (a.sum[jk] + self.coef[jk] * (a.scale_sum - a.mark[j])) / a.steps as f64
+                })
+                .collect(),
+            _ => self.coef[..self.len * n]
+                .iter()
+                .map(|c| c * self.scale)
+                .collect(),
+        };
         BudgetModel {
             dim: self.dim,
             n_out: self.n_out,
@@ -335,6 +452,89 @@ mod tests {
         }
         // Coefficients are scaled: SV 0 had [0, -1] * 0.5.
         assert_eq!(&model.coef[0..2], &[0.0, -0.5]);
+    }
+
+    #[test]
+    fn lazy_averaging_equals_explicit_per_step_sums() {
+        // Random pushes, shrinks (with renormalisation), merges, projections and removals; the
+        // reference keeps actual coefficients and their running sums explicitly, applying the
+        // same linear maps to the sums.
+        let mut rng = Rng::new(17);
+        let (d, cap, n_out) = (3, 6, 2);
+        let xs: Vec<f64> = (0..50 * d).map(|_| rng.next_f64()).collect();
+        let x = DenseView::new(&xs, 50, d).unwrap();
+        let mut svs = SupportVectors::new(d, cap, n_out);
+        let mut coef: Vec<Vec<f64>> = vec![];
+        let mut sums: Vec<Vec<f64>> = vec![];
+        let mut steps = 0u64;
+        for step in 0..400 {
+            if step == 40 {
+                svs.start_averaging();
+            }
+            let averaging = step >= 40;
+            let r = rng.next_f64();
+            if svs.len() < cap - 1 && r < 0.4 {
+                let c: Vec<f64> = (0..n_out).map(|_| rng.next_f64() - 0.5).collect();
+                svs.push_row(&x, rng.below(50), &c);
+                coef.push(c);
+                sums.push(vec![0.0; n_out]);
+            } else if svs.len() >= 2 && r < 0.55 {
+                let (p, q) = (0, svs.len() - 1);
+                let (kp, kq) = (rng.next_f64(), rng.next_f64());
+                let z = vec![0.3; d];
+                svs.merge_pair(p, q, &z, kp, kq);
+                for k in 0..n_out {
+                    coef[q][k] = kp * coef[p][k] + kq * coef[q][k];
+                    sums[q][k] = kp * sums[p][k] + kq * sums[q][k];
+                }
+                coef.swap_remove(p);
+                sums.swap_remove(p);
+            } else if svs.len() >= 2 && r < 0.65 {
+                let p = rng.below(svs.len());
+                let delta: Vec<f64> = (0..svs.len()).map(|_| rng.next_f64() - 0.5).collect();
+                svs.project_out(p, &delta);
+                for i in (0..coef.len()).filter(|&i| i != p) {
+                    for k in 0..n_out {
+                        coef[i][k] += delta[i] * coef[p][k];
+                        sums[i][k] += delta[i] * sums[p][k];
+                    }
+                }
+                coef.swap_remove(p);
+                sums.swap_remove(p);
+            } else if !svs.is_empty() && r < 0.7 {
+                let p = rng.below(svs.len());
+                svs.swap_remove(p);
+                coef.swap_remove(p);
+                sums.swap_remove(p);
+            } else {
+                let f = if rng.next_f64() < 0.1 { 1e-7 } else { 0.9 };
+                svs.shrink(f);
+                for c in coef.iter_mut().flatten() {
+                    *c *= f;
+                }
+            }
+            if averaging {
+                svs.accumulate_average();
+                steps += 1;
+                for (s, c) in sums.iter_mut().zip(&coef) {
+                    for (sk, ck) in s.iter_mut().zip(c) {
+                        *sk += ck;
+                    }
+                }
+            }
+        }
+        let model = svs.to_model(1.0);
+        assert_eq!(model.n_sv(), sums.len());
+        for (j, s) in sums.iter().enumerate() {
+            for (k, &sk) in s.iter().enumerate() {
+                let expected = sk / steps as f64;
+                let got = model.coef[j * n_out + k];
+                assert!(
+                    (got - expected).abs() <= 1e-9 * (1.0 + expected.abs()),
+                    "{got} vs {expected}"
+                );
+            }
+        }
     }
 
     #[test]

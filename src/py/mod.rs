@@ -147,7 +147,7 @@ fn merge_search<'py>(
 
 /// Trains BSGD; returns a dict with the model arrays and the training statistics.
 #[pyfunction]
-#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, lambda_ = None, compare_with = None, callback = None))]
+#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, average = true, lambda_ = None, compare_with = None, callback = None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_bsgd<'py>(
     py: Python<'py>,
@@ -161,6 +161,7 @@ fn fit_bsgd<'py>(
     maintenance: &str,
     merge: &str,
     seed: u64,
+    average: bool,
     lambda_: Option<f64>,
     compare_with: Option<&str>,
     callback: Option<Py<PyAny>>,
@@ -173,6 +174,7 @@ fn fit_bsgd<'py>(
         epochs,
         maintenance: Maintenance::parse(maintenance, merge)?,
         seed,
+        average,
         compare_with: compare_with.map(MergeSearch::parse).transpose()?,
     };
     let features = Features::extract(x)?;
