@@ -154,6 +154,12 @@ pub fn gss_h(m: f64, kappa: f64, eps: f64) -> f64 {
 /// h*(m) = 1 - h*(1 - m), wd(m) = wd(1 - m). That stores as many values as an n x n grid over
 /// [0, 1]^2 with twice the resolution in m, and, since h* jumps at m = 1/2 (for kappa < e^-2),
 /// no interpolation cell straddles the jump.
+///
+/// The WD table holds wd / m^2, not wd. In BSGD the fixed SV is the smallest and usually a fresh
+/// one, so m is often 1e-4 or less, deep inside the first grid cell, where wd grows like m^2 and
+/// linear interpolation of wd itself overestimates it several-fold and by a factor that differs
+/// between candidates, so it ranks partners wrongly. wd / m^2 is smooth down to m = 0, with the
+/// limit 1 - kappa^2 + 2 kappa^2 ln(kappa) (the merged point sits at h = kappa m).
 #[derive(Debug, Clone)]
 pub struct MergeTable {
     n: usize,
@@ -188,7 +194,11 @@ impl MergeTable {
                         let kappa = j as f64 * step;
                         let hs = gss_h(m, kappa, GSS_PRECISE_EPS);
                         hrow[j] = hs;
-                        wdrow[j] = weight_degradation(m, kappa, hs);
+                        wdrow[j] = if i == 0 {
+                            wd_over_m2_at_zero(kappa)
+                        } else {
+                            weight_degradation(m, kappa, hs) / (m * m)
+                        };
                     }
                 });
         });
@@ -236,8 +246,17 @@ impl MergeTable {
     #[inline]
     pub fn wd(&self, m: f64, kappa: f64) -> f64 {
         let mh = if m > 0.5 { 1.0 - m } else { m };
-        self.interpolate(&self.wd, mh, kappa).max(0.0)
+        mh * mh * self.interpolate(&self.wd, mh, kappa).max(0.0)
     }
+}
+
+/// lim_{m -> 0} wd(m, kappa) / m^2 = 1 - kappa^2 + 2 kappa^2 ln(kappa) (1 at kappa = 0).
+fn wd_over_m2_at_zero(kappa: f64) -> f64 {
+    if kappa <= 0.0 {
+        return 1.0;
+    }
+    let k2 = kappa * kappa;
+    (1.0 - k2 + 2.0 * k2 * kappa.ln()).max(0.0)
 }
 
 /// The merge of one candidate pair: its coefficient h and normalised weight degradation.
@@ -445,6 +464,26 @@ mod tests {
                 (table.wd(m, kappa) - wd).abs() < 1e-3,
                 "m={m} kappa={kappa}"
             );
+        }
+    }
+
+    #[test]
+    fn lookup_wd_is_relatively_accurate_for_tiny_m() {
+        // BSGD's usual regime: the fixed SV is a fresh one, orders of magnitude below its partner.
+        let table = MergeTable::shared();
+        let mut rng = Rng::new(14);
+        let mut worst = 0.0f64;
+        for _ in 0..20_000 {
+            let m = 10f64.powf(-5.0 + 3.0 * rng.next_f64());
+            let kappa = 0.01 + 0.98 * rng.next_f64();
+            let exact = weight_degradation(m, kappa, gss_h(m, kappa, GSS_PRECISE_EPS));
+            worst = worst.max((table.wd(m, kappa) - exact).abs() / exact);
+        }
+        assert!(worst < 0.02, "worst relative WD error {worst}");
+        for kappa in [0.1, 0.5, 0.9] {
+            let m = 1e-6;
+            let exact = weight_degradation(m, kappa, gss_h(m, kappa, GSS_PRECISE_EPS)) / (m * m);
+            assert!((wd_over_m2_at_zero(kappa) - exact).abs() < 1e-3);
         }
     }
 
