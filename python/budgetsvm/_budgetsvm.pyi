@@ -8,6 +8,20 @@ import numpy.typing as npt
 # Dense C-contiguous float64 matrix, or CSR parts (data, indices, indptr, n_cols).
 _Features = Union[npt.NDArray[np.float64], Tuple[Any, Any, Any, int]]
 
+__all__ = [
+    "decision_function",
+    "feature_variance",
+    "fit_bsgd",
+    "get_num_threads",
+    "load_libsvm",
+    "merge_search",
+    "rbf_kernel",
+    "set_num_threads",
+    "simd_level",
+    "__version__",
+    "DEFAULT_TABLE_SIZE",
+]
+
 __version__: str
 DEFAULT_TABLE_SIZE: int
 
@@ -16,7 +30,7 @@ def merge_search(
     m: npt.NDArray[np.float64],
     kappa: npt.NDArray[np.float64],
     method: str,
-    table_size: int = 400,
+    table_size: Optional[int] = None,
 ) -> Tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
 def fit_bsgd(
     x: _Features,
@@ -50,6 +64,7 @@ def load_libsvm(
     npt.NDArray[np.float64],
     int,
 ]: ...
+def feature_variance(x: _Features) -> float: ...
 def set_num_threads(n: int) -> None: ...
 def get_num_threads() -> int: ...
 def simd_level() -> str: ...

@@ -8,6 +8,8 @@ from typing import Any, Union
 import numpy as np
 import scipy.sparse as sp
 
+from budgetsvm import _budgetsvm
+
 NativeX = Union[np.ndarray, tuple]
 
 
@@ -53,12 +55,19 @@ def resolve_gamma(gamma: Any, X: Any) -> float:
     n_features = X.shape[1]
     if isinstance(gamma, str):
         if gamma == "scale":
-            if sp.issparse(X):
-                mean = np.asarray(X.mean())
-                var = float(np.asarray(X.multiply(X).mean()) - mean**2)
-            else:
-                var = float(X.var())
-            return 1.0 / (n_features * var) if var > 0 else 1.0
+            var = _budgetsvm.feature_variance(to_native(X))
+            if not np.isfinite(var):
+                raise ValueError(
+                    "gamma='scale' needs the variance of X, which overflows for these feature "
+                    "values; rescale the features or pass a numeric gamma"
+                )
+            gamma_value = 1.0 / (n_features * var) if var > 0 else 1.0
+            if not (np.isfinite(gamma_value) and gamma_value > 0):
+                raise ValueError(
+                    f"gamma='scale' gives an unusable kernel width ({gamma_value!r}) for the "
+                    "variance of X; rescale the features or pass a numeric gamma"
+                )
+            return gamma_value
         if gamma == "auto":
             return 1.0 / n_features
         raise ValueError(f"gamma must be 'scale', 'auto' or a positive number; got {gamma!r}")

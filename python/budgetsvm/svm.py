@@ -47,7 +47,8 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         Return the average of the SGD iterates over the last epoch (over the second half of the
         data for one epoch) instead of the last iterate. Averaging removes the last-iterate
         noise of SGD, which on some data (a9a at C = 32) swings test accuracy by 30 points
-        between epochs; set False for the papers' plain BSGD.
+        between epochs; set False for the papers' plain BSGD. With ``maintenance='remove'``
+        the last iterate is returned (removal discards SVs with their averages).
     random_state : int, RandomState or None, default=None
         Seed of the example order; an int gives the same model on every platform.
     verbose : bool, default=False
@@ -165,8 +166,11 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
             result["total_weight_degradation"] / events if events else 0.0
         )
         if _compare_with is not None:
+            # NaN when no merge was compared (no merges, or multi-class, where GSS is the only search).
             compared = result["compared_merges"]
-            result["merge_agreement"] = result["agreeing_merges"] / compared if compared else 1.0
+            result["merge_agreement"] = (
+                result["agreeing_merges"] / compared if compared else float("nan")
+            )
         self.fit_stats_ = result
         return self
 

@@ -25,7 +25,8 @@ pub trait Rows: Sync {
             }
         });
     }
-    /// Squared Euclidean norm of row `i` over all its columns.
+    /// Squared Euclidean norm of row `i` over all its columns, summed over the non-zeros in
+    /// column order: the same arithmetic for dense and CSR rows, so both give identical models.
     fn sq_norm(&self, i: usize) -> f64 {
         let mut s = 0.0;
         self.for_each_nonzero(i, |_, v| s += v * v);
@@ -94,10 +95,6 @@ impl Rows for DenseView<'_> {
         let n = row.len().min(out.len());
         out[..n].copy_from_slice(&row[..n]);
         out[n..].fill(0.0);
-    }
-    fn sq_norm(&self, i: usize) -> f64 {
-        let r = self.row(i);
-        simd::dot(r, r)
     }
 }
 
@@ -224,6 +221,49 @@ impl<I: SparseIndex> Rows for CsrView<'_, I> {
     }
 }
 
+/// Squared norms of all rows, rejecting any that overflow (feature values near 1e154 or above),
+/// since every kernel value is computed from them.
+pub fn finite_sq_norms<R: Rows>(x: &R, what: &str) -> Result<Vec<f64>> {
+    let norms = x.sq_norms();
+    match norms.iter().position(|v| !v.is_finite()) {
+        None => Ok(norms),
+        Some(i) => Err(SvmError::invalid_input(format!(
+            "{what} row {i}: its squared norm overflows; the feature values are too large, rescale them"
+        ))),
+    }
+}
+
+/// Variance of all entries (zeros included) of an n x d matrix, as numpy's `X.var()` defines
+/// it, computed in one fixed order over the non-zeros so dense and CSR inputs give the same bits
+/// (the 'scale' gamma must not depend on the storage format).
+pub fn entry_variance<R: Rows>(x: &R) -> f64 {
+    let count = (x.n_rows() * x.n_cols()) as f64;
+    if count == 0.0 {
+        return 0.0;
+    }
+    let mut sum = 0.0;
+    let mut nonzeros = 0usize;
+    for i in 0..x.n_rows() {
+        x.for_each_nonzero(i, |_, v| {
+            if v != 0.0 {
+                sum += v;
+                nonzeros += 1;
+            }
+        });
+    }
+    let mean = sum / count;
+    let mut squares = 0.0;
+    for i in 0..x.n_rows() {
+        x.for_each_nonzero(i, |_, v| {
+            if v != 0.0 {
+                squares += (v - mean) * (v - mean);
+            }
+        });
+    }
+    let zeros = count - nonzeros as f64;
+    (squares + zeros * mean * mean) / count
+}
+
 /// Rejects NaN and infinities with a message that says where the first one is.
 pub fn check_finite(values: &[f64], what: &str) -> Result<()> {
     match values.iter().position(|v| !v.is_finite()) {
@@ -259,6 +299,19 @@ mod tests {
         }
         // A shorter vector: the missing features are zero.
         assert_eq!(s.dot_dense(0, &[2.0]), 2.0);
+    }
+
+    #[test]
+    fn entry_variance_is_numpy_var_and_format_independent() {
+        let dense = [1.0, 0.0, 2.0, 0.0, 0.0, 0.0, 0.0, 3.0, 0.0];
+        let d = DenseView::new(&dense, 3, 3).unwrap();
+        let s = CsrView::new(&[0i64, 2, 2, 3], &[0i64, 2, 1], &[1.0, 2.0, 3.0], 3).unwrap();
+        let mean = 6.0 / 9.0;
+        let var = dense.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / 9.0;
+        assert!((entry_variance(&d) - var).abs() < 1e-15);
+        assert_eq!(entry_variance(&d).to_bits(), entry_variance(&s).to_bits());
+        let huge = [1e200, 1e200];
+        assert!(finite_sq_norms(&DenseView::new(&huge, 1, 2).unwrap(), "X").is_err());
     }
 
     #[test]

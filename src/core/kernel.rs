@@ -37,13 +37,26 @@ pub fn kernel_matrix<X: Rows, Y: Rows>(x: &X, y: &Y, gamma: f64, out: &mut [f64]
     let width = x.n_cols().max(y.n_cols());
     parallel::install(|| {
         out.par_chunks_mut(m).enumerate().for_each_init(
-            || vec![0.0; width],
-            |scratch, (i, row)| {
+            || (vec![0.0; width], vec![0.0; width]),
+            |(scratch, other), (i, row)| {
                 x.write_dense(i, scratch);
                 for (j, o) in row.iter_mut().enumerate() {
                     *o = y.dot_dense(j, scratch);
                 }
                 simd::rbf_from_dots(gamma, x.sq_norm(i), &y_norms, row);
+                // Squared norms that overflow (values near 1e154) make the norm form NaN; the
+                // explicit difference is exact there (and overflows to a kernel value of 0).
+                for (j, o) in row.iter_mut().enumerate() {
+                    if o.is_nan() {
+                        y.write_dense(j, other);
+                        let d2: f64 = scratch
+                            .iter()
+                            .zip(other.iter())
+                            .map(|(a, b)| (a - b) * (a - b))
+                            .sum();
+                        *o = (-gamma * d2).exp();
+                    }
+                }
             },
         );
     });

@@ -399,6 +399,7 @@ impl BudgetModel {
         }
         let n_sv = self.n_sv();
         let svs = DenseView::new(&self.support_vectors, n_sv, self.dim)?;
+        crate::core::data::finite_sq_norms(x, "X")?;
         let sv_norms = svs.sq_norms();
         parallel::install(|| {
             out.par_chunks_mut(n_out).enumerate().for_each_init(

@@ -121,7 +121,7 @@ mod x86 {
 /// exp(x) for x <= 0, branch-free so the compiler vectorises loops over it: Cody-Waite range
 /// reduction x = n ln2 + r with |r| <= ln2/2, a degree-13 Taylor polynomial for exp(r) (remainder
 /// below 5e-18), and 2^n assembled in the exponent bits. Relative error about 2 ulp; arguments
-/// below -708 return exp(-708) ~ 3e-308 instead of a subnormal or 0.
+/// below -708 return 0 (exp there is subnormal or 0: an absolute error under 3e-308).
 #[inline(always)]
 fn exp_nonpositive<const FMA: bool>(x: f64) -> f64 {
     const LOG2E: f64 = std::f64::consts::LOG2_E;
@@ -153,7 +153,8 @@ fn exp_nonpositive<const FMA: bool>(x: f64) -> f64 {
             a * b + c
         }
     }
-    let x = x.clamp(-708.0, 0.0);
+    let underflow = x < -708.0;
+    let x = if underflow { -708.0 } else { x };
     let shifted = fma::<FMA>(x, LOG2E, SHIFTER);
     let n = shifted - SHIFTER;
     let r = fma::<FMA>(-n, LN2_LO, fma::<FMA>(-n, LN2_HI, x));
@@ -166,7 +167,11 @@ fn exp_nonpositive<const FMA: bool>(x: f64) -> f64 {
     p = fma::<FMA>(p, r, INV_FACT[0]);
     let n_bits = shifted.to_bits().wrapping_sub(SHIFTER.to_bits());
     let scale = f64::from_bits(n_bits.wrapping_add(1023) << 52);
-    p * scale
+    if underflow {
+        0.0
+    } else {
+        p * scale
+    }
 }
 
 #[inline(always)]
@@ -177,7 +182,9 @@ fn rbf_from_dots_body<const FMA: bool>(
     dots: &mut [f64],
 ) {
     for (d, &n) in dots.iter_mut().zip(sv_sq_norms) {
-        let d2 = (sq_norm + n - 2.0 * *d).max(0.0);
+        let d2 = sq_norm + n - 2.0 * *d;
+        // Clamp rounding below 0, but keep NaN (overflowing norms) visible to the caller.
+        let d2 = if d2 < 0.0 { 0.0 } else { d2 };
         *d = exp_nonpositive::<FMA>(-gamma * d2);
     }
 }
@@ -190,7 +197,8 @@ unsafe fn rbf_from_dots_avx2(gamma: f64, sq_norm: f64, sv_sq_norms: &[f64], dots
 
 /// Turns dot products with a point of squared norm `sq_norm` into Gaussian kernel values in
 /// place: dots[j] <- exp(-gamma max(0, sq_norm + sv_sq_norms[j] - 2 dots[j])). This is the one
-/// place kernel values are computed; its exp is vectorised (see `exp_nonpositive`).
+/// place kernel values are computed; its exp is vectorised (see `exp_nonpositive`). A NaN
+/// distance (squared norms that overflowed) gives NaN, never a silent 1.
 #[inline]
 pub fn rbf_from_dots(gamma: f64, sq_norm: f64, sv_sq_norms: &[f64], dots: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
@@ -282,14 +290,18 @@ mod tests {
                 -708.0 * rng.next_f64().powi(3)
             };
             let exact = x.exp();
+            if x < -708.0 {
+                continue;
+            }
             for got in [exp_nonpositive::<true>(x), exp_nonpositive::<false>(x)] {
                 worst = worst.max((got - exact).abs() / exact);
             }
         }
         assert!(worst < 1e-15, "worst relative error {worst}");
         assert_eq!(exp_nonpositive::<false>(0.0), 1.0);
-        assert!(exp_nonpositive::<false>(-1e6) < 1e-300);
-        assert!(exp_nonpositive::<false>(f64::NEG_INFINITY) < 1e-300);
+        assert_eq!(exp_nonpositive::<false>(-1e6), 0.0);
+        assert_eq!(exp_nonpositive::<true>(f64::NEG_INFINITY), 0.0);
+        assert!(exp_nonpositive::<true>(f64::NAN).is_nan());
     }
 
     #[test]

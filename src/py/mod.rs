@@ -94,14 +94,15 @@ type ArrayPair<'py> = (Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>);
 
 /// Optimal merge coefficient h and normalised weight degradation for arrays of (m, kappa).
 #[pyfunction]
-#[pyo3(signature = (m, kappa, method, table_size = DEFAULT_TABLE_SIZE))]
+#[pyo3(signature = (m, kappa, method, table_size = None))]
 fn merge_search<'py>(
     py: Python<'py>,
     m: PyReadonlyArray1<'py, f64>,
     kappa: PyReadonlyArray1<'py, f64>,
     method: &str,
-    table_size: usize,
+    table_size: Option<usize>,
 ) -> PyResult<ArrayPair<'py>> {
+    let table_size = table_size.unwrap_or(DEFAULT_TABLE_SIZE);
     let search = MergeSearch::parse(method)?;
     let (m, kappa) = (convert::slice1(&m)?, convert::slice1(&kappa)?);
     if m.len() != kappa.len() {
@@ -285,6 +286,15 @@ fn load_libsvm<'py>(
     ))
 }
 
+/// Variance of all entries of X (numpy's `X.var()`), the same bits for dense and CSR input.
+#[pyfunction]
+fn feature_variance(py: Python<'_>, x: &Bound<'_, PyAny>) -> PyResult<f64> {
+    let features = Features::extract(x)?;
+    let v = with_rows!(features, |rows| py
+        .detach(|| crate::core::data::entry_variance(&rows)));
+    Ok(v)
+}
+
 /// Sets the number of threads for parallel kernel work (0 = one per core).
 #[pyfunction]
 fn set_num_threads(n: usize) -> PyResult<()> {
@@ -307,8 +317,8 @@ fn simd_level() -> &'static str {
 mod _budgetsvm {
     #[pymodule_export]
     use super::{
-        decision_function, fit_bsgd, get_num_threads, load_libsvm, merge_search, rbf_kernel,
-        set_num_threads, simd_level,
+        decision_function, feature_variance, fit_bsgd, get_num_threads, load_libsvm, merge_search,
+        rbf_kernel, set_num_threads, simd_level,
     };
 
     #[pymodule_init]

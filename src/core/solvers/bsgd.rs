@@ -14,12 +14,13 @@
 //! last-iterate noise of SGD with 1/(lambda t) steps. On a9a (C = 32), where the Gaussian kernel is
 //! nearly constant and that noise swings the implicit offset, the last iterate's test accuracy
 //! ranges from 52% to 85% between epochs and seeds; the averaged one stays near 85%
-//! (docs/bsgd_paper000.md). Averaging costs O(1) per step (see `SupportVectors`).
+//! (docs/bsgd_paper000.md). Averaging costs O(1) per step (see `SupportVectors`). It applies to
+//! merging and projection; with removal the last iterate is returned.
 
 use std::time::{Duration, Instant};
 
 use crate::core::budget::{BudgetMaintainer, Maintenance, MaintenanceStats};
-use crate::core::data::Rows;
+use crate::core::data::{finite_sq_norms, Rows};
 use crate::core::error::{Result, SvmError};
 use crate::core::kernel::check_gamma;
 use crate::core::merge::MergeSearch;
@@ -165,7 +166,7 @@ pub fn train_bsgd<R: Rows>(
 
     let mut svs = SupportVectors::new(dim, capacity, n_out);
     let mut maintainer = BudgetMaintainer::new(p.maintenance, gamma, dim, capacity, p.compare_with);
-    let sq_norms = x.sq_norms();
+    let sq_norms = finite_sq_norms(x, "X")?;
     let mut rng = Rng::new(p.seed);
     let mut order: Vec<usize> = (0..n).collect();
     let mut kvals = vec![0.0; capacity];
@@ -175,6 +176,10 @@ pub fn train_bsgd<R: Rows>(
     let mut heartbeat = Heartbeat::new(Duration::from_millis(100));
     let mut t: u64 = 0;
 
+    // Removal throws SVs away with whatever average they carried, so an average over the SVs
+    // alive at the end would keep a small, arbitrary part of the epoch's model: return the last
+    // iterate there.
+    let averaging = p.average && p.maintenance != Maintenance::Remove;
     let average_from: u64 = if p.epochs >= 2 {
         (p.epochs as u64 - 1) * n as u64 + 1
     } else {
@@ -184,7 +189,7 @@ pub fn train_bsgd<R: Rows>(
         rng.shuffle(&mut order);
         for &i in &order {
             t += 1;
-            if p.average && t == average_from {
+            if averaging && t == average_from {
                 svs.start_averaging();
             }
             svs.dots_with_row(x, i, &mut kvals);

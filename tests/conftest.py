@@ -1,0 +1,40 @@
+"""Shared test configuration: hypothesis profiles and small data helpers.
+
+Profiles (select with the environment variable ``HYPOTHESIS_PROFILE``):
+
+``fast`` (default)  few examples, for the edit-test loop
+``ci``              the fast budget, derandomised so CI runs are reproducible
+``slow``            many examples, for a thorough run before a release
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+from hypothesis import HealthCheck, settings
+
+_COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("fast", max_examples=25, **_COMMON)
+settings.register_profile("ci", max_examples=25, derandomize=True, print_blob=True, **_COMMON)
+settings.register_profile("slow", max_examples=1000, **_COMMON)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
+
+# When a property fails, hypothesis writes a patch with libcst, whose import triggers a
+# DeprecationWarning from mypy_extensions; under filterwarnings=error that turns the report of the
+# failure into an INTERNALERROR. Import it once here, with that warning silenced.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    try:
+        import hypothesis.extra._patching  # noqa: F401
+    except ImportError:  # libcst not installed: hypothesis skips the patch
+        pass
+
+
+def xor_data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """2-D checkerboard (XOR of the signs of the two coordinates), labels 0/1."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1.0, 1.0, size=(n, 2))
+    y = (X[:, 0] * X[:, 1] > 0).astype(np.int64)
+    return X, y
