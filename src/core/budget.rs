@@ -231,6 +231,14 @@ impl BudgetMaintainer {
         }
     }
 
+    /// Tells maintenance that the solver removed SV `slot` itself (`SupportVectors::swap_remove`).
+    pub fn after_remove(&mut self, slot: usize) {
+        if let Some(p) = &mut self.projection {
+            p.drop_from_inverse(slot);
+            p.swap_remove(slot);
+        }
+    }
+
     /// One maintenance event: removes one support vector's worth of model.
     pub fn reduce(&mut self, svs: &mut SupportVectors) {
         let start = Instant::now();

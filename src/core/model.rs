@@ -32,7 +32,13 @@ pub struct SupportVectors {
     coef: Vec<f64>,
     scale: f64,
     averaging: Option<Averaging>,
+    /// Per slot: the training row it holds unchanged, or `NO_ORIGIN` once merged.
+    origin: Vec<u32>,
+    /// Per training row: its slot while it is an unmerged SV (empty unless tracking).
+    slot_of_row: Vec<u32>,
 }
+
+const NO_ORIGIN: u32 = u32::MAX;
 
 #[derive(Debug, Clone)]
 struct Averaging {
@@ -60,6 +66,43 @@ impl SupportVectors {
             coef: vec![0.0; capacity * n_out],
             scale: 1.0,
             averaging: None,
+            origin: vec![NO_ORIGIN; capacity],
+            slot_of_row: Vec::new(),
+        }
+    }
+
+    /// Keeps track of which SV slot holds which of `n_rows` training rows unchanged, so a dual
+    /// solver can add to a point's coefficient instead of inserting a duplicate.
+    pub fn track_rows(&mut self, n_rows: usize) {
+        self.slot_of_row = vec![NO_ORIGIN; n_rows];
+    }
+
+    /// The slot holding training row i unchanged (not merged), if any.
+    #[inline]
+    pub fn slot_of_row(&self, i: usize) -> Option<usize> {
+        match self.slot_of_row.get(i) {
+            Some(&s) if s != NO_ORIGIN => Some(s as usize),
+            _ => None,
+        }
+    }
+
+    /// Adds `delta` (actual units) to SV j's coefficients.
+    pub fn add_to_coef(&mut self, j: usize, delta: &[f64]) {
+        self.fold_average(j);
+        let inv = 1.0 / self.scale;
+        for (c, d) in self.coef_mut(j).iter_mut().zip(delta) {
+            *c += d * inv;
+        }
+    }
+
+    /// Slot j no longer holds its training row unchanged.
+    fn forget_origin(&mut self, j: usize) {
+        let o = self.origin[j];
+        if o != NO_ORIGIN {
+            if let Some(s) = self.slot_of_row.get_mut(o as usize) {
+                *s = NO_ORIGIN;
+            }
+            self.origin[j] = NO_ORIGIN;
         }
     }
 
@@ -225,6 +268,10 @@ impl SupportVectors {
         // The norm of what is stored: a row with columns past dim loses them here.
         self.sq_norms[j] = norm;
         self.len += 1;
+        self.origin[j] = u32::try_from(i).unwrap_or(NO_ORIGIN);
+        if let Some(s) = self.slot_of_row.get_mut(i) {
+            *s = j as u32;
+        }
         self.reset_average(j);
         self.set_actual_coef(j, coef);
     }
@@ -257,6 +304,7 @@ impl SupportVectors {
             self.svt[c * cap + q] = x;
         }
         self.sq_norms[q] = simd::dot(z, z);
+        self.forget_origin(q);
         self.swap_remove(p);
     }
 
@@ -296,7 +344,13 @@ impl SupportVectors {
     /// Removes SV j by moving the last one into its place (so indices > j are not shifted).
     pub fn swap_remove(&mut self, j: usize) {
         let last = self.len - 1;
+        self.forget_origin(j);
         if j != last {
+            self.origin[j] = self.origin[last];
+            self.origin[last] = NO_ORIGIN;
+            if let Some(s) = self.slot_of_row.get_mut(self.origin[j] as usize) {
+                *s = j as u32;
+            }
             let cap = self.capacity;
             for c in 0..self.dim {
                 self.svt[c * cap + j] = self.svt[c * cap + last];
@@ -536,6 +590,28 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn row_tracking_follows_pushes_moves_and_merges() {
+        let xs: Vec<f64> = (0..10).map(f64::from).collect();
+        let x = DenseView::new(&xs, 5, 2).unwrap();
+        let mut svs = SupportVectors::new(2, 6, 1);
+        svs.track_rows(5);
+        for i in [4, 0, 2, 3] {
+            svs.push_row(&x, i, &[1.0]);
+        }
+        assert_eq!(svs.slot_of_row(2), Some(2));
+        svs.swap_remove(0); // row 4 leaves, row 3 moves into slot 0
+        assert_eq!(svs.slot_of_row(4), None);
+        assert_eq!(svs.slot_of_row(3), Some(0));
+        svs.merge_pair(1, 0, &[0.5, 0.5], 0.9, 0.9); // rows 0 and 3 become a merged point
+        assert_eq!(svs.slot_of_row(0), None);
+        assert_eq!(svs.slot_of_row(3), None);
+        assert_eq!(svs.slot_of_row(2), Some(1));
+        assert_eq!(svs.len(), 2);
+        svs.add_to_coef(1, &[0.5]);
+        assert_eq!(svs.coef(1), &[1.5]);
     }
 
     #[test]

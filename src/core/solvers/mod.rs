@@ -1,5 +1,6 @@
 //! Solvers. Each states its objective in its module doc and reports through [`Progress`].
 
+pub mod bsca;
 pub mod bsgd;
 
 use std::time::{Duration, Instant};
@@ -24,7 +25,8 @@ pub struct Progress {
 }
 
 /// A monitor callback: sees progress, may abort.
-pub type Monitor<'a> = &'a mut dyn FnMut(&Progress) -> Result<()>;
+/// `Send` so that solvers which run sub-problems on several threads can share it (behind a lock).
+pub type Monitor<'a> = &'a mut (dyn FnMut(&Progress) -> Result<()> + Send);
 
 /// Calls the monitor about every `interval` of wall time, checking the clock only every 1024
 /// steps so the hot loop does not pay for it.

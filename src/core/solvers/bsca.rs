@@ -1,0 +1,533 @@
+//! Budgeted stochastic coordinate ascent (BSCA; Qaadan, Schüler & Glasmachers, paper 002),
+//! the dual counterpart of BSGD on the same budgeted model and the same budget maintenance.
+//!
+//! Binary dual: max_{alpha in [0, C]^n} 1^T alpha - 1/2 alpha^T Q alpha, Q_ij = y_i y_j k(x_i, x_j),
+//! w = sum_i alpha_i y_i phi(x_i). The budgeted model {(beta_j, x~_j)} approximates w. A step on
+//! coordinate i (a fresh random permutation each epoch) uses the model's margin f~(x_i):
+//!   delta = clip(alpha_i + (1 - y_i f~(x_i)) / Q_ii, 0, C) - alpha_i   (Q_ii = k(x_i, x_i) = 1)
+//!   alpha_i += delta;  beta(x_i) += y_i delta   (paper 002 writes (delta, x_i): the label belongs there)
+//! where beta(x_i) is x_i's coefficient if x_i is still an unmerged SV, else a new SV (x_i, y_i delta),
+//! followed by budget maintenance when the model exceeds B. Merging pairs coefficients of the same
+//! *sign*, not the same label: one label's coefficients take both signs here (a delta can be
+//! negative), and merging by label would push m = b1/(b1 + b2) out of [0, 1] (the swings of the
+//! authors' research code, DESIGN.md section 5). A fixed number of epochs; no stopping rule.
+//!
+//! Multi-class: one-vs-rest, the K binary problems run side by side, epoch by epoch, on the thread
+//! pool. One-vs-rest keeps one coefficient per SV and one model per class, so each class gets the
+//! whole budget B (a model of at most K B SVs); one-vs-one would need K(K-1)/2 budgets.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+
+use crate::core::budget::{BudgetMaintainer, Maintenance, MaintenanceStats};
+use crate::core::data::{finite_sq_norms, Rows};
+use crate::core::error::{Result, SvmError};
+use crate::core::kernel::check_gamma;
+use crate::core::merge::MergeSearch;
+use crate::core::model::{BudgetModel, SupportVectors};
+use crate::core::parallel;
+use crate::core::rng::Rng;
+use crate::core::solvers::{Heartbeat, Monitor, Progress};
+
+/// BSCA hyper-parameters as the user gave them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BscaParams {
+    pub c: f64,
+    pub gamma: f64,
+    pub budget: usize,
+    pub epochs: usize,
+    pub maintenance: Maintenance,
+    pub seed: u64,
+    pub compare_with: Option<MergeSearch>,
+}
+
+impl Default for BscaParams {
+    fn default() -> Self {
+        BscaParams {
+            c: 1.0,
+            gamma: 1.0,
+            budget: 100,
+            epochs: 1,
+            maintenance: Maintenance::Merge(MergeSearch::LookupWd),
+            seed: 0,
+            compare_with: None,
+        }
+    }
+}
+
+/// Parameters that passed validation.
+#[derive(Debug, Clone)]
+pub struct ValidBscaParams(BscaParams);
+
+impl BscaParams {
+    pub fn check(&self, n_samples: usize) -> Result<ValidBscaParams> {
+        check_gamma(self.gamma)?;
+        if n_samples == 0 {
+            return Err(SvmError::invalid_input("no training samples (0 rows)"));
+        }
+        if !(self.c.is_finite() && self.c > 0.0) {
+            return Err(SvmError::invalid_parameter(
+                "C",
+                format!("must be a positive finite number, got {}", self.c),
+            ));
+        }
+        if self.budget < 2 {
+            return Err(SvmError::invalid_parameter(
+                "budget",
+                format!("must be at least 2, got {}", self.budget),
+            ));
+        }
+        if self.epochs == 0 {
+            return Err(SvmError::invalid_parameter("epochs", "must be at least 1"));
+        }
+        Ok(ValidBscaParams(self.clone()))
+    }
+}
+
+/// What a BSCA run did (summed over the binary problems).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BscaStats {
+    pub iterations: u64,
+    /// Steps that changed a dual variable.
+    pub updates: u64,
+    pub insertions: u64,
+    pub maintenance: MaintenanceStats,
+    /// Training time, without the time spent in the epoch observer.
+    pub seconds: f64,
+    pub epochs: usize,
+}
+
+/// The state after an epoch, handed to the observer (for objective and accuracy curves).
+pub struct EpochSnapshot<'a> {
+    pub epoch: usize,
+    /// The combined model as it is now (one output for binary, one per class otherwise).
+    pub model: BudgetModel,
+    /// Dual variables per binary problem (one problem for two classes, K for one-vs-rest).
+    pub alphas: Vec<&'a [f64]>,
+    /// Labels (+1/-1) per binary problem.
+    pub labels: Vec<&'a [f64]>,
+    /// Training seconds so far (observer time excluded).
+    pub seconds: f64,
+    /// Fraction of this epoch's steps that triggered budget maintenance (over all problems).
+    pub maintenance_fraction: f64,
+}
+
+/// An observer called after every epoch.
+pub type EpochObserver<'a> = &'a mut dyn FnMut(&EpochSnapshot<'_>) -> Result<()>;
+
+/// One binary problem: its dual variables, model and scratch.
+struct BinaryProblem {
+    labels: Vec<f64>,
+    alpha: Vec<f64>,
+    svs: SupportVectors,
+    maintainer: BudgetMaintainer,
+    rng: Rng,
+    order: Vec<usize>,
+    kvals: Vec<f64>,
+    iterations: u64,
+    updates: u64,
+    insertions: u64,
+    epoch_events: u64,
+}
+
+impl BinaryProblem {
+    fn new(labels: Vec<f64>, dim: usize, p: &BscaParams, seed: u64) -> Self {
+        let n = labels.len();
+        let capacity = p.budget + 1;
+        let mut svs = SupportVectors::new(dim, capacity, 1);
+        svs.track_rows(n);
+        BinaryProblem {
+            labels,
+            alpha: vec![0.0; n],
+            svs,
+            maintainer: BudgetMaintainer::new(
+                p.maintenance,
+                p.gamma,
+                dim,
+                capacity,
+                p.compare_with,
+            ),
+            rng: Rng::new(seed),
+            order: (0..n).collect(),
+            kvals: vec![0.0; capacity],
+            iterations: 0,
+            updates: 0,
+            insertions: 0,
+            epoch_events: 0,
+        }
+    }
+
+    fn run_epoch<R: Rows>(
+        &mut self,
+        x: &R,
+        sq_norms: &[f64],
+        p: &BscaParams,
+        monitor: &Mutex<Monitor<'_>>,
+        progress: &Progress,
+    ) -> Result<()> {
+        let events_before = self.maintainer.stats.events;
+        let mut heartbeat = Heartbeat::new(Duration::from_millis(100));
+        self.rng.shuffle(&mut self.order);
+        let mut f = [0.0];
+        for k in 0..self.order.len() {
+            let i = self.order[k];
+            self.iterations += 1;
+            self.svs.dots_with_row(x, i, &mut self.kvals);
+            self.svs
+                .dots_to_kernel(p.gamma, sq_norms[i], &mut self.kvals);
+            self.svs.decision_from_kernel(&self.kvals, &mut f);
+            let y = self.labels[i];
+            let old = self.alpha[i];
+            let new = (old + (1.0 - y * f[0])).clamp(0.0, p.c);
+            let delta = new - old;
+            if delta != 0.0 {
+                self.alpha[i] = new;
+                self.updates += 1;
+                match self.svs.slot_of_row(i) {
+                    Some(slot) => {
+                        self.svs.add_to_coef(slot, &[y * delta]);
+                        // An unmerged point's coefficient is y alpha_i (plus what projections
+                        // moved onto it); when that reaches 0 the SV only costs budget.
+                        if (self.svs.coef(slot)[0] * self.svs.scale()).abs() <= 1e-12 * p.c {
+                            self.svs.swap_remove(slot);
+                            self.maintainer.after_remove(slot);
+                        }
+                    }
+                    None => {
+                        self.svs.push_row(x, i, &[y * delta]);
+                        self.maintainer
+                            .after_push(&self.kvals[..self.svs.len() - 1]);
+                        self.insertions += 1;
+                        if self.svs.len() > p.budget {
+                            self.maintainer.reduce(&mut self.svs);
+                        }
+                    }
+                }
+            }
+            if heartbeat.due(self.iterations) {
+                let mut m = monitor.lock().unwrap_or_else(|e| e.into_inner());
+                (*m)(&Progress {
+                    iteration: self.iterations,
+                    n_sv: self.svs.len(),
+                    maintenance_events: self.maintainer.stats.events,
+                    ..progress.clone()
+                })?;
+            }
+        }
+        self.epoch_events = self.maintainer.stats.events - events_before;
+        Ok(())
+    }
+}
+
+/// Trains BSCA. `y[i]` is the class index of row i in `0..n_classes`. The observer, if any, is
+/// called after every epoch with the current model and dual variables.
+pub fn train_bsca<R: Rows>(
+    x: &R,
+    y: &[u32],
+    n_classes: usize,
+    params: &ValidBscaParams,
+    monitor: Monitor<'_>,
+    mut observer: Option<EpochObserver<'_>>,
+) -> Result<(BudgetModel, BscaStats)> {
+    let p = &params.0;
+    let n = x.n_rows();
+    if y.len() != n {
+        return Err(SvmError::invalid_input(format!(
+            "X has {n} rows but y has {} labels",
+            y.len()
+        )));
+    }
+    if n_classes < 2 {
+        return Err(SvmError::invalid_input(
+            "training needs at least two classes",
+        ));
+    }
+    if let Some(bad) = y.iter().find(|&&c| c as usize >= n_classes) {
+        return Err(SvmError::invalid_input(format!(
+            "class index {bad} out of range for {n_classes} classes"
+        )));
+    }
+    let sq_norms = finite_sq_norms(x, "X")?;
+    let dim = x.n_cols();
+    // Binary: one problem, positive = class 1. One-vs-rest: problem k, positive = class k.
+    let positive: Vec<u32> = if n_classes == 2 {
+        vec![1]
+    } else {
+        (0..n_classes as u32).collect()
+    };
+    let mut seeder = Rng::new(p.seed);
+    let mut problems: Vec<BinaryProblem> = positive
+        .iter()
+        .map(|&k| {
+            let labels = y.iter().map(|&c| if c == k { 1.0 } else { -1.0 }).collect();
+            BinaryProblem::new(labels, dim, p, seeder.next_u64())
+        })
+        .collect();
+    let monitor = Mutex::new(monitor);
+    let start = Instant::now();
+    let mut observer_seconds = 0.0;
+    let mut stats = BscaStats::default();
+    for epoch in 1..=p.epochs {
+        let progress = Progress {
+            epoch,
+            epochs: p.epochs,
+            ..Progress::default()
+        };
+        if problems.len() == 1 {
+            problems[0].run_epoch(x, &sq_norms, p, &monitor, &progress)?;
+        } else {
+            parallel::install(|| {
+                problems
+                    .par_iter_mut()
+                    .map(|prob| prob.run_epoch(x, &sq_norms, p, &monitor, &progress))
+                    .collect::<Result<Vec<()>>>()
+            })?;
+        }
+        stats.epochs = epoch;
+        let train_seconds = start.elapsed().as_secs_f64() - observer_seconds;
+        {
+            let mut m = monitor.lock().unwrap_or_else(|e| e.into_inner());
+            (*m)(&Progress {
+                iteration: problems.iter().map(|q| q.iterations).sum(),
+                n_sv: problems.iter().map(|q| q.svs.len()).sum(),
+                maintenance_events: problems.iter().map(|q| q.maintainer.stats.events).sum(),
+                seconds: train_seconds,
+                epoch_done: true,
+                ..progress.clone()
+            })?;
+        }
+        if let Some(obs) = observer.as_mut() {
+            let t0 = Instant::now();
+            let steps = (n * problems.len()) as f64;
+            let snapshot = EpochSnapshot {
+                epoch,
+                model: combine(&problems, p.gamma, dim),
+                alphas: problems.iter().map(|q| q.alpha.as_slice()).collect(),
+                labels: problems.iter().map(|q| q.labels.as_slice()).collect(),
+                seconds: train_seconds,
+                maintenance_fraction: problems.iter().map(|q| q.epoch_events).sum::<u64>() as f64
+                    / steps,
+            };
+            obs(&snapshot)?;
+            observer_seconds += t0.elapsed().as_secs_f64();
+        }
+    }
+    stats.seconds = start.elapsed().as_secs_f64() - observer_seconds;
+    for q in &problems {
+        stats.iterations += q.iterations;
+        stats.updates += q.updates;
+        stats.insertions += q.insertions;
+        let m = &q.maintainer.stats;
+        stats.maintenance.events += m.events;
+        stats.maintenance.total_weight_degradation += m.total_weight_degradation;
+        stats.maintenance.compared += m.compared;
+        stats.maintenance.agreed += m.agreed;
+        stats.maintenance.seconds += m.seconds;
+    }
+    Ok((combine(&problems, p.gamma, dim), stats))
+}
+
+/// One model from the binary problems: binary as is; one-vs-rest as the union of the classes'
+/// SVs, each with its coefficient in its own class's column and 0 elsewhere.
+fn combine(problems: &[BinaryProblem], gamma: f64, dim: usize) -> BudgetModel {
+    if problems.len() == 1 {
+        return problems[0].svs.to_model(gamma);
+    }
+    let k = problems.len();
+    let mut support_vectors = Vec::new();
+    let mut coef = Vec::new();
+    for (c, q) in problems.iter().enumerate() {
+        let m = q.svs.to_model(gamma);
+        support_vectors.extend_from_slice(&m.support_vectors);
+        for &b in &m.coef {
+            let mut row = vec![0.0; k];
+            row[c] = b;
+            coef.extend(row);
+        }
+    }
+    BudgetModel {
+        dim,
+        n_out: k,
+        gamma,
+        support_vectors,
+        coef,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::data::DenseView;
+    use crate::core::solvers::no_monitor;
+
+    fn blobs(n: usize, seed: u64) -> (Vec<f64>, Vec<u32>) {
+        let mut rng = Rng::new(seed);
+        let mut xs = Vec::new();
+        let mut ys = Vec::new();
+        for _ in 0..n {
+            let (a, b) = (rng.next_f64() * 2.0 - 1.0, rng.next_f64() * 2.0 - 1.0);
+            xs.extend([a, b]);
+            // A noisy circle: some points on the wrong side, so alpha hits C somewhere.
+            let noisy = rng.next_f64() < 0.1;
+            ys.push(u32::from(((a * a + b * b) < 0.4) != noisy));
+        }
+        (xs, ys)
+    }
+
+    /// The dual objective 1^T a - 1/2 a^T Q a by explicit kernel values.
+    fn dual_objective(xs: &[f64], y: &[f64], alpha: &[f64], gamma: f64) -> f64 {
+        let n = y.len();
+        let mut quad = 0.0;
+        for i in 0..n {
+            for j in 0..n {
+                let d2 = (xs[2 * i] - xs[2 * j]).powi(2) + (xs[2 * i + 1] - xs[2 * j + 1]).powi(2);
+                quad += alpha[i] * alpha[j] * y[i] * y[j] * (-gamma * d2).exp();
+            }
+        }
+        alpha.iter().sum::<f64>() - 0.5 * quad
+    }
+
+    /// Independent solver: projected gradient ascent on the box QP, many iterations.
+    fn projected_gradient(xs: &[f64], y: &[f64], c: f64, gamma: f64) -> Vec<f64> {
+        let n = y.len();
+        let mut q = vec![0.0; n * n];
+        for i in 0..n {
+            for j in 0..n {
+                let d2 = (xs[2 * i] - xs[2 * j]).powi(2) + (xs[2 * i + 1] - xs[2 * j + 1]).powi(2);
+                q[i * n + j] = y[i] * y[j] * (-gamma * d2).exp();
+            }
+        }
+        let step = 1.0 / n as f64; // lambda_max(Q) <= n for the Gaussian kernel
+        let mut a = vec![0.0; n];
+        for _ in 0..200_000 {
+            let g: Vec<f64> = (0..n)
+                .map(|i| 1.0 - (0..n).map(|j| q[i * n + j] * a[j]).sum::<f64>())
+                .collect();
+            for i in 0..n {
+                a[i] = (a[i] + step * g[i]).clamp(0.0, c);
+            }
+        }
+        a
+    }
+
+    #[test]
+    fn without_budget_bsca_reaches_the_exact_dual_optimum() {
+        let (xs, ys) = blobs(40, 1);
+        let x = DenseView::new(&xs, 40, 2).unwrap();
+        let (c, gamma) = (2.0, 1.5);
+        let params = BscaParams {
+            c,
+            gamma,
+            budget: 100,
+            epochs: 300,
+            ..Default::default()
+        }
+        .check(40)
+        .unwrap();
+        let mut alpha = Vec::new();
+        let mut labels = Vec::new();
+        let mut obs = |s: &EpochSnapshot<'_>| {
+            alpha = s.alphas[0].to_vec();
+            labels = s.labels[0].to_vec();
+            Ok(())
+        };
+        let (model, stats) =
+            train_bsca(&x, &ys, 2, &params, &mut no_monitor, Some(&mut obs)).unwrap();
+        assert_eq!(stats.maintenance.events, 0);
+        let reference = projected_gradient(&xs, &labels, c, gamma);
+        let (d_ours, d_ref) = (
+            dual_objective(&xs, &labels, &alpha, gamma),
+            dual_objective(&xs, &labels, &reference, gamma),
+        );
+        assert!(
+            (d_ours - d_ref).abs() < 1e-6 * d_ref.abs(),
+            "{d_ours} vs {d_ref}"
+        );
+        for (a, r) in alpha.iter().zip(&reference) {
+            assert!((a - r).abs() < 1e-3, "{a} vs {r}");
+        }
+        assert!(alpha.contains(&c) && alpha.contains(&0.0));
+        // Without merges the model is exactly w = sum alpha_i y_i phi(x_i).
+        let total: f64 = model.coef.iter().map(|b| b.abs()).sum();
+        assert!((total - alpha.iter().sum::<f64>()).abs() < 1e-9);
+    }
+
+    #[test]
+    fn with_a_budget_the_box_holds_and_runs_are_seeded() {
+        let (xs, ys) = blobs(400, 2);
+        let x = DenseView::new(&xs, 400, 2).unwrap();
+        let mut maint = vec![Maintenance::Remove, Maintenance::Project];
+        maint.extend(MergeSearch::ALL.map(Maintenance::Merge));
+        for maintenance in maint {
+            let params = BscaParams {
+                c: 4.0,
+                gamma: 2.0,
+                budget: 12,
+                epochs: 4,
+                maintenance,
+                seed: 3,
+                ..Default::default()
+            }
+            .check(400)
+            .unwrap();
+            let mut worst = (f64::MAX, f64::MIN);
+            let mut obs = |s: &EpochSnapshot<'_>| {
+                for &a in s.alphas[0] {
+                    worst = (worst.0.min(a), worst.1.max(a));
+                }
+                Ok(())
+            };
+            let (m1, s1) =
+                train_bsca(&x, &ys, 2, &params, &mut no_monitor, Some(&mut obs)).unwrap();
+            assert!(
+                worst.0 >= 0.0 && worst.1 <= 4.0,
+                "{maintenance:?}: {worst:?}"
+            );
+            assert!(m1.n_sv() <= 12);
+            assert!(s1.maintenance.events > 0);
+            let (m2, _) = train_bsca(&x, &ys, 2, &params, &mut no_monitor, None).unwrap();
+            assert_eq!(m1, m2);
+        }
+    }
+
+    #[test]
+    fn one_vs_rest_learns_three_classes() {
+        let mut rng = Rng::new(5);
+        let (mut xs, mut ys) = (Vec::new(), Vec::new());
+        for _ in 0..1500 {
+            let (a, b) = (rng.next_f64() * 2.0 - 1.0, rng.next_f64() * 2.0 - 1.0);
+            xs.extend([a, b]);
+            ys.push(if a < -0.33 {
+                0
+            } else if a < 0.33 {
+                1
+            } else {
+                2
+            });
+        }
+        let x = DenseView::new(&xs, 1500, 2).unwrap();
+        let params = BscaParams {
+            c: 10.0,
+            gamma: 2.0,
+            budget: 20,
+            epochs: 3,
+            ..Default::default()
+        }
+        .check(1500)
+        .unwrap();
+        let (model, _) = train_bsca(&x, &ys, 3, &params, &mut no_monitor, None).unwrap();
+        assert_eq!(model.n_out, 3);
+        assert!(model.n_sv() <= 60);
+        let mut out = vec![0.0; 1500 * 3];
+        model.decision_function(&x, &mut out).unwrap();
+        let correct = (0..1500)
+            .filter(|&i| {
+                let r = &out[3 * i..3 * i + 3];
+                (0..3).max_by(|&a, &b| r[a].total_cmp(&r[b])).unwrap() as u32 == ys[i]
+            })
+            .count();
+        assert!(correct > 1400, "{correct}/1500");
+    }
+}
