@@ -45,7 +45,11 @@ class FitThread(threading.Thread):
         return self.clf
 
 
-def test_fit_releases_the_gil(monkeypatch):
+SOLVERS = ("bsgd", "bsca")
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_fit_releases_the_gil(monkeypatch, solver):
     # The main thread counts in pure Python while another thread trains. Each epoch line (verbose)
     # records the count at that moment: between the first and the last epoch the trainer runs in
     # Rust, so if the GIL were held there the count could not move.
@@ -64,7 +68,8 @@ def test_fit_releases_the_gil(monkeypatch):
 
     monkeypatch.setattr(sys, "stdout", Recorder())
     epochs = 40
-    worker = FitThread(BudgetSVC(budget=100, epochs=epochs, verbose=True, random_state=0), X, y)
+    clf = BudgetSVC(budget=100, epochs=epochs, verbose=True, solver=solver, random_state=0)
+    worker = FitThread(clf, X, y)
     worker.start()
     while worker.is_alive():
         counter[0] += 1
@@ -82,17 +87,27 @@ SUBPROCESS_FIT = textwrap.dedent(
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(20000, 20))
-    y = (X[:, 0] > 0).astype(int)
-    BudgetSVC(budget=100, epochs=1_000_000, verbose=True, random_state=0).fit(X, y)
+    y = (X[:, 0] > 0).astype(int) + {extra_classes} * (X[:, 1] > 0.5)
+    BudgetSVC(
+        budget=100, epochs=1_000_000, verbose=True, solver="{solver}", random_state=0
+    ).fit(X, y)
     print("FINISHED", flush=True)
     """
 )
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process is POSIX")
-def test_ctrl_c_stops_fit(tmp_path):
+@pytest.mark.parametrize(
+    "solver,extra_classes",
+    [("bsgd", 0), ("bsgd", 1), ("bsca", 0), ("bsca", 1)],
+    ids=["bsgd-binary", "bsgd-multiclass", "bsca-binary", "bsca-multiclass"],
+)
+def test_ctrl_c_stops_fit(tmp_path, solver, extra_classes):
+    # Multi-class BSCA runs its one-vs-rest problems on worker threads: the interrupt must still
+    # reach them.
+    code = SUBPROCESS_FIT.format(solver=solver, extra_classes=extra_classes)
     proc = subprocess.Popen(
-        [sys.executable, "-u", "-c", SUBPROCESS_FIT],
+        [sys.executable, "-u", "-c", code],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=tmp_path,
@@ -147,7 +162,8 @@ def test_concurrent_fits_match_sequential():
         assert_array_equal(clf.decision_function(X), ref.decision_function(X))
 
 
-def test_callback_error_propagates(monkeypatch):
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_callback_error_propagates(monkeypatch, solver):
     # An exception raised while reporting an epoch (here: a broken stdout) stops training and
     # comes out of fit unchanged.
     class Broken:
@@ -160,4 +176,18 @@ def test_callback_error_propagates(monkeypatch):
     X, y = linear_data(500, 3, seed=55)
     monkeypatch.setattr(sys, "stdout", Broken())
     with pytest.raises(OSError, match="stdout is gone"):
-        BudgetSVC(budget=10, epochs=3, verbose=True, random_state=0).fit(X, y)
+        BudgetSVC(budget=10, epochs=3, verbose=True, solver=solver, random_state=0).fit(X, y)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_history_error_propagates(monkeypatch, solver):
+    # An exception inside the per-epoch history recorder stops training and comes out of fit.
+    from budgetsvm import _history
+
+    def broken(self, info):
+        raise RuntimeError("recorder failed")
+
+    monkeypatch.setattr(_history.HistoryRecorder, "__call__", broken)
+    X, y = linear_data(500, 3, seed=56)
+    with pytest.raises(RuntimeError, match="recorder failed"):
+        BudgetSVC(budget=10, epochs=3, solver=solver, record_history=True).fit(X, y)

@@ -11,6 +11,7 @@ _Features = Union[npt.NDArray[np.float64], Tuple[Any, Any, Any, int]]
 __all__ = [
     "decision_function",
     "feature_variance",
+    "fit_bsca",
     "fit_bsgd",
     "get_num_threads",
     "load_libsvm",
@@ -48,6 +49,23 @@ def fit_bsgd(
     lambda_: Optional[float] = None,
     compare_with: Optional[str] = None,
     callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
+    observer: Optional[Callable[[Dict[str, Any]], Any]] = None,
+) -> Dict[str, Any]: ...
+def fit_bsca(
+    x: _Features,
+    y: npt.NDArray[np.uint32],
+    n_classes: int,
+    *,
+    c: float,
+    gamma: float,
+    budget: int,
+    epochs: int,
+    maintenance: str,
+    merge: str,
+    seed: int,
+    compare_with: Optional[str] = None,
+    callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
+    observer: Optional[Callable[[Dict[str, Any]], Any]] = None,
 ) -> Dict[str, Any]: ...
 def decision_function(
     support_vectors: npt.NDArray[np.float64],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -12,9 +12,10 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from budgetsvm import _budgetsvm
+from budgetsvm._history import HistoryRecorder
 from budgetsvm._validation import check_choice, check_positive, resolve_gamma, to_native
 
-SOLVERS = ("bsgd",)
+SOLVERS = ("bsgd", "bsca")
 MAINTENANCE = ("merge", "remove", "project")
 MERGE_SEARCHES = ("lookup-wd", "lookup-h", "gss", "gss-precise")
 
@@ -22,11 +23,14 @@ MERGE_SEARCHES = ("lookup-wd", "lookup-h", "gss", "gss-precise")
 class BudgetSVC(ClassifierMixin, BaseEstimator):
     """Gaussian-kernel SVM whose model keeps at most ``budget`` support vectors.
 
-    Trained by budgeted stochastic gradient descent (BSGD: Pegasos with a budget, Wang, Crammer
-    & Vucetic 2012), so training and prediction cost O(budget) per example however large the
-    data. Two classes give the binary hinge-loss SVM without bias; more classes the
-    Crammer-Singer multi-class SVM. When a step would exceed the budget, the support vector with
-    the smallest coefficient is merged with its best partner (default), removed or projected.
+    Trained by budgeted stochastic gradient descent (``solver='bsgd'``: Pegasos with a budget,
+    Wang, Crammer & Vucetic 2012) or budgeted stochastic coordinate ascent in the dual
+    (``solver='bsca'``: Qaadan, Schüler & Glasmachers 2019), so training and prediction cost
+    O(budget) per example however large the data. Two classes give the binary hinge-loss SVM
+    without bias. With more classes BSGD trains the Crammer-Singer multi-class SVM and BSCA one
+    binary SVM per class (one-vs-rest, the classes in parallel), sharing one set of support
+    vectors. When a step would exceed the budget, the support vector with the smallest
+    coefficient is merged with its best partner (default), removed or projected.
 
     Parameters
     ----------
@@ -36,7 +40,9 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         Kernel width in exp(-gamma ||x - x'||^2); 'scale' is 1 / (n_features * X.var()).
     budget : int, default=100
         Maximum number of support vectors.
-    solver : {'bsgd'}, default='bsgd'
+    solver : {'bsgd', 'bsca'}, default='bsgd'
+        BSGD (primal SGD) or BSCA (dual coordinate ascent, one dual variable in [0, C] per
+        training example; more stable across epochs and closer to the exact SVM at equal budget).
     maintenance : {'merge', 'remove', 'project'}, default='merge'
     merge : {'lookup-wd', 'lookup-h', 'gss', 'gss-precise'}, default='lookup-wd'
         How the merge partner is chosen: table lookup of the weight degradation (fast, same
@@ -48,11 +54,17 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         data for one epoch) instead of the last iterate. Averaging removes the last-iterate
         noise of SGD, which on some data (a9a at C = 32) swings test accuracy by 30 points
         between epochs; set False for the papers' plain BSGD. With ``maintenance='remove'``
-        the last iterate is returned (removal discards SVs with their averages).
+        the last iterate is returned (removal discards SVs with their averages). BSGD only:
+        BSCA's dual iterates do not oscillate and are returned as they are.
     random_state : int, RandomState or None, default=None
         Seed of the example order; an int gives the same model on every platform.
     verbose : bool, default=False
         Print one line of progress per epoch.
+    record_history : bool, default=False
+        Record per-epoch traces in ``history_`` (objectives, accuracy on the training data and
+        on ``fit``'s ``eval_set``, merge fraction, time). Costs one pass of predictions over the
+        data per epoch (plus the exact dual for BSCA on up to 10,000 rows), not counted in the
+        reported seconds; free when off.
 
     Attributes
     ----------
@@ -68,6 +80,15 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
     fit_stats_ : dict
         Iterations, insertions, budget maintenance events and their frequency, time in
         maintenance vs total, mean weight degradation per event.
+    history_ : dict of lists or None
+        With ``record_history=True``, one entry per epoch under the keys ``epoch``, ``seconds``
+        (training time so far), ``primal`` (C-form primal objective 1/2 |w|^2 + C sum of hinge
+        losses of the budgeted model, |w|^2 = beta^T K beta), ``dual`` (BSCA's dual objective
+        sum(alpha) - 1/2 alpha^T Q alpha, NaN for BSGD and above 10,000 rows, where it would
+        cost O(n^2) kernel values), ``train_accuracy``, ``val_accuracy`` (NaN without
+        ``eval_set``), ``maintenance_fraction`` (share of the epoch's steps that triggered
+        budget maintenance) and ``n_sv``. For BSGD with ``average=True`` the entries before the
+        last epoch describe the last iterate, the last one the returned average. None when off.
 
     Examples
     --------
@@ -95,6 +116,7 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         average: bool = True,
         random_state: Any = None,
         verbose: bool = False,
+        record_history: bool = False,
     ) -> None:
         self.C = C
         self.gamma = gamma
@@ -106,6 +128,7 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         self.average = average
         self.random_state = random_state
         self.verbose = verbose
+        self.record_history = record_history
 
     def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
         tags = super().__sklearn_tags__()
@@ -120,6 +143,7 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         check_choice("maintenance", self.maintenance, MAINTENANCE)
         check_choice("merge", self.merge, MERGE_SEARCHES)
         check_choice("average", self.average, (True, False))
+        check_choice("record_history", self.record_history, (True, False))
 
     def _seed(self) -> int:
         if isinstance(self.random_state, (int, np.integer)) and not isinstance(
@@ -130,8 +154,19 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
             return int(self.random_state)
         return int(check_random_state(self.random_state).randint(0, 2**31 - 1))
 
-    def fit(self, X: Any, y: Any, *, _compare_with: Optional[str] = None) -> BudgetSVC:
-        """Train on X (dense or sparse, n_samples x n_features) and labels y."""
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        *,
+        eval_set: Optional[Tuple[Any, Any]] = None,
+        _compare_with: Optional[str] = None,
+    ) -> BudgetSVC:
+        """Train on X (dense or sparse, n_samples x n_features) and labels y.
+
+        ``eval_set=(X_val, y_val)`` adds validation accuracy per epoch to ``history_`` (needs
+        ``record_history=True``).
+        """
         self._check_params()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C")
         check_classification_targets(y)
@@ -142,11 +177,10 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
                 f"{self.classes_[0]!r}"
             )
         self.gamma_ = resolve_gamma(self.gamma, X)
-        callback = _print_epoch if self.verbose else None
-        result: Dict[str, Any] = _budgetsvm.fit_bsgd(
-            to_native(X),
-            np.ascontiguousarray(y_index, dtype=np.uint32),
-            len(self.classes_),
+        X_native = to_native(X)
+        y_index = np.ascontiguousarray(y_index, dtype=np.uint32)
+        recorder = self._history_recorder(X_native, y_index, eval_set)
+        common: Dict[str, Any] = dict(
             c=float(self.C),
             gamma=self.gamma_,
             budget=int(self.budget),
@@ -154,10 +188,18 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
             maintenance=self.maintenance,
             merge=self.merge,
             seed=self._seed(),
-            average=bool(self.average),
             compare_with=_compare_with,
-            callback=callback,
+            callback=_print_epoch if self.verbose else None,
+            observer=recorder,
         )
+        n_classes = len(self.classes_)
+        if self.solver == "bsca":
+            result = _budgetsvm.fit_bsca(X_native, y_index, n_classes, **common)
+        else:
+            result = _budgetsvm.fit_bsgd(
+                X_native, y_index, n_classes, average=bool(self.average), **common
+            )
+        self.history_ = recorder.history if recorder is not None else None
         self.support_vectors_ = result.pop("support_vectors")
         self.dual_coef_ = np.ascontiguousarray(result.pop("coef").T)
         self.n_iter_ = result["epochs"]
@@ -173,6 +215,40 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
             )
         self.fit_stats_ = result
         return self
+
+    def _history_recorder(
+        self, X_native: Any, y_index: np.ndarray, eval_set: Optional[Tuple[Any, Any]]
+    ) -> Optional[HistoryRecorder]:
+        if not self.record_history:
+            if eval_set is not None:
+                raise ValueError("eval_set is only used with record_history=True")
+            return None
+        native_eval = None
+        if eval_set is not None:
+            if not isinstance(eval_set, tuple) or len(eval_set) != 2:
+                raise ValueError("eval_set must be a tuple (X_val, y_val)")
+            X_val = validate_data(
+                self, eval_set[0], accept_sparse="csr", dtype=np.float64, order="C", reset=False
+            )
+            y_val = np.asarray(eval_set[1])
+            if y_val.shape != (X_val.shape[0],):
+                raise ValueError(
+                    f"eval_set: X_val has {X_val.shape[0]} rows but y_val has shape {y_val.shape}"
+                )
+            # Labels never seen in training count as errors (index n_classes matches no output).
+            pos = np.searchsorted(self.classes_, y_val)
+            pos = np.minimum(pos, len(self.classes_) - 1)
+            known = self.classes_[pos] == y_val
+            native_eval = (to_native(X_val), np.where(known, pos, len(self.classes_)))
+        return HistoryRecorder(
+            X_native,
+            y_index,
+            len(self.classes_),
+            float(self.C),
+            self.gamma_,
+            self.solver,
+            eval_set=native_eval,
+        )
 
     def decision_function(self, X: Any) -> np.ndarray:
         """Decision values: shape (n_samples,) for two classes (positive means ``classes_[1]``),

@@ -221,6 +221,48 @@ impl<I: SparseIndex> Rows for CsrView<'_, I> {
     }
 }
 
+/// Any of the supported storages behind one type, so code that takes its input at run time (the
+/// Python binding) compiles each solver once; the match per row is a predictable branch.
+#[derive(Debug, Clone, Copy)]
+pub enum AnyRows<'a> {
+    Dense(DenseView<'a>),
+    Csr32(CsrView<'a, i32>),
+    Csr64(CsrView<'a, i64>),
+}
+
+macro_rules! dispatch {
+    ($self:expr, $r:ident => $e:expr) => {
+        match $self {
+            AnyRows::Dense($r) => $e,
+            AnyRows::Csr32($r) => $e,
+            AnyRows::Csr64($r) => $e,
+        }
+    };
+}
+
+impl Rows for AnyRows<'_> {
+    fn n_rows(&self) -> usize {
+        dispatch!(self, r => r.n_rows())
+    }
+    fn n_cols(&self) -> usize {
+        dispatch!(self, r => r.n_cols())
+    }
+    #[inline]
+    fn for_each_nonzero(&self, i: usize, f: impl FnMut(usize, f64)) {
+        dispatch!(self, r => r.for_each_nonzero(i, f))
+    }
+    #[inline]
+    fn dot_dense(&self, i: usize, v: &[f64]) -> f64 {
+        dispatch!(self, r => r.dot_dense(i, v))
+    }
+    fn write_dense(&self, i: usize, out: &mut [f64]) {
+        dispatch!(self, r => r.write_dense(i, out))
+    }
+    fn sq_norm(&self, i: usize) -> f64 {
+        dispatch!(self, r => r.sq_norm(i))
+    }
+}
+
 /// Squared norms of all rows, rejecting any that overflow (feature values near 1e154 or above),
 /// since every kernel value is computed from them.
 pub fn finite_sq_norms<R: Rows>(x: &R, what: &str) -> Result<Vec<f64>> {

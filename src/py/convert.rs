@@ -6,6 +6,8 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
+use crate::core::data::{AnyRows, CsrView, DenseView};
+
 /// Borrowed feature matrix as the binding receives it.
 pub enum Features<'py> {
     Dense(PyReadonlyArray2<'py, f64>),
@@ -62,45 +64,42 @@ impl<'py> Features<'py> {
     }
 }
 
-/// Binds `$rows` to a core `Rows` view of `$features` (dense or CSR) and evaluates `$body`.
-macro_rules! with_rows {
-    ($features:expr, |$rows:ident| $body:expr) => {{
-        use numpy::PyUntypedArrayMethods as _;
-        use $crate::core::data::{CsrView, DenseView};
-        use $crate::py::convert::{slice1, Features};
-        match &$features {
+impl Features<'_> {
+    /// The core view of these arrays (validated: shapes, CSR structure, finite dense values).
+    pub fn rows(&self) -> PyResult<AnyRows<'_>> {
+        Ok(match self {
             Features::Dense(a) => {
                 let shape = a.shape();
                 let data = a
                     .as_slice()
-                    .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
-                let $rows = DenseView::new(data, shape[0], shape[1])?;
-                $body
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?;
+                AnyRows::Dense(DenseView::new(data, shape[0], shape[1])?)
             }
             Features::Csr32 {
                 values,
                 indices,
                 indptr,
                 n_cols,
-            } => {
-                let $rows =
-                    CsrView::new(slice1(indptr)?, slice1(indices)?, slice1(values)?, *n_cols)?;
-                $body
-            }
+            } => AnyRows::Csr32(CsrView::new(
+                slice1(indptr)?,
+                slice1(indices)?,
+                slice1(values)?,
+                *n_cols,
+            )?),
             Features::Csr64 {
                 values,
                 indices,
                 indptr,
                 n_cols,
-            } => {
-                let $rows =
-                    CsrView::new(slice1(indptr)?, slice1(indices)?, slice1(values)?, *n_cols)?;
-                $body
-            }
-        }
-    }};
+            } => AnyRows::Csr64(CsrView::new(
+                slice1(indptr)?,
+                slice1(indices)?,
+                slice1(values)?,
+                *n_cols,
+            )?),
+        })
+    }
 }
-pub(crate) use with_rows;
 
 pub fn slice1<'a, T: numpy::Element>(a: &'a PyReadonlyArray1<'_, T>) -> PyResult<&'a [T]> {
     a.as_slice()

@@ -13,14 +13,16 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::core::budget::Maintenance;
-use crate::core::data::check_finite;
+use crate::core::budget::MaintenanceStats;
+use crate::core::data::{check_finite, AnyRows, Rows};
 use crate::core::error::SvmError;
 use crate::core::merge::{search_pair, MergeSearch, MergeTable, DEFAULT_TABLE_SIZE};
 use crate::core::model::BudgetModel;
+use crate::core::solvers::bsca::{train_bsca, BscaParams};
 use crate::core::solvers::bsgd::{train_bsgd, BsgdParams};
-use crate::core::solvers::Progress;
+use crate::core::solvers::{EpochObserver, EpochSnapshot, Monitor, Progress};
 use crate::core::{kernel, parallel, simd};
-use convert::{with_rows, Features};
+use convert::Features;
 use error::no_panic;
 
 /// Calls back into Python from detached training: checks for Ctrl-C on every heartbeat and
@@ -71,22 +73,16 @@ fn rbf_kernel<'py>(
     y: &Bound<'py, PyAny>,
     gamma: f64,
 ) -> PyResult<Bound<'py, PyArray2<f64>>> {
-    let fx = Features::extract(x)?;
-    let fy = Features::extract(y)?;
-    let out = with_rows!(fx, |xr| {
-        with_rows!(fy, |yr| {
-            use crate::core::data::Rows;
-            let (n, m) = (xr.n_rows(), yr.n_rows());
-            py.detach(|| {
-                no_panic(|| {
-                    let mut out = vec![0.0; n * m];
-                    kernel::kernel_matrix(&xr, &yr, gamma, &mut out)?;
-                    Ok((out, n, m))
-                })
-            })?
+    let (fx, fy) = (Features::extract(x)?, Features::extract(y)?);
+    let (xr, yr) = (fx.rows()?, fy.rows()?);
+    let (n, m) = (xr.n_rows(), yr.n_rows());
+    let out = py.detach(|| {
+        no_panic(|| {
+            let mut out = vec![0.0; n * m];
+            kernel::kernel_matrix(&xr, &yr, gamma, &mut out)?;
+            Ok(out)
         })
-    });
-    let (out, n, m) = out;
+    })?;
     out.into_pyarray(py).reshape([n, m])
 }
 
@@ -146,9 +142,137 @@ fn merge_search<'py>(
     Ok((h.into_pyarray(py), wd.into_pyarray(py)))
 }
 
+/// Calls the Python epoch observer with the state after an epoch; a Python error stops training
+/// and is re-raised as it was.
+struct PythonObserver {
+    callback: Py<PyAny>,
+    error: Option<PyErr>,
+}
+
+impl PythonObserver {
+    fn observe(&mut self, s: &EpochSnapshot<'_>) -> Result<(), SvmError> {
+        let result = Python::attach(|py| -> PyResult<()> {
+            let info = PyDict::new(py);
+            info.set_item("epoch", s.epoch)?;
+            info.set_item("seconds", s.seconds)?;
+            info.set_item("maintenance_fraction", s.maintenance_fraction)?;
+            let (sv, coef) = model_arrays(py, &s.model)?;
+            info.set_item("support_vectors", sv)?;
+            info.set_item("coef", coef)?;
+            let alphas: Vec<_> = s
+                .alphas
+                .iter()
+                .map(|a| PyArray1::from_slice(py, a))
+                .collect();
+            let labels: Vec<_> = s
+                .labels
+                .iter()
+                .map(|a| PyArray1::from_slice(py, a))
+                .collect();
+            info.set_item("alphas", alphas)?;
+            info.set_item("labels", labels)?;
+            self.callback.call1(py, (info,))?;
+            Ok(())
+        });
+        result.map_err(|e| {
+            self.error = Some(e);
+            SvmError::Interrupted
+        })
+    }
+}
+
+type ModelArrays<'py> = (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>);
+
+fn model_arrays<'py>(py: Python<'py>, model: &BudgetModel) -> PyResult<ModelArrays<'py>> {
+    let n_sv = model.n_sv();
+    Ok((
+        PyArray1::from_slice(py, &model.support_vectors).reshape([n_sv, model.dim])?,
+        PyArray1::from_slice(py, &model.coef).reshape([n_sv, model.n_out])?,
+    ))
+}
+
+/// The result dict shared by the budgeted solvers.
+fn fit_result<'py>(
+    py: Python<'py>,
+    model: &BudgetModel,
+    iterations: u64,
+    insertions: u64,
+    maintenance: &MaintenanceStats,
+    seconds: f64,
+    epochs: usize,
+) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    let (sv, coef) = model_arrays(py, model)?;
+    out.set_item("support_vectors", sv)?;
+    out.set_item("coef", coef)?;
+    out.set_item("iterations", iterations)?;
+    out.set_item("insertions", insertions)?;
+    out.set_item("maintenance_events", maintenance.events)?;
+    let frequency = if iterations == 0 {
+        0.0
+    } else {
+        maintenance.events as f64 / iterations as f64
+    };
+    out.set_item("maintenance_frequency", frequency)?;
+    out.set_item("maintenance_seconds", maintenance.seconds)?;
+    out.set_item(
+        "total_weight_degradation",
+        maintenance.total_weight_degradation,
+    )?;
+    out.set_item("compared_merges", maintenance.compared)?;
+    out.set_item("agreeing_merges", maintenance.agreed)?;
+    out.set_item("seconds", seconds)?;
+    out.set_item("epochs", epochs)?;
+    Ok(out)
+}
+
+/// Runs a solver on borrowed features with the GIL released, Ctrl-C checks and the optional
+/// progress callback and epoch observer; returns what the solver returned.
+fn run_solver<'py, T: Send>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    callback: Option<Py<PyAny>>,
+    observer: Option<Py<PyAny>>,
+    solve: impl FnOnce(&AnyRows<'_>, Monitor<'_>, Option<EpochObserver<'_>>) -> Result<T, SvmError>
+        + Send,
+) -> PyResult<T> {
+    let features = Features::extract(x)?;
+    let rows = features.rows()?;
+    if let AnyRows::Dense(d) = &rows {
+        check_finite(d.data(), "X")?;
+    }
+    let mut monitor = PythonMonitor {
+        callback,
+        error: None,
+    };
+    let mut observer = observer.map(|callback| PythonObserver {
+        callback,
+        error: None,
+    });
+    let result = py.detach(|| {
+        no_panic(|| {
+            let mut m = |p: &Progress| monitor.check(p);
+            let mut obs_fn;
+            let obs: Option<EpochObserver<'_>> = match observer.as_mut() {
+                Some(o) => {
+                    obs_fn = |s: &EpochSnapshot<'_>| o.observe(s);
+                    Some(&mut obs_fn)
+                }
+                None => None,
+            };
+            solve(&rows, &mut m, obs)
+        })
+    });
+    let observer_error = observer.and_then(|o| o.error);
+    match (result, observer_error) {
+        (Err(_), Some(e)) => Err(e),
+        (r, _) => monitor.finish(r),
+    }
+}
+
 /// Trains BSGD; returns a dict with the model arrays and the training statistics.
 #[pyfunction]
-#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, average = true, lambda_ = None, compare_with = None, callback = None))]
+#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, average = true, lambda_ = None, compare_with = None, callback = None, observer = None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_bsgd<'py>(
     py: Python<'py>,
@@ -166,6 +290,7 @@ fn fit_bsgd<'py>(
     lambda_: Option<f64>,
     compare_with: Option<&str>,
     callback: Option<Py<PyAny>>,
+    observer: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let params = BsgdParams {
         c,
@@ -178,49 +303,67 @@ fn fit_bsgd<'py>(
         average,
         compare_with: compare_with.map(MergeSearch::parse).transpose()?,
     };
-    let features = Features::extract(x)?;
     let y = convert::slice1(&y)?;
-    let mut monitor = PythonMonitor {
-        callback,
-        error: None,
-    };
-    let result = with_rows!(features, |rows| {
-        use crate::core::data::Rows;
-        if let Features::Dense(a) = &features {
-            check_finite(a.as_slice().unwrap_or(&[]), "X")?;
-        }
+    let (model, stats) = run_solver(py, x, callback, observer, |rows, monitor, obs| {
         let valid = params.check(rows.n_rows())?;
-        py.detach(|| {
-            no_panic(|| train_bsgd(&rows, y, n_classes, &valid, &mut |p| monitor.check(p)))
-        })
-    });
-    let (model, stats) = monitor.finish(result)?;
-    let out = PyDict::new(py);
-    let n_sv = model.n_sv();
-    out.set_item(
-        "support_vectors",
-        model
-            .support_vectors
-            .into_pyarray(py)
-            .reshape([n_sv, model.dim])?,
+        train_bsgd(rows, y, n_classes, &valid, monitor, obs)
+    })?;
+    fit_result(
+        py,
+        &model,
+        stats.iterations,
+        stats.insertions,
+        &stats.maintenance,
+        stats.seconds,
+        stats.epochs,
+    )
+}
+
+/// Trains BSCA; returns a dict with the model arrays and the training statistics.
+#[pyfunction]
+#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, compare_with = None, callback = None, observer = None))]
+#[allow(clippy::too_many_arguments)]
+fn fit_bsca<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    y: PyReadonlyArray1<'py, u32>,
+    n_classes: usize,
+    c: f64,
+    gamma: f64,
+    budget: usize,
+    epochs: usize,
+    maintenance: &str,
+    merge: &str,
+    seed: u64,
+    compare_with: Option<&str>,
+    callback: Option<Py<PyAny>>,
+    observer: Option<Py<PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let params = BscaParams {
+        c,
+        gamma,
+        budget,
+        epochs,
+        maintenance: Maintenance::parse(maintenance, merge)?,
+        seed,
+        compare_with: compare_with.map(MergeSearch::parse).transpose()?,
+    };
+    let y = convert::slice1(&y)?;
+    let (model, stats) = run_solver(py, x, callback, observer, |rows, monitor, obs| {
+        let valid = params.check(rows.n_rows())?;
+        train_bsca(rows, y, n_classes, &valid, monitor, obs)
+    })?;
+    let out = fit_result(
+        py,
+        &model,
+        stats.iterations,
+        stats.insertions,
+        &stats.maintenance,
+        stats.seconds,
+        stats.epochs,
     )?;
-    out.set_item(
-        "coef",
-        model.coef.into_pyarray(py).reshape([n_sv, model.n_out])?,
-    )?;
-    out.set_item("iterations", stats.iterations)?;
-    out.set_item("insertions", stats.insertions)?;
-    out.set_item("maintenance_events", stats.maintenance.events)?;
-    out.set_item("maintenance_frequency", stats.maintenance_frequency())?;
-    out.set_item("maintenance_seconds", stats.maintenance.seconds)?;
-    out.set_item(
-        "total_weight_degradation",
-        stats.maintenance.total_weight_degradation,
-    )?;
-    out.set_item("compared_merges", stats.maintenance.compared)?;
-    out.set_item("agreeing_merges", stats.maintenance.agreed)?;
-    out.set_item("seconds", stats.seconds)?;
-    out.set_item("epochs", stats.epochs)?;
+    out.set_item("updates", stats.updates)?;
+    out.set_item("dropped_svs", stats.dropped)?;
     Ok(out)
 }
 
@@ -248,18 +391,15 @@ fn decision_function<'py>(
         coef: coef.as_array().iter().copied().collect(),
     };
     let features = Features::extract(x)?;
-    let out = with_rows!(features, |rows| {
-        use crate::core::data::Rows;
-        let n = rows.n_rows();
-        py.detach(|| {
-            no_panic(|| {
-                let mut out = vec![0.0; n * n_out];
-                model.decision_function(&rows, &mut out)?;
-                Ok((out, n))
-            })
-        })?
-    });
-    let (out, n) = out;
+    let rows = features.rows()?;
+    let n = rows.n_rows();
+    let out = py.detach(|| {
+        no_panic(|| {
+            let mut out = vec![0.0; n * n_out];
+            model.decision_function(&rows, &mut out)?;
+            Ok(out)
+        })
+    })?;
     out.into_pyarray(py).reshape([n, n_out])
 }
 
@@ -290,9 +430,8 @@ fn load_libsvm<'py>(
 #[pyfunction]
 fn feature_variance(py: Python<'_>, x: &Bound<'_, PyAny>) -> PyResult<f64> {
     let features = Features::extract(x)?;
-    let v = with_rows!(features, |rows| py
-        .detach(|| crate::core::data::entry_variance(&rows)));
-    Ok(v)
+    let rows = features.rows()?;
+    Ok(py.detach(|| crate::core::data::entry_variance(&rows)))
 }
 
 /// Sets the number of threads for parallel kernel work (0 = one per core).
@@ -317,8 +456,8 @@ fn simd_level() -> &'static str {
 mod _budgetsvm {
     #[pymodule_export]
     use super::{
-        decision_function, feature_variance, fit_bsgd, get_num_threads, load_libsvm, merge_search,
-        rbf_kernel, set_num_threads, simd_level,
+        decision_function, feature_variance, fit_bsca, fit_bsgd, get_num_threads, load_libsvm,
+        merge_search, rbf_kernel, set_num_threads, simd_level,
     };
 
     #[pymodule_init]

@@ -29,7 +29,7 @@ use crate::core::merge::MergeSearch;
 use crate::core::model::{BudgetModel, SupportVectors};
 use crate::core::parallel;
 use crate::core::rng::Rng;
-use crate::core::solvers::{Heartbeat, Monitor, Progress};
+use crate::core::solvers::{EpochObserver, EpochSnapshot, Heartbeat, Monitor, Progress};
 
 /// BSCA hyper-parameters as the user gave them.
 #[derive(Debug, Clone, PartialEq)]
@@ -93,29 +93,14 @@ pub struct BscaStats {
     /// Steps that changed a dual variable.
     pub updates: u64,
     pub insertions: u64,
+    /// SVs dropped because their coefficient returned to zero (alpha_i back at 0 before the
+    /// point was merged), so n_SV = insertions - maintenance events - dropped.
+    pub dropped: u64,
     pub maintenance: MaintenanceStats,
     /// Training time, without the time spent in the epoch observer.
     pub seconds: f64,
     pub epochs: usize,
 }
-
-/// The state after an epoch, handed to the observer (for objective and accuracy curves).
-pub struct EpochSnapshot<'a> {
-    pub epoch: usize,
-    /// The combined model as it is now (one output for binary, one per class otherwise).
-    pub model: BudgetModel,
-    /// Dual variables per binary problem (one problem for two classes, K for one-vs-rest).
-    pub alphas: Vec<&'a [f64]>,
-    /// Labels (+1/-1) per binary problem.
-    pub labels: Vec<&'a [f64]>,
-    /// Training seconds so far (observer time excluded).
-    pub seconds: f64,
-    /// Fraction of this epoch's steps that triggered budget maintenance (over all problems).
-    pub maintenance_fraction: f64,
-}
-
-/// An observer called after every epoch.
-pub type EpochObserver<'a> = &'a mut dyn FnMut(&EpochSnapshot<'_>) -> Result<()>;
 
 /// One binary problem: its dual variables, model and scratch.
 struct BinaryProblem {
@@ -129,6 +114,7 @@ struct BinaryProblem {
     iterations: u64,
     updates: u64,
     insertions: u64,
+    dropped: u64,
     epoch_events: u64,
 }
 
@@ -155,6 +141,7 @@ impl BinaryProblem {
             iterations: 0,
             updates: 0,
             insertions: 0,
+            dropped: 0,
             epoch_events: 0,
         }
     }
@@ -193,6 +180,7 @@ impl BinaryProblem {
                         if (self.svs.coef(slot)[0] * self.svs.scale()).abs() <= 1e-12 * p.c {
                             self.svs.swap_remove(slot);
                             self.maintainer.after_remove(slot);
+                            self.dropped += 1;
                         }
                     }
                     None => {
@@ -319,6 +307,7 @@ pub fn train_bsca<R: Rows>(
         stats.iterations += q.iterations;
         stats.updates += q.updates;
         stats.insertions += q.insertions;
+        stats.dropped += q.dropped;
         let m = &q.maintainer.stats;
         stats.maintenance.events += m.events;
         stats.maintenance.total_weight_degradation += m.total_weight_degradation;

@@ -26,7 +26,7 @@ use crate::core::kernel::check_gamma;
 use crate::core::merge::MergeSearch;
 use crate::core::model::{BudgetModel, SupportVectors};
 use crate::core::rng::Rng;
-use crate::core::solvers::{Heartbeat, Monitor, Progress};
+use crate::core::solvers::{EpochObserver, EpochSnapshot, Heartbeat, Monitor, Progress};
 
 /// BSGD hyper-parameters as the user gave them; `check` turns them into [`ValidBsgdParams`].
 #[derive(Debug, Clone, PartialEq)]
@@ -138,6 +138,7 @@ pub fn train_bsgd<R: Rows>(
     n_classes: usize,
     params: &ValidBsgdParams,
     monitor: Monitor<'_>,
+    mut observer: Option<EpochObserver<'_>>,
 ) -> Result<(BudgetModel, TrainStats)> {
     let n = x.n_rows();
     if y.len() != n {
@@ -175,6 +176,8 @@ pub fn train_bsgd<R: Rows>(
     let mut stats = TrainStats::default();
     let mut heartbeat = Heartbeat::new(Duration::from_millis(100));
     let mut t: u64 = 0;
+    let mut observer_seconds = 0.0;
+    let mut events_before = 0;
 
     // Removal throws SVs away with whatever average they carried, so an average over the SVs
     // alive at the end would keep a small, arbitrary part of the epoch's model: return the last
@@ -236,19 +239,33 @@ pub fn train_bsgd<R: Rows>(
             }
         }
         stats.epochs = epoch;
+        let train_seconds = start.elapsed().as_secs_f64() - observer_seconds;
         monitor(&Progress {
             epoch,
             epochs: p.epochs,
             iteration: t,
             n_sv: svs.len(),
             maintenance_events: maintainer.stats.events,
-            seconds: start.elapsed().as_secs_f64(),
+            seconds: train_seconds,
             epoch_done: true,
         })?;
+        if let Some(obs) = observer.as_mut() {
+            let t0 = Instant::now();
+            obs(&EpochSnapshot {
+                epoch,
+                model: svs.to_model(gamma),
+                alphas: Vec::new(),
+                labels: Vec::new(),
+                seconds: train_seconds,
+                maintenance_fraction: (maintainer.stats.events - events_before) as f64 / n as f64,
+            })?;
+            observer_seconds += t0.elapsed().as_secs_f64();
+        }
+        events_before = maintainer.stats.events;
     }
     stats.iterations = t;
     stats.maintenance = maintainer.stats.clone();
-    stats.seconds = start.elapsed().as_secs_f64();
+    stats.seconds = start.elapsed().as_secs_f64() - observer_seconds;
     Ok((svs.to_model(gamma), stats))
 }
 
@@ -310,7 +327,7 @@ mod tests {
             }
             .check(ys.len())
             .unwrap();
-            let (model, stats) = train_bsgd(&x, &ys, 2, &params, &mut no_monitor).unwrap();
+            let (model, stats) = train_bsgd(&x, &ys, 2, &params, &mut no_monitor, None).unwrap();
             assert!(model.n_sv() <= 30);
             let acc = accuracy(&model, &xt, &yt);
             let floor = if maintenance == Maintenance::Remove {
@@ -351,7 +368,8 @@ mod tests {
             }
             .check(2000)
             .unwrap();
-            let (model, _) = train_bsgd(&x, &ys[..2000], 3, &params, &mut no_monitor).unwrap();
+            let (model, _) =
+                train_bsgd(&x, &ys[..2000], 3, &params, &mut no_monitor, None).unwrap();
             assert_eq!(model.n_out, 3);
             assert!(model.n_sv() <= 40);
             let acc = accuracy(&model, &xs[4000..], &ys[2000..]);
@@ -381,7 +399,9 @@ mod tests {
             }
             .check(ys.len())
             .unwrap();
-            train_bsgd(&x, &ys, 2, &params, &mut no_monitor).unwrap().0
+            train_bsgd(&x, &ys, 2, &params, &mut no_monitor, None)
+                .unwrap()
+                .0
         };
         for epochs in [1, 4] {
             let (avg, last) = (fit(true, epochs), fit(false, epochs));
@@ -406,7 +426,9 @@ mod tests {
             }
             .check(ys.len())
             .unwrap();
-            train_bsgd(&x, &ys, 2, &params, &mut no_monitor).unwrap().0
+            train_bsgd(&x, &ys, 2, &params, &mut no_monitor, None)
+                .unwrap()
+                .0
         };
         assert_eq!(run(5), run(5));
         assert_ne!(run(5), run(6));
@@ -431,7 +453,7 @@ mod tests {
                 Ok(())
             }
         };
-        let r = train_bsgd(&x, &ys, 2, &params, &mut stop);
+        let r = train_bsgd(&x, &ys, 2, &params, &mut stop, None);
         assert!(matches!(r, Err(SvmError::Interrupted)));
         assert_eq!(calls, 1);
     }
@@ -479,8 +501,8 @@ mod tests {
         let xs = [0.0, 1.0];
         let x = DenseView::new(&xs, 2, 1).unwrap();
         let v = ok.check(2).unwrap();
-        assert!(train_bsgd(&x, &[0, 0], 1, &v, &mut no_monitor).is_err());
-        assert!(train_bsgd(&x, &[0, 5], 2, &v, &mut no_monitor).is_err());
-        assert!(train_bsgd(&x, &[0], 2, &v, &mut no_monitor).is_err());
+        assert!(train_bsgd(&x, &[0, 0], 1, &v, &mut no_monitor, None).is_err());
+        assert!(train_bsgd(&x, &[0, 5], 2, &v, &mut no_monitor, None).is_err());
+        assert!(train_bsgd(&x, &[0], 2, &v, &mut no_monitor, None).is_err());
     }
 }
