@@ -44,10 +44,14 @@ def run(name, budgets, seeds, epochs):
     s = SETTINGS[name]
     rows = []
     for B in budgets:
-        per = {}
-        for merge, average in (("gss", False), ("lookup-wd", False), ("lookup-wd-avg", True)):
-            accs, totals, merges, freqs, ns_kernel = [], [], [], [], []
-            for seed in seeds:
+        methods = (("gss", False), ("lookup-wd", False), ("lookup-wd-avg", True))
+        per = {
+            m: {k: [] for k in ("acc", "total", "merge", "freq", "ns_kernel")} for m, _ in methods
+        }
+        # Seeds outer, methods inner: the methods are timed side by side, so a change in the
+        # machine's load during the run affects all of them alike.
+        for seed in seeds:
+            for merge, average in methods:
                 clf = BudgetSVC(
                     C=s["C"],
                     gamma=s["gamma"],
@@ -59,22 +63,18 @@ def run(name, budgets, seeds, epochs):
                 )
                 t0 = time.perf_counter()
                 clf.fit(X, y)
-                totals.append(time.perf_counter() - t0)
-                accs.append(100 * clf.score(Xt, yt))
-                merges.append(clf.fit_stats_["maintenance_seconds"])
-                freqs.append(100 * clf.fit_stats_["maintenance_frequency"])
-                # Time outside budget maintenance per kernel evaluation (about B per step).
+                total = time.perf_counter() - t0
                 st = clf.fit_stats_
-                ns_kernel.append(
+                r = per[merge]
+                r["total"].append(total)
+                r["acc"].append(100 * clf.score(Xt, yt))
+                r["merge"].append(st["maintenance_seconds"])
+                r["freq"].append(100 * st["maintenance_frequency"])
+                # Time outside budget maintenance per kernel evaluation (about B per step).
+                r["ns_kernel"].append(
                     1e9 * (st["seconds"] - st["maintenance_seconds"]) / (st["iterations"] * B)
                 )
-            per[merge] = dict(
-                acc=np.array(accs),
-                total=np.array(totals),
-                merge=np.array(merges),
-                freq=np.array(freqs),
-                ns_kernel=np.array(ns_kernel),
-            )
+        per = {m: {k: np.array(v) for k, v in r.items()} for m, r in per.items()}
         diag = BudgetSVC(
             C=s["C"],
             gamma=s["gamma"],
