@@ -42,7 +42,8 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         Maximum number of support vectors.
     solver : {'bsgd', 'bsca'}, default='bsgd'
         BSGD (primal SGD) or BSCA (dual coordinate ascent, one dual variable in [0, C] per
-        training example; more stable across epochs and closer to the exact SVM at equal budget).
+        training example). BSCA is stable from epoch to epoch at moderate C; at large C with a
+        small budget its budgeted model drifts (docs/bsca_paper002.md measures both).
     maintenance : {'merge', 'remove', 'project'}, default='merge'
     merge : {'lookup-wd', 'lookup-h', 'gss', 'gss-precise'}, default='lookup-wd'
         How the merge partner is chosen: table lookup of the weight degradation (fast, same
