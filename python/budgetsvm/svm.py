@@ -39,7 +39,9 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
     gamma : {'scale', 'auto'} or float, default='scale'
         Kernel width in exp(-gamma ||x - x'||^2); 'scale' is 1 / (n_features * X.var()).
     budget : int, default=100
-        Maximum number of support vectors.
+        Maximum number of support vectors: of the whole model for BSGD (multi-class SVs carry one
+        coefficient per class), per class for BSCA with more than two classes (one-vs-rest, so
+        up to n_classes * budget SVs; each class's problem gets the full budget).
     solver : {'bsgd', 'bsca'}, default='bsgd'
         BSGD (primal SGD) or BSCA (dual coordinate ascent, one dual variable in [0, C] per
         training example). BSCA is stable from epoch to epoch at moderate C; at large C with a
@@ -80,7 +82,9 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         Epochs run.
     fit_stats_ : dict
         Iterations, insertions, budget maintenance events and their frequency, time in
-        maintenance vs total, mean weight degradation per event.
+        maintenance vs total, mean weight degradation per event. BSCA adds ``updates`` (steps
+        that changed a dual variable) and ``dropped_svs`` (SVs whose coefficient returned to 0);
+        its iterations count the steps of all one-vs-rest problems.
     history_ : dict of lists or None
         With ``record_history=True``, one entry per epoch under the keys ``epoch``, ``seconds``
         (training time so far), ``primal`` (C-form primal objective 1/2 |w|^2 + C sum of hinge
