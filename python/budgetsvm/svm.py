@@ -180,6 +180,7 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         *,
         eval_set: Optional[Tuple[Any, Any]] = None,
         _compare_with: Optional[str] = None,
+        _callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
     ) -> BudgetSVC:
         """Train on X (dense or sparse, n_samples x n_features) and labels y.
 
@@ -211,7 +212,7 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
             merge=self.merge,
             seed=self._seed(),
             compare_with=_compare_with,
-            callback=_print_epoch if self.verbose else None,
+            callback=_epoch_callback(self.verbose, _callback),
             observer=recorder,
             shuffle=bool(self.shuffle),
         )
@@ -547,6 +548,23 @@ def _class_indices(classes: np.ndarray, y: Any) -> np.ndarray:
             f"(classes are {classes.tolist()!r})"
         )
     return np.ascontiguousarray(pos, dtype=np.uint32)
+
+
+def _epoch_callback(
+    verbose: bool, extra: Optional[Callable[[Dict[str, Any]], Any]]
+) -> Optional[Callable[[Dict[str, Any]], Any]]:
+    """The native per-epoch callback: the verbose line and/or a caller's hook (the CLI's
+    progress bar)."""
+    if extra is None:
+        return _print_epoch if verbose else None
+    if not verbose:
+        return extra
+
+    def both(info: Dict[str, Any]) -> None:
+        _print_epoch(info)
+        extra(info)
+
+    return both
 
 
 def _print_epoch(info: Dict[str, Any]) -> None:
