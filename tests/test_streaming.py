@@ -227,3 +227,18 @@ def test_iter_svmlight_chunks_concatenate_to_the_file(tmp_path):
     X_mem, y_mem = load_svmlight_file(path)
     assert_array_equal(X_all, X_mem.toarray())
     assert_array_equal(np.concatenate([p[1] for p in parts]), y_mem)
+
+
+def test_readme_streaming_example_runs_as_written(tmp_path, monkeypatch):
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if ".save(" in b]
+    assert len(blocks) == 1
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {"__name__": "__main__"}
+    exec(compile(blocks[0], "README.md (streaming example)", "exec"), scope)
+    clf, same = scope["clf"], scope["same"]
+    assert clf.score(scope["X"], scope["y"]) > 0.95
+    assert_array_equal(same.predict(scope["X"]), clf.predict(scope["X"]))
