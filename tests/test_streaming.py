@@ -242,3 +242,17 @@ def test_readme_streaming_example_runs_as_written(tmp_path, monkeypatch):
     clf, same = scope["clf"], scope["same"]
     assert clf.score(scope["X"], scope["y"]) > 0.95
     assert_array_equal(same.predict(scope["X"]), clf.predict(scope["X"]))
+
+
+def test_broken_state_bytes_raise_value_error():
+    from budgetsvm import _budgetsvm
+
+    X, y = xor_data(300, 13)
+    clf = BudgetSVC(gamma=2.0, budget=10, random_state=0).partial_fit(X, y, classes=[0, 1])
+    data = clf._stream.to_bytes()
+    assert _budgetsvm.BsgdStream.from_bytes(data).steps == 300
+    for cut in (0, 10, len(data) // 2, len(data) - 1):
+        with pytest.raises(ValueError, match="state"):
+            _budgetsvm.BsgdStream.from_bytes(data[:cut])
+    with pytest.raises(ValueError, match="not a saved BSGD state"):
+        _budgetsvm.BsgdStream.from_bytes(b"garbage" * 10)

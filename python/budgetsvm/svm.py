@@ -38,11 +38,6 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
     ----------
     C : float, default=1.0
         Regularisation, as in LIBSVM: lambda = 1 / (n_samples * C).
-    lam : float or None, default=None
-        The regularisation lambda of the papers' objective (lambda/2 |w|^2 + mean hinge loss),
-        used instead of C when given (BSCA then uses C = 1 / (n_samples * lam)). A stream of
-        unknown length is best described by ``lam``: with C, ``partial_fit`` needs the stream
-        length (``n_samples``) to turn C into lambda.
     gamma : {'scale', 'auto'} or float, default='scale'
         Kernel width in exp(-gamma ||x - x'||^2); 'scale' is 1 / (n_features * X.var()).
     budget : int, default=100
@@ -63,9 +58,6 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         between epochs; set False for the papers' plain BSGD. With ``maintenance='remove'``
         the last iterate is returned (removal discards SVs with their averages). BSGD only:
         BSCA's dual iterates do not oscillate and are returned as they are.
-    shuffle : bool, default=True
-        Visit the examples in a fresh random order every epoch (``fit``) or within every batch
-        (``partial_fit``); False keeps the order given.
     random_state : int, RandomState or None, default=None
         Seed of the example order; an int gives the same model on every platform.
     verbose : bool, default=False
@@ -75,6 +67,14 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         on ``fit``'s ``eval_set``, merge fraction, time). Costs one pass of predictions over the
         data per epoch (plus the exact dual for BSCA on up to 10,000 rows), not counted in the
         reported seconds; free when off.
+    lam : float or None, default=None
+        The regularisation lambda of the papers' objective (lambda/2 |w|^2 + mean hinge loss),
+        used instead of C when given (BSCA then uses C = 1 / (n_samples * lam)). A stream of
+        unknown length is best described by ``lam``: with C, ``partial_fit`` needs the stream
+        length (``n_samples``) to turn C into lambda.
+    shuffle : bool, default=True
+        Visit the examples in a fresh random order every epoch (``fit``) or within every batch
+        (``partial_fit``); False keeps the order given.
 
     Attributes
     ----------
@@ -120,17 +120,17 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         self,
         C: float = 1.0,
         gamma: Any = "scale",
-        lam: Optional[float] = None,
         budget: int = 100,
         solver: str = "bsgd",
         maintenance: str = "merge",
         merge: str = "lookup-wd",
         epochs: int = 5,
         average: bool = True,
-        shuffle: bool = True,
         random_state: Any = None,
         verbose: bool = False,
         record_history: bool = False,
+        lam: Optional[float] = None,
+        shuffle: bool = True,
     ) -> None:
         self.C = C
         self.gamma = gamma
