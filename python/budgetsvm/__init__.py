@@ -1,6 +1,16 @@
 """budgetsvm: Gaussian-kernel SVMs on a budget of support vectors, with a Rust engine."""
 
 from budgetsvm._budgetsvm import __version__, get_num_threads, set_num_threads, simd_level
+from budgetsvm.modelfile import ModelFormatError, load_model, save_model
 from budgetsvm.svm import BudgetSVC
 
-__all__ = ["BudgetSVC", "__version__", "get_num_threads", "set_num_threads", "simd_level"]
+__all__ = [
+    "BudgetSVC",
+    "ModelFormatError",
+    "__version__",
+    "get_num_threads",
+    "load_model",
+    "save_model",
+    "set_num_threads",
+    "simd_level",
+]

@@ -4,11 +4,15 @@ from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
+from typing_extensions import final
 
 # Dense C-contiguous float64 matrix, or CSR parts (data, indices, indptr, n_cols).
 _Features = Union[npt.NDArray[np.float64], Tuple[Any, Any, Any, int]]
 
 __all__ = [
+    "BsgdStream",
+    "LibsvmChunkReader",
+    "summarize_libsvm",
     "decision_function",
     "feature_variance",
     "fit_bsca",
@@ -50,6 +54,7 @@ def fit_bsgd(
     compare_with: Optional[str] = None,
     callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
     observer: Optional[Callable[[Dict[str, Any]], Any]] = None,
+    shuffle: bool = True,
 ) -> Dict[str, Any]: ...
 def fit_bsca(
     x: _Features,
@@ -66,6 +71,7 @@ def fit_bsca(
     compare_with: Optional[str] = None,
     callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
     observer: Optional[Callable[[Dict[str, Any]], Any]] = None,
+    shuffle: bool = True,
 ) -> Dict[str, Any]: ...
 def decision_function(
     support_vectors: npt.NDArray[np.float64],
@@ -82,7 +88,65 @@ def load_libsvm(
     npt.NDArray[np.float64],
     int,
 ]: ...
+def summarize_libsvm(path: str, chunk_rows: int) -> Dict[str, Any]: ...
 def feature_variance(x: _Features) -> float: ...
 def set_num_threads(n: int) -> None: ...
 def get_num_threads() -> int: ...
 def simd_level() -> str: ...
+
+@final
+class BsgdStream:
+    """A BSGD run fed in batches; pickles as its versioned byte form."""
+
+    def __new__(
+        cls,
+        n_features: int,
+        n_classes: int,
+        *,
+        c: float,
+        gamma: float,
+        budget: int,
+        maintenance: str,
+        merge: str,
+        seed: int,
+        n_samples: int,
+        epochs: int = 1,
+        average: bool = True,
+        lambda_: Optional[float] = None,
+        shuffle: bool = True,
+    ) -> BsgdStream: ...
+    def partial_fit(
+        self,
+        x: _Features,
+        y: npt.NDArray[np.uint32],
+        callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
+    ) -> None: ...
+    def result(self) -> Dict[str, Any]: ...
+    @property
+    def n_features(self) -> int: ...
+    @property
+    def n_classes(self) -> int: ...
+    @property
+    def steps(self) -> int: ...
+    def to_bytes(self) -> bytes: ...
+    @classmethod
+    def from_bytes(cls, data: bytes) -> BsgdStream: ...
+    def __reduce__(self) -> Tuple[Any, Tuple[bytes]]: ...
+
+@final
+class LibsvmChunkReader:
+    """A LIBSVM file read in chunks of at most ``chunk_rows`` lines."""
+
+    def __new__(cls, path: str, chunk_rows: int) -> LibsvmChunkReader: ...
+    def __iter__(self) -> LibsvmChunkReader: ...
+    def __next__(
+        self,
+    ) -> Tuple[
+        npt.NDArray[np.float64],
+        npt.NDArray[np.int32],
+        npt.NDArray[np.int64],
+        npt.NDArray[np.float64],
+        int,
+    ]: ...
+    @property
+    def lines_read(self) -> int: ...

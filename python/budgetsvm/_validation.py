@@ -25,13 +25,20 @@ def to_native(X: Any) -> NativeX:
         if not X.has_canonical_format:
             X = X.copy()
             X.sum_duplicates()
-        data = np.ascontiguousarray(X.data, dtype=np.float64)
+        data = _aligned(X.data, np.float64)
         indices, indptr = X.indices, X.indptr
         if indices.dtype != indptr.dtype or indices.dtype not in (np.int32, np.int64):
             indices = indices.astype(np.int64)
             indptr = indptr.astype(np.int64)
-        return (data, np.ascontiguousarray(indices), np.ascontiguousarray(indptr), X.shape[1])
-    return np.ascontiguousarray(X, dtype=np.float64)
+        return (data, _aligned(indices), _aligned(indptr), X.shape[1])
+    return _aligned(X, np.float64)
+
+
+def _aligned(a: Any, dtype: Any = None) -> np.ndarray:
+    """C-contiguous and aligned (buffers received over a network, e.g. from Dask workers, can
+    be misaligned, which the native views reject); copies only when needed."""
+    a = np.ascontiguousarray(a, dtype=dtype)
+    return a if a.flags.aligned else a.copy()
 
 
 def check_positive(name: str, value: Any, *, integer: bool = False, minimum: float = 0.0) -> None:

@@ -1,11 +1,36 @@
-"""Command line: ``budgetsvm demo`` trains on the embedded data set (more commands to come)."""
+"""Command line: ``budgetsvm train | predict | evaluate | demo``.
+
+LIBSVM-style: ``train`` reads a LIBSVM-format file (plain, .gz, .bz2 or .xz) and writes a model
+file (``docs/model_format.md``), ``predict`` writes one label (or decision values) per line,
+``evaluate`` prints accuracy and the confusion matrix. Prediction and evaluation read the data
+in chunks, so files larger than memory work; so does training with ``--stream`` (BSGD).
+Errors are one line on stderr, never a traceback; exit codes are listed in ``budgetsvm --help``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 import time
-from typing import List, Optional
+from typing import IO, Any, List, NoReturn, Optional
+
+EXIT_OK = 0
+EXIT_DATA = 1  # a data or model file is malformed, or training/prediction failed on it
+EXIT_USAGE = 2  # bad command line (unknown option, bad value)
+EXIT_IO = 3  # a file cannot be read or written
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES = """\
+exit status:
+  0    success
+  1    bad data: a malformed LIBSVM line, a corrupted or foreign model file, data that
+       do not fit the model (more features, one class only)
+  2    bad command line: unknown option, invalid value (e.g. -c -1)
+  3    a file cannot be read or written (missing, permission, broken compression)
+  130  interrupted (Ctrl-C)
+"""
 
 DEMO_HELP = """\
 Train BSGD on the embedded a9a data (UCI Adult; 32,561 training and 16,281 test rows) with the
@@ -13,6 +38,290 @@ hyper-parameters of Glasmachers & Qaadan (2018), C = 2^5 and gamma = 2^-7, mergi
 with golden section search (gss) and with the precomputed lookup of the weight degradation
 (lookup-wd), and print the two side by side.
 """
+
+TRAIN_HELP = """\
+Train a budgeted Gaussian-kernel SVM on a LIBSVM-format file (plain, .gz, .bz2 or .xz) and
+write the model file (default: TRAIN_FILE.model, as svm-train does).
+
+By default the file is loaded into memory and trained for --epochs epochs. With --stream (BSGD
+only) it is read --chunk-rows lines at a time and never held whole: memory is one chunk plus
+the budget, so files larger than memory train too.
+"""
+
+TRAIN_EXAMPLES = """\
+examples:
+  budgetsvm train -c 32 -g 0.0078125 -B 100 -e 20 a9a a9a.model
+  budgetsvm train --solver bsca -c 32 -g 2 -B 500 ijcnn1.bz2
+  budgetsvm train --stream --chunk-rows 200000 -L 1e-4 -g 8 -B 500 -e 1 huge.svm.xz huge.model
+  budgetsvm train -m project -B 50 -s 7 -j 2 train.svm
+"""
+
+PREDICT_HELP = """\
+Predict the rows of a LIBSVM-format file (labels in the file are ignored) with a model file
+written by `budgetsvm train`: one predicted label per line, or with --values the decision
+values (one per class, space-separated, for more than two classes). The file is read in
+chunks. OUTPUT defaults to stdout ('-').
+"""
+
+PREDICT_EXAMPLES = """\
+examples:
+  budgetsvm predict a9a.t a9a.model a9a.predictions
+  budgetsvm predict --values a9a.t.xz a9a.model - | head
+"""
+
+EVALUATE_HELP = """\
+Evaluate a model file on a labelled LIBSVM-format file: accuracy and the confusion matrix
+(rows: true label, columns: predicted label). The file is read in chunks.
+"""
+
+EVALUATE_EXAMPLES = """\
+examples:
+  budgetsvm evaluate a9a.t.xz a9a.model
+  budgetsvm evaluate --chunk-rows 50000 test.svm model
+"""
+
+
+class CliError(Exception):
+    """An error to report as one line with the given exit status."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: `budgetsvm train: error: ... (see --help)`."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+class Progress:
+    """A progress bar on stderr, redrawn at most 10 times a second; off when disabled."""
+
+    def __init__(self, what: str, enabled: bool) -> None:
+        self.what = what
+        self.enabled = enabled
+        self.start = time.perf_counter()
+        self.last = 0.0
+        self.shown = False
+
+    def update(self, done: int, total: Optional[int]) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if now - self.last < 0.1 and (total is None or done < total):
+            return
+        self.last = now
+        elapsed = now - self.start
+        if total:
+            frac = min(done / total, 1.0)
+            bar = "#" * int(30 * frac) + "." * (30 - int(30 * frac))
+            text = f"{self.what} [{bar}] {100 * frac:5.1f}% {done:,}/{total:,} rows {elapsed:.1f} s"
+        else:
+            text = f"{self.what}: {done:,} rows {elapsed:.1f} s"
+        sys.stderr.write("\r" + text)
+        sys.stderr.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+            self.shown = False
+
+
+def _progress_enabled(args: argparse.Namespace) -> bool:
+    if getattr(args, "quiet", False):
+        return False
+    if getattr(args, "progress", False):
+        return True
+    return sys.stderr.isatty()
+
+
+def _estimator(args: argparse.Namespace) -> Any:
+    from budgetsvm import BudgetSVC
+
+    gamma: Any = args.gamma
+    if gamma not in ("scale", "auto"):
+        try:
+            gamma = float(gamma)
+        except ValueError:
+            raise CliError(
+                f"-g/--gamma must be a positive number, 'scale' or 'auto'; got {args.gamma!r}",
+                EXIT_USAGE,
+            ) from None
+    clf = BudgetSVC(
+        C=args.cost,
+        lam=args.lam,
+        gamma=gamma,
+        budget=args.budget,
+        solver=args.solver,
+        maintenance=args.maintenance,
+        merge=args.merge,
+        epochs=args.epochs,
+        average=not args.no_average,
+        shuffle=not args.no_shuffle,
+        random_state=args.seed,
+    )
+    try:
+        clf._check_params()
+        if args.seed is not None and args.seed < 0:
+            raise ValueError(f"-s/--seed must be non-negative, got {args.seed}")
+        if args.chunk_rows < 1:
+            raise ValueError(f"--chunk-rows must be at least 1, got {args.chunk_rows}")
+        if args.stream and args.solver != "bsgd":
+            raise ValueError("--stream trains BSGD only (BSCA keeps one variable per row)")
+    except ValueError as e:
+        raise CliError(str(e), EXIT_USAGE) from None
+    return clf
+
+
+def _set_threads(args: argparse.Namespace) -> None:
+    if args.threads is not None:
+        from budgetsvm import set_num_threads
+
+        if args.threads < 0:
+            raise CliError(f"-j/--threads must be >= 0, got {args.threads}", EXIT_USAGE)
+        set_num_threads(args.threads)
+
+
+def _train(args: argparse.Namespace) -> int:
+    clf = _estimator(args)
+    _set_threads(args)
+    model_path = args.model or os.path.basename(args.train_file) + ".model"
+    bar = Progress("training", _progress_enabled(args))
+    start = time.perf_counter()
+    try:
+        if args.stream:
+            clf.fit_file(args.train_file, chunk_rows=args.chunk_rows, progress=bar.update)
+            n_rows = clf.fit_stats_["iterations"] // max(clf.n_iter_, 1)
+        else:
+            from budgetsvm.datasets import load_svmlight_file
+
+            X, y = load_svmlight_file(args.train_file)
+            n_rows = X.shape[0]
+            if n_rows == 0:
+                raise ValueError(f"{args.train_file} holds no data rows")
+            epochs_done = [0]
+
+            def on_epoch(info: Any) -> None:
+                epochs_done[0] = info["epoch"]
+                bar.update(info["epoch"] * n_rows, info["epochs"] * n_rows)
+
+            clf.fit(X, y, _callback=on_epoch)
+    finally:
+        bar.close()
+    seconds = time.perf_counter() - start
+    clf.save(model_path)
+    if not args.quiet:
+        print(
+            f"{clf.solver.upper()}: {n_rows:,} rows, {clf.n_features_in_} features, "
+            f"{len(clf.classes_)} classes, {clf.support_vectors_.shape[0]} support vectors "
+            f"(budget {clf.budget}), {clf.n_iter_} epochs, gamma {clf.gamma_:.6g}, "
+            f"{seconds:.2f} s; model written to {model_path}"
+        )
+    return EXIT_OK
+
+
+def _format_label(v: Any) -> str:
+    if isinstance(v, float) and math.isfinite(v) and v == int(v):
+        return str(int(v))
+    return str(v)
+
+
+def _chunks(path: str, chunk_rows: int, n_features: int):
+    from budgetsvm.datasets import iter_svmlight_chunks
+
+    return iter_svmlight_chunks(path, chunk_rows=chunk_rows, n_features=n_features)
+
+
+def _load_model(path: str) -> Any:
+    from budgetsvm import BudgetSVC
+
+    return BudgetSVC.load(path)
+
+
+def _check_chunk_rows(args: argparse.Namespace) -> None:
+    if args.chunk_rows < 1:
+        raise CliError(f"--chunk-rows must be at least 1, got {args.chunk_rows}", EXIT_USAGE)
+
+
+def _predict(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    _check_chunk_rows(args)
+    _set_threads(args)
+    clf = _load_model(args.model)
+    out: IO[str]
+    close = False
+    if args.output in (None, "-"):
+        out = sys.stdout
+    else:
+        try:
+            out = open(args.output, "w")
+        except OSError as e:
+            raise CliError(f"cannot write {args.output}: {e.strerror or e}", EXIT_IO) from None
+        close = True
+    bar = Progress("predicting", _progress_enabled(args))
+    done = 0
+    try:
+        for X, _ in _chunks(args.test_file, args.chunk_rows, clf.n_features_in_):
+            if args.values:
+                values = clf.decision_function(X)
+                values = values[:, None] if values.ndim == 1 else values
+                lines = [" ".join(f"{v:.17g}" for v in row) for row in values]
+            else:
+                lines = [_format_label(v) for v in np.asarray(clf.predict(X)).tolist()]
+            out.write("\n".join(lines) + "\n")
+            done += X.shape[0]
+            bar.update(done, None)
+    finally:
+        bar.close()
+        if close:
+            out.close()
+    return EXIT_OK
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    _check_chunk_rows(args)
+    _set_threads(args)
+    clf = _load_model(args.model)
+    classes = list(clf.classes_.tolist())
+    index = {c: k for k, c in enumerate(classes)}
+    extra: List[Any] = []  # true labels the model does not know
+    counts: dict = {}
+    bar = Progress("evaluating", _progress_enabled(args))
+    n = 0
+    try:
+        for X, y in _chunks(args.test_file, args.chunk_rows, clf.n_features_in_):
+            if clf.classes_.dtype.kind in "iu":
+                y = y.astype(clf.classes_.dtype) if np.all(y == np.round(y)) else y
+            pred = clf.predict(X)
+            for t, p in zip(y.tolist(), pred.tolist()):
+                counts[(t, p)] = counts.get((t, p), 0) + 1
+                if t not in index and t not in extra:
+                    extra.append(t)
+            n += X.shape[0]
+            bar.update(n, None)
+    finally:
+        bar.close()
+    if n == 0:
+        raise CliError(f"{args.test_file} holds no data rows", EXIT_DATA)
+    correct = sum(c for (t, p), c in counts.items() if t == p)
+    rows = classes + sorted(extra, key=str)
+    names = [_format_label(c) for c in rows]
+    width = max(8, *(len(s) for s in names))
+    print(f"accuracy: {100.0 * correct / n:.4f}% ({correct:,}/{n:,})")
+    print("confusion matrix (rows: true label, columns: predicted label):")
+    print(" " * width + " " + " ".join(f"{s:>{width}}" for s in names[: len(classes)]))
+    for t, name in zip(rows, names):
+        cells = [counts.get((t, p), 0) for p in classes]
+        print(f"{name:>{width}} " + " ".join(f"{c:>{width},}" for c in cells))
+    return EXIT_OK
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -54,15 +363,122 @@ def _demo(args: argparse.Namespace) -> int:
             f"{100 * s['maintenance_frequency']:>9.1f}% {s['mean_weight_degradation']:>9.3g}"
         )
     print("\nLIBSVM (exact SVM, same C and gamma) reaches 84.82% on this split.")
-    return 0
+    return EXIT_OK
+
+
+def _common_io(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--chunk-rows",
+        type=int,
+        default=100_000,
+        metavar="N",
+        help="lines of the data file read at a time (default 100000)",
+    )
+    p.add_argument("-j", "--threads", type=int, metavar="N", help="threads (default: all cores)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="show the progress bar on stderr even when it is not a terminal",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="budgetsvm",
-        description="Gaussian-kernel SVMs on a budget of support vectors.",
+        description="Gaussian-kernel SVMs on a budget of support vectors (BSGD, BSCA).",
+        epilog="examples:\n  budgetsvm train -c 32 -g 0.0078125 -B 100 a9a a9a.model\n"
+        "  budgetsvm predict a9a.t a9a.model out.txt\n  budgetsvm evaluate a9a.t a9a.model\n"
+        "  budgetsvm demo\n\nRun `budgetsvm COMMAND --help` for each command's options.\n\n"
+        + EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    fmt = argparse.RawDescriptionHelpFormatter
+
+    train = sub.add_parser(
+        "train",
+        help="train on a LIBSVM file, write a model file",
+        description=TRAIN_HELP,
+        epilog=TRAIN_EXAMPLES + "\n" + EXIT_CODES,
+        formatter_class=fmt,
+    )
+    train.add_argument("train_file", metavar="TRAIN_FILE")
+    train.add_argument("model", metavar="MODEL_FILE", nargs="?", help="default TRAIN_FILE.model")
+    g = train.add_argument_group("model")
+    g.add_argument("-c", "--cost", type=float, default=1.0, metavar="C", help="C (default 1)")
+    g.add_argument(
+        "-L",
+        "--lambda",
+        dest="lam",
+        type=float,
+        metavar="LAMBDA",
+        help="regularisation lambda, instead of C (lambda = 1/(n C) otherwise)",
+    )
+    g.add_argument(
+        "-g",
+        "--gamma",
+        default="scale",
+        metavar="GAMMA",
+        help="kernel width in exp(-gamma |x-x'|^2): a number, 'scale' or 'auto' (default scale)",
+    )
+    g.add_argument("-B", "--budget", type=int, default=100, help="support vectors (default 100)")
+    g = train.add_argument_group("solver")
+    g.add_argument("-A", "--solver", choices=("bsgd", "bsca"), default="bsgd", help="default bsgd")
+    g.add_argument("-e", "--epochs", type=int, default=5, help="passes over the data (default 5)")
+    g.add_argument(
+        "-m",
+        "--maintenance",
+        choices=("merge", "remove", "project"),
+        default="merge",
+        help="budget maintenance (default merge)",
+    )
+    g.add_argument(
+        "-M",
+        "--merge",
+        choices=("lookup-wd", "lookup-h", "gss", "gss-precise"),
+        default="lookup-wd",
+        help="merge partner search (default lookup-wd)",
+    )
+    g.add_argument("-s", "--seed", type=int, default=0, help="random seed (default 0)")
+    g.add_argument("--no-average", action="store_true", help="BSGD: return the last iterate")
+    g.add_argument("--no-shuffle", action="store_true", help="keep the file's row order")
+    g.add_argument(
+        "--stream",
+        action="store_true",
+        help="BSGD: read the file in chunks, never whole (memory: one chunk + the budget)",
+    )
+    _common_io(train)
+    train.set_defaults(func=_train)
+
+    predict = sub.add_parser(
+        "predict",
+        help="predict labels or decision values",
+        description=PREDICT_HELP,
+        epilog=PREDICT_EXAMPLES + "\n" + EXIT_CODES,
+        formatter_class=fmt,
+    )
+    predict.add_argument("test_file", metavar="TEST_FILE")
+    predict.add_argument("model", metavar="MODEL_FILE")
+    predict.add_argument("output", metavar="OUTPUT", nargs="?", help="default stdout ('-')")
+    predict.add_argument(
+        "-d", "--values", action="store_true", help="write decision values instead of labels"
+    )
+    _common_io(predict)
+    predict.set_defaults(func=_predict)
+
+    evaluate = sub.add_parser(
+        "evaluate",
+        help="accuracy and confusion matrix on a labelled file",
+        description=EVALUATE_HELP,
+        epilog=EVALUATE_EXAMPLES + "\n" + EXIT_CODES,
+        formatter_class=fmt,
+    )
+    evaluate.add_argument("test_file", metavar="TEST_FILE")
+    evaluate.add_argument("model", metavar="MODEL_FILE")
+    _common_io(evaluate)
+    evaluate.set_defaults(func=_evaluate)
+
     demo = sub.add_parser(
         "demo", help="train on the embedded a9a data, gss vs lookup-wd", description=DEMO_HELP
     )
@@ -73,17 +489,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help (0) or a usage error (2, already reported)
+        return int(e.code or 0)
     try:
         return int(args.func(args))
-    except (ValueError, OSError) as exc:
-        print(f"budgetsvm: error: {exc}", file=sys.stderr)
-        return 2
+    except CliError as e:
+        print(f"budgetsvm {args.command}: error: {_one_line(e)}", file=sys.stderr)
+        return e.status
+    except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
+        name = getattr(e, "filename", None)
+        what = f"{name}: {e.strerror}" if name and e.strerror else _one_line(e)
+        print(f"budgetsvm {args.command}: error: {what}", file=sys.stderr)
+        return EXIT_IO
+    except BrokenPipeError:  # `| head` closed stdout: stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+    except OSError as e:
+        print(f"budgetsvm {args.command}: error: {_one_line(e)}", file=sys.stderr)
+        return EXIT_IO
+    except (ValueError, TypeError) as e:
+        print(f"budgetsvm {args.command}: error: {_one_line(e)}", file=sys.stderr)
+        return EXIT_DATA
     except KeyboardInterrupt:
         print("budgetsvm: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from importlib import resources
-from typing import Optional, Tuple, Union
+from typing import Iterator, Optional, Tuple, Union
 
 import numpy as np
 import scipy.sparse as sp
@@ -47,6 +47,36 @@ def load_svmlight_file(
         width = int(n_features)
     X = sp.csr_matrix((data, indices, indptr), shape=(len(labels), width))
     return X, labels
+
+
+def iter_svmlight_chunks(
+    path: PathLike, chunk_rows: int = 100_000, n_features: Optional[int] = None
+) -> Iterator[Tuple[sp.csr_matrix, np.ndarray]]:
+    """Read a LIBSVM / svmlight file (plain, .gz, .bz2 or .xz) in chunks, never whole.
+
+    Yields ``(X, y)`` for each run of at most ``chunk_rows`` lines (blank and comment lines give
+    no row), X a CSR matrix with ``n_features`` columns. Without ``n_features`` each chunk is
+    as wide as its own largest index, so pass the width when the chunks must line up (for
+    ``partial_fit`` or ``predict``). Memory is one chunk. Errors as in
+    :func:`load_svmlight_file`, with the line number within the whole file.
+    """
+    path = os.fspath(path)
+    if n_features is not None and (
+        isinstance(n_features, bool) or not isinstance(n_features, (int, np.integer))
+    ):
+        raise ValueError(f"n_features must be a non-negative integer, got {n_features!r}")
+    if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer)):
+        raise ValueError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
+    if chunk_rows < 1:
+        raise ValueError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
+    for data, indices, indptr, labels, width in _budgetsvm.LibsvmChunkReader(path, int(chunk_rows)):
+        if n_features is not None:
+            if width > n_features:
+                raise ValueError(
+                    f"{path} has features up to index {width}, more than n_features={n_features}"
+                )
+            width = int(n_features)
+        yield sp.csr_matrix((data, indices, indptr), shape=(len(labels), width)), labels
 
 
 def load_default() -> Tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix, np.ndarray]:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -68,6 +70,14 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         on ``fit``'s ``eval_set``, merge fraction, time). Costs one pass of predictions over the
         data per epoch (plus the exact dual for BSCA on up to 10,000 rows), not counted in the
         reported seconds; free when off.
+    lam : float or None, default=None
+        The regularisation lambda of the papers' objective (lambda/2 |w|^2 + mean hinge loss),
+        used instead of C when given (BSCA then uses C = 1 / (n_samples * lam)). A stream of
+        unknown length is best described by ``lam``: with C, ``partial_fit`` needs the stream
+        length (``n_samples``) to turn C into lambda.
+    shuffle : bool, default=True
+        Visit the examples in a fresh random order every epoch (``fit``) or within every batch
+        (``partial_fit``); False keeps the order given.
 
     Attributes
     ----------
@@ -85,6 +95,8 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         maintenance vs total, mean weight degradation per event. BSCA adds ``updates`` (steps
         that changed a dual variable) and ``dropped_svs`` (SVs whose coefficient returned to 0);
         its iterations count the steps of all one-vs-rest problems.
+    lambda_ : float
+        The regularisation lambda used (BSGD; for BSCA 1 / (n_samples * C)).
     history_ : dict of lists or None
         With ``record_history=True``, one entry per epoch under the keys ``epoch``, ``seconds``
         (training time so far), ``primal`` (C-form primal objective 1/2 |w|^2 + C sum of hinge
@@ -122,15 +134,19 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         random_state: Any = None,
         verbose: bool = False,
         record_history: bool = False,
+        lam: Optional[float] = None,
+        shuffle: bool = True,
     ) -> None:
         self.C = C
         self.gamma = gamma
+        self.lam = lam
         self.budget = budget
         self.solver = solver
         self.maintenance = maintenance
         self.merge = merge
         self.epochs = epochs
         self.average = average
+        self.shuffle = shuffle
         self.random_state = random_state
         self.verbose = verbose
         self.record_history = record_history
@@ -142,12 +158,15 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
 
     def _check_params(self) -> None:
         check_positive("C", self.C)
+        if self.lam is not None:
+            check_positive("lam", self.lam)
         check_positive("budget", self.budget, integer=True, minimum=2)
         check_positive("epochs", self.epochs, integer=True, minimum=1)
         check_choice("solver", self.solver, SOLVERS)
         check_choice("maintenance", self.maintenance, MAINTENANCE)
         check_choice("merge", self.merge, MERGE_SEARCHES)
         check_choice("average", self.average, (True, False))
+        check_choice("shuffle", self.shuffle, (True, False))
         check_choice("record_history", self.record_history, (True, False))
 
     def _seed(self) -> int:
@@ -166,6 +185,7 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         *,
         eval_set: Optional[Tuple[Any, Any]] = None,
         _compare_with: Optional[str] = None,
+        _callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
     ) -> BudgetSVC:
         """Train on X (dense or sparse, n_samples x n_features) and labels y.
 
@@ -185,8 +205,11 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         X_native = to_native(X)
         y_index = np.ascontiguousarray(y_index, dtype=np.uint32)
         recorder = self._history_recorder(X_native, y_index, eval_set)
+        n_samples = X.shape[0]
+        C = float(self.C) if self.lam is None else 1.0 / (n_samples * float(self.lam))
+        self.lambda_ = 1.0 / (n_samples * C) if self.lam is None else float(self.lam)
         common: Dict[str, Any] = dict(
-            c=float(self.C),
+            c=C,
             gamma=self.gamma_,
             budget=int(self.budget),
             epochs=int(self.epochs),
@@ -194,17 +217,36 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
             merge=self.merge,
             seed=self._seed(),
             compare_with=_compare_with,
-            callback=_print_epoch if self.verbose else None,
+            callback=_epoch_callback(self.verbose, _callback),
             observer=recorder,
+            shuffle=bool(self.shuffle),
         )
         n_classes = len(self.classes_)
         if self.solver == "bsca":
             result = _budgetsvm.fit_bsca(X_native, y_index, n_classes, **common)
         else:
             result = _budgetsvm.fit_bsgd(
-                X_native, y_index, n_classes, average=bool(self.average), **common
+                X_native,
+                y_index,
+                n_classes,
+                average=bool(self.average),
+                lambda_=None if self.lam is None else float(self.lam),
+                **common,
             )
         self.history_ = recorder.history if recorder is not None else None
+        # BSGD's run, which partial_fit continues; BSCA has none.
+        self._stream = result.pop("state", None)
+        self._set_model(result)
+        if _compare_with is not None:
+            # NaN when no merge was compared (no merges, or multi-class, where GSS is the only search).
+            compared = result["compared_merges"]
+            result["merge_agreement"] = (
+                result["agreeing_merges"] / compared if compared else float("nan")
+            )
+        return self
+
+    def _set_model(self, result: Dict[str, Any]) -> None:
+        """Fitted attributes from a native result dict (fit, partial_fit)."""
         self.support_vectors_ = result.pop("support_vectors")
         self.dual_coef_ = np.ascontiguousarray(result.pop("coef").T)
         self.n_iter_ = result["epochs"]
@@ -212,14 +254,220 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         result["mean_weight_degradation"] = (
             result["total_weight_degradation"] / events if events else 0.0
         )
-        if _compare_with is not None:
-            # NaN when no merge was compared (no merges, or multi-class, where GSS is the only search).
-            compared = result["compared_merges"]
-            result["merge_agreement"] = (
-                result["agreeing_merges"] / compared if compared else float("nan")
-            )
         self.fit_stats_ = result
+
+    @available_if(lambda self: self.solver == "bsgd")
+    def partial_fit(
+        self,
+        X: Any,
+        y: Any,
+        classes: Any = None,
+        *,
+        n_samples: Optional[int] = None,
+    ) -> BudgetSVC:
+        """One BSGD pass over a batch of a stream, continuing the run of the previous calls.
+
+        The first call on an unfitted estimator starts a run and needs ``classes``, every
+        label of the stream; later calls, and calls after ``fit`` or ``fit_file``, continue
+        the run: the step counter t of the learning rate 1 / (lambda t), the support vectors
+        and their scale, the budget maintenance and the averaging all go on where the
+        previous call stopped, so the calls train one model (after ``fit``, as if the stream
+        were more rows of a last epoch).
+        Each call is one pass over its batch (``epochs`` is not used), in a random order within
+        the batch with ``shuffle=True`` (the default) or in the order given.
+
+        How it relates to ``fit``: with ``epochs=1``, ``shuffle=False`` and the same
+        parameters, batches passed in order train exactly the model ``fit`` trains on their
+        concatenation, provided the first call gets ``n_samples`` = the total number of rows
+        and gamma is a number. ``n_samples`` (first call only; default: the rows of that
+        call) sets what the total number of rows sets in ``fit``: lambda = 1 / (n_samples C)
+        unless ``lam`` is given, and with ``average=True`` the step n_samples / 2 + 1 from
+        which iterates are averaged (``fit`` averages over the second half of one epoch; here
+        averaging then runs to the end of the stream). ``gamma='scale'`` or ``'auto'`` is
+        resolved on the first batch. The state survives pickling, so a stream can be
+        continued in another process; ``fit`` starts a new one.
+
+        Only for ``solver='bsgd'`` (BSCA keeps one dual variable per training row).
+        """
+        stream = getattr(self, "_stream", None)
+        if stream is None:
+            self._check_params()
+            if classes is None:
+                raise ValueError(
+                    "classes must be given on the first call to partial_fit (every label the "
+                    "stream will contain)"
+                )
+            X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C")
+            check_classification_targets(y)
+            classes_ = np.unique(np.asarray(classes))
+            if len(classes_) < 2:
+                raise ValueError(
+                    f"partial_fit needs at least two classes; classes={classes_.tolist()!r}"
+                )
+            if n_samples is None:
+                n_samples = X.shape[0]
+            check_positive("n_samples", n_samples, integer=True, minimum=1)
+            self.classes_ = classes_
+            self.gamma_ = resolve_gamma(self.gamma, X)
+            self.lambda_ = (
+                float(self.lam) if self.lam is not None else 1.0 / (n_samples * float(self.C))
+            )
+            stream = _budgetsvm.BsgdStream(
+                X.shape[1],
+                len(classes_),
+                c=float(self.C),
+                lambda_=None if self.lam is None else float(self.lam),
+                gamma=self.gamma_,
+                budget=int(self.budget),
+                maintenance=self.maintenance,
+                merge=self.merge,
+                seed=self._seed(),
+                n_samples=int(n_samples),
+                average=bool(self.average),
+                shuffle=bool(self.shuffle),
+            )
+            self.history_ = None
+        else:
+            X, y = validate_data(
+                self, X, y, accept_sparse="csr", dtype=np.float64, order="C", reset=False
+            )
+            if classes is not None and not np.array_equal(
+                np.unique(np.asarray(classes)), self.classes_
+            ):
+                raise ValueError(
+                    f"classes={np.unique(np.asarray(classes)).tolist()!r} differs from the "
+                    f"classes of the first partial_fit call, {self.classes_.tolist()!r}"
+                )
+        y_index = _class_indices(self.classes_, y)
+        stream.partial_fit(to_native(X), y_index)
+        self._stream = stream
+        self._set_model(stream.result())
         return self
+
+    @available_if(lambda self: self.solver == "bsgd")
+    def fit_file(
+        self,
+        path: Any,
+        *,
+        chunk_rows: int = 100_000,
+        n_features: Optional[int] = None,
+        progress: Optional[Callable[[int, int], Any]] = None,
+    ) -> BudgetSVC:
+        """Train BSGD on a LIBSVM / svmlight file (plain, .gz, .bz2 or .xz) without loading it.
+
+        The file is read ``chunk_rows`` lines at a time: one pass first to count the rows and
+        find the classes and the width (and the variance for ``gamma='scale'``), then
+        ``epochs`` passes that feed the chunks to one BSGD run, as ``partial_fit`` does. Memory
+        is one chunk plus the budget, whatever the file's size.
+
+        How it relates to ``fit`` on the loaded file (``load_svmlight_file``): with
+        ``shuffle=False`` and a numeric gamma the model is identical, for any ``epochs``
+        (same lambda from the file's row count, same averaging window). With ``shuffle=True``
+        each epoch shuffles the rows within each chunk rather than the whole file, so the
+        order, and the model, differ. ``gamma='scale'`` uses the variance of the file's
+        entries computed from running sums, equal to ``fit``'s up to rounding.
+
+        ``n_features`` widens the model to at least that many features (a test file may lack
+        the last ones). ``progress(rows_done, rows_total)`` is called after every chunk, over
+        all epochs (``rows_total = epochs * n_rows``). The run can be continued with
+        ``partial_fit``.
+        """
+        self._check_params()
+        path = os.fspath(path)
+        check_positive("chunk_rows", chunk_rows, integer=True, minimum=1)
+        summary = _budgetsvm.summarize_libsvm(path, int(chunk_rows))
+        n_rows, width = summary["n_rows"], summary["n_features"]
+        if n_rows == 0:
+            raise ValueError(f"{path} holds no data rows")
+        if n_features is not None:
+            check_positive("n_features", n_features, integer=True, minimum=1)
+            if width > n_features:
+                raise ValueError(
+                    f"{path} has features up to index {width}, more than n_features={n_features}"
+                )
+            width = int(n_features)
+        if width == 0:
+            raise ValueError(f"{path} has no features (0 columns)")
+        classes = summary["labels"]
+        if len(classes) < 2:
+            raise ValueError(
+                "BudgetSVC needs samples of at least two classes; the file contains only one "
+                f"class: {classes[0]!r}"
+            )
+        check_classification_targets(classes)
+        self.classes_ = classes
+        self.n_features_in_ = width
+        self.gamma_ = _file_gamma(self.gamma, summary, n_rows, width)
+        self.lambda_ = float(self.lam) if self.lam is not None else 1.0 / (n_rows * float(self.C))
+        epochs = int(self.epochs)
+        stream = _budgetsvm.BsgdStream(
+            width,
+            len(classes),
+            c=float(self.C),
+            lambda_=None if self.lam is None else float(self.lam),
+            gamma=self.gamma_,
+            budget=int(self.budget),
+            maintenance=self.maintenance,
+            merge=self.merge,
+            seed=self._seed(),
+            n_samples=n_rows,
+            epochs=epochs,
+            average=bool(self.average),
+            shuffle=bool(self.shuffle),
+        )
+        self.history_ = None
+        done = 0
+        for epoch in range(1, epochs + 1):
+            reader = _budgetsvm.LibsvmChunkReader(path, int(chunk_rows))
+            for data, indices, indptr, labels, chunk_width in reader:
+                if chunk_width > width:  # the file changed since the first pass
+                    raise ValueError(f"{path} has features beyond index {width}")
+                X_chunk = (data, indices.astype(np.int64), indptr, width)
+                stream.partial_fit(X_chunk, _class_indices(classes, labels))
+                done += len(labels)
+                if progress is not None:
+                    progress(done, epochs * n_rows)
+            if self.verbose:
+                info = stream.result()
+                _print_epoch(
+                    dict(
+                        epoch=epoch,
+                        epochs=epochs,
+                        iteration=info["iterations"],
+                        n_sv=info["support_vectors"].shape[0],
+                        maintenance_events=info["maintenance_events"],
+                        seconds=info["seconds"],
+                    )
+                )
+        self._stream = stream
+        self._set_model(stream.result())
+        self.n_iter_ = epochs
+        self.fit_stats_["epochs"] = epochs
+        return self
+
+    def save(self, path: Any) -> None:
+        """Write the fitted model to a model file (``docs/model_format.md``): a versioned zip of
+        a JSON header and float64 ``.npy`` arrays that loads without running code.
+
+        The file holds what predicts (support vectors, coefficients, classes, gamma) plus the
+        parameters and statistics; not the state that ``partial_fit`` continues (pickle keeps
+        that). See :func:`budgetsvm.modelfile.save_model`.
+        """
+        from budgetsvm.modelfile import save_model
+
+        save_model(self, path)
+
+    @classmethod
+    def load(cls, path: Any) -> BudgetSVC:
+        """Read a model file written by :meth:`save`; the estimator predicts exactly as the
+        saved one did. Raises :class:`budgetsvm.ModelFormatError` (a ``ValueError``) for a
+        truncated, corrupted, foreign or newer-version file."""
+        from budgetsvm.modelfile import load_model
+
+        clf = load_model(path)
+        if not isinstance(clf, cls):  # pragma: no cover - one estimator type today
+            raise TypeError(f"{path} holds a {type(clf).__name__}, not a {cls.__name__}")
+        return clf
 
     def _history_recorder(
         self, X_native: Any, y_index: np.ndarray, eval_set: Optional[Tuple[Any, Any]]
@@ -274,6 +522,54 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         if values.ndim == 1:
             return self.classes_[(values > 0).astype(np.intp)]
         return self.classes_[np.argmax(values, axis=1)]
+
+
+def _file_gamma(gamma: Any, summary: Dict[str, Any], n_rows: int, width: int) -> float:
+    """``resolve_gamma`` for a file known only by its running sums."""
+    if isinstance(gamma, str) and gamma == "scale":
+        count = float(n_rows) * width
+        mean = summary["value_sum"] / count
+        var = max(summary["value_sq_sum"] / count - mean * mean, 0.0)
+        value = 1.0 / (width * var) if var > 0 else 1.0
+        if not (np.isfinite(value) and value > 0):
+            raise ValueError(
+                f"gamma='scale' gives an unusable kernel width ({value!r}) for this file; "
+                "pass a numeric gamma"
+            )
+        return value
+    if isinstance(gamma, str) and gamma == "auto":
+        return 1.0 / width
+    return resolve_gamma(gamma, np.empty((1, width)))
+
+
+def _class_indices(classes: np.ndarray, y: Any) -> np.ndarray:
+    """Index of each label of y in the sorted ``classes``; a label not in it is an error."""
+    y = np.asarray(y)
+    pos = np.minimum(np.searchsorted(classes, y), len(classes) - 1)
+    unknown = classes[pos] != y
+    if np.any(unknown):
+        raise ValueError(
+            f"y contains labels not in classes: {np.unique(y[unknown]).tolist()!r} "
+            f"(classes are {classes.tolist()!r})"
+        )
+    return np.ascontiguousarray(pos, dtype=np.uint32)
+
+
+def _epoch_callback(
+    verbose: bool, extra: Optional[Callable[[Dict[str, Any]], Any]]
+) -> Optional[Callable[[Dict[str, Any]], Any]]:
+    """The native per-epoch callback: the verbose line and/or a caller's hook (the CLI's
+    progress bar)."""
+    if extra is None:
+        return _print_epoch if verbose else None
+    if not verbose:
+        return extra
+
+    def both(info: Dict[str, Any]) -> None:
+        _print_epoch(info)
+        extra(info)
+
+    return both
 
 
 def _print_epoch(info: Dict[str, Any]) -> None:

@@ -4,6 +4,7 @@
 
 use std::time::Instant;
 
+use crate::core::codec::{corrupt, Reader, Writer};
 use crate::core::error::{Result, SvmError};
 use crate::core::merge::{
     merge_multiclass, search_pair, weight_degradation, MergeSearch, MergeTable, GSS_EPS,
@@ -34,6 +35,17 @@ impl Maintenance {
                     "unknown budget maintenance {other:?}; expected one of merge, remove, project"
                 ),
             )),
+        }
+    }
+}
+
+impl Maintenance {
+    /// The (maintenance, merge search) names `parse` accepts.
+    pub fn names(self) -> (&'static str, &'static str) {
+        match self {
+            Maintenance::Remove => ("remove", MergeSearch::LookupWd.name()),
+            Maintenance::Project => ("project", MergeSearch::LookupWd.name()),
+            Maintenance::Merge(s) => ("merge", s.name()),
         }
     }
 }
@@ -387,6 +399,103 @@ impl BudgetMaintainer {
         self.merge_into_partner(svs, p, q, h);
         let s = svs.scale();
         s * s * wd
+    }
+}
+
+impl MaintenanceStats {
+    pub fn encode(&self, w: &mut Writer) {
+        w.u64(self.events);
+        w.f64(self.total_weight_degradation);
+        w.u64(self.compared);
+        w.u64(self.agreed);
+        w.f64(self.seconds);
+    }
+
+    pub fn decode(r: &mut Reader<'_>) -> Result<Self> {
+        Ok(MaintenanceStats {
+            events: r.u64()?,
+            total_weight_degradation: r.f64()?,
+            compared: r.u64()?,
+            agreed: r.u64()?,
+            seconds: r.f64()?,
+        })
+    }
+}
+
+impl BudgetMaintainer {
+    /// Writes the maintainer's state (strategy, statistics, projection matrices; not scratch).
+    pub fn encode(&self, w: &mut Writer) {
+        let (maintenance, merge) = self.maintenance.names();
+        w.str(maintenance);
+        w.str(merge);
+        w.f64(self.gamma);
+        w.str(self.compare_with.map_or("", MergeSearch::name));
+        w.usize(self.x1.len());
+        w.usize(self.kappa.len());
+        match &self.projection {
+            None => w.bool(false),
+            Some(p) => {
+                w.bool(true);
+                w.usize(p.n);
+                w.usize(p.events_since_refresh);
+                w.f64s(&p.k);
+                w.f64s(&p.g);
+            }
+        }
+        self.stats.encode(w);
+    }
+
+    /// Reads what `encode` wrote; the sizes must match those of the support vectors it goes
+    /// with (decoded first, so no size here comes unchecked).
+    pub fn decode(r: &mut Reader<'_>, dim: usize, capacity: usize) -> Result<Self> {
+        let maintenance = r.str()?;
+        let merge = r.str()?;
+        let maintenance =
+            Maintenance::parse(maintenance, merge).map_err(|_| corrupt("maintenance"))?;
+        let gamma = r.f64()?;
+        crate::core::kernel::check_gamma(gamma).map_err(|_| corrupt("gamma"))?;
+        let compare_with = match r.str()? {
+            "" => None,
+            name => Some(MergeSearch::parse(name).map_err(|_| corrupt("merge search"))?),
+        };
+        if (r.usize()?, r.usize()?) != (dim, capacity) {
+            return Err(corrupt("maintenance buffer sizes"));
+        }
+        let mut m = BudgetMaintainer::new(maintenance, gamma, 0, 0, compare_with);
+        let has_projection = r.bool()?;
+        if has_projection != m.projection.is_some() {
+            return Err(corrupt("projection state"));
+        }
+        if has_projection {
+            let n = r.usize()?;
+            let events_since_refresh = r.usize()?;
+            let cells = capacity
+                .checked_mul(capacity)
+                .ok_or_else(|| corrupt("projection sizes"))?;
+            let k = r.f64s_of(cells)?;
+            let g = r.f64s_of(cells)?;
+            if n > capacity {
+                return Err(corrupt("projection size"));
+            }
+            m.projection = Some(Projection {
+                cap: capacity,
+                n,
+                k,
+                g,
+                u: vec![0.0; capacity],
+                events_since_refresh,
+            });
+        }
+        m.stats = MaintenanceStats::decode(r)?;
+        m.x1 = vec![0.0; dim];
+        m.z = vec![0.0; dim];
+        m.kappa = vec![0.0; capacity];
+        Ok(m)
+    }
+
+    /// The number of SVs the projection matrices describe (None without projection).
+    pub fn projected_svs(&self) -> Option<usize> {
+        self.projection.as_ref().map(|p| p.n)
     }
 }
 

@@ -68,7 +68,7 @@ pub fn read_libsvm_file(path: &Path) -> Result<LibsvmData> {
     parse_libsvm(&text, &path.display().to_string())
 }
 
-/// Read only the raw (decompressed) bytes; used by the chunked/streaming reader later.
+/// Read only the raw (decompressed) bytes.
 pub fn read_decompressed(path: &Path) -> Result<Vec<u8>> {
     let (format, source, file_len) = open_sniffed(path)?;
     // The file size is exact for plain files and a lower bound for compressed ones; reserving it
@@ -95,6 +95,134 @@ pub fn open_decompressed(path: &Path) -> Result<Box<dyn BufRead + Send>> {
     }
     let reader = decoder(format, source).map_err(|e| io_error(path, e))?;
     Ok(Box::new(BufReader::with_capacity(READ_BUF_BYTES, reader)))
+}
+
+/// Reads a LIBSVM file (plain or compressed) a bounded number of lines at a time, for training
+/// on files larger than memory: each chunk goes through the same parser as a whole file (in
+/// parallel for large chunks), and parse errors carry the line number within the whole file.
+/// Memory is one chunk's text and its parsed rows; the text buffer is reused between chunks.
+pub struct LibsvmChunks {
+    reader: Box<dyn BufRead + Send>,
+    path: std::path::PathBuf,
+    source_name: String,
+    chunk_lines: usize,
+    text: Vec<u8>,
+    lines_before: usize,
+    done: bool,
+}
+
+impl LibsvmChunks {
+    /// Opens `path` for reading in chunks of at most `chunk_lines` lines (at least 1).
+    pub fn open(path: &Path, chunk_lines: usize) -> Result<Self> {
+        if chunk_lines == 0 {
+            return Err(SvmError::invalid_parameter(
+                "chunk_rows",
+                "must be at least 1",
+            ));
+        }
+        Ok(LibsvmChunks {
+            reader: open_decompressed(path)?,
+            path: path.to_path_buf(),
+            source_name: path.display().to_string(),
+            chunk_lines,
+            text: Vec::new(),
+            lines_before: 0,
+            done: false,
+        })
+    }
+
+    /// The rows of the next lines of the file (at most `chunk_lines` lines; blank and comment
+    /// lines give no row, and a chunk of nothing but those is skipped); None at the end. Column
+    /// indices are 0-based and `n_features` is the largest index of this chunk only.
+    pub fn next_chunk(&mut self) -> Result<Option<LibsvmData>> {
+        while !self.done {
+            self.text.clear();
+            let mut lines = 0;
+            while lines < self.chunk_lines {
+                let got = self
+                    .reader
+                    .read_until(b'\n', &mut self.text)
+                    .map_err(|e| io_error(&self.path, e))?;
+                if got == 0 {
+                    self.done = true;
+                    break;
+                }
+                lines += 1;
+            }
+            let data = parse_libsvm(&self.text, &self.source_name).map_err(|e| match e {
+                SvmError::Parse {
+                    source_name,
+                    line,
+                    message,
+                } => SvmError::Parse {
+                    source_name,
+                    line: line + self.lines_before,
+                    message,
+                },
+                other => other,
+            })?;
+            self.lines_before += lines;
+            if data.n_rows() > 0 {
+                return Ok(Some(data));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Lines read so far.
+    pub fn lines_read(&self) -> usize {
+        self.lines_before
+    }
+}
+
+/// What one pass over a LIBSVM file finds without keeping its rows: enough to set up streaming
+/// training (classes, width, row count, the variance behind gamma = 'scale').
+#[derive(Debug, Clone, PartialEq)]
+pub struct LibsvmSummary {
+    pub n_rows: usize,
+    /// Largest 1-based feature index.
+    pub n_features: usize,
+    /// The distinct labels, sorted.
+    pub labels: Vec<f64>,
+    /// Sum and sum of squares of the stored values (the zeros not stored add nothing).
+    pub value_sum: f64,
+    pub value_sq_sum: f64,
+}
+
+/// At most this many distinct labels in a file summary: more means regression targets, not
+/// classes, and would otherwise grow without bound.
+pub const MAX_DISTINCT_LABELS: usize = 100_000;
+
+/// Reads a file once in chunks of `chunk_lines` lines, keeping only a [`LibsvmSummary`].
+pub fn summarize_libsvm_file(path: &Path, chunk_lines: usize) -> Result<LibsvmSummary> {
+    let mut chunks = LibsvmChunks::open(path, chunk_lines)?;
+    let mut summary = LibsvmSummary {
+        n_rows: 0,
+        n_features: 0,
+        labels: Vec::new(),
+        value_sum: 0.0,
+        value_sq_sum: 0.0,
+    };
+    while let Some(chunk) = chunks.next_chunk()? {
+        summary.n_rows += chunk.n_rows();
+        summary.n_features = summary.n_features.max(chunk.n_features);
+        for &v in &chunk.values {
+            summary.value_sum += v;
+            summary.value_sq_sum += v * v;
+        }
+        for &label in &chunk.labels {
+            if let Err(at) = summary.labels.binary_search_by(|l| l.total_cmp(&label)) {
+                if summary.labels.len() >= MAX_DISTINCT_LABELS {
+                    return Err(SvmError::invalid_input(format!(
+                        "{} has more than {MAX_DISTINCT_LABELS} distinct labels; classification needs class labels",
+                        path.display()
+                    )));
+                }
+                summary.labels.insert(at, label);
+            }
+        }
+    }
+    Ok(summary)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1442,6 +1570,76 @@ mod tests {
             }
             let _ = std::fs::remove_file(&path);
         }
+    }
+
+    #[test]
+    fn chunks_concatenate_to_the_whole_file_for_every_format() {
+        let mut rng = Rng(99);
+        let text = random_text(&mut rng, 500);
+        let text = format!("# header comment\n\n{text}\n# trailing\n");
+        let whole = parse(&text);
+        for (name, bytes) in [
+            ("plain", text.as_bytes().to_vec()),
+            ("gz", gzip(text.as_bytes())),
+            ("bz2", bzip2(text.as_bytes())),
+            ("xz", xz(text.as_bytes())),
+        ] {
+            let path = temp_path(&format!("chunks.{name}"));
+            write_file(&path, &bytes);
+            for chunk_lines in [1, 7, 64, 10_000] {
+                let mut reader = LibsvmChunks::open(&path, chunk_lines).unwrap();
+                let (mut labels, mut indices, mut values) = (vec![], vec![], vec![]);
+                let mut indptr = vec![0i64];
+                let mut n_features = 0;
+                while let Some(c) = reader.next_chunk().unwrap() {
+                    assert!(c.n_rows() <= chunk_lines);
+                    let base = *indptr.last().unwrap();
+                    indptr.extend(c.indptr[1..].iter().map(|p| p + base));
+                    labels.extend(c.labels);
+                    indices.extend(c.indices);
+                    values.extend(c.values);
+                    n_features = n_features.max(c.n_features);
+                }
+                let joined = LibsvmData {
+                    labels,
+                    indptr,
+                    indices,
+                    values,
+                    n_features,
+                };
+                assert_same(&joined, &whole);
+            }
+            let summary = summarize_libsvm_file(&path, 50).unwrap();
+            assert_eq!(summary.n_rows, whole.n_rows());
+            assert_eq!(summary.n_features, whole.n_features);
+            let mut labels = whole.labels.clone();
+            labels.sort_by(f64::total_cmp);
+            labels.dedup();
+            assert_eq!(summary.labels, labels);
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+
+    #[test]
+    fn chunk_errors_carry_the_line_of_the_whole_file() {
+        let mut text = String::new();
+        for i in 0..40 {
+            text.push_str(&format!("1 1:{i}\n"));
+        }
+        text.push_str("1 2:3 1:4\n");
+        let path = temp_path("chunk_err.svm");
+        write_file(&path, text.as_bytes());
+        let mut reader = LibsvmChunks::open(&path, 6).unwrap();
+        let err = loop {
+            match reader.next_chunk() {
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("no error"),
+                Err(e) => break e,
+            }
+        };
+        assert!(matches!(err, SvmError::Parse { line: 41, .. }), "{err}");
+        assert!(LibsvmChunks::open(&path, 0).is_err());
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]

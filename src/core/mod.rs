@@ -1,6 +1,7 @@
 //! The pure-Rust core: no Python here (checked in CI with `grep -r pyo3 src/core`).
 
 pub mod budget;
+pub mod codec;
 pub mod data;
 pub mod error;
 pub mod kernel;

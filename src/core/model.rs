@@ -3,6 +3,7 @@
 
 use rayon::prelude::*;
 
+use crate::core::codec::{corrupt, Reader, Writer};
 use crate::core::data::{DenseView, Rows};
 use crate::core::error::{Result, SvmError};
 use crate::core::kernel::check_gamma;
@@ -159,6 +160,10 @@ impl SupportVectors {
     #[inline]
     pub fn n_out(&self) -> usize {
         self.n_out
+    }
+    #[inline]
+    pub fn capacity(&self) -> usize {
+        self.capacity
     }
     #[inline]
     pub fn scale(&self) -> f64 {
@@ -401,6 +406,89 @@ impl SupportVectors {
             support_vectors: sv,
             coef,
         }
+    }
+}
+
+impl SupportVectors {
+    /// Writes the whole store (for saving a streaming run's state).
+    pub fn encode(&self, w: &mut Writer) {
+        for v in [self.dim, self.capacity, self.len, self.n_out] {
+            w.usize(v);
+        }
+        w.f64s(&self.svt);
+        w.f64s(&self.sq_norms);
+        w.f64s(&self.coef);
+        w.f64(self.scale);
+        match &self.averaging {
+            None => w.bool(false),
+            Some(a) => {
+                w.bool(true);
+                w.f64(a.scale_sum);
+                w.u64(a.steps);
+                w.f64s(&a.sum);
+                w.f64s(&a.mark);
+            }
+        }
+        w.u32s(&self.origin);
+        w.u32s(&self.slot_of_row);
+    }
+
+    /// Reads what `encode` wrote, checking every size against the others.
+    pub fn decode(r: &mut Reader<'_>) -> Result<Self> {
+        let (dim, capacity, len, n_out) = (r.usize()?, r.usize()?, r.usize()?, r.usize()?);
+        let cells = dim
+            .checked_mul(capacity)
+            .ok_or_else(|| corrupt("support vector sizes"))?;
+        let coefs = capacity
+            .checked_mul(n_out)
+            .ok_or_else(|| corrupt("coefficient sizes"))?;
+        if len > capacity || n_out == 0 {
+            return Err(corrupt("support vector count"));
+        }
+        let svt = r.f64s_of(cells)?;
+        let sq_norms = r.f64s_of(capacity)?;
+        let coef = r.f64s_of(coefs)?;
+        let scale = r.f64()?;
+        let averaging = if r.bool()? {
+            Some(Averaging {
+                scale_sum: r.f64()?,
+                steps: r.u64()?,
+                sum: r.f64s_of(coefs)?,
+                mark: r.f64s_of(capacity)?,
+            })
+        } else {
+            None
+        };
+        let origin = r.u32s()?;
+        let slot_of_row = r.u32s()?;
+        if origin.len() != capacity
+            || slot_of_row
+                .iter()
+                .any(|&s| s != NO_ORIGIN && s as usize >= capacity)
+        {
+            return Err(corrupt("row tracking"));
+        }
+        if !(scale.is_finite() && scale > 0.0) {
+            return Err(corrupt("scale"));
+        }
+        Ok(SupportVectors {
+            dim,
+            capacity,
+            len,
+            n_out,
+            svt,
+            sq_norms,
+            coef,
+            scale,
+            averaging,
+            origin,
+            slot_of_row,
+        })
+    }
+
+    /// Whether averaging has started.
+    pub fn is_averaging(&self) -> bool {
+        self.averaging.is_some()
     }
 }
 

@@ -68,6 +68,19 @@ impl Rng {
     }
 }
 
+impl Rng {
+    /// The generator's state, to save and restore a run.
+    pub fn state(&self) -> [u64; 4] {
+        self.s
+    }
+
+    /// A generator continuing from a saved state (an all-zero state, which xoshiro never
+    /// reaches, is rejected by the caller's decoder).
+    pub fn from_state(s: [u64; 4]) -> Option<Self> {
+        (s != [0; 4]).then_some(Rng { s })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

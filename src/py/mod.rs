@@ -10,16 +10,17 @@ use numpy::{
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict, PyType};
 
 use crate::core::budget::Maintenance;
 use crate::core::budget::MaintenanceStats;
 use crate::core::data::{check_finite, AnyRows, Rows};
 use crate::core::error::SvmError;
+use crate::core::libsvm::{summarize_libsvm_file, LibsvmChunks, LibsvmData};
 use crate::core::merge::{search_pair, MergeSearch, MergeTable, DEFAULT_TABLE_SIZE};
 use crate::core::model::BudgetModel;
 use crate::core::solvers::bsca::{train_bsca, BscaParams};
-use crate::core::solvers::bsgd::{train_bsgd, BsgdParams};
+use crate::core::solvers::bsgd::{train_bsgd_state, BsgdParams, BsgdState};
 use crate::core::solvers::{EpochObserver, EpochSnapshot, Monitor, Progress};
 use crate::core::{kernel, parallel, simd};
 use convert::Features;
@@ -270,9 +271,10 @@ fn run_solver<'py, T: Send>(
     }
 }
 
-/// Trains BSGD; returns a dict with the model arrays and the training statistics.
+/// Trains BSGD; returns a dict with the model arrays, the training statistics and the run's
+/// state ("state", a `BsgdStream` that `partial_fit` continues).
 #[pyfunction]
-#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, average = true, lambda_ = None, compare_with = None, callback = None, observer = None))]
+#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, average = true, lambda_ = None, compare_with = None, callback = None, observer = None, shuffle = true))]
 #[allow(clippy::too_many_arguments)]
 fn fit_bsgd<'py>(
     py: Python<'py>,
@@ -291,6 +293,7 @@ fn fit_bsgd<'py>(
     compare_with: Option<&str>,
     callback: Option<Py<PyAny>>,
     observer: Option<Py<PyAny>>,
+    shuffle: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let params = BsgdParams {
         c,
@@ -302,26 +305,22 @@ fn fit_bsgd<'py>(
         seed,
         average,
         compare_with: compare_with.map(MergeSearch::parse).transpose()?,
+        shuffle,
     };
     let y = convert::slice1(&y)?;
-    let (model, stats) = run_solver(py, x, callback, observer, |rows, monitor, obs| {
+    let state = run_solver(py, x, callback, observer, |rows, monitor, obs| {
         let valid = params.check(rows.n_rows())?;
-        train_bsgd(rows, y, n_classes, &valid, monitor, obs)
+        train_bsgd_state(rows, y, n_classes, &valid, monitor, obs)
     })?;
-    fit_result(
-        py,
-        &model,
-        stats.iterations,
-        stats.insertions,
-        &stats.maintenance,
-        stats.seconds,
-        stats.epochs,
-    )
+    let stream = BsgdStream { state };
+    let out = stream.result(py)?;
+    out.set_item("state", Py::new(py, stream)?)?;
+    Ok(out)
 }
 
 /// Trains BSCA; returns a dict with the model arrays and the training statistics.
 #[pyfunction]
-#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, compare_with = None, callback = None, observer = None))]
+#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, compare_with = None, callback = None, observer = None, shuffle = true))]
 #[allow(clippy::too_many_arguments)]
 fn fit_bsca<'py>(
     py: Python<'py>,
@@ -338,6 +337,7 @@ fn fit_bsca<'py>(
     compare_with: Option<&str>,
     callback: Option<Py<PyAny>>,
     observer: Option<Py<PyAny>>,
+    shuffle: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let params = BscaParams {
         c,
@@ -347,6 +347,7 @@ fn fit_bsca<'py>(
         maintenance: Maintenance::parse(maintenance, merge)?,
         seed,
         compare_with: compare_with.map(MergeSearch::parse).transpose()?,
+        shuffle,
     };
     let y = convert::slice1(&y)?;
     let (model, stats) = run_solver(py, x, callback, observer, |rows, monitor, obs| {
@@ -365,6 +366,124 @@ fn fit_bsca<'py>(
     out.set_item("updates", stats.updates)?;
     out.set_item("dropped_svs", stats.dropped)?;
     Ok(out)
+}
+
+/// A BSGD run fed in batches (`BudgetSVC.partial_fit`, training from a file in chunks): the core
+/// `BsgdState` behind a Python object, pickled as its versioned byte form.
+#[pyclass(module = "budgetsvm._budgetsvm")]
+struct BsgdStream {
+    state: BsgdState,
+}
+
+#[pymethods]
+impl BsgdStream {
+    /// A fresh run. lambda = `lambda_` if given, else 1/(n_samples C); averaging (if on) starts
+    /// where `fit_bsgd` with `epochs` epochs over n_samples rows starts it (the last epoch, or
+    /// the second half of a single one).
+    #[new]
+    #[pyo3(signature = (n_features, n_classes, *, c, gamma, budget, maintenance, merge, seed, n_samples, epochs = 1, average = true, lambda_ = None, shuffle = true))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        n_features: usize,
+        n_classes: usize,
+        c: f64,
+        gamma: f64,
+        budget: usize,
+        maintenance: &str,
+        merge: &str,
+        seed: u64,
+        n_samples: usize,
+        epochs: usize,
+        average: bool,
+        lambda_: Option<f64>,
+        shuffle: bool,
+    ) -> PyResult<Self> {
+        let params = BsgdParams {
+            c,
+            lambda: lambda_,
+            gamma,
+            budget,
+            epochs,
+            maintenance: Maintenance::parse(maintenance, merge)?,
+            seed,
+            average,
+            compare_with: None,
+            shuffle,
+        };
+        let valid = params.check(n_samples)?;
+        let state = BsgdState::new(
+            &valid,
+            n_features,
+            n_classes,
+            BsgdState::suffix_start(n_samples, epochs),
+        )?;
+        Ok(BsgdStream { state })
+    }
+
+    /// One pass over a batch (dense array or CSR parts) with class indices y, GIL released.
+    #[pyo3(signature = (x, y, callback = None))]
+    fn partial_fit<'py>(
+        &mut self,
+        py: Python<'py>,
+        x: &Bound<'py, PyAny>,
+        y: PyReadonlyArray1<'py, u32>,
+        callback: Option<Py<PyAny>>,
+    ) -> PyResult<()> {
+        let y = convert::slice1(&y)?;
+        let state = &mut self.state;
+        run_solver(py, x, callback, None, |rows, monitor, _| {
+            state.pass(rows, y, 1, 1, monitor)
+        })
+    }
+
+    /// The current model and statistics, in the dict `fit_bsgd` returns.
+    fn result<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let model = self.state.model();
+        let stats = self.state.stats();
+        fit_result(
+            py,
+            &model,
+            stats.iterations,
+            stats.insertions,
+            &stats.maintenance,
+            stats.seconds,
+            stats.epochs,
+        )
+    }
+
+    #[getter]
+    fn n_features(&self) -> usize {
+        self.state.dim()
+    }
+
+    #[getter]
+    fn n_classes(&self) -> usize {
+        self.state.n_classes()
+    }
+
+    /// Steps taken so far (the t of the learning rate 1/(lambda t)).
+    #[getter]
+    fn steps(&self) -> u64 {
+        self.state.steps()
+    }
+
+    fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.state.to_bytes())
+    }
+
+    #[classmethod]
+    fn from_bytes(_cls: &Bound<'_, PyType>, data: &[u8]) -> PyResult<Self> {
+        let state = no_panic(|| BsgdState::from_bytes(data))?;
+        Ok(BsgdStream { state })
+    }
+
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyBytes>,))> {
+        let from_bytes = slf.get_type().getattr("from_bytes")?;
+        let bytes = slf.borrow().to_bytes(slf.py());
+        Ok((from_bytes, (bytes,)))
+    }
 }
 
 /// Decision values of a kernel expansion: (n_rows, n_out).
@@ -405,25 +524,87 @@ fn decision_function<'py>(
 
 /// Reads a LIBSVM/svmlight file (plain, gzip, bzip2 or xz): (data, indices, indptr, labels, n_features).
 #[pyfunction]
-#[allow(clippy::type_complexity)]
-fn load_libsvm<'py>(
-    py: Python<'py>,
-    path: std::path::PathBuf,
-) -> PyResult<(
+fn load_libsvm(py: Python<'_>, path: std::path::PathBuf) -> PyResult<CsrChunk<'_>> {
+    let data = py.detach(|| no_panic(|| crate::core::libsvm::read_libsvm_file(&path)))?;
+    Ok(csr_chunk(py, data))
+}
+
+type CsrChunk<'py> = (
     Bound<'py, PyArray1<f64>>,
     Bound<'py, PyArray1<i32>>,
     Bound<'py, PyArray1<i64>>,
     Bound<'py, PyArray1<f64>>,
     usize,
-)> {
-    let data = py.detach(|| no_panic(|| crate::core::libsvm::read_libsvm_file(&path)))?;
-    Ok((
+);
+
+fn csr_chunk(py: Python<'_>, data: LibsvmData) -> CsrChunk<'_> {
+    (
         data.values.into_pyarray(py),
         data.indices.into_pyarray(py),
         data.indptr.into_pyarray(py),
         data.labels.into_pyarray(py),
         data.n_features,
-    ))
+    )
+}
+
+/// Iterates over a LIBSVM file (plain, gzip, bzip2 or xz) in chunks of at most `chunk_rows`
+/// lines, each as (data, indices, indptr, labels, n_features) like `load_libsvm`; reading and
+/// parsing release the GIL.
+#[pyclass(module = "budgetsvm._budgetsvm")]
+struct LibsvmChunkReader {
+    inner: std::sync::Mutex<LibsvmChunks>,
+}
+
+#[pymethods]
+impl LibsvmChunkReader {
+    #[new]
+    fn new(py: Python<'_>, path: std::path::PathBuf, chunk_rows: usize) -> PyResult<Self> {
+        let chunks = py.detach(|| no_panic(|| LibsvmChunks::open(&path, chunk_rows)))?;
+        Ok(LibsvmChunkReader {
+            inner: std::sync::Mutex::new(chunks),
+        })
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<CsrChunk<'py>>> {
+        let next = py.detach(|| {
+            no_panic(|| {
+                let mut chunks = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+                chunks.next_chunk()
+            })
+        })?;
+        Ok(next.map(|data| csr_chunk(py, data)))
+    }
+
+    /// Lines of the file read so far.
+    #[getter]
+    fn lines_read(&self) -> usize {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .lines_read()
+    }
+}
+
+/// One chunked pass over a LIBSVM file keeping only counts: a dict with n_rows, n_features,
+/// labels (distinct, sorted), value_sum and value_sq_sum.
+#[pyfunction]
+fn summarize_libsvm<'py>(
+    py: Python<'py>,
+    path: std::path::PathBuf,
+    chunk_rows: usize,
+) -> PyResult<Bound<'py, PyDict>> {
+    let summary = py.detach(|| no_panic(|| summarize_libsvm_file(&path, chunk_rows)))?;
+    let out = PyDict::new(py);
+    out.set_item("n_rows", summary.n_rows)?;
+    out.set_item("n_features", summary.n_features)?;
+    out.set_item("labels", summary.labels.into_pyarray(py))?;
+    out.set_item("value_sum", summary.value_sum)?;
+    out.set_item("value_sq_sum", summary.value_sq_sum)?;
+    Ok(out)
 }
 
 /// Variance of all entries of X (numpy's `X.var()`), the same bits for dense and CSR input.
@@ -457,7 +638,8 @@ mod _budgetsvm {
     #[pymodule_export]
     use super::{
         decision_function, feature_variance, fit_bsca, fit_bsgd, get_num_threads, load_libsvm,
-        merge_search, rbf_kernel, set_num_threads, simd_level,
+        merge_search, rbf_kernel, set_num_threads, simd_level, summarize_libsvm, BsgdStream,
+        LibsvmChunkReader,
     };
 
     #[pymodule_init]

@@ -41,6 +41,8 @@ pub struct BscaParams {
     pub maintenance: Maintenance,
     pub seed: u64,
     pub compare_with: Option<MergeSearch>,
+    /// Visit the coordinates in a fresh random order every epoch; otherwise in the order given.
+    pub shuffle: bool,
 }
 
 impl Default for BscaParams {
@@ -53,6 +55,7 @@ impl Default for BscaParams {
             maintenance: Maintenance::Merge(MergeSearch::LookupWd),
             seed: 0,
             compare_with: None,
+            shuffle: true,
         }
     }
 }
@@ -156,7 +159,9 @@ impl BinaryProblem {
     ) -> Result<()> {
         let events_before = self.maintainer.stats.events;
         let mut heartbeat = Heartbeat::new(Duration::from_millis(100));
-        self.rng.shuffle(&mut self.order);
+        if p.shuffle {
+            self.rng.shuffle(&mut self.order);
+        }
         let mut f = [0.0];
         for k in 0..self.order.len() {
             let i = self.order[k];

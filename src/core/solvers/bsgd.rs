@@ -20,6 +20,7 @@
 use std::time::{Duration, Instant};
 
 use crate::core::budget::{BudgetMaintainer, Maintenance, MaintenanceStats};
+use crate::core::codec::{corrupt, Reader, Writer};
 use crate::core::data::{finite_sq_norms, Rows};
 use crate::core::error::{Result, SvmError};
 use crate::core::kernel::check_gamma;
@@ -43,6 +44,8 @@ pub struct BsgdParams {
     pub average: bool,
     /// Run this second partner search at every merge and count agreements (diagnostics).
     pub compare_with: Option<MergeSearch>,
+    /// Visit the examples in a fresh random order every epoch (pass); otherwise in the order given.
+    pub shuffle: bool,
 }
 
 impl Default for BsgdParams {
@@ -57,6 +60,7 @@ impl Default for BsgdParams {
             seed: 0,
             average: true,
             compare_with: None,
+            shuffle: true,
         }
     }
 }
@@ -130,16 +134,8 @@ impl TrainStats {
     }
 }
 
-/// Trains BSGD. `y[i]` is the class index of row i in `0..n_classes`; with two classes the model
-/// has one output (positive for class 1), otherwise one output per class.
-pub fn train_bsgd<R: Rows>(
-    x: &R,
-    y: &[u32],
-    n_classes: usize,
-    params: &ValidBsgdParams,
-    monitor: Monitor<'_>,
-    mut observer: Option<EpochObserver<'_>>,
-) -> Result<(BudgetModel, TrainStats)> {
+/// Checks one batch of training rows against the run it feeds.
+fn check_batch<R: Rows>(x: &R, y: &[u32], n_classes: usize, dim: usize) -> Result<()> {
     let n = x.n_rows();
     if y.len() != n {
         return Err(SvmError::invalid_input(format!(
@@ -147,57 +143,178 @@ pub fn train_bsgd<R: Rows>(
             y.len()
         )));
     }
-    if n_classes < 2 {
-        return Err(SvmError::invalid_input(
-            "training needs at least two classes",
-        ));
+    if x.n_cols() != dim {
+        return Err(SvmError::invalid_input(format!(
+            "X has {} features, but the model was started with {dim}",
+            x.n_cols()
+        )));
     }
     if let Some(bad) = y.iter().find(|&&c| c as usize >= n_classes) {
         return Err(SvmError::invalid_input(format!(
             "class index {bad} out of range for {n_classes} classes"
         )));
     }
-    let p = &params.params;
-    let lambda = params.lambda;
-    let gamma = p.gamma;
-    let dim = x.n_cols();
-    let n_out = if n_classes == 2 { 1 } else { n_classes };
-    let capacity = p.budget + 1;
-    let start = Instant::now();
+    Ok(())
+}
 
-    let mut svs = SupportVectors::new(dim, capacity, n_out);
-    let mut maintainer = BudgetMaintainer::new(p.maintenance, gamma, dim, capacity, p.compare_with);
-    let sq_norms = finite_sq_norms(x, "X")?;
-    let mut rng = Rng::new(p.seed);
-    let mut order: Vec<usize> = (0..n).collect();
-    let mut kvals = vec![0.0; capacity];
-    let mut f = vec![0.0; n_out];
-    let mut update = vec![0.0; n_out];
-    let mut stats = TrainStats::default();
-    let mut heartbeat = Heartbeat::new(Duration::from_millis(100));
-    let mut t: u64 = 0;
-    let mut observer_seconds = 0.0;
-    let mut events_before = 0;
+/// A BSGD run that can be continued: the support vectors with their global scale, the step
+/// counter t (so eta_t = 1/(lambda t) goes on across calls), the budget maintainer, the RNG of
+/// the example order, the averaging state and the statistics. [`train_bsgd`] is `epochs` passes of
+/// one state over the whole data; streaming (`partial_fit`, training from a file in chunks) makes
+/// one state and runs one pass per chunk with [`BsgdState::pass`]. Both share the step below, so a
+/// stream of chunks in a fixed order trains exactly the model `train_bsgd` trains on their
+/// concatenation without shuffling.
+#[derive(Debug, Clone)]
+pub struct BsgdState {
+    lambda: f64,
+    gamma: f64,
+    budget: usize,
+    shuffle: bool,
+    n_classes: usize,
+    /// Averaging on (asked for, and not with removal).
+    averaging: bool,
+    /// The step t at which averaging starts.
+    average_from: u64,
+    t: u64,
+    insertions: u64,
+    seconds: f64,
+    passes: usize,
+    rng: Rng,
+    svs: SupportVectors,
+    maintainer: BudgetMaintainer,
+    // Scratch, reused by every step and pass.
+    order: Vec<usize>,
+    kvals: Vec<f64>,
+    f: Vec<f64>,
+    update: Vec<f64>,
+}
 
-    // Removal throws SVs away with whatever average they carried, so an average over the SVs
-    // alive at the end would keep a small, arbitrary part of the epoch's model: return the last
-    // iterate there.
-    let averaging = p.average && p.maintenance != Maintenance::Remove;
-    let average_from: u64 = if p.epochs >= 2 {
-        (p.epochs as u64 - 1) * n as u64 + 1
-    } else {
-        n as u64 / 2 + 1
-    };
-    for epoch in 1..=p.epochs {
-        rng.shuffle(&mut order);
-        for &i in &order {
-            t += 1;
-            if averaging && t == average_from {
+/// Format tag and version of [`BsgdState::to_bytes`].
+const STATE_TAG: &str = "budgetsvm-bsgd-state";
+const STATE_VERSION: u64 = 1;
+
+impl BsgdState {
+    /// A fresh run on `dim` features and `n_classes` classes. Averaging (if the parameters ask
+    /// for it) starts at step `average_from`; see [`BsgdState::suffix_start`].
+    pub fn new(
+        params: &ValidBsgdParams,
+        dim: usize,
+        n_classes: usize,
+        average_from: u64,
+    ) -> Result<Self> {
+        if n_classes < 2 {
+            return Err(SvmError::invalid_input(
+                "training needs at least two classes",
+            ));
+        }
+        let p = &params.params;
+        let n_out = if n_classes == 2 { 1 } else { n_classes };
+        let capacity = p.budget + 1;
+        Ok(BsgdState {
+            lambda: params.lambda,
+            gamma: p.gamma,
+            budget: p.budget,
+            shuffle: p.shuffle,
+            n_classes,
+            // Removal throws SVs away with whatever average they carried, so an average over
+            // the SVs alive at the end would keep a small, arbitrary part of the epoch's model:
+            // return the last iterate there.
+            averaging: p.average && p.maintenance != Maintenance::Remove,
+            average_from,
+            t: 0,
+            insertions: 0,
+            seconds: 0.0,
+            passes: 0,
+            rng: Rng::new(p.seed),
+            svs: SupportVectors::new(dim, capacity, n_out),
+            maintainer: BudgetMaintainer::new(
+                p.maintenance,
+                p.gamma,
+                dim,
+                capacity,
+                p.compare_with,
+            ),
+            order: Vec::new(),
+            kvals: vec![0.0; capacity],
+            f: vec![0.0; n_out],
+            update: vec![0.0; n_out],
+        })
+    }
+
+    /// Where `train_bsgd` starts averaging for `epochs` passes over `n` rows: the first step of
+    /// the last epoch, or the middle of the data with one epoch.
+    pub fn suffix_start(n: usize, epochs: usize) -> u64 {
+        if epochs >= 2 {
+            (epochs as u64 - 1) * n as u64 + 1
+        } else {
+            n as u64 / 2 + 1
+        }
+    }
+
+    pub fn dim(&self) -> usize {
+        self.svs.dim()
+    }
+
+    pub fn n_classes(&self) -> usize {
+        self.n_classes
+    }
+
+    /// Steps taken so far (t).
+    pub fn steps(&self) -> u64 {
+        self.t
+    }
+
+    /// One pass over a batch of rows (a chunk of a stream): in the order given, or in a random
+    /// order drawn from the run's RNG when the parameters say `shuffle`. `epoch`/`epochs` only
+    /// label the progress reports.
+    pub fn pass<R: Rows>(
+        &mut self,
+        x: &R,
+        y: &[u32],
+        epoch: usize,
+        epochs: usize,
+        monitor: Monitor<'_>,
+    ) -> Result<()> {
+        check_batch(x, y, self.n_classes, self.dim())?;
+        let sq_norms = finite_sq_norms(x, "X")?;
+        let mut order = std::mem::take(&mut self.order);
+        order.clear();
+        order.extend(0..x.n_rows());
+        if self.shuffle {
+            self.rng.shuffle(&mut order);
+        }
+        let result = self.run(x, y, &sq_norms, &order, epoch, epochs, monitor);
+        self.order = order;
+        result
+    }
+
+    /// The steps of one pass over `order`.
+    #[allow(clippy::too_many_arguments)]
+    fn run<R: Rows>(
+        &mut self,
+        x: &R,
+        y: &[u32],
+        sq_norms: &[f64],
+        order: &[usize],
+        epoch: usize,
+        epochs: usize,
+        monitor: Monitor<'_>,
+    ) -> Result<()> {
+        let start = Instant::now();
+        let mut heartbeat = Heartbeat::new(Duration::from_millis(100));
+        let (gamma, lambda, n_out) = (self.gamma, self.lambda, self.f.len());
+        for &i in order {
+            self.t += 1;
+            let t = self.t;
+            let svs = &mut self.svs;
+            if self.averaging && t == self.average_from {
                 svs.start_averaging();
             }
-            svs.dots_with_row(x, i, &mut kvals);
-            svs.dots_to_kernel(gamma, sq_norms[i], &mut kvals);
-            svs.decision_from_kernel(&kvals, &mut f);
+            let kvals = &mut self.kvals;
+            let (f, update) = (&mut self.f, &mut self.update);
+            svs.dots_with_row(x, i, kvals);
+            svs.dots_to_kernel(gamma, sq_norms[i], kvals);
+            svs.decision_from_kernel(kvals, f);
             if t > 1 {
                 svs.shrink(1.0 - 1.0 / t as f64);
             }
@@ -218,55 +335,206 @@ pub fn train_bsgd<R: Rows>(
                 f[label] - f[runner_up] < 1.0
             };
             if violated {
-                svs.push_row(x, i, &update);
-                maintainer.after_push(&kvals[..svs.len() - 1]);
-                stats.insertions += 1;
-                if svs.len() > p.budget {
-                    maintainer.reduce(&mut svs);
+                svs.push_row(x, i, update);
+                self.maintainer.after_push(&kvals[..svs.len() - 1]);
+                self.insertions += 1;
+                if svs.len() > self.budget {
+                    self.maintainer.reduce(svs);
                 }
             }
             svs.accumulate_average();
             if heartbeat.due(t) {
                 monitor(&Progress {
                     epoch,
-                    epochs: p.epochs,
+                    epochs,
                     iteration: t,
-                    n_sv: svs.len(),
-                    maintenance_events: maintainer.stats.events,
-                    seconds: start.elapsed().as_secs_f64(),
+                    n_sv: self.svs.len(),
+                    maintenance_events: self.maintainer.stats.events,
+                    seconds: self.seconds + start.elapsed().as_secs_f64(),
                     epoch_done: false,
                 })?;
             }
         }
-        stats.epochs = epoch;
-        let train_seconds = start.elapsed().as_secs_f64() - observer_seconds;
-        monitor(&Progress {
+        self.passes += 1;
+        self.seconds += start.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    /// The model as it is now (the averaged one once averaging has started).
+    pub fn model(&self) -> BudgetModel {
+        self.svs.to_model(self.gamma)
+    }
+
+    /// What the run did so far; `epochs` counts passes.
+    pub fn stats(&self) -> TrainStats {
+        TrainStats {
+            iterations: self.t,
+            insertions: self.insertions,
+            maintenance: self.maintainer.stats.clone(),
+            seconds: self.seconds,
+            epochs: self.passes,
+        }
+    }
+
+    fn progress(&self, epoch: usize, epochs: usize) -> Progress {
+        Progress {
             epoch,
-            epochs: p.epochs,
-            iteration: t,
-            n_sv: svs.len(),
-            maintenance_events: maintainer.stats.events,
-            seconds: train_seconds,
+            epochs,
+            iteration: self.t,
+            n_sv: self.svs.len(),
+            maintenance_events: self.maintainer.stats.events,
+            seconds: self.seconds,
             epoch_done: true,
-        })?;
+        }
+    }
+
+    /// The whole state as bytes (a versioned little-endian layout), for pickling a stream.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut w = Writer::new();
+        w.str(STATE_TAG);
+        w.u64(STATE_VERSION);
+        w.f64(self.lambda);
+        w.f64(self.gamma);
+        w.usize(self.budget);
+        w.bool(self.shuffle);
+        w.usize(self.n_classes);
+        w.bool(self.averaging);
+        w.u64(self.average_from);
+        w.u64(self.t);
+        w.u64(self.insertions);
+        w.f64(self.seconds);
+        w.usize(self.passes);
+        for s in self.rng.state() {
+            w.u64(s);
+        }
+        self.svs.encode(&mut w);
+        self.maintainer.encode(&mut w);
+        w.into_bytes()
+    }
+
+    /// Restores a state written by [`BsgdState::to_bytes`]; anything inconsistent is an error.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(bytes);
+        if r.str().ok() != Some(STATE_TAG) {
+            return Err(SvmError::invalid_input("not a saved BSGD state"));
+        }
+        let version = r.u64()?;
+        if version != STATE_VERSION {
+            return Err(SvmError::invalid_input(format!(
+                "saved BSGD state has version {version}; this budgetsvm reads version {STATE_VERSION}"
+            )));
+        }
+        let lambda = r.f64()?;
+        let gamma = r.f64()?;
+        let budget = r.usize()?;
+        let shuffle = r.bool()?;
+        let n_classes = r.usize()?;
+        let averaging = r.bool()?;
+        let average_from = r.u64()?;
+        let t = r.u64()?;
+        let insertions = r.u64()?;
+        let seconds = r.f64()?;
+        let passes = r.usize()?;
+        let rng = Rng::from_state([r.u64()?, r.u64()?, r.u64()?, r.u64()?])
+            .ok_or_else(|| corrupt("random generator"))?;
+        let svs = SupportVectors::decode(&mut r)?;
+        let capacity = budget.checked_add(1).ok_or_else(|| corrupt("budget"))?;
+        // The store's capacity must be budget + 1 (its arrays were checked against it).
+        if svs.capacity() != capacity {
+            return Err(corrupt("capacity"));
+        }
+        let maintainer = BudgetMaintainer::decode(&mut r, svs.dim(), capacity)?;
+        r.finish()?;
+        let n_out = if n_classes == 2 { 1 } else { n_classes };
+        if n_classes < 2
+            || svs.n_out() != n_out
+            || budget < 2
+            || svs.len() > budget
+            || maintainer.projected_svs().is_some_and(|n| n != svs.len())
+            || !(lambda.is_finite() && lambda > 0.0)
+            || !(gamma.is_finite() && gamma > 0.0)
+        {
+            return Err(corrupt("sizes or parameters"));
+        }
+        Ok(BsgdState {
+            lambda,
+            gamma,
+            budget,
+            shuffle,
+            n_classes,
+            averaging,
+            average_from,
+            t,
+            insertions,
+            seconds,
+            passes,
+            rng,
+            svs,
+            maintainer,
+            order: Vec::new(),
+            kvals: vec![0.0; capacity],
+            f: vec![0.0; n_out],
+            update: vec![0.0; n_out],
+        })
+    }
+}
+
+/// Trains BSGD. `y[i]` is the class index of row i in `0..n_classes`; with two classes the model
+/// has one output (positive for class 1), otherwise one output per class.
+pub fn train_bsgd<R: Rows>(
+    x: &R,
+    y: &[u32],
+    n_classes: usize,
+    params: &ValidBsgdParams,
+    monitor: Monitor<'_>,
+    observer: Option<EpochObserver<'_>>,
+) -> Result<(BudgetModel, TrainStats)> {
+    let state = train_bsgd_state(x, y, n_classes, params, monitor, observer)?;
+    Ok((state.model(), state.stats()))
+}
+
+/// [`train_bsgd`] returning the run's state, which `partial_fit` can continue.
+pub fn train_bsgd_state<R: Rows>(
+    x: &R,
+    y: &[u32],
+    n_classes: usize,
+    params: &ValidBsgdParams,
+    monitor: Monitor<'_>,
+    mut observer: Option<EpochObserver<'_>>,
+) -> Result<BsgdState> {
+    let n = x.n_rows();
+    let epochs = params.params.epochs;
+    let mut state = BsgdState::new(
+        params,
+        x.n_cols(),
+        n_classes,
+        BsgdState::suffix_start(n, epochs),
+    )?;
+    check_batch(x, y, n_classes, x.n_cols())?;
+    let sq_norms = finite_sq_norms(x, "X")?;
+    // One permutation, reshuffled in place every epoch.
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut events_before = 0;
+    for epoch in 1..=epochs {
+        if state.shuffle {
+            state.rng.shuffle(&mut order);
+        }
+        state.run(x, y, &sq_norms, &order, epoch, epochs, monitor)?;
+        monitor(&state.progress(epoch, epochs))?;
         if let Some(obs) = observer.as_mut() {
-            let t0 = Instant::now();
+            let events = state.maintainer.stats.events;
             obs(&EpochSnapshot {
                 epoch,
-                model: svs.to_model(gamma),
+                model: state.model(),
                 alphas: Vec::new(),
                 labels: Vec::new(),
-                seconds: train_seconds,
-                maintenance_fraction: (maintainer.stats.events - events_before) as f64 / n as f64,
+                seconds: state.seconds,
+                maintenance_fraction: (events - events_before) as f64 / n as f64,
             })?;
-            observer_seconds += t0.elapsed().as_secs_f64();
+            events_before = events;
         }
-        events_before = maintainer.stats.events;
     }
-    stats.iterations = t;
-    stats.maintenance = maintainer.stats.clone();
-    stats.seconds = start.elapsed().as_secs_f64() - observer_seconds;
-    Ok((svs.to_model(gamma), stats))
+    Ok(state)
 }
 
 #[cfg(test)]
@@ -456,6 +724,107 @@ mod tests {
         let r = train_bsgd(&x, &ys, 2, &params, &mut stop, None);
         assert!(matches!(r, Err(SvmError::Interrupted)));
         assert_eq!(calls, 1);
+    }
+
+    /// Chunks of a stream, in order, train exactly what one unshuffled epoch over their
+    /// concatenation trains; a state saved and restored mid-stream goes on identically.
+    #[test]
+    fn passes_over_chunks_equal_one_epoch_and_state_round_trips() {
+        let (xs, ys) = xor_data(900, 11);
+        let x = DenseView::new(&xs, ys.len(), 2).unwrap();
+        let mut maint = vec![Maintenance::Remove, Maintenance::Project];
+        maint.extend(MergeSearch::ALL.map(Maintenance::Merge));
+        for maintenance in maint {
+            for n_classes in [2, 3] {
+                let ys: Vec<u32> = ys
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &c)| if n_classes == 3 && i % 7 == 0 { 2 } else { c })
+                    .collect();
+                let params = BsgdParams {
+                    c: 10.0,
+                    gamma: 2.0,
+                    budget: 15,
+                    epochs: 1,
+                    maintenance,
+                    shuffle: false,
+                    ..Default::default()
+                }
+                .check(ys.len())
+                .unwrap();
+                let (whole, whole_stats) =
+                    train_bsgd(&x, &ys, n_classes, &params, &mut no_monitor, None).unwrap();
+                let mut state =
+                    BsgdState::new(&params, 2, n_classes, BsgdState::suffix_start(900, 1)).unwrap();
+                for (k, (a, b)) in [(0, 250), (250, 251), (251, 600), (600, 900)]
+                    .into_iter()
+                    .enumerate()
+                {
+                    if k == 2 {
+                        let bytes = state.to_bytes();
+                        state = BsgdState::from_bytes(&bytes).unwrap();
+                        assert_eq!(state.to_bytes(), bytes);
+                    }
+                    let chunk = DenseView::new(&xs[2 * a..2 * b], b - a, 2).unwrap();
+                    state
+                        .pass(&chunk, &ys[a..b], 1, 1, &mut no_monitor)
+                        .unwrap();
+                }
+                assert_eq!(state.model(), whole, "{maintenance:?}, {n_classes} classes");
+                let stats = state.stats();
+                assert_eq!(stats.iterations, whole_stats.iterations);
+                assert_eq!(stats.maintenance.events, whole_stats.maintenance.events);
+            }
+        }
+    }
+
+    #[test]
+    fn broken_state_bytes_are_errors_not_panics() {
+        let (xs, ys) = xor_data(300, 12);
+        let x = DenseView::new(&xs, ys.len(), 2).unwrap();
+        for maintenance in [
+            Maintenance::Project,
+            Maintenance::Merge(MergeSearch::LookupWd),
+        ] {
+            let params = BsgdParams {
+                budget: 10,
+                gamma: 2.0,
+                maintenance,
+                ..Default::default()
+            }
+            .check(300)
+            .unwrap();
+            let mut state = BsgdState::new(&params, 2, 2, 100).unwrap();
+            state.pass(&x, &ys, 1, 1, &mut no_monitor).unwrap();
+            let bytes = state.to_bytes();
+            for cut in (0..bytes.len()).step_by(7) {
+                assert!(BsgdState::from_bytes(&bytes[..cut]).is_err());
+            }
+            let mut rng = Rng::new(5);
+            for _ in 0..2000 {
+                let mut b = bytes.clone();
+                let k = rng.below(b.len());
+                b[k] ^= 1 << rng.below(8);
+                // Either rejected or a usable state: never a panic, and a pass still works.
+                if let Ok(mut s) = BsgdState::from_bytes(&b) {
+                    let dim = s.dim();
+                    if dim == 2 {
+                        let _ = s.pass(&x, &ys, 1, 1, &mut no_monitor);
+                    }
+                }
+            }
+            let mut newer = bytes.clone();
+            let at = 8 + STATE_TAG.len();
+            newer[at] = 99;
+            assert!(BsgdState::from_bytes(&newer)
+                .unwrap_err()
+                .to_string()
+                .contains("version"));
+            let wrong_dim = DenseView::new(&xs[..6], 2, 3).unwrap();
+            assert!(state
+                .pass(&wrong_dim, &ys[..2], 1, 1, &mut no_monitor)
+                .is_err());
+        }
     }
 
     #[test]

@@ -1,0 +1,242 @@
+"""Model files: a documented, versioned, portable format that never runs code when read.
+
+A model file is a zip archive (see ``docs/model_format.md``) holding ``header.json`` (format
+name and version, classes, kernel, training parameters, statistics) and the arrays
+``support_vectors.npy`` and ``dual_coef.npy`` (little-endian float64, read with
+``allow_pickle=False``). Everything read is checked: a truncated, corrupted, foreign or
+newer-version file raises :class:`ModelFormatError` (a ``ValueError``) with a message that
+says which, and reading never executes code from the file.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import zipfile
+from typing import Any, Dict, Union
+
+import numpy as np
+
+FORMAT_NAME = "budgetsvm-model"
+FORMAT_VERSION = 1
+HEADER = "header.json"
+ARRAYS = ("support_vectors", "dual_coef")
+# Label dtypes a model file can hold (numpy kinds): signed/unsigned integers, floats, unicode
+# strings, booleans. Never object arrays.
+LABEL_KINDS = "iufUb"
+# header.json larger than this is not one budgetsvm wrote (it holds no arrays).
+MAX_HEADER_BYTES = 64 << 20
+# .npy header allowance on top of the data.
+NPY_OVERHEAD = 4096
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class ModelFormatError(ValueError):
+    """A file is not a readable budgetsvm model: truncated, corrupted, not a budgetsvm model file
+    at all, or written by a newer budgetsvm in a format version this one cannot read."""
+
+
+def _json_value(v: Any) -> Any:
+    """JSON-safe copy: numpy scalars to Python, non-finite floats to None."""
+    if isinstance(v, dict):
+        return {str(k): _json_value(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_value(x) for x in v]
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        f = float(v)
+        return f if math.isfinite(f) else None
+    if v is None or isinstance(v, str):
+        return v
+    return None  # objects (a RandomState, a callable) are not part of the file
+
+
+def _npy_bytes(a: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, np.ascontiguousarray(a, dtype="<f8"), allow_pickle=False)
+    return buf.getvalue()
+
+
+def save_model(clf: Any, path: PathLike) -> None:
+    """Write a fitted :class:`~budgetsvm.BudgetSVC` to ``path`` (see the module doc).
+
+    Raises ``NotFittedError`` for an unfitted estimator and ``ValueError`` for labels that a
+    model file cannot hold (anything but integers, floats, strings and booleans).
+    """
+    from sklearn.utils.validation import check_is_fitted
+
+    check_is_fitted(clf)
+    classes = np.asarray(clf.classes_)
+    if classes.dtype.kind == "O":
+        kinds = {type(c) for c in classes}
+        if kinds <= {str}:
+            classes = classes.astype(str)
+        elif all(issubclass(k, (int, np.integer)) and not issubclass(k, bool) for k in kinds):
+            classes = classes.astype(np.int64)
+    if classes.dtype.kind not in LABEL_KINDS:
+        raise ValueError(
+            f"cannot save class labels of dtype {classes.dtype} in a model file; use integer, "
+            "float, string or boolean labels (or pickle the estimator)"
+        )
+    params = clf.get_params()
+    if not isinstance(params.get("random_state"), (int, type(None))):
+        params["random_state"] = None
+    header: Dict[str, Any] = {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "created_by": f"budgetsvm {__import__('budgetsvm').__version__}",
+        "estimator": type(clf).__name__,
+        "kernel": {"name": "rbf", "gamma": float(clf.gamma_)},
+        "n_features": int(clf.n_features_in_),
+        "classes": {"dtype": classes.dtype.str, "values": classes.tolist()},
+        "params": _json_value(params),
+        "lambda": _json_value(getattr(clf, "lambda_", None)),
+        "n_iter": int(clf.n_iter_),
+        "fit_stats": _json_value(getattr(clf, "fit_stats_", {})),
+        "arrays": {
+            "support_vectors": list(clf.support_vectors_.shape),
+            "dual_coef": list(clf.dual_coef_.shape),
+        },
+    }
+    names = getattr(clf, "feature_names_in_", None)
+    if names is not None:
+        header["feature_names"] = [str(n) for n in names]
+    text = json.dumps(header, indent=1, allow_nan=False).encode()
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr(HEADER, text)
+        z.writestr("support_vectors.npy", _npy_bytes(clf.support_vectors_))
+        z.writestr("dual_coef.npy", _npy_bytes(clf.dual_coef_))
+
+
+def _fail(path: Any, what: str) -> ModelFormatError:
+    return ModelFormatError(f"{os.fspath(path)}: {what}")
+
+
+def _shape(value: Any, ndim: int) -> tuple:
+    if (
+        not isinstance(value, list)
+        or len(value) != ndim
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
+    ):
+        raise ValueError(f"bad array shape {value!r}")
+    return tuple(value)
+
+
+def _read_array(z: zipfile.ZipFile, name: str, shape: tuple) -> np.ndarray:
+    member = f"{name}.npy"
+    info = z.getinfo(member)  # KeyError when missing
+    expected = 8 * int(np.prod(shape, dtype=np.int64)) + NPY_OVERHEAD
+    if info.file_size > expected:
+        raise ValueError(f"{member} is larger than its shape {list(shape)} allows")
+    with z.open(member) as f:
+        a = np.lib.format.read_array(io.BytesIO(f.read()), allow_pickle=False)
+    if a.dtype != np.dtype("<f8") and a.dtype != np.dtype("float64"):
+        raise ValueError(f"{member} has dtype {a.dtype}, expected float64")
+    if a.shape != shape:
+        raise ValueError(f"{member} has shape {list(a.shape)}, the header says {list(shape)}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{member} contains NaN or infinity")
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
+def load_model(path: PathLike) -> Any:
+    """Read a model file written by :func:`save_model`; returns a fitted ``BudgetSVC``.
+
+    Raises
+    ------
+    FileNotFoundError, OSError
+        The file cannot be opened.
+    ModelFormatError
+        The file is truncated or corrupted, is not a budgetsvm model file, or was written in a
+        newer format version.
+    """
+    from budgetsvm.svm import BudgetSVC
+
+    path = os.fspath(path)
+    with open(path, "rb") as raw:  # OSError / FileNotFoundError as they are
+        data = raw.read()
+    if not data.startswith(b"PK"):
+        raise _fail(path, "not a budgetsvm model file (not a zip archive)")
+    try:
+        z = zipfile.ZipFile(io.BytesIO(data))
+    except Exception as e:  # zipfile raises several types for a broken directory
+        raise _fail(path, f"truncated or corrupted model file ({e})") from None
+    with z:
+        try:
+            info = z.getinfo(HEADER)
+        except KeyError:
+            raise _fail(path, "not a budgetsvm model file (no header.json)") from None
+        try:
+            if info.file_size > MAX_HEADER_BYTES:
+                raise ValueError("header.json is too large")
+            header = json.loads(z.read(HEADER).decode("utf-8"))
+        except Exception as e:  # bad zip structure, CRC, zlib stream, JSON or UTF-8
+            raise _fail(path, f"truncated or corrupted model file ({e})") from None
+        if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
+            raise _fail(path, f"not a budgetsvm model file (format is not {FORMAT_NAME!r})")
+        version = header.get("version")
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise _fail(path, f"corrupted model file (format version {version!r})")
+        if version > FORMAT_VERSION:
+            raise _fail(
+                path,
+                f"written by a newer budgetsvm (model format version {version}); this "
+                f"budgetsvm reads versions up to {FORMAT_VERSION}: upgrade budgetsvm",
+            )
+        try:
+            return _build(BudgetSVC, z, header)
+        except ModelFormatError:
+            raise
+        except Exception as e:  # anything inconsistent: a clear error, never a crash
+            raise _fail(path, f"corrupted model file ({type(e).__name__}: {e})") from None
+
+
+def _build(cls: Any, z: zipfile.ZipFile, header: Dict[str, Any]) -> Any:
+    arrays = header["arrays"]
+    sv_shape = _shape(arrays["support_vectors"], 2)
+    coef_shape = _shape(arrays["dual_coef"], 2)
+    classes_info = header["classes"]
+    dtype = np.dtype(str(classes_info["dtype"]))
+    if dtype.kind not in LABEL_KINDS:
+        raise ValueError(f"class labels of dtype {dtype} are not allowed")
+    classes = np.array(classes_info["values"], dtype=dtype)
+    n_features = header["n_features"]
+    gamma = float(header["kernel"]["gamma"])
+    if header["kernel"].get("name") != "rbf" or not (math.isfinite(gamma) and gamma > 0):
+        raise ValueError(f"unsupported kernel {header['kernel']!r}")
+    if classes.ndim != 1 or len(classes) < 2 or len(np.unique(classes)) != len(classes):
+        raise ValueError("classes must be at least two distinct labels")
+    n_out = 1 if len(classes) == 2 else len(classes)
+    if sv_shape[1] != n_features or coef_shape != (n_out, sv_shape[0]):
+        raise ValueError(
+            f"array shapes {list(sv_shape)} and {list(coef_shape)} do not fit "
+            f"{n_features} features and {len(classes)} classes"
+        )
+    support_vectors = _read_array(z, "support_vectors", sv_shape)
+    dual_coef = _read_array(z, "dual_coef", coef_shape)
+    known = cls().get_params()
+    params = {k: v for k, v in dict(header.get("params", {})).items() if k in known}
+    clf = cls(**params)
+    clf.classes_ = classes
+    clf.support_vectors_ = support_vectors
+    clf.dual_coef_ = dual_coef
+    clf.gamma_ = gamma
+    clf.n_features_in_ = int(n_features)
+    clf.n_iter_ = int(header.get("n_iter", 0))
+    clf.fit_stats_ = dict(header.get("fit_stats") or {})
+    if header.get("lambda") is not None:
+        clf.lambda_ = float(header["lambda"])
+    if "feature_names" in header:
+        names = np.asarray(header["feature_names"], dtype=object)
+        if names.shape != (n_features,):
+            raise ValueError("feature_names do not match n_features")
+        clf.feature_names_in_ = names
+    clf.history_ = None
+    clf._stream = None
+    return clf
