@@ -29,7 +29,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import budgetsvm  # noqa: E402
 from _data import SETTINGS, load  # noqa: E402
-from bsgd_paper000 import _commit, machine  # noqa: E402
+from _report import commit as _commit  # noqa: E402
+from _report import machine  # noqa: E402
 from budgetsvm import BudgetSVC  # noqa: E402
 
 # Paper 002 Table 1: LIBSVM's test accuracy and training time.

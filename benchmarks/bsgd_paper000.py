@@ -11,8 +11,6 @@ partner (a separate diagnostic run, since the comparison costs time). Writes a M
 from __future__ import annotations
 
 import argparse
-import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,21 +20,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import budgetsvm  # noqa: E402
 from _data import SETTINGS, load  # noqa: E402
+from _report import commit as _commit  # noqa: E402
+from _report import machine  # noqa: E402
 from budgetsvm import BudgetSVC  # noqa: E402
-
-
-def machine() -> str:
-    try:
-        cpu = next(
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        )
-    except (OSError, StopIteration):
-        cpu = platform.processor() or "unknown CPU"
-    import os
-
-    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
 
 
 def run(name, budgets, seeds, epochs):
@@ -143,15 +129,6 @@ def main() -> None:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text)
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bsgd_paper000 import _commit, machine  # noqa: E402
+from _report import commit as _commit  # noqa: E402
+from _report import machine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1] / "target" / "criterion"
 

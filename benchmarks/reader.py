@@ -22,7 +22,8 @@ from sklearn.datasets import load_svmlight_file as sk_load
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import budgetsvm  # noqa: E402
 from _data import DATA  # noqa: E402
-from bsgd_paper000 import _commit, machine  # noqa: E402
+from _report import commit as _commit  # noqa: E402
+from _report import machine  # noqa: E402
 from budgetsvm.datasets import load_svmlight_file  # noqa: E402
 
 FILES = ["a9a/a9a.xz", "a9a/a9a.t.xz", "ijcnn1/ijcnn1.bz2", "ijcnn1/ijcnn1.t.bz2", "w8a/w8a.xz"]

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import subprocess
 import sys
@@ -27,6 +25,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import machine  # noqa: E402
 
 PAPER_TABLE6 = {100: 99.55, 500: 99.74}
 SCALE = 4.0 / np.sqrt(12.0)  # standard deviation of U[0, 4]
@@ -88,18 +89,6 @@ def run_one(args: argparse.Namespace) -> dict:
         n_sv=int(clf.support_vectors_.shape[0]),
         merge_frequency=clf.fit_stats_["maintenance_frequency"],
     )
-
-
-def machine() -> str:
-    try:
-        cpu = next(
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        )
-    except (OSError, StopIteration):
-        cpu = platform.processor() or "unknown CPU"
-    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
 
 
 def main() -> int:

@@ -24,12 +24,14 @@ use rayon::prelude::*;
 use crate::core::budget::{BudgetMaintainer, Maintenance, MaintenanceStats};
 use crate::core::data::{finite_sq_norms, Rows};
 use crate::core::error::{Result, SvmError};
-use crate::core::kernel::check_gamma;
 use crate::core::merge::MergeSearch;
 use crate::core::model::{BudgetModel, SupportVectors};
 use crate::core::parallel;
 use crate::core::rng::Rng;
-use crate::core::solvers::{EpochObserver, EpochSnapshot, Heartbeat, Monitor, Progress};
+use crate::core::solvers::{
+    check_batch, check_positive_finite, check_run, EpochObserver, EpochSnapshot, Heartbeat,
+    Monitor, Progress,
+};
 
 /// BSCA hyper-parameters as the user gave them.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,25 +68,8 @@ pub struct ValidBscaParams(BscaParams);
 
 impl BscaParams {
     pub fn check(&self, n_samples: usize) -> Result<ValidBscaParams> {
-        check_gamma(self.gamma)?;
-        if n_samples == 0 {
-            return Err(SvmError::invalid_input("no training samples (0 rows)"));
-        }
-        if !(self.c.is_finite() && self.c > 0.0) {
-            return Err(SvmError::invalid_parameter(
-                "C",
-                format!("must be a positive finite number, got {}", self.c),
-            ));
-        }
-        if self.budget < 2 {
-            return Err(SvmError::invalid_parameter(
-                "budget",
-                format!("must be at least 2, got {}", self.budget),
-            ));
-        }
-        if self.epochs == 0 {
-            return Err(SvmError::invalid_parameter("epochs", "must be at least 1"));
-        }
+        check_run(self.gamma, n_samples, self.budget, self.epochs)?;
+        check_positive_finite("C", self.c)?;
         Ok(ValidBscaParams(self.clone()))
     }
 }
@@ -226,22 +211,12 @@ pub fn train_bsca<R: Rows>(
 ) -> Result<(BudgetModel, BscaStats)> {
     let p = &params.0;
     let n = x.n_rows();
-    if y.len() != n {
-        return Err(SvmError::invalid_input(format!(
-            "X has {n} rows but y has {} labels",
-            y.len()
-        )));
-    }
     if n_classes < 2 {
         return Err(SvmError::invalid_input(
             "training needs at least two classes",
         ));
     }
-    if let Some(bad) = y.iter().find(|&&c| c as usize >= n_classes) {
-        return Err(SvmError::invalid_input(format!(
-            "class index {bad} out of range for {n_classes} classes"
-        )));
-    }
+    check_batch(x, y, n_classes, x.n_cols())?;
     let sq_norms = finite_sq_norms(x, "X")?;
     let dim = x.n_cols();
     // Binary: one problem, positive = class 1. One-vs-rest: problem k, positive = class k.

@@ -23,11 +23,13 @@ use crate::core::budget::{BudgetMaintainer, Maintenance, MaintenanceStats};
 use crate::core::codec::{corrupt, Reader, Writer};
 use crate::core::data::{finite_sq_norms, Rows};
 use crate::core::error::{Result, SvmError};
-use crate::core::kernel::check_gamma;
 use crate::core::merge::MergeSearch;
 use crate::core::model::{BudgetModel, SupportVectors};
 use crate::core::rng::Rng;
-use crate::core::solvers::{EpochObserver, EpochSnapshot, Heartbeat, Monitor, Progress};
+use crate::core::solvers::{
+    check_batch, check_positive_finite, check_run, EpochObserver, EpochSnapshot, Heartbeat,
+    Monitor, Progress,
+};
 
 /// BSGD hyper-parameters as the user gave them; `check` turns them into [`ValidBsgdParams`].
 #[derive(Debug, Clone, PartialEq)]
@@ -74,37 +76,15 @@ pub struct ValidBsgdParams {
 
 impl BsgdParams {
     pub fn check(&self, n_samples: usize) -> Result<ValidBsgdParams> {
-        check_gamma(self.gamma)?;
-        if n_samples == 0 {
-            return Err(SvmError::invalid_input("no training samples (0 rows)"));
-        }
-        if self.budget < 2 {
-            return Err(SvmError::invalid_parameter(
-                "budget",
-                format!("must be at least 2, got {}", self.budget),
-            ));
-        }
-        if self.epochs == 0 {
-            return Err(SvmError::invalid_parameter("epochs", "must be at least 1"));
-        }
+        check_run(self.gamma, n_samples, self.budget, self.epochs)?;
         let lambda = match self.lambda {
             Some(l) => l,
             None => {
-                if !(self.c.is_finite() && self.c > 0.0) {
-                    return Err(SvmError::invalid_parameter(
-                        "C",
-                        format!("must be a positive finite number, got {}", self.c),
-                    ));
-                }
+                check_positive_finite("C", self.c)?;
                 1.0 / (n_samples as f64 * self.c)
             }
         };
-        if !(lambda.is_finite() && lambda > 0.0) {
-            return Err(SvmError::invalid_parameter(
-                "lambda",
-                format!("must be a positive finite number, got {lambda}"),
-            ));
-        }
+        check_positive_finite("lambda", lambda)?;
         Ok(ValidBsgdParams {
             params: self.clone(),
             lambda,
@@ -132,29 +112,6 @@ impl TrainStats {
             self.maintenance.events as f64 / self.iterations as f64
         }
     }
-}
-
-/// Checks one batch of training rows against the run it feeds.
-fn check_batch<R: Rows>(x: &R, y: &[u32], n_classes: usize, dim: usize) -> Result<()> {
-    let n = x.n_rows();
-    if y.len() != n {
-        return Err(SvmError::invalid_input(format!(
-            "X has {n} rows but y has {} labels",
-            y.len()
-        )));
-    }
-    if x.n_cols() != dim {
-        return Err(SvmError::invalid_input(format!(
-            "X has {} features, but the model was started with {dim}",
-            x.n_cols()
-        )));
-    }
-    if let Some(bad) = y.iter().find(|&&c| c as usize >= n_classes) {
-        return Err(SvmError::invalid_input(format!(
-            "class index {bad} out of range for {n_classes} classes"
-        )));
-    }
-    Ok(())
 }
 
 /// A BSGD run that can be continued: the support vectors with their global scale, the step

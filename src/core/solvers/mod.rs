@@ -82,3 +82,59 @@ pub type EpochObserver<'a> = &'a mut dyn FnMut(&EpochSnapshot<'_>) -> Result<()>
 pub fn no_monitor(_: &Progress) -> Result<()> {
     Ok(())
 }
+
+use crate::core::data::Rows;
+use crate::core::error::SvmError;
+use crate::core::kernel::check_gamma;
+
+/// Parameter checks every budgeted solver shares.
+pub(crate) fn check_run(gamma: f64, n_samples: usize, budget: usize, epochs: usize) -> Result<()> {
+    check_gamma(gamma)?;
+    if n_samples == 0 {
+        return Err(SvmError::invalid_input("no training samples (0 rows)"));
+    }
+    if budget < 2 {
+        return Err(SvmError::invalid_parameter(
+            "budget",
+            format!("must be at least 2, got {budget}"),
+        ));
+    }
+    if epochs == 0 {
+        return Err(SvmError::invalid_parameter("epochs", "must be at least 1"));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_positive_finite(name: &'static str, value: f64) -> Result<()> {
+    if value.is_finite() && value > 0.0 {
+        Ok(())
+    } else {
+        Err(SvmError::invalid_parameter(
+            name,
+            format!("must be a positive finite number, got {value}"),
+        ))
+    }
+}
+
+/// Checks one batch of training rows against the run it feeds.
+pub(crate) fn check_batch<R: Rows>(x: &R, y: &[u32], n_classes: usize, dim: usize) -> Result<()> {
+    let n = x.n_rows();
+    if y.len() != n {
+        return Err(SvmError::invalid_input(format!(
+            "X has {n} rows but y has {} labels",
+            y.len()
+        )));
+    }
+    if x.n_cols() != dim {
+        return Err(SvmError::invalid_input(format!(
+            "X has {} features, but the model was started with {dim}",
+            x.n_cols()
+        )));
+    }
+    if let Some(bad) = y.iter().find(|&&c| c as usize >= n_classes) {
+        return Err(SvmError::invalid_input(format!(
+            "class index {bad} out of range for {n_classes} classes"
+        )));
+    }
+    Ok(())
+}
