@@ -62,6 +62,7 @@ def fit_bsca_alphas(X, y01, C, gamma, budget, epochs, seed=0, **kw):
         merge=kw.get("merge", "lookup-wd"),
         seed=seed,
         observer=observer,
+        dual_step=kw.get("dual_step", "full"),
     )
     return result, alphas
 
@@ -96,10 +97,11 @@ def test_without_budget_reaches_the_exact_dual_optimum(C, seed):
         assert c == pytest.approx(ypm[i] * alpha[i], rel=1e-12, abs=1e-12)
 
 
-def test_without_budget_dual_increases_every_epoch():
+@pytest.mark.parametrize("dual_step", ["full", "decaying"])
+def test_without_budget_dual_increases_every_epoch(dual_step):
     X, y = xor_data(80, seed=110)
     ypm = np.where(y == 1, 1.0, -1.0)
-    _, alphas = fit_bsca_alphas(X, y, 5.0, 3.0, budget=1000, epochs=20)
+    _, alphas = fit_bsca_alphas(X, y, 5.0, 3.0, budget=1000, epochs=20, dual_step=dual_step)
     objectives = [dual_objective(X, ypm, a, 3.0) for a in alphas]
     # Exact coordinate ascent never decreases the dual (up to rounding).
     assert all(b >= a - 1e-9 * abs(a) for a, b in zip(objectives, objectives[1:]))
@@ -117,10 +119,65 @@ def test_without_budget_matches_sklearn_svc_on_a_symmetric_problem():
     C, gamma = 1.0, 0.5
     svc = SVC(C=C, gamma=gamma, tol=1e-10).fit(X, y)
     assert abs(svc.intercept_[0]) < 1e-6
-    clf = BudgetSVC(C=C, gamma=gamma, budget=1000, epochs=500, solver="bsca", random_state=0)
+    clf = BudgetSVC(
+        C=C, gamma=gamma, budget=1000, epochs=500, solver="bsca", dual_step="full", random_state=0
+    )
     clf.fit(X, y)
     X_test = rng.normal(scale=2.0, size=(200, 2))
     assert_allclose(clf.decision_function(X_test), svc.decision_function(X_test), atol=1e-5)
+
+
+def test_decaying_steps_are_full_steps_while_the_budget_never_binds():
+    # No maintenance, no drift to damp: B >= n gives the exact solver's model with either step.
+    X, y = xor_data(60, seed=104)
+    fits = [
+        fit_bsca_alphas(X, y, 1.0, 2.0, budget=1000, epochs=30, dual_step=s)
+        for s in ("decaying", "full")
+    ]
+    assert fits[0][0]["maintenance_events"] == 0
+    assert_array_equal(fits[0][1][-1], fits[1][1][-1])
+    assert_array_equal(fits[0][0]["coef"], fits[1][0]["coef"])
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_decaying_and_full_steps_share_the_first_epoch(n_classes):
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(300, 3))
+    y = rng.integers(0, n_classes, 300)
+    fits = [
+        BudgetSVC(budget=12, epochs=1, solver="bsca", dual_step=s, random_state=4).fit(X, y)
+        for s in ("decaying", "full")
+    ]
+    assert_array_equal(fits[0].support_vectors_, fits[1].support_vectors_)
+    assert_array_equal(fits[0].dual_coef_, fits[1].dual_coef_)
+    two = [
+        BudgetSVC(budget=12, epochs=2, solver="bsca", dual_step=s, random_state=4).fit(X, y)
+        for s in ("decaying", "full")
+    ]
+    assert not np.array_equal(two[0].dual_coef_, two[1].dual_coef_)
+
+
+def test_decaying_steps_stop_the_drift_at_large_C():
+    # A wide kernel and large C: the setting where full steps with merging drift (the a9a case
+    # of docs/bsca_paper002.md, small). Decaying steps keep the primal objective of the budgeted
+    # model from rising over the later epochs.
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(1500, 5))
+    y = (X[:, 0] + 0.5 * rng.normal(size=1500) > 0.3).astype(int)
+    primal = {}
+    for step in ("full", "decaying"):
+        clf = BudgetSVC(
+            C=32.0,
+            gamma=0.02,
+            budget=20,
+            epochs=15,
+            solver="bsca",
+            dual_step=step,
+            record_history=True,
+            random_state=0,
+        ).fit(X, y)
+        primal[step] = np.asarray(clf.history_["primal"])
+    assert primal["decaying"][-1] < primal["full"][-1]
 
 
 @given(
@@ -248,7 +305,15 @@ def test_history_primal_is_the_c_form_objective_of_the_returned_model():
 
 def test_history_without_budget_closes_the_duality_gap():
     X, y = xor_data(100, seed=121)
-    clf = BudgetSVC(C=1.0, gamma=2.0, budget=1000, epochs=200, solver="bsca", record_history=True)
+    clf = BudgetSVC(
+        C=1.0,
+        gamma=2.0,
+        budget=1000,
+        epochs=200,
+        solver="bsca",
+        dual_step="full",
+        record_history=True,
+    )
     clf.fit(X, y)
     primal, dual = clf.history_["primal"][-1], clf.history_["dual"][-1]
     assert primal - dual <= 1e-6 * abs(primal)

@@ -72,6 +72,7 @@ def fit_bsca(
     callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
     observer: Optional[Callable[[Dict[str, Any]], Any]] = None,
     shuffle: bool = True,
+    dual_step: str = "decaying",
 ) -> Dict[str, Any]: ...
 def decision_function(
     support_vectors: npt.NDArray[np.float64],

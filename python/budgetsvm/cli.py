@@ -163,6 +163,7 @@ def _estimator(args: argparse.Namespace) -> Any:
         epochs=args.epochs,
         average=not args.no_average,
         shuffle=not args.no_shuffle,
+        dual_step=args.dual_step,
         random_state=args.seed,
     )
     try:
@@ -443,6 +444,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("-s", "--seed", type=int, default=0, help="random seed (default 0)")
     g.add_argument("--no-average", action="store_true", help="BSGD: return the last iterate")
     g.add_argument("--no-shuffle", action="store_true", help="keep the file's row order")
+    g.add_argument(
+        "--dual-step",
+        choices=("decaying", "full"),
+        default="decaying",
+        help="BSCA: 1/epoch of the coordinate step (default, stable) or the paper's full step",
+    )
     g.add_argument(
         "--stream",
         action="store_true",

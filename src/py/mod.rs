@@ -19,7 +19,7 @@ use crate::core::error::SvmError;
 use crate::core::libsvm::{summarize_libsvm_file, LibsvmChunks, LibsvmData};
 use crate::core::merge::{search_pair, MergeSearch, MergeTable, DEFAULT_TABLE_SIZE};
 use crate::core::model::BudgetModel;
-use crate::core::solvers::bsca::{train_bsca, BscaParams};
+use crate::core::solvers::bsca::{train_bsca, BscaParams, DualStep};
 use crate::core::solvers::bsgd::{train_bsgd_state, BsgdParams, BsgdState};
 use crate::core::solvers::{EpochObserver, EpochSnapshot, Monitor, Progress};
 use crate::core::{kernel, parallel, simd};
@@ -320,7 +320,7 @@ fn fit_bsgd<'py>(
 
 /// Trains BSCA; returns a dict with the model arrays and the training statistics.
 #[pyfunction]
-#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, compare_with = None, callback = None, observer = None, shuffle = true))]
+#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, compare_with = None, callback = None, observer = None, shuffle = true, dual_step = "decaying"))]
 #[allow(clippy::too_many_arguments)]
 fn fit_bsca<'py>(
     py: Python<'py>,
@@ -338,6 +338,7 @@ fn fit_bsca<'py>(
     callback: Option<Py<PyAny>>,
     observer: Option<Py<PyAny>>,
     shuffle: bool,
+    dual_step: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
     let params = BscaParams {
         c,
@@ -348,6 +349,7 @@ fn fit_bsca<'py>(
         seed,
         compare_with: compare_with.map(MergeSearch::parse).transpose()?,
         shuffle,
+        step: DualStep::parse(dual_step)?,
     };
     let y = convert::slice1(&y)?;
     let (model, stats) = run_solver(py, x, callback, observer, |rows, monitor, obs| {
