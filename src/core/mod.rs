@@ -4,6 +4,7 @@ pub mod budget;
 pub mod data;
 pub mod error;
 pub mod kernel;
+pub mod kernel_cache;
 pub mod libsvm;
 pub mod merge;
 pub mod model;
