@@ -235,6 +235,7 @@ pub fn train_bsgd<R: Rows>(
                     maintenance_events: maintainer.stats.events,
                     seconds: start.elapsed().as_secs_f64(),
                     epoch_done: false,
+                    gap: None,
                 })?;
             }
         }
@@ -248,6 +249,7 @@ pub fn train_bsgd<R: Rows>(
             maintenance_events: maintainer.stats.events,
             seconds: train_seconds,
             epoch_done: true,
+            gap: None,
         })?;
         if let Some(obs) = observer.as_mut() {
             let t0 = Instant::now();

@@ -2,6 +2,7 @@
 
 pub mod bsca;
 pub mod bsgd;
+pub mod smo;
 
 use std::time::{Duration, Instant};
 
@@ -21,7 +22,10 @@ pub struct Progress {
     pub maintenance_events: u64,
     pub seconds: f64,
     /// True once at the end of each epoch; false for the periodic heartbeats in between.
+    /// (Exact solvers: true for the progress lines asked for with verbose output.)
     pub epoch_done: bool,
+    /// Exact solvers: the KKT gap m(a) - M(a) when known.
+    pub gap: Option<f64>,
 }
 
 /// A monitor callback: sees progress, may abort.
