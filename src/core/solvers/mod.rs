@@ -1,5 +1,6 @@
 //! Solvers. Each states its objective in its module doc and reports through [`Progress`].
 
+pub mod alfpgm;
 pub mod bsca;
 pub mod bsgd;
 pub mod smo;
