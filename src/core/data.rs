@@ -215,14 +215,24 @@ impl<I: SparseIndex> Rows for CsrView<'_, I> {
             f(c.to_usize().unwrap_or(0), v);
         }
     }
+    /// A gather over the row's non-zeros with four independent accumulators (one chain of
+    /// dependent adds would cost a full add latency per non-zero).
     #[inline]
     fn dot_dense(&self, i: usize, v: &[f64]) -> f64 {
         let r = self.range(i);
-        let mut s = 0.0;
-        for (c, &x) in self.indices[r.clone()].iter().zip(&self.values[r]) {
-            if let Some(w) = c.to_usize().and_then(|c| v.get(c)) {
-                s += x * w;
+        let (idx, val) = (&self.indices[r.clone()], &self.values[r]);
+        let w = |c: &I| c.to_usize().and_then(|c| v.get(c)).copied().unwrap_or(0.0);
+        let mut acc = [0.0f64; 4];
+        let mut ci = idx.chunks_exact(4);
+        let mut cv = val.chunks_exact(4);
+        for (ck, vk) in (&mut ci).zip(&mut cv) {
+            for l in 0..4 {
+                acc[l] += vk[l] * w(&ck[l]);
             }
+        }
+        let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+        for (c, x) in ci.remainder().iter().zip(cv.remainder()) {
+            s += x * w(c);
         }
         s
     }
