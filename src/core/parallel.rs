@@ -34,16 +34,26 @@ pub fn num_threads() -> usize {
     guard.as_ref().map_or_else(available_cores, |(n, _)| *n)
 }
 
-/// Runs `f` inside the configured pool (rayon's global pool until one is configured). Called
+/// Runs `f` inside the configured pool (one thread per core until a count is set). Called
 /// from a worker thread of a pool (nested parallel work, or a fit run by `install_with`), it
 /// stays in that pool.
 pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     if rayon::current_thread_index().is_some() {
         return f();
     }
-    let pool = {
+    let configured = {
         let guard = POOL.read().unwrap_or_else(|e| e.into_inner());
         guard.as_ref().map(|(_, p)| Arc::clone(p))
+    };
+    // Until a thread count is set, a pool of one thread per core is made on first use: running
+    // the whole job on a pool worker keeps the nested parallel loops of a solver from paying a
+    // cross-thread hand-off each (rayon's global pool would be entered from outside every time).
+    let pool = match configured {
+        Some(p) => Some(p),
+        None => set_num_threads(0).ok().and_then(|_| {
+            let guard = POOL.read().unwrap_or_else(|e| e.into_inner());
+            guard.as_ref().map(|(_, p)| Arc::clone(p))
+        }),
     };
     match pool {
         Some(p) => p.install(f),

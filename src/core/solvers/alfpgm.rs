@@ -180,6 +180,66 @@ impl AlfpgmParams {
     }
 }
 
+/// The k entries with the smallest keys of a stream, in one pass: entries at or above the
+/// current threshold are rejected with one comparison; the buffer is cut back to the best k
+/// (`select_nth_unstable`) whenever it holds 2k + 64, which sets the threshold.
+struct Smallest {
+    k: usize,
+    buf: Vec<(f64, u32)>,
+    threshold: f64,
+}
+
+impl Smallest {
+    fn with_capacity(cap: usize) -> Self {
+        Smallest {
+            k: 0,
+            buf: Vec::with_capacity(cap),
+            threshold: f64::INFINITY,
+        }
+    }
+
+    fn reset(&mut self, k: usize) {
+        self.k = k.max(1);
+        self.buf.clear();
+        self.threshold = f64::INFINITY;
+    }
+
+    #[inline]
+    fn push(&mut self, key: f64, t: u32) {
+        if key >= self.threshold {
+            return;
+        }
+        self.buf.push((key, t));
+        if self.buf.len() >= 2 * self.k + 64 {
+            self.cut();
+            self.threshold = self.buf[self.k - 1].0;
+        }
+    }
+
+    fn cut(&mut self) {
+        if self.buf.len() > self.k {
+            self.buf
+                .select_nth_unstable_by(self.k - 1, |a, b| a.0.total_cmp(&b.0));
+            self.buf.truncate(self.k);
+            // The k-th smallest is at k - 1 after the partition; keep it there for `push`.
+            let worst = self
+                .buf
+                .iter()
+                .enumerate()
+                .max_by(|a, b| a.1 .0.total_cmp(&b.1 .0))
+                .map_or(0, |(i, _)| i);
+            self.buf.swap(worst, self.k - 1);
+        }
+    }
+
+    /// The best k, ascending by key.
+    fn finish(&mut self) -> &[(f64, u32)] {
+        self.cut();
+        self.buf.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+        &self.buf
+    }
+}
+
 /// Gradient-update block (values of n per parallel work item).
 const BLOCK: usize = 4096;
 
@@ -189,8 +249,10 @@ struct Work {
     count: Vec<u32>,
     last_change: Vec<f64>,
     in_b: Vec<bool>,
-    up: Vec<(f64, u32)>,
-    low: Vec<(f64, u32)>,
+    flags: Vec<u8>,
+    /// i candidates keyed by -v (largest v first), j candidates keyed by v.
+    up: Smallest,
+    low: Smallest,
     b: Vec<usize>,
     i_batch: Vec<usize>,
     pairs_i: Vec<usize>,
@@ -216,8 +278,9 @@ impl Work {
             count: vec![0; n],
             last_change: vec![f64::INFINITY; n],
             in_b: vec![false; n],
-            up: Vec::with_capacity(n),
-            low: Vec::with_capacity(n),
+            flags: vec![0; n],
+            up: Smallest::with_capacity(4 * m + 64),
+            low: Smallest::with_capacity(16 * p + 64),
             b: Vec::with_capacity(m),
             i_batch: Vec::with_capacity(m),
             pairs_i: Vec::with_capacity(p),
@@ -260,16 +323,22 @@ pub fn solve_alfpgm<R: Rows>(
     let mut fallback_steps = 0u64;
     let mut inner_iterations = 0u64;
     let mut converged = false;
+    for t in 0..n {
+        refresh_flags(&state, &mut work, params, t);
+    }
+    let mut prev = state.extremes();
     while iter < max_iter {
-        let (m_up, m_low) = state.extremes();
+        // One pass: the unfiltered m(a), M(a) and the limited candidate lists.
+        let (m_up, m_low) = scan_candidates(&state, &mut work, params, p, prev, true);
         if m_up - m_low < tol {
             converged = true;
             break;
         }
-        let extremes = (m_up, m_low);
-        select_working_set(cache, &state, &mut work, params, p, tol, extremes, true)?;
+        prev = (m_up, m_low);
+        pick_pairs(cache, &state, &mut work, p, tol)?;
         if work.pairs_i.is_empty() {
-            select_working_set(cache, &state, &mut work, params, p, tol, extremes, false)?;
+            scan_candidates(&state, &mut work, params, p, prev, false);
+            pick_pairs(cache, &state, &mut work, p, tol)?;
         }
         if work.pairs_i.is_empty() {
             // No pair with b_ij > 0 although m - M >= tol cannot happen; stop, reported.
@@ -280,13 +349,20 @@ pub fn solve_alfpgm<R: Rows>(
         inner_iterations += decrease.1;
         if decrease.0 < 0.0 {
             apply_step(&rows, &mut state, &mut work);
+            for k in 0..work.b.len() {
+                let t = work.b[k];
+                refresh_flags(&state, &mut work, params, t);
+            }
         } else {
             // No decrease from the multi-pair step: one WSS2 SMO step instead.
             fallback_steps += 1;
             for &t in &work.b {
                 work.in_b[t] = false;
             }
-            smo_fallback(cache, &mut state)?;
+            if let Some((i, j)) = smo_fallback(cache, &mut state)? {
+                refresh_flags(&state, &mut work, params, i);
+                refresh_flags(&state, &mut work, params, j);
+            }
         }
         iter += 1;
         reporter.tick(&state, iter, false)?;
@@ -302,18 +378,70 @@ pub fn solve_alfpgm<R: Rows>(
     Ok(sol)
 }
 
-/// pWSS: fills `work.b` (and the pairs) with up to p pairs, marking them in `work.in_b`.
-/// `extremes` = (m(a), M(a)) over the unfiltered sets.
-#[allow(clippy::too_many_arguments)]
-fn select_working_set<R: Rows>(
-    cache: &mut KernelRowCache<'_, R>,
+const UP: u8 = 1;
+const LOW: u8 = 2;
+const LIMITED: u8 = 4;
+
+/// Index t's membership of I_up / I_low and whether the limiter holds it back; refreshed
+/// whenever a_t, its count or its last change move (only for the indices of a step).
+fn refresh_flags(state: &DualState, work: &mut Work, params: &AlfpgmParams, t: usize) {
+    let a = state.alpha[t];
+    let c = state.c;
+    let at_bound = a <= 0.0 || a >= c;
+    let cnt = work.count[t];
+    let limited = cnt >= params.max_alpha_opt
+        || (cnt >= params.min_alpha_opt
+            && at_bound
+            && work.last_change[t] < params.alpha_delta_threshold * c);
+    work.flags[t] = u8::from(state.in_up(t)) * UP
+        + u8::from(state.in_low(t)) * LOW
+        + u8::from(limited) * LIMITED;
+}
+
+/// One pass over all indices: returns the unfiltered (m(a), M(a)) and fills the candidate lists
+/// (the 2p largest -y G of I_up, the `min_alpha_check` smallest of I_low), leaving out what the
+/// limiter holds back when `filtered`. The limiter never holds back a strong violator: an index
+/// whose violation is at least half the gap (of the previous step, `prev`) stays a candidate.
+fn scan_candidates(
     state: &DualState,
     work: &mut Work,
     params: &AlfpgmParams,
     p: usize,
-    tol: f64,
-    extremes: (f64, f64),
+    prev: (f64, f64),
     filtered: bool,
+) -> (f64, f64) {
+    work.up.reset(2 * p);
+    work.low.reset(params.candidates());
+    let (prev_up, prev_low) = prev;
+    let half = 0.5 * (prev_up - prev_low);
+    let skip = if filtered { LIMITED } else { 0 };
+    let (mut m_up, mut m_low) = (f64::NEG_INFINITY, f64::INFINITY);
+    for (t, ((&f, &y), &g)) in work.flags.iter().zip(&state.y).zip(&state.grad).enumerate() {
+        let v = -y * g;
+        if f & UP != 0 {
+            m_up = m_up.max(v);
+            if f & skip == 0 || v - prev_low >= half {
+                work.up.push(-v, t as u32);
+            }
+        }
+        if f & LOW != 0 {
+            m_low = m_low.min(v);
+            if f & skip == 0 || prev_up - v >= half {
+                work.low.push(v, t as u32);
+            }
+        }
+    }
+    (m_up, m_low)
+}
+
+/// pWSS pairing: fills `work.b` (and the pairs) with up to p pairs from the candidate lists,
+/// marking them in `work.in_b`.
+fn pick_pairs<R: Rows>(
+    cache: &mut KernelRowCache<'_, R>,
+    state: &DualState,
+    work: &mut Work,
+    p: usize,
+    tol: f64,
 ) -> Result<()> {
     for &t in &work.b {
         work.in_b[t] = false;
@@ -321,65 +449,24 @@ fn select_working_set<R: Rows>(
     work.b.clear();
     work.pairs_i.clear();
     work.pairs_j.clear();
-    work.up.clear();
-    work.low.clear();
-    let c = state.c;
-    let threshold = params.alpha_delta_threshold * c;
-    // The limiter never holds back a strong violator: an index it would leave out is kept
-    // when its violation is at least half the current gap (so the maximal violating pair is
-    // always available, as in SMO and ThunderSVM).
-    let (m_up, m_low) = extremes;
-    let half = 0.5 * (m_up - m_low);
-    for t in 0..state.n() {
-        let v = -state.y[t] * state.grad[t];
-        let (up, low) = (state.in_up(t), state.in_low(t));
-        if filtered {
-            let cnt = work.count[t];
-            let a = state.alpha[t];
-            let at_bound = a <= 0.0 || a >= c;
-            let limited = cnt >= params.max_alpha_opt
-                || (cnt >= params.min_alpha_opt && at_bound && work.last_change[t] < threshold);
-            let strong = (up && v - m_low >= half) || (low && m_up - v >= half);
-            if limited && !strong {
-                continue;
-            }
-        }
-        if up {
-            work.up.push((v, t as u32));
-        }
-        if low {
-            work.low.push((v, t as u32));
-        }
-    }
-    if work.up.is_empty() || work.low.is_empty() {
+    if work.up.buf.is_empty() || work.low.buf.is_empty() {
         return Ok(());
     }
-    // j candidates: the `min_alpha_check` smallest v of I_low, ascending.
-    let k_low = params.candidates().min(work.low.len());
-    if k_low < work.low.len() {
-        work.low
-            .select_nth_unstable_by(k_low, |a, b| a.0.total_cmp(&b.0));
-        work.low.truncate(k_low);
-    }
-    work.low.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
-    let v_low_min = work.low[0].0;
-    // i candidates: the largest v of I_up, descending, while they violate by more than tol.
-    let k_up = (2 * p).min(work.up.len());
-    if k_up < work.up.len() {
-        work.up
-            .select_nth_unstable_by(k_up, |a, b| b.0.total_cmp(&a.0));
-        work.up.truncate(k_up);
-    }
-    work.up.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
+    // j candidates: the `min_alpha_check` smallest v of I_low, ascending; i candidates: the 2p
+    // largest v of I_up, descending.
+    let v_low_min = work.low.finish()[0].0;
+    work.up.finish();
     let mut next_i = 0;
-    while work.pairs_i.len() < p && next_i < work.up.len() {
+    let n_up = work.up.buf.len();
+    while work.pairs_i.len() < p && next_i < n_up {
         // The next batch of i's whose rows are needed: as many as pairs are missing.
         work.i_batch.clear();
-        while work.i_batch.len() < p - work.pairs_i.len() && next_i < work.up.len() {
-            let (v, t) = work.up[next_i];
+        while work.i_batch.len() < p - work.pairs_i.len() && next_i < n_up {
+            let (key, t) = work.up.buf[next_i];
+            let v = -key;
             next_i += 1;
             if v - v_low_min <= tol {
-                next_i = work.up.len();
+                next_i = n_up;
                 break;
             }
             if !work.in_b[t as usize] {
@@ -401,7 +488,7 @@ fn select_working_set<R: Rows>(
             let row = rows.row(k);
             let mut best = None;
             let mut best_obj = f64::INFINITY;
-            for &(vt, t) in &work.low {
+            for &(vt, t) in &work.low.buf {
                 let t = t as usize;
                 let b = vi - vt;
                 if b <= 0.0 {
@@ -698,10 +785,13 @@ fn apply_step(
     });
 }
 
-/// One WSS2 SMO step on the unfiltered maximal violating pair.
-fn smo_fallback<R: Rows>(cache: &mut KernelRowCache<'_, R>, state: &mut DualState) -> Result<()> {
+/// One WSS2 SMO step on the unfiltered maximal violating pair; returns the pair.
+fn smo_fallback<R: Rows>(
+    cache: &mut KernelRowCache<'_, R>,
+    state: &mut DualState,
+) -> Result<Option<(usize, usize)>> {
     let Some((i, gmax)) = state.select_i() else {
-        return Ok(());
+        return Ok(None);
     };
     let (j, _) = {
         let rows = cache.rows(&[i])?;
@@ -710,8 +800,9 @@ fn smo_fallback<R: Rows>(cache: &mut KernelRowCache<'_, R>, state: &mut DualStat
     if let Some(j) = j {
         let rows = cache.rows(&[i, j])?;
         state.smo_step(i, j, rows.row(0), rows.row(1));
+        return Ok(Some((i, j)));
     }
-    Ok(())
+    Ok(None)
 }
 
 #[cfg(test)]
@@ -877,6 +968,29 @@ mod tests {
             assert!(r.abs() < 1e-12, "residual {r}");
             for k in 0..m {
                 assert!(d[k] >= lo[k] && d[k] <= hi[k]);
+            }
+        }
+    }
+
+    #[test]
+    fn smallest_keeps_the_k_smallest_in_order() {
+        let mut rng = Rng::new(12);
+        let mut best = Smallest::with_capacity(8);
+        for _ in 0..200 {
+            let n = rng.below(3000);
+            let k = 1 + rng.below(300);
+            let keys: Vec<f64> = (0..n).map(|_| (rng.below(500) as f64) - 250.0).collect();
+            best.reset(k);
+            for (t, &key) in keys.iter().enumerate() {
+                best.push(key, t as u32);
+            }
+            let got: Vec<f64> = best.finish().iter().map(|e| e.0).collect();
+            let mut sorted = keys.clone();
+            sorted.sort_by(f64::total_cmp);
+            sorted.truncate(k);
+            assert_eq!(got, sorted);
+            for &(key, t) in best.finish() {
+                assert_eq!(keys[t as usize], key);
             }
         }
     }
