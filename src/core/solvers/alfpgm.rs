@@ -6,17 +6,20 @@
 //! with the same gradient, index sets, stopping rule m(a) - M(a) < tol and bias as `smo.rs`.
 //!
 //! One decomposition step:
-//! 1. **pWSS.** Up to p pairs (i, j) by repeated second-order selection: the i are the largest
-//!    -y_t G_t over I_up in turn, each paired with the j of WSS2 (argmin -b_it^2 / a_it over
-//!    b_it > 0) among the `min_alpha_check` smallest -y_t G_t of I_low. Indices already in the
-//!    working set B are skipped. The limiter controls steer the selection only: an index is left
-//!    out once it has been in B `max_alpha_opt` times, or once it has been in B `min_alpha_opt`
-//!    times, sits at a bound (0 or C) and moved less than `alpha_delta_threshold * C` the last
-//!    time (MinMaxLimiter) -- unless its violation is at least half the current gap m - M: the
-//!    limiter alone kept the maximal violators out for hundreds of steps on a9a (the gap stalled
-//!    at 2.2 while the steps optimised weak pairs), so strong violators always stay selectable.
-//!    An i is taken only while its violation against the best j candidate exceeds tol. If the filtered sets give no pair, the selection runs again without limiter,
-//!    which always yields the maximal violating pair while m - M >= tol.
+//! 1. **pWSS.** Up to p pairs (i, j) by repeated second-order selection. Candidates: the 4p
+//!    largest -y_t G_t of I_up and the `min_alpha_check` smallest of I_low (minAlphaCheck). Each
+//!    pair is WSS2 on a look-ahead gradient: i = the largest violation among the candidates, j =
+//!    argmin -b_it^2 / a_it over the I_low candidates with b_it > 0; then the candidates'
+//!    violations are updated as if the pair's clipped SMO step had been taken (kernel rows of i
+//!    and j), so the next pair is the one SMO would take next [RECON: without it the p pairs
+//!    of a cluster of similar points were picked together and the working set gained what one
+//!    SMO step gains]. The limiter controls steer the candidates only: an index is left out once
+//!    it has been in B `max_alpha_opt` times, or once it has been in B `min_alpha_opt` times,
+//!    sits at a bound (0 or C) and moved less than `alpha_delta_threshold * C` the last time
+//!    (MinMaxLimiter) -- unless its violation is at least half the gap m - M [RECON: the limiter
+//!    alone kept the maximal violators out for hundreds of steps on a9a]. Pairs are taken while
+//!    the violation exceeds tol. If the limited candidates give no pair, the selection runs again
+//!    without limiter, which always yields the maximal violating pair while m - M >= tol.
 //! 2. **Subproblem in the d-form** (d = a_B - a_B^k): min 1/2 d^T Q_BB d + G_B^T d s.t.
 //!    y_B^T d = 0, -a_B <= d <= C - a_B, with Q_BB taken from the cached kernel rows of B.
 //! 3. **Augmented Lagrangian** for the equality: L_k(d, lambda) = phi(d) - lambda y^T d +
@@ -26,12 +29,13 @@
 //! 4. **FISTA** (Beck & Teboulle) for each AL subproblem: projected gradient steps 1/L on the box,
 //!    Nesterov momentum, adaptive restart (O'Donoghue & Candes) when the step opposes the
 //!    momentum, stop when the gradient mapping |L (z - d)|_inf <= eps_in, with
-//!    eps_in = max(inner_tol_factor * tol, inner_rel * (violation on B)) -- loose early, tight
-//!    late (ThunderSVM's local_eps idea). L = safety * lambda_max(Q_BB) + k |B|, lambda_max by a
+//!    eps_in = max(inner_tol_factor * tol, inner_rel * (smallest pair violation in B)) -- loose
+//!    early, tight late (ThunderSVM's local_eps idea). L = safety * lambda_max(Q_BB) + k |B|, lambda_max by a
 //!    few power iterations.
-//! 5. **Exact feasibility repair**: d is projected onto {y^T d = 0, l <= d <= u}
-//!    (d_i <- clip(d_i - mu y_i), mu by bisection), so y^T a = 0 holds to rounding however loose
-//!    the AL solve was; variables whose step ends on a bound are set to the bound exactly.
+//! 5. **Exact feasibility repair**: the residual y^T d goes onto the free entries of d
+//!    (d_i <- clip(d_i - mu y_i) for l_i < d_i < u_i, mu by bisection; every entry only if the
+//!    free ones cannot absorb it), so y^T a = 0 holds to rounding however loose the AL solve
+//!    was, and variables the step drove to a bound stay exactly at 0 or C.
 //! 6. **Progress guard**: if phi(d) >= 0 (no decrease of f), one WSS2 SMO step (`smo.rs`) is
 //!    taken instead, so every step decreases f.
 //! 7. **Gradient update** G += Q_{:,B} d over the cached rows of B, in parallel over blocks of n.
@@ -250,11 +254,15 @@ struct Work {
     last_change: Vec<f64>,
     in_b: Vec<bool>,
     flags: Vec<u8>,
+    /// Candidate (look-ahead v, index) lists of the pairing.
+    cand_up: Vec<(f64, u32)>,
+    cand_low: Vec<(f64, u32)>,
+    /// The smallest violation b_ij = v_i - v_j among the selected pairs.
+    min_violation: f64,
     /// i candidates keyed by -v (largest v first), j candidates keyed by v.
     up: Smallest,
     low: Smallest,
     b: Vec<usize>,
-    i_batch: Vec<usize>,
     pairs_i: Vec<usize>,
     pairs_j: Vec<usize>,
     q: Vec<f64>,
@@ -279,10 +287,12 @@ impl Work {
             last_change: vec![f64::INFINITY; n],
             in_b: vec![false; n],
             flags: vec![0; n],
+            cand_up: Vec::with_capacity(4 * m + 64),
+            cand_low: Vec::with_capacity(16 * p + 64),
+            min_violation: f64::INFINITY,
             up: Smallest::with_capacity(4 * m + 64),
             low: Smallest::with_capacity(16 * p + 64),
             b: Vec::with_capacity(m),
-            i_batch: Vec::with_capacity(m),
             pairs_i: Vec::with_capacity(p),
             pairs_j: Vec::with_capacity(p),
             q: Vec::with_capacity(m * m),
@@ -410,7 +420,7 @@ fn scan_candidates(
     prev: (f64, f64),
     filtered: bool,
 ) -> (f64, f64) {
-    work.up.reset(2 * p);
+    work.up.reset(4 * p);
     work.low.reset(params.candidates());
     let (prev_up, prev_low) = prev;
     let half = 0.5 * (prev_up - prev_low);
@@ -449,52 +459,51 @@ fn pick_pairs<R: Rows>(
     work.b.clear();
     work.pairs_i.clear();
     work.pairs_j.clear();
+    work.min_violation = f64::INFINITY;
     if work.up.buf.is_empty() || work.low.buf.is_empty() {
         return Ok(());
     }
-    // j candidates: the `min_alpha_check` smallest v of I_low, ascending; i candidates: the 2p
-    // largest v of I_up, descending.
-    let v_low_min = work.low.finish()[0].0;
-    work.up.finish();
-    let mut next_i = 0;
-    let n_up = work.up.buf.len();
-    while work.pairs_i.len() < p && next_i < n_up {
-        // The next batch of i's whose rows are needed: as many as pairs are missing.
-        work.i_batch.clear();
-        while work.i_batch.len() < p - work.pairs_i.len() && next_i < n_up {
-            let (key, t) = work.up.buf[next_i];
-            let v = -key;
-            next_i += 1;
-            if v - v_low_min <= tol {
-                next_i = n_up;
-                break;
-            }
-            if !work.in_b[t as usize] {
-                work.i_batch.push(t as usize);
+    // Repeated WSS2 on a look-ahead gradient: after each pair (i, j) is chosen, the violations
+    // v_t = -y_t G_t of the remaining candidates are updated as if the pair's SMO step had been
+    // taken (v_t -= (K_ti - K_tj) s, s the clipped WSS2 step length), from the kernel rows of i
+    // and j. Without it, the p pairs of a cluster of similar points all carry the same large
+    // violation and are picked together although one step fixes them all (ijcnn1: 25 such pairs
+    // gained what one SMO step gains); with it each pair is the one SMO would take next.
+    work.cand_up.clear();
+    work.cand_up
+        .extend(work.up.finish().iter().map(|&(key, t)| (-key, t)));
+    work.cand_low.clear();
+    work.cand_low.extend_from_slice(work.low.finish());
+    let c = state.c;
+    while work.pairs_i.len() < p {
+        // i: the largest look-ahead violation in I_up.
+        let mut best_i = None;
+        let mut vi = f64::NEG_INFINITY;
+        for (k, &(v, t)) in work.cand_up.iter().enumerate() {
+            if v > vi && !work.in_b[t as usize] {
+                vi = v;
+                best_i = Some(k);
             }
         }
-        if work.i_batch.is_empty() {
+        let Some(ki) = best_i else { break };
+        let i = work.cand_up[ki].1 as usize;
+        let v_low_min = work
+            .cand_low
+            .iter()
+            .filter(|&&(_, t)| !work.in_b[t as usize] && t as usize != i)
+            .fold(f64::INFINITY, |m, &(v, _)| m.min(v));
+        if vi - v_low_min <= tol {
             break;
         }
-        let rows = cache.rows(&work.i_batch)?;
-        for (k, &i) in work.i_batch.iter().enumerate() {
-            if work.pairs_i.len() >= p {
-                break;
-            }
-            if work.in_b[i] {
-                continue; // chosen as a j meanwhile
-            }
-            let vi = -state.y[i] * state.grad[i];
-            let row = rows.row(k);
+        let (j, b, a) = {
+            let rows = cache.rows(&[i])?;
+            let row = rows.row(0);
             let mut best = None;
             let mut best_obj = f64::INFINITY;
-            for &(vt, t) in &work.low.buf {
+            for &(vt, t) in &work.cand_low {
                 let t = t as usize;
                 let b = vi - vt;
-                if b <= 0.0 {
-                    break; // ascending v: no later candidate violates with i
-                }
-                if work.in_b[t] || t == i {
+                if b <= 0.0 || work.in_b[t] || t == i {
                     continue;
                 }
                 let a = 2.0 - 2.0 * f64::from(row[t]);
@@ -502,14 +511,42 @@ fn pick_pairs<R: Rows>(
                 let obj = -(b * b) / a;
                 if obj <= best_obj {
                     best_obj = obj;
-                    best = Some(t);
+                    best = Some((t, b, a));
                 }
             }
-            if let Some(j) = best {
-                work.in_b[i] = true;
-                work.in_b[j] = true;
-                work.pairs_i.push(i);
-                work.pairs_j.push(j);
+            match best {
+                Some(x) => x,
+                None => {
+                    // No partner for this i: drop it from the candidates.
+                    work.cand_up[ki].0 = f64::NEG_INFINITY;
+                    continue;
+                }
+            }
+        };
+        work.in_b[i] = true;
+        work.in_b[j] = true;
+        work.pairs_i.push(i);
+        work.pairs_j.push(j);
+        work.min_violation = work.min_violation.min(b);
+        if work.pairs_i.len() == p {
+            break;
+        }
+        // The WSS2 step along (a_i += y_i s, a_j -= y_j s), clipped to the box.
+        let room = |t: usize, up: bool| {
+            let towards_c = (state.y[t] > 0.0) == up;
+            if towards_c {
+                c - state.alpha[t]
+            } else {
+                state.alpha[t]
+            }
+        };
+        let step = (b / a).min(room(i, true)).min(room(j, false)).max(0.0);
+        if step > 0.0 {
+            let rows = cache.rows(&[i, j])?;
+            let (ri, rj) = (rows.row(0), rows.row(1));
+            for e in work.cand_up.iter_mut().chain(work.cand_low.iter_mut()) {
+                let t = e.1 as usize;
+                e.0 -= (f64::from(ri[t]) - f64::from(rj[t])) * step;
             }
         }
     }
@@ -596,7 +633,11 @@ fn solve_subproblem(
         lam_max / m as f64
     };
     let lip = params.lipschitz_safety * lam_max + k * m as f64;
-    let eps_in = (params.inner_tol_factor * tol).max(params.inner_rel * (up_max - low_min));
+    // Relative to the weakest selected pair: a tolerance relative to the strongest one let
+    // FISTA stop before the weaker pairs moved at all (ijcnn1: 25 pairs gained what one SMO
+    // step on the maximal pair gains).
+    let weakest = work.min_violation.min(up_max - low_min);
+    let eps_in = (params.inner_tol_factor * tol).max(params.inner_rel * weakest);
     let mut fista_iters = 0u64;
     // d starts at 0 (feasible); each AL round warm-starts FISTA from the last d.
     for _ in 0..params.al_max_iter {
@@ -682,18 +723,28 @@ fn fista(
     params.fista_max_iter as u64
 }
 
-/// Projects d onto {y^T d = 0, lo <= d <= hi}: d_i <- clip(d_i - mu y_i), with mu the root of
-/// the non-increasing h(mu) = sum y_i clip(d_i - mu y_i) found by bisection; what rounding
-/// leaves of the residual goes onto one free variable that has room for it.
+/// Makes d feasible for y^T d = 0 within the box, moving as little as it can: the residual goes
+/// onto the free entries (lo < d_i < hi), d_i <- clip(d_i - mu y_i) for those only, with mu
+/// the root of the non-increasing h(mu) found by bisection. Entries on a bound stay there, so
+/// the step leaves the variables it drove to 0 or C exactly at 0 or C (a projection of every
+/// entry would lift them off by mu and leave many tiny non-zero alphas behind). Only if the
+/// free entries cannot absorb the residual is every entry projected. What rounding leaves
+/// goes onto one free variable that has room for it.
 fn repair(d: &mut [f64], yb: &[f64], lo: &[f64], hi: &[f64]) {
-    let h = |mu: f64, d: &[f64]| -> f64 {
+    let h = |mu: f64, d: &[f64], free_only: bool| -> f64 {
         d.iter()
             .zip(yb)
             .zip(lo.iter().zip(hi))
-            .map(|((x, y), (l, u))| y * (x - mu * y).clamp(*l, *u))
+            .map(|((x, y), (l, u))| {
+                if free_only && !(x > l && x < u) {
+                    y * x
+                } else {
+                    y * (x - mu * y).clamp(*l, *u)
+                }
+            })
             .sum()
     };
-    let r0 = h(0.0, d);
+    let r0 = h(0.0, d, false);
     if r0 != 0.0 {
         let span = d
             .iter()
@@ -701,22 +752,31 @@ fn repair(d: &mut [f64], yb: &[f64], lo: &[f64], hi: &[f64]) {
             .map(|(x, (l, u))| x.abs() + (u - l))
             .fold(0.0f64, f64::max)
             + 1.0;
-        let (mut a, mut b) = if r0 > 0.0 { (0.0, span) } else { (-span, 0.0) };
+        let (a0, b0) = if r0 > 0.0 { (0.0, span) } else { (-span, 0.0) };
+        // The free entries alone if they can absorb the residual, else every entry.
+        let free_only = h(a0, d, true) >= 0.0 && h(b0, d, true) <= 0.0;
+        let (mut a, mut b) = (a0, b0);
         // h(a) >= 0 >= h(b).
         for _ in 0..200 {
             let mid = 0.5 * (a + b);
             if mid <= a || mid >= b {
                 break;
             }
-            if h(mid, d) > 0.0 {
+            if h(mid, d, free_only) > 0.0 {
                 a = mid;
             } else {
                 b = mid;
             }
         }
-        let mu = if h(b, d).abs() <= h(a, d).abs() { b } else { a };
+        let mu = if h(b, d, free_only).abs() <= h(a, d, free_only).abs() {
+            b
+        } else {
+            a
+        };
         for ((x, y), (l, u)) in d.iter_mut().zip(yb).zip(lo.iter().zip(hi)) {
-            *x = (*x - mu * y).clamp(*l, *u);
+            if !free_only || (*x > *l && *x < *u) {
+                *x = (*x - mu * y).clamp(*l, *u);
+            }
         }
     }
     let r: f64 = d.iter().zip(yb).map(|(x, y)| x * y).sum();
