@@ -65,15 +65,18 @@ def full_alpha(clf: KernelSVC, n: int) -> np.ndarray:
     C=st.sampled_from([0.1, 1.0, 10.0, 100.0]),
     gamma=st.sampled_from([0.2, 1.0, 5.0]),
     n_pairs=st.integers(1, 60),
+    pair_ratio=st.sampled_from([0.0, 0.5, 0.9]),
     sparse=st.booleans(),
     seed=st.integers(0, 2**31 - 1),
 )
-def test_same_optimum_as_svc(solver, n, d, C, gamma, n_pairs, sparse, seed):
+def test_same_optimum_as_svc(solver, n, d, C, gamma, n_pairs, pair_ratio, sparse, seed):
     X, y = problem(n, d, seed, sparse_frac=0.4 if sparse else 0.0)
     Xin = sp.csr_matrix(X) if sparse else X
     tol = 1e-3
     ref = SVC(C=C, gamma=gamma, tol=tol).fit(X, y)
-    clf = KernelSVC(C=C, gamma=gamma, tol=tol, solver=solver, n_pairs=n_pairs).fit(Xin, y)
+    clf = KernelSVC(
+        C=C, gamma=gamma, tol=tol, solver=solver, n_pairs=n_pairs, pair_ratio=pair_ratio
+    ).fit(Xin, y)
     d_ref = dual_objective(ref.dual_coef_, ref.support_vectors_, gamma)
     d_ours = dual_objective(clf.dual_coef_, clf.support_vectors_, gamma)
     assert abs(d_ours - d_ref) <= 1e-3 * abs(d_ref) + 1e-9, (d_ours, d_ref)
@@ -280,6 +283,8 @@ def test_wrong_feature_count(data):
         (dict(min_alpha_opt=10, max_alpha_opt=5), "min_alpha_opt"),
         (dict(min_alpha_check=0), "min_alpha_check"),
         (dict(alpha_delta_threshold=-1.0), "alpha_delta_threshold"),
+        (dict(pair_ratio=1.0), "pair_ratio"),
+        (dict(pair_ratio=-0.1), "pair_ratio"),
         (dict(al_penalty=0.0), "al_penalty"),
         (dict(fista_max_iter=0), "fista_max_iter"),
         (dict(lipschitz_safety=0.5), "lipschitz_safety"),

@@ -85,6 +85,7 @@ def fit_kernel_svc(
     min_alpha_opt: int = 5,
     max_alpha_opt: int = 500,
     min_alpha_check: int = 0,
+    pair_ratio: float = 0.5,
     alpha_delta_threshold: float = 1e-5,
     al_penalty: float = 0.0,
     al_max_iter: int = 20,

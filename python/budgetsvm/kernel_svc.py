@@ -81,6 +81,10 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
     min_alpha_check : int or None, default=None
         ALFPGM: the j of each pair is searched among this many of the most violating variables
         of I_low (None: 4 * n_pairs).
+    pair_ratio : float, default=0.5
+        ALFPGM: pairs are added to a working set while their violation (after the look-ahead
+        update by the pairs already chosen) is at least this fraction of the first pair's;
+        ``n_pairs`` is then a cap. 0 always takes ``n_pairs`` pairs.
     alpha_delta_threshold : float, default=1e-5
     al_penalty : float or None, default=None
         ALFPGM: augmented Lagrangian scaling k; None sets k = lambda_max(Q_BB) / |B| per step.
@@ -144,6 +148,7 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         min_alpha_opt: int = 5,
         max_alpha_opt: int = 500,
         min_alpha_check: Optional[int] = None,
+        pair_ratio: float = 0.5,
         alpha_delta_threshold: float = 1e-5,
         al_penalty: Optional[float] = None,
         al_max_iter: int = 20,
@@ -167,6 +172,7 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         self.min_alpha_opt = min_alpha_opt
         self.max_alpha_opt = max_alpha_opt
         self.min_alpha_check = min_alpha_check
+        self.pair_ratio = pair_ratio
         self.alpha_delta_threshold = alpha_delta_threshold
         self.al_penalty = al_penalty
         self.al_max_iter = al_max_iter
@@ -200,6 +206,9 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
             )
         if self.min_alpha_check is not None:
             _check_int("min_alpha_check", self.min_alpha_check, 1)
+        _check_nonnegative("pair_ratio", self.pair_ratio)
+        if self.pair_ratio >= 1:
+            raise ValueError(f"pair_ratio must lie in [0, 1), got {self.pair_ratio!r}")
         _check_nonnegative("alpha_delta_threshold", self.alpha_delta_threshold)
         if self.al_penalty is not None:
             check_positive("al_penalty", self.al_penalty)
@@ -229,6 +238,7 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
             min_alpha_opt=int(self.min_alpha_opt),
             max_alpha_opt=int(self.max_alpha_opt),
             min_alpha_check=0 if self.min_alpha_check is None else int(self.min_alpha_check),
+            pair_ratio=float(self.pair_ratio),
             alpha_delta_threshold=float(self.alpha_delta_threshold),
             al_penalty=0.0 if self.al_penalty is None else float(self.al_penalty),
             al_max_iter=int(self.al_max_iter),

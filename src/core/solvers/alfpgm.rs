@@ -18,7 +18,8 @@
 //!    sits at a bound (0 or C) and moved less than `alpha_delta_threshold * C` the last time
 //!    (MinMaxLimiter) -- unless its violation is at least half the gap m - M [RECON: the limiter
 //!    alone kept the maximal violators out for hundreds of steps on a9a]. Pairs are taken while
-//!    the violation exceeds tol. If the limited candidates give no pair, the selection runs again
+//!    the violation exceeds tol and at least `pair_ratio` times the first pair's [RECON]. If
+//!    the limited candidates give no pair, the selection runs again
 //!    without limiter, which always yields the maximal violating pair while m - M >= tol.
 //! 2. **Subproblem in the d-form** (d = a_B - a_B^k): min 1/2 d^T Q_BB d + G_B^T d s.t.
 //!    y_B^T d = 0, -a_B <= d <= C - a_B, with Q_BB taken from the cached kernel rows of B.
@@ -64,6 +65,10 @@ pub struct AlfpgmParams {
     pub max_alpha_opt: u32,
     /// Size of the j candidate list (the smallest -y G of I_low); 0 = 4 p.
     pub min_alpha_check: usize,
+    /// A pair is added only while its look-ahead violation is at least this fraction of the
+    /// first pair's (p is then a cap): weak pairs cost a kernel row and a gradient update each
+    /// and gain next to nothing [RECON; 0 = always p pairs].
+    pub pair_ratio: f64,
     /// MinMaxLimiter's "stopped changing" threshold, relative to C.
     pub alpha_delta_threshold: f64,
     /// AL scaling parameter k; 0 = lambda_max(Q_BB) / |B| for each working set.
@@ -91,6 +96,7 @@ impl Default for AlfpgmParams {
             min_alpha_opt: 5,
             max_alpha_opt: 500,
             min_alpha_check: 0,
+            pair_ratio: 0.5,
             alpha_delta_threshold: 1e-5,
             al_penalty: 0.0,
             al_max_iter: 20,
@@ -141,6 +147,12 @@ impl AlfpgmParams {
                     "must be a finite number >= 0, got {}",
                     self.alpha_delta_threshold
                 ),
+            ));
+        }
+        if !(self.pair_ratio.is_finite() && (0.0..1.0).contains(&self.pair_ratio)) {
+            return Err(SvmError::invalid_parameter(
+                "pair_ratio",
+                format!("must lie in [0, 1), got {}", self.pair_ratio),
             ));
         }
         if !(self.al_penalty.is_finite() && self.al_penalty >= 0.0) {
@@ -345,10 +357,10 @@ pub fn solve_alfpgm<R: Rows>(
             break;
         }
         prev = (m_up, m_low);
-        pick_pairs(cache, &state, &mut work, p, tol)?;
+        pick_pairs(cache, &state, &mut work, params, p, tol)?;
         if work.pairs_i.is_empty() {
             scan_candidates(&state, &mut work, params, p, prev, false);
-            pick_pairs(cache, &state, &mut work, p, tol)?;
+            pick_pairs(cache, &state, &mut work, params, p, tol)?;
         }
         if work.pairs_i.is_empty() {
             // No pair with b_ij > 0 although m - M >= tol cannot happen; stop, reported.
@@ -450,6 +462,7 @@ fn pick_pairs<R: Rows>(
     cache: &mut KernelRowCache<'_, R>,
     state: &DualState,
     work: &mut Work,
+    params: &AlfpgmParams,
     p: usize,
     tol: f64,
 ) -> Result<()> {
@@ -475,6 +488,8 @@ fn pick_pairs<R: Rows>(
     work.cand_low.clear();
     work.cand_low.extend_from_slice(work.low.finish());
     let c = state.c;
+    let mut first_violation = 0.0;
+    let pair_ratio = params.pair_ratio;
     while work.pairs_i.len() < p {
         // i: the largest look-ahead violation in I_up.
         let mut best_i = None;
@@ -492,7 +507,13 @@ fn pick_pairs<R: Rows>(
             .iter()
             .filter(|&&(_, t)| !work.in_b[t as usize] && t as usize != i)
             .fold(f64::INFINITY, |m, &(v, _)| m.min(v));
-        if vi - v_low_min <= tol {
+        // Stop at pairs that violate much less than the first one: they cost a kernel row and
+        // a gradient update each and gain next to nothing.
+        let floor = match work.pairs_i.first() {
+            Some(_) => tol.max(pair_ratio * first_violation),
+            None => tol,
+        };
+        if vi - v_low_min <= floor {
             break;
         }
         let (j, b, a) = {
@@ -528,6 +549,9 @@ fn pick_pairs<R: Rows>(
         work.pairs_i.push(i);
         work.pairs_j.push(j);
         work.min_violation = work.min_violation.min(b);
+        if work.pairs_i.len() == 1 {
+            first_violation = b;
+        }
         if work.pairs_i.len() == p {
             break;
         }
@@ -907,6 +931,7 @@ mod tests {
                 min_alpha_opt: [0, 2, 5][trial % 3] as u32,
                 max_alpha_opt: [5, 50, 500][(trial / 3) % 3] as u32,
                 min_alpha_check: [0, 1, 7][trial % 3],
+                pair_ratio: [0.0, 0.5, 0.9][(trial / 2) % 3],
                 ..Default::default()
             };
             let x = DenseView::new(&xs, n, d).unwrap();
