@@ -21,12 +21,13 @@
 //!    the violation exceeds tol and at least `pair_ratio` times the first pair's [RECON]. If
 //!    the limited candidates give no pair, the selection runs again
 //!    without limiter, which always yields the maximal violating pair while m - M >= tol.
+//!    A working set of one pair is solved exactly by the analytic SMO step.
 //! 2. **Subproblem in the d-form** (d = a_B - a_B^k): min 1/2 d^T Q_BB d + G_B^T d s.t.
 //!    y_B^T d = 0, -a_B <= d <= C - a_B, with Q_BB taken from the cached kernel rows of B.
 //! 3. **Augmented Lagrangian** for the equality: L_k(d, lambda) = phi(d) - lambda y^T d +
 //!    k/2 (y^T d)^2, lambda warm-started from the previous step (it converges to the bias rho),
-//!    updated lambda <- lambda - k y^T d until k |y^T d| <= eps_in; k defaults to
-//!    lambda_max(Q_BB) / |B|.
+//!    updated lambda <- lambda - k y^T d until k |y^T d| <= eps_in, kept within the range of
+//!    -y_t G_t on B widened by its length [RECON]; k defaults to lambda_max(Q_BB) / |B|.
 //! 4. **FISTA** (Beck & Teboulle) for each AL subproblem: projected gradient steps 1/L on the box,
 //!    Nesterov momentum, adaptive restart (O'Donoghue & Candes) when the step opposes the
 //!    momentum, stop when the gradient mapping |L (z - d)|_inf <= eps_in, with
@@ -37,8 +38,9 @@
 //!    (d_i <- clip(d_i - mu y_i) for l_i < d_i < u_i, mu by bisection; every entry only if the
 //!    free ones cannot absorb it), so y^T a = 0 holds to rounding however loose the AL solve
 //!    was, and variables the step drove to a bound stay exactly at 0 or C.
-//! 6. **Progress guard**: if phi(d) >= 0 (no decrease of f), one WSS2 SMO step (`smo.rs`) is
-//!    taken instead, so every step decreases f.
+//! 6. **Progress guard**: if phi(d) >= 0 (no decrease of f) but d is a descent direction, d is
+//!    shortened by the exact line search on [0, d] [RECON]; otherwise one WSS2 SMO step
+//!    (`smo.rs`) is taken instead, so every step decreases f.
 //! 7. **Gradient update** G += Q_{:,B} d over the cached rows of B, in parallel over blocks of n.
 //!
 //! The global stopping test always uses the unfiltered I_up / I_low.
@@ -366,6 +368,21 @@ pub fn solve_alfpgm<R: Rows>(
             // No pair with b_ij > 0 although m - M >= tol cannot happen; stop, reported.
             break;
         }
+        if work.pairs_i.len() == 1 {
+            // One pair: the subproblem's exact solution is the analytic SMO step.
+            let (i, j) = (work.pairs_i[0], work.pairs_j[0]);
+            let rows = cache.rows(&[i, j])?;
+            let (di, dj) = state.smo_step(i, j, rows.row(0), rows.row(1));
+            for (t, dt) in [(i, di), (j, dj)] {
+                work.count[t] = work.count[t].saturating_add(1);
+                work.last_change[t] = dt.abs();
+                work.in_b[t] = false;
+                refresh_flags(&state, &mut work, params, t);
+            }
+            iter += 1;
+            reporter.tick(&state, iter, false)?;
+            continue;
+        }
         let rows = cache.rows(&work.b)?;
         let decrease = solve_subproblem(&rows, &state, &mut work, params, tol, &mut lambda);
         inner_iterations += decrease.1;
@@ -663,13 +680,25 @@ fn solve_subproblem(
     let weakest = work.min_violation.min(up_max - low_min);
     let eps_in = (params.inner_tol_factor * tol).max(params.inner_rel * weakest);
     let mut fista_iters = 0u64;
+    // The multiplier of the subproblem's solution is -v of its free variables, which lies in
+    // [M_B, m_B] of the violations on B (the step only reduces violations): the warm start and
+    // every update are kept in that interval, widened by its length. Unclamped, an update
+    // after a loose FISTA solve (k |y^T d| up to k C) could throw lambda far out, where the
+    // box-clipped d and its repair came back as d = 0 (cod-rna: 10% of steps).
+    let (lam_lo, lam_hi) = if up_max.is_finite() && low_min.is_finite() && low_min <= up_max {
+        let w = up_max - low_min;
+        (-up_max - w, -low_min + w)
+    } else {
+        (f64::NEG_INFINITY, f64::INFINITY)
+    };
+    *lambda = lambda.clamp(lam_lo, lam_hi);
     // d starts at 0 (feasible); each AL round warm-starts FISTA from the last d.
     for _ in 0..params.al_max_iter {
         fista_iters += fista(
             q, g, yb, lo, hi, d, z, prev, grad, m, *lambda, k, lip, eps_in, params,
         );
         let r: f64 = yb.iter().zip(d.iter()).map(|(y, x)| y * x).sum();
-        *lambda -= k * r;
+        *lambda = (*lambda - k * r).clamp(lam_lo, lam_hi);
         if k * r.abs() <= eps_in {
             break;
         }
@@ -677,12 +706,18 @@ fn solve_subproblem(
     repair(d, yb, lo, hi);
     // phi(d) = 1/2 d^T Q d + g^T d.
     matvec(q, d, w, m);
-    let phi: f64 = d
-        .iter()
-        .zip(w.iter())
-        .zip(g.iter())
-        .map(|((x, qx), gi)| x * (0.5 * qx + gi))
-        .sum();
+    let dqd: f64 = d.iter().zip(w.iter()).map(|(x, qx)| x * qx).sum();
+    let gd: f64 = d.iter().zip(g.iter()).map(|(x, gi)| x * gi).sum();
+    let mut phi = 0.5 * dqd + gd;
+    if phi >= 0.0 && gd < 0.0 && dqd > 0.0 {
+        // An inexact solve overshot along a descent direction: the exact line search
+        // t = -g^T d / d^T Q d (< 1/2 here) on the segment [0, d], which stays feasible.
+        let t = -gd / dqd;
+        for x in d.iter_mut() {
+            *x *= t;
+        }
+        phi = -0.5 * gd * gd / dqd;
+    }
     (phi, fista_iters)
 }
 
