@@ -49,6 +49,16 @@ def machine() -> str:
     return f"{model}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.machine()}"
 
 
+NOTE = (
+    "All solvers: tol = 1e-3 (m(a) - M(a) < tol), cache_size = 200 MB, C and gamma from "
+    "SETTINGS.md. scikit-learn's SVC (LIBSVM) runs on one thread; ALFPGM and budgetsvm's SMO on "
+    "the threads above unless marked 1 thread; scikit-learn-intelex uses every core. Dual "
+    "objective: D(a) = sum a - 1/2 a^T Q a (higher is better), computed the same way for every "
+    "solver from its dual_coef_ and support vectors. Times: wall-clock seconds of one fit, single "
+    "runs, on a machine shared with other jobs."
+)
+
+
 def load_average() -> str:
     try:
         import os
@@ -181,9 +191,7 @@ def main() -> None:
         f"{budgetsvm.get_num_threads()}; scikit-learn-intelex "
         f"{'installed' if have_sklearnex else 'not installed'}  "
     )
-    say(
-        "All solvers: tol = 1e-3 (m(a) - M(a) < tol), cache_size = 200 MB, C and gamma from SETTINGS.md."
-    )
+    say(NOTE)
     say()
 
     # --- p sweep ---------------------------------------------------------------------------
@@ -283,6 +291,8 @@ def main() -> None:
     say()
     say(f"Total benchmark time {fmt(time.perf_counter() - started, 0)} s.  ")
     say(f"Load average at the end (1, 5, 15 min): {load_average()}.")
+    say()
+    say("Method choices and the discussion of these results: `alfpgm_notes.md`.")
 
     if sweep:
         try:

@@ -56,7 +56,7 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
     solver : {'alfpgm', 'smo'}, default='alfpgm'
     tol : float, default=1e-3
         Stop when m(a) - M(a) < tol (SVC's ``tol``).
-    n_pairs : int, default=50
+    n_pairs : int, default=100
         ALFPGM: pairs per working set (at most 2 * n_pairs variables per step).
     cache_size : float, default=200
         Kernel-row cache in MB per class-pair problem (as SVC's ``cache_size``; rows are float32
@@ -139,7 +139,7 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         gamma: Any = "scale",
         solver: str = "alfpgm",
         tol: float = 1e-3,
-        n_pairs: int = 50,
+        n_pairs: int = 100,
         cache_size: float = 200,
         max_iter: int = -1,
         n_jobs: Optional[int] = None,

@@ -94,7 +94,7 @@ pub struct AlfpgmParams {
 impl Default for AlfpgmParams {
     fn default() -> Self {
         AlfpgmParams {
-            n_pairs: 50,
+            n_pairs: 100,
             min_alpha_opt: 5,
             max_alpha_opt: 500,
             min_alpha_check: 0,
