@@ -106,6 +106,7 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
     support_ : ndarray of shape (n_SV,)
         Indices of the support vectors in the training data, grouped by class (as SVC).
     support_vectors_ : ndarray of shape (n_SV, n_features)
+        Dense also for sparse input (SVC keeps sparse input sparse here).
     n_support_ : ndarray of shape (n_classes,)
         Support vectors per class.
     dual_coef_ : ndarray of shape (n_classes - 1, n_SV)
