@@ -1,6 +1,6 @@
 """Type stubs of the native module (checked against the binary by mypy.stubtest in CI)."""
 
-from typing import Any, Callable, Dict, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -17,7 +17,9 @@ __all__ = [
     "feature_variance",
     "fit_bsca",
     "fit_bsgd",
+    "fit_kernel_svc",
     "get_num_threads",
+    "kernel_rows",
     "load_libsvm",
     "merge_search",
     "rbf_kernel",
@@ -74,6 +76,38 @@ def fit_bsca(
     shuffle: bool = True,
     dual_step: str = "decaying",
 ) -> Dict[str, Any]: ...
+def fit_kernel_svc(
+    x: _Features,
+    y: npt.NDArray[np.uint32],
+    n_classes: int,
+    *,
+    c: float,
+    gamma: float,
+    solver: str = "alfpgm",
+    tol: float = 1e-3,
+    cache_size: float = 200.0,
+    max_iter: int = 0,
+    n_threads: Optional[int] = None,
+    n_pairs: int = 100,
+    min_alpha_opt: int = 5,
+    max_alpha_opt: int = 500,
+    min_alpha_check: int = 0,
+    pair_ratio: float = 0.5,
+    alpha_delta_threshold: float = 1e-5,
+    al_penalty: float = 0.0,
+    al_max_iter: int = 20,
+    fista_max_iter: int = 500,
+    inner_tol_factor: float = 0.1,
+    inner_rel: float = 0.1,
+    power_iters: int = 8,
+    lipschitz_safety: float = 1.1,
+    restart: bool = True,
+    report_every: Optional[float] = None,
+    callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
+) -> List[Dict[str, Any]]: ...
+def kernel_rows(
+    x: _Features, gamma: float, rows: npt.NDArray[np.int64]
+) -> Tuple[npt.NDArray[np.float32], float]: ...
 def decision_function(
     support_vectors: npt.NDArray[np.float64],
     coef: npt.NDArray[np.float64],

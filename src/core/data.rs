@@ -16,6 +16,9 @@ pub trait Rows: Sync {
     /// Dot product of row `i` with a dense vector; columns at or past `v.len()` count as zero, so
     /// test rows may have more features than the training rows the vector came from.
     fn dot_dense(&self, i: usize, v: &[f64]) -> f64;
+    /// Dot product of rows `i` and `j` of this matrix: a sorted-index merge of the non-zeros for
+    /// CSR rows (no scratch; used when densifying a row would cost more than the merge).
+    fn dot_rows(&self, i: usize, j: usize) -> f64;
     /// Writes row `i` into `out` (zero-filled first); columns past `out.len()` are dropped.
     fn write_dense(&self, i: usize, out: &mut [f64]) {
         out.fill(0.0);
@@ -89,6 +92,10 @@ impl Rows for DenseView<'_> {
     #[inline]
     fn dot_dense(&self, i: usize, v: &[f64]) -> f64 {
         simd::dot(self.row(i), v)
+    }
+    #[inline]
+    fn dot_rows(&self, i: usize, j: usize) -> f64 {
+        simd::dot(self.row(i), self.row(j))
     }
     fn write_dense(&self, i: usize, out: &mut [f64]) {
         let row = self.row(i);
@@ -208,13 +215,43 @@ impl<I: SparseIndex> Rows for CsrView<'_, I> {
             f(c.to_usize().unwrap_or(0), v);
         }
     }
+    /// A gather over the row's non-zeros with four independent accumulators (one chain of
+    /// dependent adds would cost a full add latency per non-zero).
     #[inline]
     fn dot_dense(&self, i: usize, v: &[f64]) -> f64 {
         let r = self.range(i);
-        let mut s = 0.0;
-        for (c, &x) in self.indices[r.clone()].iter().zip(&self.values[r]) {
-            if let Some(w) = c.to_usize().and_then(|c| v.get(c)) {
-                s += x * w;
+        let (idx, val) = (&self.indices[r.clone()], &self.values[r]);
+        let w = |c: &I| c.to_usize().and_then(|c| v.get(c)).copied().unwrap_or(0.0);
+        let mut acc = [0.0f64; 4];
+        let mut ci = idx.chunks_exact(4);
+        let mut cv = val.chunks_exact(4);
+        for (ck, vk) in (&mut ci).zip(&mut cv) {
+            for l in 0..4 {
+                acc[l] += vk[l] * w(&ck[l]);
+            }
+        }
+        let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+        for (c, x) in ci.remainder().iter().zip(cv.remainder()) {
+            s += x * w(c);
+        }
+        s
+    }
+    fn dot_rows(&self, i: usize, j: usize) -> f64 {
+        let (ra, rb) = (self.range(i), self.range(j));
+        let (ia, va) = (&self.indices[ra.clone()], &self.values[ra]);
+        let (ib, vb) = (&self.indices[rb.clone()], &self.values[rb]);
+        let (mut a, mut b, mut s) = (0, 0, 0.0);
+        // Indices are sorted (the constructor's callers normalise CSR to canonical form).
+        while a < ia.len() && b < ib.len() {
+            let (ca, cb) = (ia[a].to_usize(), ib[b].to_usize());
+            match ca.cmp(&cb) {
+                std::cmp::Ordering::Less => a += 1,
+                std::cmp::Ordering::Greater => b += 1,
+                std::cmp::Ordering::Equal => {
+                    s += va[a] * vb[b];
+                    a += 1;
+                    b += 1;
+                }
             }
         }
         s
@@ -255,11 +292,63 @@ impl Rows for AnyRows<'_> {
     fn dot_dense(&self, i: usize, v: &[f64]) -> f64 {
         dispatch!(self, r => r.dot_dense(i, v))
     }
+    #[inline]
+    fn dot_rows(&self, i: usize, j: usize) -> f64 {
+        dispatch!(self, r => r.dot_rows(i, j))
+    }
     fn write_dense(&self, i: usize, out: &mut [f64]) {
         dispatch!(self, r => r.write_dense(i, out))
     }
     fn sq_norm(&self, i: usize) -> f64 {
         dispatch!(self, r => r.sq_norm(i))
+    }
+}
+
+/// The rows `index[0], index[1], ...` of another matrix, without copying (the training set of one
+/// pair of classes in one-vs-one training).
+#[derive(Debug, Clone, Copy)]
+pub struct SubsetRows<'a, R: Rows> {
+    base: &'a R,
+    index: &'a [usize],
+}
+
+impl<'a, R: Rows> SubsetRows<'a, R> {
+    /// Fails if an index is out of range.
+    pub fn new(base: &'a R, index: &'a [usize]) -> Result<Self> {
+        if let Some(&bad) = index.iter().find(|&&i| i >= base.n_rows()) {
+            return Err(SvmError::invalid_input(format!(
+                "row index {bad} out of range for {} rows",
+                base.n_rows()
+            )));
+        }
+        Ok(SubsetRows { base, index })
+    }
+}
+
+impl<R: Rows> Rows for SubsetRows<'_, R> {
+    fn n_rows(&self) -> usize {
+        self.index.len()
+    }
+    fn n_cols(&self) -> usize {
+        self.base.n_cols()
+    }
+    #[inline]
+    fn for_each_nonzero(&self, i: usize, f: impl FnMut(usize, f64)) {
+        self.base.for_each_nonzero(self.index[i], f)
+    }
+    #[inline]
+    fn dot_dense(&self, i: usize, v: &[f64]) -> f64 {
+        self.base.dot_dense(self.index[i], v)
+    }
+    #[inline]
+    fn dot_rows(&self, i: usize, j: usize) -> f64 {
+        self.base.dot_rows(self.index[i], self.index[j])
+    }
+    fn write_dense(&self, i: usize, out: &mut [f64]) {
+        self.base.write_dense(self.index[i], out)
+    }
+    fn sq_norm(&self, i: usize) -> f64 {
+        self.base.sq_norm(self.index[i])
     }
 }
 
@@ -341,6 +430,18 @@ mod tests {
         }
         // A shorter vector: the missing features are zero.
         assert_eq!(s.dot_dense(0, &[2.0]), 2.0);
+        for i in 0..3 {
+            for j in 0..3 {
+                assert_eq!(d.dot_rows(i, j), s.dot_rows(i, j));
+            }
+        }
+        let idx = [2usize, 0, 2];
+        let sub = SubsetRows::new(&s, &idx).unwrap();
+        assert_eq!(sub.n_rows(), 3);
+        assert_eq!(sub.dot_rows(0, 1), 0.0);
+        assert_eq!(sub.dot_rows(0, 2), 9.0);
+        assert_eq!(sub.sq_norm(1), 5.0);
+        assert!(SubsetRows::new(&s, &[3]).is_err());
     }
 
     #[test]

@@ -19,8 +19,10 @@ use crate::core::error::SvmError;
 use crate::core::libsvm::{summarize_libsvm_file, LibsvmChunks, LibsvmData};
 use crate::core::merge::{search_pair, MergeSearch, MergeTable, DEFAULT_TABLE_SIZE};
 use crate::core::model::BudgetModel;
+use crate::core::solvers::alfpgm::AlfpgmParams;
 use crate::core::solvers::bsca::{train_bsca, BscaParams, DualStep};
 use crate::core::solvers::bsgd::{train_bsgd_state, BsgdParams, BsgdState};
+use crate::core::solvers::kernel_svc::{train_kernel_svc, ExactSolver, KernelSvcParams};
 use crate::core::solvers::{EpochObserver, EpochSnapshot, Monitor, Progress};
 use crate::core::{kernel, parallel, simd};
 use convert::Features;
@@ -47,6 +49,9 @@ impl PythonMonitor {
                     info.set_item("n_sv", p.n_sv)?;
                     info.set_item("maintenance_events", p.maintenance_events)?;
                     info.set_item("seconds", p.seconds)?;
+                    if let Some(gap) = p.gap {
+                        info.set_item("gap", gap)?;
+                    }
                     cb.call1(py, (info,))?;
                 }
             }
@@ -488,6 +493,130 @@ impl BsgdStream {
     }
 }
 
+/// Trains the exact kernel SVC (one-vs-one pairs, ALFPGM or SMO); returns one dict per pair.
+#[pyfunction]
+#[pyo3(signature = (x, y, n_classes, *, c, gamma, solver = "alfpgm", tol = 1e-3, cache_size = 200.0, max_iter = 0, n_threads = None, n_pairs = 100, min_alpha_opt = 5, max_alpha_opt = 500, min_alpha_check = 0, pair_ratio = 0.5, alpha_delta_threshold = 1e-5, al_penalty = 0.0, al_max_iter = 20, fista_max_iter = 500, inner_tol_factor = 0.1, inner_rel = 0.1, power_iters = 8, lipschitz_safety = 1.1, restart = true, report_every = None, callback = None))]
+#[allow(clippy::too_many_arguments)]
+fn fit_kernel_svc<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    y: PyReadonlyArray1<'py, u32>,
+    n_classes: usize,
+    c: f64,
+    gamma: f64,
+    solver: &str,
+    tol: f64,
+    cache_size: f64,
+    max_iter: u64,
+    n_threads: Option<usize>,
+    n_pairs: usize,
+    min_alpha_opt: u32,
+    max_alpha_opt: u32,
+    min_alpha_check: usize,
+    pair_ratio: f64,
+    alpha_delta_threshold: f64,
+    al_penalty: f64,
+    al_max_iter: usize,
+    fista_max_iter: usize,
+    inner_tol_factor: f64,
+    inner_rel: f64,
+    power_iters: usize,
+    lipschitz_safety: f64,
+    restart: bool,
+    report_every: Option<f64>,
+    callback: Option<Py<PyAny>>,
+) -> PyResult<Bound<'py, pyo3::types::PyList>> {
+    if !(cache_size.is_finite() && cache_size > 0.0) {
+        return Err(PyValueError::new_err(format!(
+            "cache_size must be a positive number of MB, got {cache_size}"
+        )));
+    }
+    let params = KernelSvcParams {
+        c,
+        gamma,
+        tol,
+        cache_bytes: (cache_size * 1024.0 * 1024.0).min(usize::MAX as f64 / 2.0) as usize,
+        max_iter,
+        solver: ExactSolver::parse(solver)?,
+        alfpgm: AlfpgmParams {
+            n_pairs,
+            min_alpha_opt,
+            max_alpha_opt,
+            min_alpha_check,
+            pair_ratio,
+            alpha_delta_threshold,
+            al_penalty,
+            al_max_iter,
+            fista_max_iter,
+            inner_tol_factor,
+            inner_rel,
+            power_iters,
+            lipschitz_safety,
+            restart,
+        },
+        report_every,
+        n_threads,
+    };
+    let valid = params.check()?;
+    let y = convert::slice1(&y)?;
+    let pairs = run_solver(py, x, callback, None, |rows, monitor, _| {
+        train_kernel_svc(rows, y, n_classes, &valid, monitor)
+    })?;
+    let out = pyo3::types::PyList::empty(py);
+    for p in pairs {
+        let d = PyDict::new(py);
+        d.set_item("classes", (p.classes.0, p.classes.1))?;
+        let support: Vec<i64> = p.support.iter().map(|&i| i as i64).collect();
+        d.set_item("support", support.into_pyarray(py))?;
+        d.set_item("coef", p.coef.into_pyarray(py))?;
+        d.set_item("rho", p.rho)?;
+        d.set_item("objective", p.objective)?;
+        d.set_item("iterations", p.iterations)?;
+        d.set_item("converged", p.converged)?;
+        d.set_item("gap", p.gap)?;
+        d.set_item("fallback_steps", p.fallback_steps)?;
+        d.set_item("inner_iterations", p.inner_iterations)?;
+        d.set_item("cache_hits", p.cache.hits)?;
+        d.set_item("cache_misses", p.cache.misses)?;
+        d.set_item("kernel_seconds", p.cache.seconds)?;
+        d.set_item("seconds", p.seconds)?;
+        d.set_item("n_rows", p.n_rows)?;
+        out.append(d)?;
+    }
+    Ok(out)
+}
+
+/// Kernel rows K[i, :] for the given row indices, computed as the solvers compute them (one
+/// parallel batch of the kernel-row cache, f32): (rows, seconds spent computing).
+#[pyfunction]
+fn kernel_rows<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    gamma: f64,
+    rows: PyReadonlyArray1<'py, i64>,
+) -> PyResult<(Bound<'py, PyArray2<f32>>, f64)> {
+    let features = Features::extract(x)?;
+    let xr = features.rows()?;
+    let idx: Vec<usize> = convert::slice1(&rows)?
+        .iter()
+        .map(|&i| usize::try_from(i).map_err(|_| PyValueError::new_err("negative row index")))
+        .collect::<PyResult<_>>()?;
+    let n = xr.n_rows();
+    let (out, seconds) = py.detach(|| {
+        no_panic(|| {
+            let bytes = idx.len().max(2) * n.max(1) * std::mem::size_of::<f32>();
+            let mut cache = crate::core::kernel_cache::KernelRowCache::new(&xr, gamma, bytes)?;
+            let got = cache.rows(&idx)?;
+            let mut out = Vec::with_capacity(idx.len() * n);
+            for k in 0..got.len() {
+                out.extend_from_slice(got.row(k));
+            }
+            Ok((out, cache.stats().seconds))
+        })
+    })?;
+    Ok((out.into_pyarray(py).reshape([idx.len(), n])?, seconds))
+}
+
 /// Decision values of a kernel expansion: (n_rows, n_out).
 #[pyfunction]
 fn decision_function<'py>(
@@ -639,9 +768,9 @@ fn simd_level() -> &'static str {
 mod _budgetsvm {
     #[pymodule_export]
     use super::{
-        decision_function, feature_variance, fit_bsca, fit_bsgd, get_num_threads, load_libsvm,
-        merge_search, rbf_kernel, set_num_threads, simd_level, summarize_libsvm, BsgdStream,
-        LibsvmChunkReader,
+        decision_function, feature_variance, fit_bsca, fit_bsgd, fit_kernel_svc, get_num_threads,
+        kernel_rows, load_libsvm, merge_search, rbf_kernel, set_num_threads, simd_level,
+        summarize_libsvm, BsgdStream, LibsvmChunkReader,
     };
 
     #[pymodule_init]

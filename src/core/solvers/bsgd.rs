@@ -309,6 +309,7 @@ impl BsgdState {
                     maintenance_events: self.maintainer.stats.events,
                     seconds: self.seconds + start.elapsed().as_secs_f64(),
                     epoch_done: false,
+                    gap: None,
                 })?;
             }
         }
@@ -342,6 +343,7 @@ impl BsgdState {
             maintenance_events: self.maintainer.stats.events,
             seconds: self.seconds,
             epoch_done: true,
+            gap: None,
         }
     }
 

@@ -1,7 +1,10 @@
 //! Solvers. Each states its objective in its module doc and reports through [`Progress`].
 
+pub mod alfpgm;
 pub mod bsca;
 pub mod bsgd;
+pub mod kernel_svc;
+pub mod smo;
 
 use std::time::{Duration, Instant};
 
@@ -21,7 +24,10 @@ pub struct Progress {
     pub maintenance_events: u64,
     pub seconds: f64,
     /// True once at the end of each epoch; false for the periodic heartbeats in between.
+    /// (Exact solvers: true for the progress lines asked for with verbose output.)
     pub epoch_done: bool,
+    /// Exact solvers: the KKT gap m(a) - M(a) when known.
+    pub gap: Option<f64>,
 }
 
 /// A monitor callback: sees progress, may abort.

@@ -1,0 +1,381 @@
+"""The exact Gaussian-kernel SVC (ALFPGM or WSS2 SMO in Rust), a drop-in for scikit-learn's SVC."""
+
+from __future__ import annotations
+
+import numbers
+import sys
+import warnings
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.multiclass import _ovr_decision_function, check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from budgetsvm import _budgetsvm
+from budgetsvm._validation import check_choice, check_positive, resolve_gamma, to_native
+
+SOLVERS = ("alfpgm", "smo")
+SHAPES = ("ovr", "ovo")
+
+
+def _check_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _check_nonnegative(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    if not np.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
+
+
+class KernelSVC(ClassifierMixin, BaseEstimator):
+    """Exact C-SVC with the Gaussian kernel, trained by ALFPGM or by WSS2 SMO.
+
+    Solves the same problem as scikit-learn's ``SVC(kernel='rbf')`` (LIBSVM): the dual
+    min_a 1/2 a^T Q a - e^T a subject to y^T a = 0 and 0 <= a_i <= C, with the bias, to the
+    tolerance ``tol`` on the maximal KKT violation m(a) - M(a). ``solver='alfpgm'`` (default)
+    optimises ``n_pairs`` pairs of variables per step (pWSS selection, augmented Lagrangian with
+    FISTA inner solves; Aregbesola & Griva 2022), the kernel rows of a step computed in parallel
+    and kept in an LRU cache; ``solver='smo'`` is LIBSVM's SMO with second-order working-set
+    selection (without shrinking). More than two classes are trained one-vs-one like SVC, the
+    class pairs in parallel.
+
+    Parameters
+    ----------
+    C : float, default=1.0
+        Upper bound of the dual variables (regularisation, as in SVC).
+    gamma : {'scale', 'auto'} or float, default='scale'
+        Kernel width in exp(-gamma ||x - x'||^2); 'scale' is 1 / (n_features * X.var()).
+    solver : {'alfpgm', 'smo'}, default='alfpgm'
+    tol : float, default=1e-3
+        Stop when m(a) - M(a) < tol (SVC's ``tol``).
+    n_pairs : int, default=100
+        ALFPGM: pairs per working set (at most 2 * n_pairs variables per step).
+    cache_size : float, default=200
+        Kernel-row cache in MB per class-pair problem (as SVC's ``cache_size``; rows are float32
+        like LIBSVM's, so the same size holds the same number of rows).
+    max_iter : int, default=-1
+        Iteration cap per class pair (SMO: pair steps; ALFPGM: working sets); -1 is the solver's
+        default (SMO: max(10^7, 100 n) like LIBSVM, ALFPGM: max(10^5, n)). Reaching it gives a
+        ``ConvergenceWarning``.
+    n_jobs : int or None, default=None
+        Threads for this fit (kernel rows, gradient updates, class pairs); None uses
+        ``budgetsvm.set_num_threads`` (default all cores), -1 all cores.
+    verbose : bool, default=False
+        Print a progress line per class pair about every second and when it finishes.
+    decision_function_shape : {'ovr', 'ovo'}, default='ovr'
+        As in SVC: 'ovr' turns the pairwise values into (n_samples, n_classes) one-vs-rest
+        scores by votes plus confidences, 'ovo' returns the pairwise values.
+    min_alpha_opt, max_alpha_opt : int, default=5, 500
+        ALFPGM's limiter: a variable leaves the selection after ``max_alpha_opt`` optimisations,
+        or after ``min_alpha_opt`` when it sits at 0 or C and stopped changing (moved less than
+        ``alpha_delta_threshold * C``). The selection falls back to all variables when the
+        limited sets have no violating pair; the stopping test always uses all variables.
+    min_alpha_check : int or None, default=None
+        ALFPGM: the j of each pair is searched among this many of the most violating variables
+        of I_low (None: 4 * n_pairs).
+    pair_ratio : float, default=0.5
+        ALFPGM: pairs are added to a working set while their violation (after the look-ahead
+        update by the pairs already chosen) is at least this fraction of the first pair's;
+        ``n_pairs`` is then a cap. 0 always takes ``n_pairs`` pairs.
+    alpha_delta_threshold : float, default=1e-5
+    al_penalty : float or None, default=None
+        ALFPGM: augmented Lagrangian scaling k; None sets k = lambda_max(Q_BB) / |B| per step.
+    al_max_iter, fista_max_iter : int, default=20, 500
+        Caps of the multiplier updates per working set and of FISTA iterations per update.
+    inner_tol_factor, inner_rel : float, default=0.1, 0.1
+        FISTA stops when its gradient mapping is below
+        max(inner_tol_factor * tol, inner_rel * violation of the working set).
+    power_iters : int, default=8
+        Power iterations for lambda_max(Q_BB) (the Lipschitz constant).
+    lipschitz_safety : float, default=1.1
+        Factor on the power-method estimate.
+    restart : bool, default=True
+        FISTA adaptive restart.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    support_ : ndarray of shape (n_SV,)
+        Indices of the support vectors in the training data, grouped by class (as SVC).
+    support_vectors_ : ndarray of shape (n_SV, n_features)
+        Dense also for sparse input (SVC keeps sparse input sparse here).
+    n_support_ : ndarray of shape (n_classes,)
+        Support vectors per class.
+    dual_coef_ : ndarray of shape (n_classes - 1, n_SV)
+        y_i a_i in SVC's layout (for two classes, positive for ``classes_[1]``).
+    intercept_ : ndarray of shape (n_classes * (n_classes - 1) / 2,)
+    gamma_ : float
+    n_iter_ : ndarray of shape (n_classes * (n_classes - 1) / 2,)
+        Iterations per class pair (SMO: pair steps; ALFPGM: working sets).
+    dual_objective_ : ndarray of shape (n_classes * (n_classes - 1) / 2,)
+        D(a) = e^T a - 1/2 a^T Q a per class pair (LIBSVM prints obj = -D).
+    fit_stats_ : dict
+        Per-pair KKT gap, convergence flags, ALFPGM's SMO fallback steps and FISTA iterations,
+        kernel-row cache hits/misses and the seconds spent computing kernel rows, total seconds.
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from budgetsvm import KernelSVC
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-1, 1, size=(500, 2))
+    >>> y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    >>> clf = KernelSVC(C=10, gamma=2.0).fit(X, y)
+    >>> bool(clf.score(X, y) > 0.9)
+    True
+    """
+
+    def __init__(
+        self,
+        C: float = 1.0,
+        gamma: Any = "scale",
+        solver: str = "alfpgm",
+        tol: float = 1e-3,
+        n_pairs: int = 100,
+        cache_size: float = 200,
+        max_iter: int = -1,
+        n_jobs: Optional[int] = None,
+        verbose: bool = False,
+        decision_function_shape: str = "ovr",
+        min_alpha_opt: int = 5,
+        max_alpha_opt: int = 500,
+        min_alpha_check: Optional[int] = None,
+        pair_ratio: float = 0.5,
+        alpha_delta_threshold: float = 1e-5,
+        al_penalty: Optional[float] = None,
+        al_max_iter: int = 20,
+        fista_max_iter: int = 500,
+        inner_tol_factor: float = 0.1,
+        inner_rel: float = 0.1,
+        power_iters: int = 8,
+        lipschitz_safety: float = 1.1,
+        restart: bool = True,
+    ) -> None:
+        self.C = C
+        self.gamma = gamma
+        self.solver = solver
+        self.tol = tol
+        self.n_pairs = n_pairs
+        self.cache_size = cache_size
+        self.max_iter = max_iter
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+        self.decision_function_shape = decision_function_shape
+        self.min_alpha_opt = min_alpha_opt
+        self.max_alpha_opt = max_alpha_opt
+        self.min_alpha_check = min_alpha_check
+        self.pair_ratio = pair_ratio
+        self.alpha_delta_threshold = alpha_delta_threshold
+        self.al_penalty = al_penalty
+        self.al_max_iter = al_max_iter
+        self.fista_max_iter = fista_max_iter
+        self.inner_tol_factor = inner_tol_factor
+        self.inner_rel = inner_rel
+        self.power_iters = power_iters
+        self.lipschitz_safety = lipschitz_safety
+        self.restart = restart
+
+    def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    def _native_params(self) -> Dict[str, Any]:
+        check_positive("C", self.C)
+        check_positive("tol", self.tol)
+        check_positive("cache_size", self.cache_size)
+        check_choice("solver", self.solver, SOLVERS)
+        check_choice("decision_function_shape", self.decision_function_shape, SHAPES)
+        check_choice("verbose", self.verbose, (True, False))
+        check_choice("restart", self.restart, (True, False))
+        _check_int("n_pairs", self.n_pairs, 1)
+        _check_int("min_alpha_opt", self.min_alpha_opt, 0)
+        _check_int("max_alpha_opt", self.max_alpha_opt, 1)
+        if self.min_alpha_opt > self.max_alpha_opt:
+            raise ValueError(
+                f"min_alpha_opt must not exceed max_alpha_opt, got {self.min_alpha_opt} > "
+                f"{self.max_alpha_opt}"
+            )
+        if self.min_alpha_check is not None:
+            _check_int("min_alpha_check", self.min_alpha_check, 1)
+        _check_nonnegative("pair_ratio", self.pair_ratio)
+        if self.pair_ratio >= 1:
+            raise ValueError(f"pair_ratio must lie in [0, 1), got {self.pair_ratio!r}")
+        _check_nonnegative("alpha_delta_threshold", self.alpha_delta_threshold)
+        if self.al_penalty is not None:
+            check_positive("al_penalty", self.al_penalty)
+        _check_int("al_max_iter", self.al_max_iter, 1)
+        _check_int("fista_max_iter", self.fista_max_iter, 1)
+        _check_int("power_iters", self.power_iters, 1)
+        check_positive("inner_tol_factor", self.inner_tol_factor)
+        check_positive("inner_rel", self.inner_rel)
+        check_positive("lipschitz_safety", self.lipschitz_safety, minimum=1.0)
+        _check_int("max_iter", self.max_iter, -1)
+        if self.max_iter == 0:
+            raise ValueError("max_iter must be -1 (the solver's default) or >= 1, got 0")
+        n_threads: Optional[int] = None
+        if self.n_jobs is not None:
+            _check_int("n_jobs", self.n_jobs, -1)
+            if self.n_jobs == 0:
+                raise ValueError("n_jobs must be None, -1 (all cores) or >= 1, got 0")
+            n_threads = 0 if self.n_jobs == -1 else int(self.n_jobs)
+        return dict(
+            c=float(self.C),
+            solver=self.solver,
+            tol=float(self.tol),
+            cache_size=float(self.cache_size),
+            max_iter=0 if self.max_iter == -1 else int(self.max_iter),
+            n_threads=n_threads,
+            n_pairs=int(self.n_pairs),
+            min_alpha_opt=int(self.min_alpha_opt),
+            max_alpha_opt=int(self.max_alpha_opt),
+            min_alpha_check=0 if self.min_alpha_check is None else int(self.min_alpha_check),
+            pair_ratio=float(self.pair_ratio),
+            alpha_delta_threshold=float(self.alpha_delta_threshold),
+            al_penalty=0.0 if self.al_penalty is None else float(self.al_penalty),
+            al_max_iter=int(self.al_max_iter),
+            fista_max_iter=int(self.fista_max_iter),
+            inner_tol_factor=float(self.inner_tol_factor),
+            inner_rel=float(self.inner_rel),
+            power_iters=int(self.power_iters),
+            lipschitz_safety=float(self.lipschitz_safety),
+            restart=bool(self.restart),
+        )
+
+    def fit(self, X: Any, y: Any) -> KernelSVC:
+        """Train on X (dense or sparse, n_samples x n_features) and labels y."""
+        native_params = self._native_params()
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C")
+        check_classification_targets(y)
+        self.classes_, y_index = np.unique(y, return_inverse=True)
+        n_classes = len(self.classes_)
+        if n_classes < 2:
+            raise ValueError(
+                "KernelSVC needs samples of at least two classes; the data contain only one "
+                f"class: {self.classes_[0]!r}"
+            )
+        self.gamma_ = resolve_gamma(self.gamma, X)
+        y_index = np.ascontiguousarray(y_index, dtype=np.uint32)
+        pairs: List[Dict[str, Any]] = _budgetsvm.fit_kernel_svc(
+            to_native(X),
+            y_index,
+            n_classes,
+            gamma=self.gamma_,
+            report_every=1.0 if self.verbose else None,
+            callback=_print_progress if self.verbose else None,
+            **native_params,
+        )
+        self._assemble(X, y_index, pairs)
+        if not all(p["converged"] for p in pairs):
+            warnings.warn(
+                f"KernelSVC ({self.solver}) stopped at the iteration cap before reaching "
+                f"tol={self.tol}: KKT gaps {[round(p['gap'], 6) for p in pairs]}; "
+                "raise max_iter or tol",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        return self
+
+    def _assemble(self, X: Any, y_index: np.ndarray, pairs: List[Dict[str, Any]]) -> None:
+        """SVC's attributes from the per-pair solutions."""
+        n_classes = len(self.classes_)
+        is_sv = np.zeros(X.shape[0], dtype=bool)
+        for p in pairs:
+            is_sv[p["support"]] = True
+        rows = np.flatnonzero(is_sv)
+        # Grouped by class, original order inside a class (as SVC).
+        support = rows[np.argsort(y_index[rows], kind="stable")]
+        position = np.full(X.shape[0], -1, dtype=np.int64)
+        position[support] = np.arange(len(support))
+        n_pairs = len(pairs)
+        pair_coef = np.zeros((len(support), n_pairs))
+        dual_coef = np.zeros((max(n_classes - 1, 1), len(support)))
+        rho = np.empty(n_pairs)
+        for k, p in enumerate(pairs):
+            a, b = p["classes"]
+            cols = position[p["support"]]
+            pair_coef[cols, k] = p["coef"]
+            rho[k] = p["rho"]
+            of_a = y_index[p["support"]] == a
+            dual_coef[b - 1, cols[of_a]] = p["coef"][of_a]
+            dual_coef[a, cols[~of_a]] = p["coef"][~of_a]
+        sv = X[support]
+        self.support_ = support.astype(np.int32)
+        self.support_vectors_ = np.ascontiguousarray(sv.toarray() if sp.issparse(sv) else sv)
+        self.n_support_ = np.bincount(y_index[support], minlength=n_classes).astype(np.int32)
+        self._pair_coef = pair_coef
+        self._rho = rho
+        if n_classes == 2:
+            # SVC's binary convention: positive decision values mean classes_[1].
+            self.dual_coef_ = -pair_coef.T.copy()
+            self.intercept_ = rho.copy()
+        else:
+            self.dual_coef_ = dual_coef
+            self.intercept_ = -rho
+        self.n_iter_ = np.array([p["iterations"] for p in pairs], dtype=np.int64)
+        self.dual_objective_ = np.array([-p["objective"] for p in pairs])
+        self.fit_stats_ = {
+            "gap": [p["gap"] for p in pairs],
+            "converged": [p["converged"] for p in pairs],
+            "fallback_steps": int(sum(p["fallback_steps"] for p in pairs)),
+            "inner_iterations": int(sum(p["inner_iterations"] for p in pairs)),
+            "cache_hits": int(sum(p["cache_hits"] for p in pairs)),
+            "cache_misses": int(sum(p["cache_misses"] for p in pairs)),
+            "kernel_seconds": float(sum(p["kernel_seconds"] for p in pairs)),
+            "seconds": float(sum(p["seconds"] for p in pairs)),
+        }
+
+    def _pairwise(self, X: Any) -> np.ndarray:
+        """Pairwise decision values sum_i coef_i k(x_i, x) - rho, positive for the first class
+        of each pair (LIBSVM's convention), shape (n_samples, n_pairs)."""
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C", reset=False)
+        if self.support_vectors_.shape[0] == 0:
+            return np.zeros((X.shape[0], len(self._rho))) - self._rho
+        values = _budgetsvm.decision_function(
+            self.support_vectors_, self._pair_coef, self.gamma_, to_native(X)
+        )
+        return values - self._rho
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Decision values as SVC gives them: (n_samples,) for two classes (positive means
+        ``classes_[1]``); (n_samples, n_classes) with 'ovr', (n_samples, n_pairs) with 'ovo'."""
+        dec = self._pairwise(X)
+        if len(self.classes_) == 2:
+            return -dec[:, 0]
+        if self.decision_function_shape == "ovr":
+            return _ovr_decision_function(dec < 0, -dec, len(self.classes_))
+        return dec
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Predicted labels by one-vs-one votes (ties to the lower class index, as LIBSVM)."""
+        dec = self._pairwise(X)
+        n_classes = len(self.classes_)
+        votes = np.zeros((dec.shape[0], n_classes), dtype=np.int64)
+        k = 0
+        for a in range(n_classes):
+            for b in range(a + 1, n_classes):
+                wins_a = dec[:, k] > 0
+                votes[:, a] += wins_a
+                votes[:, b] += ~wins_a
+                k += 1
+        return self.classes_[np.argmax(votes, axis=1)]
+
+
+def _print_progress(info: Dict[str, Any]) -> None:
+    print(
+        f"[budgetsvm] pair {info['epoch']}/{info['epochs']}: iteration {info['iteration']}, "
+        f"KKT gap {info.get('gap', float('nan')):.3g}, {info['n_sv']} SVs, "
+        f"{info['seconds']:.2f} s",
+        file=sys.stdout,
+        flush=True,
+    )

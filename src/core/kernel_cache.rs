@@ -1,0 +1,569 @@
+//! An LRU cache of full kernel rows K[i, :] = (k(x_i, x_0), ..., k(x_i, x_{n-1})) with a byte
+//! budget, shared by the exact solvers (SMO, ALFPGM).
+//!
+//! Rows are stored as f32, as LIBSVM stores its `Qfloat` rows, so a `cache_size` in MB holds
+//! the same number of rows as scikit-learn's SVC with the same `cache_size`. Values are computed
+//! in f64 through `simd::rbf_from_dots` from dot products and the cached squared norms, then
+//! rounded once. The diagonal is exactly 1.
+//!
+//! `rows(&[i, j, ...])` makes every requested row resident at the same time and computes only
+//! the missing ones, all of them in one parallel batch on the configured pool: the work items
+//! are (row, block of columns) pairs, so one missing row (SMO) is spread over the threads as
+//! well as a batch of 200 (ALFPGM). For a row x_i the batch first writes x_i densely into a
+//! scratch buffer (once per row), then each column block takes the dot products of that buffer
+//! with the rows x_j of the block (`Rows::dot_dense`: a SIMD dot for dense rows, a gather over
+//! the non-zeros of x_j for CSR rows) and turns them into kernel values in one vectorised call.
+//! For very wide sparse data (more than `DENSIFY_MAX_COLS` columns) the densified row would not
+//! stay in cache, and the block uses the sorted-index merge `Rows::dot_rows` instead.
+//!
+//! Eviction is least-recently-used over rows; a request that needs more rows than the budget
+//! holds grows the cache to that request (a working set must be resident as a whole).
+
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use crate::core::data::{finite_sq_norms, Rows};
+use crate::core::error::{Result, SvmError};
+use crate::core::kernel::check_gamma;
+use crate::core::{parallel, simd};
+
+const NONE: u32 = u32::MAX;
+/// Columns per parallel work item (and per stack buffer of dot products).
+const BLOCK: usize = 1024;
+/// Above this many columns, sparse rows are multiplied by sorted-index merging instead of
+/// being densified.
+pub const DENSIFY_MAX_COLS: usize = 1 << 16;
+
+/// Counters of a cache's life (for the benchmark report and the tests).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CacheStats {
+    /// Requested rows that were resident.
+    pub hits: u64,
+    /// Requested rows that had to be computed.
+    pub misses: u64,
+    /// Rows dropped to make room.
+    pub evictions: u64,
+    /// Batches of missing rows computed (one per `rows` call with a miss).
+    pub batches: u64,
+    /// Wall seconds spent computing kernel rows.
+    pub seconds: f64,
+}
+
+/// The LRU kernel-row cache over the rows of `x`.
+pub struct KernelRowCache<'a, R: Rows> {
+    x: &'a R,
+    gamma: f64,
+    n: usize,
+    sq_norms: Vec<f64>,
+    max_slots: usize,
+    /// Row storage, one allocation per slot made the first time the slot is used.
+    storage: Vec<Vec<f32>>,
+    /// Per slot: the row it holds, or NONE.
+    slot_row: Vec<u32>,
+    /// Per row: its slot, or NONE.
+    row_slot: Vec<u32>,
+    /// Doubly linked LRU list over slots: head = most recently used.
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    head: u32,
+    tail: u32,
+    /// Per slot: its position in the batch being computed, or NONE.
+    pending: Vec<u32>,
+    /// Rows of the batch being computed, in batch order.
+    batch_rows: Vec<u32>,
+    /// Densified rows of the batch (batch position * width).
+    dense: Vec<f64>,
+    /// Slots of the last request, in request order.
+    result: Vec<u32>,
+    stats: CacheStats,
+}
+
+/// The rows of one `rows` request, resident together.
+pub struct CachedRows<'c> {
+    storage: &'c [Vec<f32>],
+    slots: &'c [u32],
+}
+
+impl<'c> CachedRows<'c> {
+    /// Kernel row of the k-th requested index (length n).
+    #[inline]
+    pub fn row(&self, k: usize) -> &'c [f32] {
+        &self.storage[self.slots[k] as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+}
+
+impl<'a, R: Rows> KernelRowCache<'a, R> {
+    /// A cache of at most `cache_bytes` of rows (at least two rows) over the rows of `x`.
+    pub fn new(x: &'a R, gamma: f64, cache_bytes: usize) -> Result<Self> {
+        let norms = finite_sq_norms(x, "X")?;
+        Self::with_norms(x, gamma, norms, cache_bytes)
+    }
+
+    /// The same with the squared norms already computed (one per row of `x`).
+    pub fn with_norms(
+        x: &'a R,
+        gamma: f64,
+        sq_norms: Vec<f64>,
+        cache_bytes: usize,
+    ) -> Result<Self> {
+        check_gamma(gamma)?;
+        let n = x.n_rows();
+        if sq_norms.len() != n {
+            return Err(SvmError::invalid_input(
+                "one squared norm per row is needed",
+            ));
+        }
+        if n >= NONE as usize {
+            return Err(SvmError::invalid_input(
+                "too many rows for the kernel cache",
+            ));
+        }
+        let row_bytes = (n * std::mem::size_of::<f32>()).max(1);
+        let max_slots = (cache_bytes / row_bytes).clamp(2, n.max(2));
+        Ok(KernelRowCache {
+            x,
+            gamma,
+            n,
+            sq_norms,
+            max_slots,
+            storage: Vec::new(),
+            slot_row: Vec::new(),
+            row_slot: vec![NONE; n],
+            prev: Vec::new(),
+            next: Vec::new(),
+            head: NONE,
+            tail: NONE,
+            pending: Vec::new(),
+            batch_rows: Vec::new(),
+            dense: Vec::new(),
+            result: Vec::new(),
+            stats: CacheStats::default(),
+        })
+    }
+
+    /// Number of rows (and the length of each kernel row).
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    pub fn gamma(&self) -> f64 {
+        self.gamma
+    }
+
+    pub fn sq_norms(&self) -> &[f64] {
+        &self.sq_norms
+    }
+
+    /// How many rows the cache may hold.
+    pub fn capacity(&self) -> usize {
+        self.max_slots
+    }
+
+    /// Rows resident now.
+    pub fn resident(&self) -> usize {
+        self.slot_row.iter().filter(|&&r| r != NONE).count()
+    }
+
+    pub fn stats(&self) -> &CacheStats {
+        &self.stats
+    }
+
+    /// Lets the cache hold at least `rows` rows (a solver's working set), beyond the byte budget
+    /// if need be.
+    pub fn ensure_capacity(&mut self, rows: usize) {
+        self.max_slots = self.max_slots.max(rows.min(self.n.max(2)));
+    }
+
+    /// Whether row i is resident (does not touch the LRU order).
+    pub fn contains(&self, i: usize) -> bool {
+        self.row_slot.get(i).is_some_and(|&s| s != NONE)
+    }
+
+    fn unlink(&mut self, s: u32) {
+        let (p, q) = (self.prev[s as usize], self.next[s as usize]);
+        if p == NONE {
+            self.head = q;
+        } else {
+            self.next[p as usize] = q;
+        }
+        if q == NONE {
+            self.tail = p;
+        } else {
+            self.prev[q as usize] = p;
+        }
+    }
+
+    fn push_front(&mut self, s: u32) {
+        self.prev[s as usize] = NONE;
+        self.next[s as usize] = self.head;
+        if self.head != NONE {
+            self.prev[self.head as usize] = s;
+        }
+        self.head = s;
+        if self.tail == NONE {
+            self.tail = s;
+        }
+    }
+
+    /// A slot for a new row: a fresh one while under capacity, else the least recently used.
+    fn take_slot(&mut self) -> u32 {
+        if self.storage.len() < self.max_slots {
+            let s = self.storage.len() as u32;
+            self.storage.push(vec![0.0; self.n]);
+            self.slot_row.push(NONE);
+            self.prev.push(NONE);
+            self.next.push(NONE);
+            self.pending.push(NONE);
+            return s;
+        }
+        let s = self.tail;
+        self.unlink(s);
+        let old = self.slot_row[s as usize];
+        if old != NONE {
+            self.row_slot[old as usize] = NONE;
+            self.stats.evictions += 1;
+        }
+        self.slot_row[s as usize] = NONE;
+        s
+    }
+
+    /// Makes the rows `idx` resident (computing the missing ones in one parallel batch) and
+    /// returns them in request order. Repeated indices are allowed.
+    pub fn rows(&mut self, idx: &[usize]) -> Result<CachedRows<'_>> {
+        if let Some(&bad) = idx.iter().find(|&&i| i >= self.n) {
+            return Err(SvmError::invalid_input(format!(
+                "kernel row {bad} requested from {} rows",
+                self.n
+            )));
+        }
+        // Every requested row must fit at once.
+        self.ensure_capacity(idx.len());
+        self.result.clear();
+        self.batch_rows.clear();
+        // Hits first, so that a miss never evicts a row this same request asks for.
+        for &i in idx {
+            let s = self.row_slot[i];
+            if s != NONE && self.pending[s as usize] == NONE {
+                self.stats.hits += 1;
+                self.unlink(s);
+                self.push_front(s);
+            }
+        }
+        for &i in idx {
+            let s = self.row_slot[i];
+            if s == NONE {
+                self.stats.misses += 1;
+                let s = self.take_slot();
+                self.slot_row[s as usize] = i as u32;
+                self.row_slot[i] = s;
+                self.push_front(s);
+                self.pending[s as usize] = self.batch_rows.len() as u32;
+                self.batch_rows.push(i as u32);
+            } else if self.pending[s as usize] != NONE {
+                // A repeated index whose row this request computes.
+                self.stats.hits += 1;
+            }
+            self.result.push(self.row_slot[i]);
+        }
+        if !self.batch_rows.is_empty() {
+            self.compute_batch();
+        }
+        Ok(CachedRows {
+            storage: &self.storage,
+            slots: &self.result,
+        })
+    }
+
+    /// Computes the rows of `batch_rows` into their (pending) slots.
+    fn compute_batch(&mut self) {
+        let start = Instant::now();
+        let width = self.x.n_cols();
+        let densify = width <= DENSIFY_MAX_COLS;
+        let b = self.batch_rows.len();
+        if densify && self.dense.len() < b * width {
+            self.dense.resize(b * width, 0.0);
+        }
+        let (x, gamma, n) = (self.x, self.gamma, self.n);
+        let norms = &self.sq_norms[..];
+        let batch_rows = &self.batch_rows[..];
+        let pending = &self.pending[..];
+        let dense = &mut self.dense[..];
+        let storage = &mut self.storage[..];
+        parallel::install(|| {
+            if densify && width > 0 {
+                dense[..b * width]
+                    .par_chunks_mut(width)
+                    .zip(batch_rows.par_iter())
+                    .for_each(|(out, &i)| x.write_dense(i as usize, out));
+            }
+            let dense = &dense[..];
+            storage
+                .par_iter_mut()
+                .zip(pending.par_iter())
+                .filter(|(_, &p)| p != NONE)
+                .for_each(|(row, &p)| {
+                    let i = batch_rows[p as usize] as usize;
+                    let xi = if densify {
+                        &dense[p as usize * width..(p as usize + 1) * width]
+                    } else {
+                        &[][..]
+                    };
+                    let sq_i = norms[i];
+                    row[..n]
+                        .par_chunks_mut(BLOCK)
+                        .enumerate()
+                        .for_each(|(blk, out)| {
+                            let j0 = blk * BLOCK;
+                            let mut buf = [0.0f64; BLOCK];
+                            let buf = &mut buf[..out.len()];
+                            if densify {
+                                for (t, v) in buf.iter_mut().enumerate() {
+                                    *v = x.dot_dense(j0 + t, xi);
+                                }
+                            } else {
+                                for (t, v) in buf.iter_mut().enumerate() {
+                                    *v = x.dot_rows(i, j0 + t);
+                                }
+                            }
+                            simd::rbf_from_dots(gamma, sq_i, &norms[j0..j0 + out.len()], buf);
+                            for (o, v) in out.iter_mut().zip(buf.iter()) {
+                                *o = *v as f32;
+                            }
+                            if (j0..j0 + out.len()).contains(&i) {
+                                out[i - j0] = 1.0;
+                            }
+                        });
+                });
+        });
+        for &i in &self.batch_rows {
+            let s = self.row_slot[i as usize];
+            self.pending[s as usize] = NONE;
+        }
+        self.stats.batches += 1;
+        self.stats.seconds += start.elapsed().as_secs_f64();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::data::{CsrView, DenseView, SubsetRows};
+    use crate::core::kernel::kernel_matrix;
+    use crate::core::rng::Rng;
+
+    struct Data {
+        dense: Vec<f64>,
+        indptr: Vec<i32>,
+        indices: Vec<i32>,
+        values: Vec<f64>,
+        n: usize,
+        d: usize,
+    }
+
+    fn data(n: usize, d: usize, seed: u64) -> Data {
+        let mut rng = Rng::new(seed);
+        let mut dense: Vec<f64> = (0..n * d).map(|_| rng.next_f64() * 2.0 - 1.0).collect();
+        for v in dense.iter_mut() {
+            if rng.next_f64() < 0.4 {
+                *v = 0.0;
+            }
+        }
+        let mut indptr = vec![0i32];
+        let (mut indices, mut values) = (vec![], vec![]);
+        for i in 0..n {
+            for c in 0..d {
+                if dense[i * d + c] != 0.0 {
+                    indices.push(c as i32);
+                    values.push(dense[i * d + c]);
+                }
+            }
+            indptr.push(indices.len() as i32);
+        }
+        Data {
+            dense,
+            indptr,
+            indices,
+            values,
+            n,
+            d,
+        }
+    }
+
+    fn check_rows<R: Rows>(x: &R, gamma: f64, cache_bytes: usize, seed: u64) {
+        let n = x.n_rows();
+        let mut full = vec![0.0; n * n];
+        kernel_matrix(x, x, gamma, &mut full).unwrap();
+        let mut cache = KernelRowCache::new(x, gamma, cache_bytes).unwrap();
+        let mut rng = Rng::new(seed);
+        for _ in 0..60 {
+            let k = 1 + rng.below(6);
+            let idx: Vec<usize> = (0..k).map(|_| rng.below(n)).collect();
+            let rows = cache.rows(&idx).unwrap();
+            assert_eq!(rows.len(), k);
+            for (t, &i) in idx.iter().enumerate() {
+                let r = rows.row(t);
+                assert_eq!(r.len(), n);
+                assert_eq!(r[i], 1.0);
+                for j in 0..n {
+                    let e = full[i * n + j];
+                    assert!(
+                        (f64::from(r[j]) - e).abs() <= 1e-7 * e.max(1e-30) + 1e-12,
+                        "K[{i},{j}] = {} vs {e}",
+                        r[j]
+                    );
+                }
+            }
+            assert!(cache.resident() <= cache.capacity());
+        }
+    }
+
+    #[test]
+    fn rows_match_kernel_matrix_dense_sparse_and_subsets() {
+        for (n, d, seed) in [(37, 5, 1), (1500, 3, 2), (200, 40, 3)] {
+            let t = data(n, d, seed);
+            let dense = DenseView::new(&t.dense, t.n, t.d).unwrap();
+            let csr = CsrView::new(&t.indptr, &t.indices, &t.values, t.d).unwrap();
+            for bytes in [0, 4 * n * 3, 1 << 24] {
+                check_rows(&dense, 0.8, bytes, seed);
+                check_rows(&csr, 0.8, bytes, seed + 10);
+            }
+            let idx: Vec<usize> = (0..n).filter(|i| i % 3 != 1).collect();
+            check_rows(&SubsetRows::new(&csr, &idx).unwrap(), 1.7, 4 * n * 5, seed);
+        }
+    }
+
+    #[test]
+    fn sorted_merge_path_matches_densified_path() {
+        // Wider than DENSIFY_MAX_COLS: the merge path; the same values as the dense view.
+        let (n, d) = (30, DENSIFY_MAX_COLS + 5);
+        let mut rng = Rng::new(9);
+        let mut indptr = vec![0i32];
+        let (mut indices, mut values) = (vec![], vec![]);
+        let mut dense = vec![0.0; n * 8];
+        for i in 0..n {
+            for c in 0..8 {
+                if rng.next_f64() < 0.6 {
+                    let v = rng.next_f64() - 0.5;
+                    // Spread the 8 columns over the wide space, sorted.
+                    indices.push((c * (d / 8)) as i32);
+                    values.push(v);
+                    dense[i * 8 + c] = v;
+                }
+            }
+            indptr.push(indices.len() as i32);
+        }
+        let csr = CsrView::new(&indptr, &indices, &values, d).unwrap();
+        let narrow = DenseView::new(&dense, n, 8).unwrap();
+        let mut a = KernelRowCache::new(&csr, 0.9, 1 << 20).unwrap();
+        let mut b = KernelRowCache::new(&narrow, 0.9, 1 << 20).unwrap();
+        let idx: Vec<usize> = (0..n).collect();
+        let (ra, rb) = (a.rows(&idx).unwrap(), b.rows(&idx).unwrap());
+        for t in 0..n {
+            for j in 0..n {
+                assert!((ra.row(t)[j] - rb.row(t)[j]).abs() <= 1e-7);
+            }
+        }
+    }
+
+    #[test]
+    fn hits_misses_and_lru_eviction() {
+        let t = data(50, 4, 4);
+        let x = DenseView::new(&t.dense, t.n, t.d).unwrap();
+        // Room for exactly 3 rows.
+        let mut cache = KernelRowCache::new(&x, 0.5, 3 * 50 * 4).unwrap();
+        assert_eq!(cache.capacity(), 3);
+        cache.rows(&[1, 2]).unwrap();
+        assert_eq!((cache.stats().hits, cache.stats().misses), (0, 2));
+        cache.rows(&[2, 3]).unwrap(); // 2 hit, 3 miss: LRU order 3, 2, 1
+        assert_eq!((cache.stats().hits, cache.stats().misses), (1, 3));
+        cache.rows(&[1]).unwrap(); // hit: order 1, 3, 2
+        cache.rows(&[4]).unwrap(); // evicts 2, the least recently used
+        assert_eq!(cache.stats().evictions, 1);
+        assert!(cache.contains(1) && cache.contains(3) && cache.contains(4));
+        assert!(!cache.contains(2));
+        // Repeated indices in one request: one miss, then hits.
+        cache.rows(&[7, 7]).unwrap();
+        assert_eq!(cache.stats().misses, 5);
+        assert!(cache.contains(7) && !cache.contains(3));
+        // A request larger than the budget grows the cache and keeps every row resident.
+        let big: Vec<usize> = (10..20).collect();
+        let rows = cache.rows(&big).unwrap();
+        for (k, &i) in big.iter().enumerate() {
+            assert_eq!(rows.row(k)[i], 1.0);
+        }
+        assert!(cache.capacity() >= 10);
+        assert!(big.iter().all(|&i| cache.contains(i)));
+        assert!(cache.rows(&[50]).is_err());
+    }
+
+    #[test]
+    fn randomized_requests_keep_the_lru_invariants() {
+        let t = data(120, 6, 5);
+        let x = CsrView::new(&t.indptr, &t.indices, &t.values, t.d).unwrap();
+        let mut full = vec![0.0; 120 * 120];
+        kernel_matrix(&x, &x, 0.3, &mut full).unwrap();
+        let mut cache = KernelRowCache::new(&x, 0.3, 8 * 120 * 4).unwrap();
+        let mut rng = Rng::new(11);
+        // A reference LRU: most recent first.
+        let mut order: Vec<usize> = Vec::new();
+        for _ in 0..500 {
+            let k = 1 + rng.below(5);
+            let idx: Vec<usize> = (0..k).map(|_| rng.below(120)).collect();
+            let (h0, m0) = (cache.stats().hits, cache.stats().misses);
+            let mut hits = 0;
+            let before = order.clone();
+            for &i in &idx {
+                if let Some(p) = order.iter().position(|&r| r == i) {
+                    if before.contains(&i) {
+                        hits += 1;
+                        order.remove(p);
+                        order.insert(0, i);
+                    }
+                }
+            }
+            let mut new: Vec<usize> = Vec::new();
+            for &i in &idx {
+                if before.contains(&i) {
+                    continue;
+                }
+                if new.contains(&i) {
+                    hits += 1;
+                } else {
+                    new.push(i);
+                    order.insert(0, i);
+                }
+            }
+            order.truncate(8);
+            let rows = cache.rows(&idx).unwrap();
+            for (t, &i) in idx.iter().enumerate() {
+                let j = rng.below(120);
+                assert!((f64::from(rows.row(t)[j]) - full[i * 120 + j]).abs() < 1e-7);
+            }
+            assert_eq!(cache.stats().hits - h0, hits);
+            assert_eq!(cache.stats().misses - m0, k as u64 - hits);
+            for i in 0..120 {
+                assert_eq!(cache.contains(i), order.contains(&i), "row {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn rejects_bad_gamma_and_overflowing_norms() {
+        let v = [1.0, 2.0];
+        let x = DenseView::new(&v, 1, 2).unwrap();
+        assert!(KernelRowCache::new(&x, 0.0, 100).is_err());
+        assert!(KernelRowCache::new(&x, f64::NAN, 100).is_err());
+        let huge = [1e200, 1.0];
+        let x = DenseView::new(&huge, 1, 2).unwrap();
+        assert!(KernelRowCache::new(&x, 1.0, 100).is_err());
+    }
+}

@@ -1,0 +1,1156 @@
+//! ALFPGM with pWSS (Aregbesola & Griva, paper 003; the method as restated in
+//! `../shared/ALFPGM.md`): an exact solver of the dual C-SVC that optimises p pairs of variables
+//! per decomposition step.
+//!
+//! Dual C-SVC:  min_a f(a) = 1/2 a^T Q a - e^T a   s.t.  y^T a = 0,  0 <= a_i <= C,
+//! with the same gradient, index sets, stopping rule m(a) - M(a) < tol and bias as `smo.rs`.
+//!
+//! One decomposition step:
+//! 1. **pWSS.** Up to p pairs (i, j) by repeated second-order selection. Candidates: the 4p
+//!    largest -y_t G_t of I_up and the `min_alpha_check` smallest of I_low (minAlphaCheck). Each
+//!    pair is WSS2 on a look-ahead gradient: i = the largest violation among the candidates, j =
+//!    argmin -b_it^2 / a_it over the I_low candidates with b_it > 0; then the candidates'
+//!    violations are updated as if the pair's clipped SMO step had been taken (kernel rows of i
+//!    and j), so the next pair is the one SMO would take next [RECON: without it the p pairs
+//!    of a cluster of similar points were picked together and the working set gained what one
+//!    SMO step gains]. The limiter controls steer the candidates only: an index is left out once
+//!    it has been in B `max_alpha_opt` times, or once it has been in B `min_alpha_opt` times,
+//!    sits at a bound (0 or C) and moved less than `alpha_delta_threshold * C` the last time
+//!    (MinMaxLimiter) -- unless its violation is at least half the gap m - M [RECON: the limiter
+//!    alone kept the maximal violators out for hundreds of steps on a9a]. Pairs are taken while
+//!    the violation exceeds tol and at least `pair_ratio` times the first pair's [RECON]. If
+//!    the limited candidates give no pair, the selection runs again
+//!    without limiter, which always yields the maximal violating pair while m - M >= tol.
+//!    A working set of one pair is solved exactly by the analytic SMO step.
+//! 2. **Subproblem in the d-form** (d = a_B - a_B^k): min 1/2 d^T Q_BB d + G_B^T d s.t.
+//!    y_B^T d = 0, -a_B <= d <= C - a_B, with Q_BB taken from the cached kernel rows of B.
+//! 3. **Augmented Lagrangian** for the equality: L_k(d, lambda) = phi(d) - lambda y^T d +
+//!    k/2 (y^T d)^2, lambda warm-started from the previous step (it converges to the bias rho),
+//!    updated lambda <- lambda - k y^T d until k |y^T d| <= eps_in, kept within the range of
+//!    -y_t G_t on B widened by its length [RECON]; k defaults to lambda_max(Q_BB) / |B|.
+//! 4. **FISTA** (Beck & Teboulle) for each AL subproblem: projected gradient steps 1/L on the box,
+//!    Nesterov momentum, adaptive restart (O'Donoghue & Candes) when the step opposes the
+//!    momentum, stop when the gradient mapping |L (z - d)|_inf <= eps_in, with
+//!    eps_in = max(inner_tol_factor * tol, inner_rel * (smallest pair violation in B)) -- loose
+//!    early, tight late (ThunderSVM's local_eps idea). L = safety * lambda_max(Q_BB) + k |B|, lambda_max by a
+//!    few power iterations.
+//! 5. **Exact feasibility repair**: the residual y^T d goes onto the free entries of d
+//!    (d_i <- clip(d_i - mu y_i) for l_i < d_i < u_i, mu by bisection; every entry only if the
+//!    free ones cannot absorb it), so y^T a = 0 holds to rounding however loose the AL solve
+//!    was, and variables the step drove to a bound stay exactly at 0 or C.
+//! 6. **Progress guard**: if phi(d) >= 0 (no decrease of f) but d is a descent direction, d is
+//!    shortened by the exact line search on [0, d] [RECON]; otherwise one WSS2 SMO step
+//!    (`smo.rs`) is taken instead, so every step decreases f.
+//! 7. **Gradient update** G += Q_{:,B} d over the cached rows of B, in parallel over blocks of n.
+//!
+//! The global stopping test always uses the unfiltered I_up / I_low.
+
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use crate::core::data::Rows;
+use crate::core::error::{Result, SvmError};
+use crate::core::kernel_cache::KernelRowCache;
+use crate::core::parallel;
+use crate::core::solvers::smo::{DualSolution, DualState, Reporter, TAU};
+
+/// ALFPGM's parameters (defaults in `Default`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlfpgmParams {
+    /// p: pairs per working set (|B| <= 2p).
+    pub n_pairs: usize,
+    /// MinMaxLimiter: times an index must have been in B before it may be left out for sitting
+    /// at a bound without moving.
+    pub min_alpha_opt: u32,
+    /// Times an index may be in B before it is left out (until the unfiltered fallback).
+    pub max_alpha_opt: u32,
+    /// Size of the j candidate list (the smallest -y G of I_low); 0 = 4 p.
+    pub min_alpha_check: usize,
+    /// A pair is added only while its look-ahead violation is at least this fraction of the
+    /// first pair's (p is then a cap): weak pairs cost a kernel row and a gradient update each
+    /// and gain next to nothing [RECON; 0 = always p pairs].
+    pub pair_ratio: f64,
+    /// MinMaxLimiter's "stopped changing" threshold, relative to C.
+    pub alpha_delta_threshold: f64,
+    /// AL scaling parameter k; 0 = lambda_max(Q_BB) / |B| for each working set.
+    pub al_penalty: f64,
+    /// AL multiplier updates per working set at most.
+    pub al_max_iter: usize,
+    /// FISTA iterations per AL subproblem at most.
+    pub fista_max_iter: usize,
+    /// Floor of the inner tolerance, as a fraction of tol.
+    pub inner_tol_factor: f64,
+    /// Inner tolerance relative to the violation of the working set.
+    pub inner_rel: f64,
+    /// Power iterations for lambda_max(Q_BB).
+    pub power_iters: usize,
+    /// Safety factor on the power-method estimate (which is from below).
+    pub lipschitz_safety: f64,
+    /// FISTA adaptive restart.
+    pub restart: bool,
+}
+
+impl Default for AlfpgmParams {
+    fn default() -> Self {
+        AlfpgmParams {
+            n_pairs: 100,
+            min_alpha_opt: 5,
+            max_alpha_opt: 500,
+            min_alpha_check: 0,
+            pair_ratio: 0.5,
+            alpha_delta_threshold: 1e-5,
+            al_penalty: 0.0,
+            al_max_iter: 20,
+            fista_max_iter: 500,
+            inner_tol_factor: 0.1,
+            inner_rel: 0.1,
+            power_iters: 8,
+            lipschitz_safety: 1.1,
+            restart: true,
+        }
+    }
+}
+
+impl AlfpgmParams {
+    pub fn check(&self) -> Result<()> {
+        let positive = |name: &'static str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(SvmError::invalid_parameter(
+                    name,
+                    format!("must be a positive finite number, got {v}"),
+                ))
+            }
+        };
+        if self.n_pairs == 0 {
+            return Err(SvmError::invalid_parameter("n_pairs", "must be at least 1"));
+        }
+        if self.max_alpha_opt == 0 {
+            return Err(SvmError::invalid_parameter(
+                "max_alpha_opt",
+                "must be at least 1",
+            ));
+        }
+        if self.min_alpha_opt > self.max_alpha_opt {
+            return Err(SvmError::invalid_parameter(
+                "min_alpha_opt",
+                format!(
+                    "must not exceed max_alpha_opt ({} > {})",
+                    self.min_alpha_opt, self.max_alpha_opt
+                ),
+            ));
+        }
+        if !(self.alpha_delta_threshold.is_finite() && self.alpha_delta_threshold >= 0.0) {
+            return Err(SvmError::invalid_parameter(
+                "alpha_delta_threshold",
+                format!(
+                    "must be a finite number >= 0, got {}",
+                    self.alpha_delta_threshold
+                ),
+            ));
+        }
+        if !(self.pair_ratio.is_finite() && (0.0..1.0).contains(&self.pair_ratio)) {
+            return Err(SvmError::invalid_parameter(
+                "pair_ratio",
+                format!("must lie in [0, 1), got {}", self.pair_ratio),
+            ));
+        }
+        if !(self.al_penalty.is_finite() && self.al_penalty >= 0.0) {
+            return Err(SvmError::invalid_parameter(
+                "al_penalty",
+                format!(
+                    "must be a finite number >= 0 (0 = automatic), got {}",
+                    self.al_penalty
+                ),
+            ));
+        }
+        for (name, v) in [
+            ("al_max_iter", self.al_max_iter),
+            ("fista_max_iter", self.fista_max_iter),
+            ("power_iters", self.power_iters),
+        ] {
+            if v == 0 {
+                return Err(SvmError::invalid_parameter(name, "must be at least 1"));
+            }
+        }
+        positive("inner_tol_factor", self.inner_tol_factor)?;
+        positive("inner_rel", self.inner_rel)?;
+        if !(self.lipschitz_safety.is_finite() && self.lipschitz_safety >= 1.0) {
+            return Err(SvmError::invalid_parameter(
+                "lipschitz_safety",
+                format!(
+                    "must be a finite number >= 1, got {}",
+                    self.lipschitz_safety
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn candidates(&self) -> usize {
+        if self.min_alpha_check == 0 {
+            4 * self.n_pairs
+        } else {
+            self.min_alpha_check.max(1)
+        }
+    }
+}
+
+/// The k entries with the smallest keys of a stream, in one pass: entries at or above the
+/// current threshold are rejected with one comparison; the buffer is cut back to the best k
+/// (`select_nth_unstable`) whenever it holds 2k + 64, which sets the threshold.
+struct Smallest {
+    k: usize,
+    buf: Vec<(f64, u32)>,
+    threshold: f64,
+}
+
+impl Smallest {
+    fn with_capacity(cap: usize) -> Self {
+        Smallest {
+            k: 0,
+            buf: Vec::with_capacity(cap),
+            threshold: f64::INFINITY,
+        }
+    }
+
+    fn reset(&mut self, k: usize) {
+        self.k = k.max(1);
+        self.buf.clear();
+        self.threshold = f64::INFINITY;
+    }
+
+    #[inline]
+    fn push(&mut self, key: f64, t: u32) {
+        if key >= self.threshold {
+            return;
+        }
+        self.buf.push((key, t));
+        if self.buf.len() >= 2 * self.k + 64 {
+            self.cut();
+            self.threshold = self.buf[self.k - 1].0;
+        }
+    }
+
+    fn cut(&mut self) {
+        if self.buf.len() > self.k {
+            self.buf
+                .select_nth_unstable_by(self.k - 1, |a, b| a.0.total_cmp(&b.0));
+            self.buf.truncate(self.k);
+            // The k-th smallest is at k - 1 after the partition; keep it there for `push`.
+            let worst = self
+                .buf
+                .iter()
+                .enumerate()
+                .max_by(|a, b| a.1 .0.total_cmp(&b.1 .0))
+                .map_or(0, |(i, _)| i);
+            self.buf.swap(worst, self.k - 1);
+        }
+    }
+
+    /// The best k, ascending by key.
+    fn finish(&mut self) -> &[(f64, u32)] {
+        self.cut();
+        self.buf.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+        &self.buf
+    }
+}
+
+/// Gradient-update block (values of n per parallel work item).
+const BLOCK: usize = 4096;
+
+/// Scratch of one ALFPGM run, allocated once.
+struct Work {
+    /// Per index: times in B, and |change| at its last optimisation.
+    count: Vec<u32>,
+    last_change: Vec<f64>,
+    in_b: Vec<bool>,
+    flags: Vec<u8>,
+    /// Candidate (look-ahead v, index) lists of the pairing.
+    cand_up: Vec<(f64, u32)>,
+    cand_low: Vec<(f64, u32)>,
+    /// The smallest violation b_ij = v_i - v_j among the selected pairs.
+    min_violation: f64,
+    /// i candidates keyed by -v (largest v first), j candidates keyed by v.
+    up: Smallest,
+    low: Smallest,
+    b: Vec<usize>,
+    pairs_i: Vec<usize>,
+    pairs_j: Vec<usize>,
+    q: Vec<f64>,
+    g: Vec<f64>,
+    yb: Vec<f64>,
+    lo: Vec<f64>,
+    hi: Vec<f64>,
+    d: Vec<f64>,
+    z: Vec<f64>,
+    prev: Vec<f64>,
+    grad: Vec<f64>,
+    v: Vec<f64>,
+    w: Vec<f64>,
+    coef: Vec<(f64, usize)>,
+}
+
+impl Work {
+    fn new(n: usize, p: usize) -> Self {
+        let m = 2 * p;
+        Work {
+            count: vec![0; n],
+            last_change: vec![f64::INFINITY; n],
+            in_b: vec![false; n],
+            flags: vec![0; n],
+            cand_up: Vec::with_capacity(4 * m + 64),
+            cand_low: Vec::with_capacity(16 * p + 64),
+            min_violation: f64::INFINITY,
+            up: Smallest::with_capacity(4 * m + 64),
+            low: Smallest::with_capacity(16 * p + 64),
+            b: Vec::with_capacity(m),
+            pairs_i: Vec::with_capacity(p),
+            pairs_j: Vec::with_capacity(p),
+            q: Vec::with_capacity(m * m),
+            g: Vec::with_capacity(m),
+            yb: Vec::with_capacity(m),
+            lo: Vec::with_capacity(m),
+            hi: Vec::with_capacity(m),
+            d: Vec::with_capacity(m),
+            z: Vec::with_capacity(m),
+            prev: Vec::with_capacity(m),
+            grad: Vec::with_capacity(m),
+            v: Vec::with_capacity(m),
+            w: Vec::with_capacity(m),
+            coef: Vec::with_capacity(m),
+        }
+    }
+}
+
+/// Runs ALFPGM until m - M < tol or `max_iter` working sets.
+pub fn solve_alfpgm<R: Rows>(
+    cache: &mut KernelRowCache<'_, R>,
+    y: Vec<f64>,
+    c: f64,
+    tol: f64,
+    max_iter: u64,
+    params: &AlfpgmParams,
+    reporter: &mut Reporter<'_, '_>,
+) -> Result<DualSolution> {
+    params.check()?;
+    let start = Instant::now();
+    let n = y.len();
+    let p = params.n_pairs.min(n.div_ceil(2)).max(1);
+    let mut state = DualState::new(y, c);
+    let mut work = Work::new(n, p);
+    cache.ensure_capacity(2 * p);
+    let mut lambda = 0.0;
+    let mut iter = 0u64;
+    let mut fallback_steps = 0u64;
+    let mut inner_iterations = 0u64;
+    let mut converged = false;
+    for t in 0..n {
+        refresh_flags(&state, &mut work, params, t);
+    }
+    let mut prev = state.extremes();
+    while iter < max_iter {
+        // One pass: the unfiltered m(a), M(a) and the limited candidate lists.
+        let (m_up, m_low) = scan_candidates(&state, &mut work, params, p, prev, true);
+        if m_up - m_low < tol {
+            converged = true;
+            break;
+        }
+        prev = (m_up, m_low);
+        pick_pairs(cache, &state, &mut work, params, p, tol)?;
+        if work.pairs_i.is_empty() {
+            scan_candidates(&state, &mut work, params, p, prev, false);
+            pick_pairs(cache, &state, &mut work, params, p, tol)?;
+        }
+        if work.pairs_i.is_empty() {
+            // No pair with b_ij > 0 although m - M >= tol cannot happen; stop, reported.
+            break;
+        }
+        if work.pairs_i.len() == 1 {
+            // One pair: the subproblem's exact solution is the analytic SMO step.
+            let (i, j) = (work.pairs_i[0], work.pairs_j[0]);
+            let rows = cache.rows(&[i, j])?;
+            let (di, dj) = state.smo_step(i, j, rows.row(0), rows.row(1));
+            for (t, dt) in [(i, di), (j, dj)] {
+                work.count[t] = work.count[t].saturating_add(1);
+                work.last_change[t] = dt.abs();
+                work.in_b[t] = false;
+                refresh_flags(&state, &mut work, params, t);
+            }
+            iter += 1;
+            reporter.tick(&state, iter, false)?;
+            continue;
+        }
+        let rows = cache.rows(&work.b)?;
+        let decrease = solve_subproblem(&rows, &state, &mut work, params, tol, &mut lambda);
+        inner_iterations += decrease.1;
+        if decrease.0 < 0.0 {
+            apply_step(&rows, &mut state, &mut work);
+            for k in 0..work.b.len() {
+                let t = work.b[k];
+                refresh_flags(&state, &mut work, params, t);
+            }
+        } else {
+            // No decrease from the multi-pair step: one WSS2 SMO step instead.
+            fallback_steps += 1;
+            for &t in &work.b {
+                work.in_b[t] = false;
+            }
+            if let Some((i, j)) = smo_fallback(cache, &mut state)? {
+                refresh_flags(&state, &mut work, params, i);
+                refresh_flags(&state, &mut work, params, j);
+            }
+        }
+        iter += 1;
+        reporter.tick(&state, iter, false)?;
+    }
+    if !converged {
+        converged = state.gap() < tol;
+    }
+    let mut sol = DualSolution::from_state(state, iter, converged, start);
+    sol.cache = cache.stats().clone();
+    sol.fallback_steps = fallback_steps;
+    sol.inner_iterations = inner_iterations;
+    reporter.finish(&sol)?;
+    Ok(sol)
+}
+
+const UP: u8 = 1;
+const LOW: u8 = 2;
+const LIMITED: u8 = 4;
+
+/// Index t's membership of I_up / I_low and whether the limiter holds it back; refreshed
+/// whenever a_t, its count or its last change move (only for the indices of a step).
+fn refresh_flags(state: &DualState, work: &mut Work, params: &AlfpgmParams, t: usize) {
+    let a = state.alpha[t];
+    let c = state.c;
+    let at_bound = a <= 0.0 || a >= c;
+    let cnt = work.count[t];
+    let limited = cnt >= params.max_alpha_opt
+        || (cnt >= params.min_alpha_opt
+            && at_bound
+            && work.last_change[t] < params.alpha_delta_threshold * c);
+    work.flags[t] = u8::from(state.in_up(t)) * UP
+        + u8::from(state.in_low(t)) * LOW
+        + u8::from(limited) * LIMITED;
+}
+
+/// One pass over all indices: returns the unfiltered (m(a), M(a)) and fills the candidate lists
+/// (the 2p largest -y G of I_up, the `min_alpha_check` smallest of I_low), leaving out what the
+/// limiter holds back when `filtered`. The limiter never holds back a strong violator: an index
+/// whose violation is at least half the gap (of the previous step, `prev`) stays a candidate.
+fn scan_candidates(
+    state: &DualState,
+    work: &mut Work,
+    params: &AlfpgmParams,
+    p: usize,
+    prev: (f64, f64),
+    filtered: bool,
+) -> (f64, f64) {
+    work.up.reset(4 * p);
+    work.low.reset(params.candidates());
+    let (prev_up, prev_low) = prev;
+    let half = 0.5 * (prev_up - prev_low);
+    let skip = if filtered { LIMITED } else { 0 };
+    let (mut m_up, mut m_low) = (f64::NEG_INFINITY, f64::INFINITY);
+    for (t, ((&f, &y), &g)) in work.flags.iter().zip(&state.y).zip(&state.grad).enumerate() {
+        let v = -y * g;
+        if f & UP != 0 {
+            m_up = m_up.max(v);
+            if f & skip == 0 || v - prev_low >= half {
+                work.up.push(-v, t as u32);
+            }
+        }
+        if f & LOW != 0 {
+            m_low = m_low.min(v);
+            if f & skip == 0 || prev_up - v >= half {
+                work.low.push(v, t as u32);
+            }
+        }
+    }
+    (m_up, m_low)
+}
+
+/// pWSS pairing: fills `work.b` (and the pairs) with up to p pairs from the candidate lists,
+/// marking them in `work.in_b`.
+fn pick_pairs<R: Rows>(
+    cache: &mut KernelRowCache<'_, R>,
+    state: &DualState,
+    work: &mut Work,
+    params: &AlfpgmParams,
+    p: usize,
+    tol: f64,
+) -> Result<()> {
+    for &t in &work.b {
+        work.in_b[t] = false;
+    }
+    work.b.clear();
+    work.pairs_i.clear();
+    work.pairs_j.clear();
+    work.min_violation = f64::INFINITY;
+    if work.up.buf.is_empty() || work.low.buf.is_empty() {
+        return Ok(());
+    }
+    // Repeated WSS2 on a look-ahead gradient: after each pair (i, j) is chosen, the violations
+    // v_t = -y_t G_t of the remaining candidates are updated as if the pair's SMO step had been
+    // taken (v_t -= (K_ti - K_tj) s, s the clipped WSS2 step length), from the kernel rows of i
+    // and j. Without it, the p pairs of a cluster of similar points all carry the same large
+    // violation and are picked together although one step fixes them all (ijcnn1: 25 such pairs
+    // gained what one SMO step gains); with it each pair is the one SMO would take next.
+    work.cand_up.clear();
+    work.cand_up
+        .extend(work.up.finish().iter().map(|&(key, t)| (-key, t)));
+    work.cand_low.clear();
+    work.cand_low.extend_from_slice(work.low.finish());
+    let c = state.c;
+    let mut first_violation = 0.0;
+    let pair_ratio = params.pair_ratio;
+    while work.pairs_i.len() < p {
+        // i: the largest look-ahead violation in I_up.
+        let mut best_i = None;
+        let mut vi = f64::NEG_INFINITY;
+        for (k, &(v, t)) in work.cand_up.iter().enumerate() {
+            if v > vi && !work.in_b[t as usize] {
+                vi = v;
+                best_i = Some(k);
+            }
+        }
+        let Some(ki) = best_i else { break };
+        let i = work.cand_up[ki].1 as usize;
+        let v_low_min = work
+            .cand_low
+            .iter()
+            .filter(|&&(_, t)| !work.in_b[t as usize] && t as usize != i)
+            .fold(f64::INFINITY, |m, &(v, _)| m.min(v));
+        // Stop at pairs that violate much less than the first one: they cost a kernel row and
+        // a gradient update each and gain next to nothing.
+        let floor = match work.pairs_i.first() {
+            Some(_) => tol.max(pair_ratio * first_violation),
+            None => tol,
+        };
+        if vi - v_low_min <= floor {
+            break;
+        }
+        let (j, b, a) = {
+            let rows = cache.rows(&[i])?;
+            let row = rows.row(0);
+            let mut best = None;
+            let mut best_obj = f64::INFINITY;
+            for &(vt, t) in &work.cand_low {
+                let t = t as usize;
+                let b = vi - vt;
+                if b <= 0.0 || work.in_b[t] || t == i {
+                    continue;
+                }
+                let a = 2.0 - 2.0 * f64::from(row[t]);
+                let a = if a > 0.0 { a } else { TAU };
+                let obj = -(b * b) / a;
+                if obj <= best_obj {
+                    best_obj = obj;
+                    best = Some((t, b, a));
+                }
+            }
+            match best {
+                Some(x) => x,
+                None => {
+                    // No partner for this i: drop it from the candidates.
+                    work.cand_up[ki].0 = f64::NEG_INFINITY;
+                    continue;
+                }
+            }
+        };
+        work.in_b[i] = true;
+        work.in_b[j] = true;
+        work.pairs_i.push(i);
+        work.pairs_j.push(j);
+        work.min_violation = work.min_violation.min(b);
+        if work.pairs_i.len() == 1 {
+            first_violation = b;
+        }
+        if work.pairs_i.len() == p {
+            break;
+        }
+        // The WSS2 step along (a_i += y_i s, a_j -= y_j s), clipped to the box.
+        let room = |t: usize, up: bool| {
+            let towards_c = (state.y[t] > 0.0) == up;
+            if towards_c {
+                c - state.alpha[t]
+            } else {
+                state.alpha[t]
+            }
+        };
+        let step = (b / a).min(room(i, true)).min(room(j, false)).max(0.0);
+        if step > 0.0 {
+            let rows = cache.rows(&[i, j])?;
+            let (ri, rj) = (rows.row(0), rows.row(1));
+            for e in work.cand_up.iter_mut().chain(work.cand_low.iter_mut()) {
+                let t = e.1 as usize;
+                e.0 -= (f64::from(ri[t]) - f64::from(rj[t])) * step;
+            }
+        }
+    }
+    work.b.extend_from_slice(&work.pairs_i);
+    work.b.extend_from_slice(&work.pairs_j);
+    Ok(())
+}
+
+/// Builds and solves the subproblem on B; leaves the feasible step in `work.d`. Returns
+/// (phi(d), FISTA iterations).
+fn solve_subproblem(
+    rows: &crate::core::kernel_cache::CachedRows<'_>,
+    state: &DualState,
+    work: &mut Work,
+    params: &AlfpgmParams,
+    tol: f64,
+    lambda: &mut f64,
+) -> (f64, u64) {
+    let m = work.b.len();
+    let c = state.c;
+    let Work {
+        b,
+        q,
+        g,
+        yb,
+        lo,
+        hi,
+        d,
+        z,
+        prev,
+        grad,
+        v,
+        w,
+        ..
+    } = work;
+    for buf in [
+        &mut *g, &mut *yb, &mut *lo, &mut *hi, &mut *d, &mut *z, &mut *prev, &mut *grad, &mut *v,
+        &mut *w,
+    ] {
+        buf.clear();
+        buf.resize(m, 0.0);
+    }
+    q.clear();
+    q.resize(m * m, 0.0);
+    let (mut up_max, mut low_min) = (f64::NEG_INFINITY, f64::INFINITY);
+    for (a, &ia) in b.iter().enumerate() {
+        let ya = state.y[ia];
+        yb[a] = ya;
+        g[a] = state.grad[ia];
+        lo[a] = -state.alpha[ia];
+        hi[a] = c - state.alpha[ia];
+        let row = rows.row(a);
+        for (bb, &ib) in b.iter().enumerate() {
+            q[a * m + bb] = ya * state.y[ib] * f64::from(row[ib]);
+        }
+        q[a * m + a] = 1.0;
+        let va = -ya * g[a];
+        if state.in_up(ia) {
+            up_max = up_max.max(va);
+        }
+        if state.in_low(ia) {
+            low_min = low_min.min(va);
+        }
+    }
+    // lambda_max(Q_BB) by power iterations from the uniform vector (Q_BB is PSD).
+    let mut vnorm = 1.0 / (m as f64).sqrt();
+    v.fill(vnorm);
+    let mut lam_max = 1.0;
+    for _ in 0..params.power_iters {
+        matvec(q, v, w, m);
+        lam_max = v.iter().zip(w.iter()).map(|(a, b)| a * b).sum::<f64>();
+        vnorm = w.iter().map(|x| x * x).sum::<f64>().sqrt();
+        if vnorm.is_nan() || vnorm <= 0.0 {
+            break;
+        }
+        for (vi, wi) in v.iter_mut().zip(w.iter()) {
+            *vi = wi / vnorm;
+        }
+    }
+    let lam_max = lam_max.max(vnorm).max(1e-12);
+    let k = if params.al_penalty > 0.0 {
+        params.al_penalty
+    } else {
+        lam_max / m as f64
+    };
+    let lip = params.lipschitz_safety * lam_max + k * m as f64;
+    // Relative to the weakest selected pair: a tolerance relative to the strongest one let
+    // FISTA stop before the weaker pairs moved at all (ijcnn1: 25 pairs gained what one SMO
+    // step on the maximal pair gains).
+    let weakest = work.min_violation.min(up_max - low_min);
+    let eps_in = (params.inner_tol_factor * tol).max(params.inner_rel * weakest);
+    let mut fista_iters = 0u64;
+    // The multiplier of the subproblem's solution is -v of its free variables, which lies in
+    // [M_B, m_B] of the violations on B (the step only reduces violations): the warm start and
+    // every update are kept in that interval, widened by its length. Unclamped, an update
+    // after a loose FISTA solve (k |y^T d| up to k C) could throw lambda far out, where the
+    // box-clipped d and its repair came back as d = 0 (cod-rna: 10% of steps).
+    let (lam_lo, lam_hi) = if up_max.is_finite() && low_min.is_finite() && low_min <= up_max {
+        let w = up_max - low_min;
+        (-up_max - w, -low_min + w)
+    } else {
+        (f64::NEG_INFINITY, f64::INFINITY)
+    };
+    *lambda = lambda.clamp(lam_lo, lam_hi);
+    // d starts at 0 (feasible); each AL round warm-starts FISTA from the last d.
+    for _ in 0..params.al_max_iter {
+        fista_iters += fista(
+            q, g, yb, lo, hi, d, z, prev, grad, m, *lambda, k, lip, eps_in, params,
+        );
+        let r: f64 = yb.iter().zip(d.iter()).map(|(y, x)| y * x).sum();
+        *lambda = (*lambda - k * r).clamp(lam_lo, lam_hi);
+        if k * r.abs() <= eps_in {
+            break;
+        }
+    }
+    repair(d, yb, lo, hi);
+    // phi(d) = 1/2 d^T Q d + g^T d.
+    matvec(q, d, w, m);
+    let dqd: f64 = d.iter().zip(w.iter()).map(|(x, qx)| x * qx).sum();
+    let gd: f64 = d.iter().zip(g.iter()).map(|(x, gi)| x * gi).sum();
+    let mut phi = 0.5 * dqd + gd;
+    if phi >= 0.0 && gd < 0.0 && dqd > 0.0 {
+        // An inexact solve overshot along a descent direction: the exact line search
+        // t = -g^T d / d^T Q d (< 1/2 here) on the segment [0, d], which stays feasible.
+        let t = -gd / dqd;
+        for x in d.iter_mut() {
+            *x *= t;
+        }
+        phi = -0.5 * gd * gd / dqd;
+    }
+    (phi, fista_iters)
+}
+
+#[inline]
+fn matvec(q: &[f64], x: &[f64], out: &mut [f64], m: usize) {
+    for (a, o) in out.iter_mut().enumerate() {
+        *o = crate::core::simd::dot(&q[a * m..(a + 1) * m], x);
+    }
+}
+
+/// FISTA on L_k(., lambda) over the box [lo, hi], from `d`; returns its iterations.
+#[allow(clippy::too_many_arguments)]
+fn fista(
+    q: &[f64],
+    g: &[f64],
+    yb: &[f64],
+    lo: &[f64],
+    hi: &[f64],
+    d: &mut [f64],
+    z: &mut [f64],
+    prev: &mut [f64],
+    grad: &mut [f64],
+    m: usize,
+    lambda: f64,
+    k: f64,
+    lip: f64,
+    eps_in: f64,
+    params: &AlfpgmParams,
+) -> u64 {
+    z.copy_from_slice(d);
+    let mut t = 1.0f64;
+    let inv_l = 1.0 / lip;
+    for it in 0..params.fista_max_iter {
+        matvec(q, z, grad, m);
+        let s: f64 = yb.iter().zip(z.iter()).map(|(y, x)| y * x).sum();
+        prev.copy_from_slice(d);
+        let mut mapping = 0.0f64;
+        let mut along = 0.0;
+        for a in 0..m {
+            let ga = grad[a] + g[a] + (k * s - lambda) * yb[a];
+            let na = (z[a] - inv_l * ga).clamp(lo[a], hi[a]);
+            d[a] = na;
+            let step = z[a] - na;
+            mapping = mapping.max(step.abs());
+            along += step * (na - prev[a]);
+        }
+        if mapping * lip <= eps_in {
+            return it as u64 + 1;
+        }
+        if params.restart && along > 0.0 {
+            t = 1.0;
+            z.copy_from_slice(d);
+            continue;
+        }
+        let t_next = (1.0 + (1.0 + 4.0 * t * t).sqrt()) / 2.0;
+        let beta = (t - 1.0) / t_next;
+        for a in 0..m {
+            z[a] = d[a] + beta * (d[a] - prev[a]);
+        }
+        t = t_next;
+    }
+    params.fista_max_iter as u64
+}
+
+/// Makes d feasible for y^T d = 0 within the box, moving as little as it can: the residual goes
+/// onto the free entries (lo < d_i < hi), d_i <- clip(d_i - mu y_i) for those only, with mu
+/// the root of the non-increasing h(mu) found by bisection. Entries on a bound stay there, so
+/// the step leaves the variables it drove to 0 or C exactly at 0 or C (a projection of every
+/// entry would lift them off by mu and leave many tiny non-zero alphas behind). Only if the
+/// free entries cannot absorb the residual is every entry projected. What rounding leaves
+/// goes onto one free variable that has room for it.
+fn repair(d: &mut [f64], yb: &[f64], lo: &[f64], hi: &[f64]) {
+    let h = |mu: f64, d: &[f64], free_only: bool| -> f64 {
+        d.iter()
+            .zip(yb)
+            .zip(lo.iter().zip(hi))
+            .map(|((x, y), (l, u))| {
+                if free_only && !(x > l && x < u) {
+                    y * x
+                } else {
+                    y * (x - mu * y).clamp(*l, *u)
+                }
+            })
+            .sum()
+    };
+    let r0 = h(0.0, d, false);
+    if r0 != 0.0 {
+        let span = d
+            .iter()
+            .zip(lo.iter().zip(hi))
+            .map(|(x, (l, u))| x.abs() + (u - l))
+            .fold(0.0f64, f64::max)
+            + 1.0;
+        let (a0, b0) = if r0 > 0.0 { (0.0, span) } else { (-span, 0.0) };
+        // The free entries alone if they can absorb the residual, else every entry.
+        let free_only = h(a0, d, true) >= 0.0 && h(b0, d, true) <= 0.0;
+        let (mut a, mut b) = (a0, b0);
+        // h(a) >= 0 >= h(b).
+        for _ in 0..200 {
+            let mid = 0.5 * (a + b);
+            if mid <= a || mid >= b {
+                break;
+            }
+            if h(mid, d, free_only) > 0.0 {
+                a = mid;
+            } else {
+                b = mid;
+            }
+        }
+        let mu = if h(b, d, free_only).abs() <= h(a, d, free_only).abs() {
+            b
+        } else {
+            a
+        };
+        for ((x, y), (l, u)) in d.iter_mut().zip(yb).zip(lo.iter().zip(hi)) {
+            if !free_only || (*x > *l && *x < *u) {
+                *x = (*x - mu * y).clamp(*l, *u);
+            }
+        }
+    }
+    let r: f64 = d.iter().zip(yb).map(|(x, y)| x * y).sum();
+    if r != 0.0 {
+        // d_a -= y_a r keeps the box if it has room.
+        for a in 0..d.len() {
+            let t = d[a] - yb[a] * r;
+            if t > lo[a] && t < hi[a] {
+                d[a] = t;
+                break;
+            }
+        }
+    }
+}
+
+/// a_B += d (bounds set exactly), limiter counters, and G += Q_{:,B} d over the cached rows.
+fn apply_step(
+    rows: &crate::core::kernel_cache::CachedRows<'_>,
+    state: &mut DualState,
+    work: &mut Work,
+) {
+    let c = state.c;
+    work.coef.clear();
+    for (a, &ia) in work.b.iter().enumerate() {
+        let da = work.d[a];
+        let old = state.alpha[ia];
+        let new = if da >= work.hi[a] {
+            c
+        } else if da <= work.lo[a] {
+            0.0
+        } else {
+            old + da
+        };
+        let change = new - old;
+        state.alpha[ia] = new;
+        work.count[ia] = work.count[ia].saturating_add(1);
+        work.last_change[ia] = change.abs();
+        if change != 0.0 {
+            work.coef.push((state.y[ia] * change, a));
+        }
+        work.in_b[ia] = false;
+    }
+    let coef = &work.coef;
+    let y = &state.y;
+    parallel::install(|| {
+        state
+            .grad
+            .par_chunks_mut(BLOCK)
+            .zip(y.par_chunks(BLOCK))
+            .enumerate()
+            .for_each(|(blk, (g, yk))| {
+                let k0 = blk * BLOCK;
+                let len = g.len();
+                let mut acc = [0.0f64; BLOCK];
+                let acc = &mut acc[..len];
+                for &(ca, a) in coef {
+                    let row = &rows.row(a)[k0..k0 + len];
+                    for (s, &kv) in acc.iter_mut().zip(row) {
+                        *s += ca * f64::from(kv);
+                    }
+                }
+                for ((gk, &yv), s) in g.iter_mut().zip(yk).zip(acc.iter()) {
+                    *gk += yv * s;
+                }
+            });
+    });
+}
+
+/// One WSS2 SMO step on the unfiltered maximal violating pair; returns the pair.
+fn smo_fallback<R: Rows>(
+    cache: &mut KernelRowCache<'_, R>,
+    state: &mut DualState,
+) -> Result<Option<(usize, usize)>> {
+    let Some((i, gmax)) = state.select_i() else {
+        return Ok(None);
+    };
+    let (j, _) = {
+        let rows = cache.rows(&[i])?;
+        state.select_j(gmax, rows.row(0))
+    };
+    if let Some(j) = j {
+        let rows = cache.rows(&[i, j])?;
+        state.smo_step(i, j, rows.row(0), rows.row(1));
+        return Ok(Some((i, j)));
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::data::{CsrView, DenseView};
+    use crate::core::rng::Rng;
+    use crate::core::solvers::smo::tests::{check_solution, problem, q_matrix, run_smo};
+    use crate::core::solvers::{no_monitor, Monitor, Progress};
+    use std::sync::Mutex;
+
+    fn run<R: Rows>(
+        x: &R,
+        y: &[f64],
+        c: f64,
+        gamma: f64,
+        tol: f64,
+        params: &AlfpgmParams,
+        cache_bytes: usize,
+    ) -> DualSolution {
+        let mut cache = KernelRowCache::new(x, gamma, cache_bytes).unwrap();
+        let mut mon = no_monitor;
+        let m: Monitor<'_> = &mut mon;
+        let monitor = Mutex::new(m);
+        let mut rep = Reporter::new(&monitor, Progress::default(), None);
+        solve_alfpgm(&mut cache, y.to_vec(), c, tol, 1_000_000, params, &mut rep).unwrap()
+    }
+
+    #[test]
+    fn alfpgm_matches_smo_on_random_problems() {
+        let mut rng = Rng::new(5);
+        for trial in 0..24 {
+            let n = 10 + rng.below(150);
+            let d = 1 + rng.below(5);
+            let c = [0.1, 1.0, 10.0, 100.0][trial % 4];
+            let gamma = [0.3, 1.0, 5.0][(trial / 4) % 3];
+            let (xs, y) = problem(n, d, 500 + trial as u64);
+            let q = q_matrix(&xs, &y, d, gamma);
+            let tol = 1e-5;
+            let params = AlfpgmParams {
+                n_pairs: [1, 2, 5, 20, 100][trial % 5],
+                min_alpha_opt: [0, 2, 5][trial % 3] as u32,
+                max_alpha_opt: [5, 50, 500][(trial / 3) % 3] as u32,
+                min_alpha_check: [0, 1, 7][trial % 3],
+                pair_ratio: [0.0, 0.5, 0.9][(trial / 2) % 3],
+                ..Default::default()
+            };
+            let x = DenseView::new(&xs, n, d).unwrap();
+            let sol = run(&x, &y, c, gamma, tol, &params, [0, 1 << 20][trial % 2]);
+            check_solution(&q, &sol, c, tol);
+            let smo = run_smo(&xs, &y, d, c, gamma, 1e-8);
+            let scale = 1.0 + smo.objective.abs();
+            assert!(
+                (sol.objective - smo.objective).abs() < 1e-5 * scale,
+                "trial {trial}: alfpgm {} vs smo {}",
+                sol.objective,
+                smo.objective
+            );
+            let free = |s: &DualSolution| s.alpha.iter().filter(|&&a| a > 0.0 && a < c).count();
+            // rho is unique only through free variables (otherwise any point of an interval).
+            if free(&sol) > 0 && free(&smo) > 0 {
+                assert!(
+                    (sol.rho - smo.rho).abs() < 1e-3,
+                    "trial {trial}: rho {} vs {} ({} / {} free)",
+                    sol.rho,
+                    smo.rho,
+                    free(&sol),
+                    free(&smo)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn sparse_and_dense_input_agree() {
+        let (xs, y) = problem(120, 4, 9);
+        let mut indptr = vec![0i64];
+        let (mut idx, mut val) = (vec![], vec![]);
+        for i in 0..120 {
+            for c in 0..4 {
+                let v = xs[i * 4 + c];
+                if v.abs() > 0.3 {
+                    idx.push(c as i64);
+                    val.push(v);
+                }
+            }
+            indptr.push(idx.len() as i64);
+        }
+        let mut dense = vec![0.0; 480];
+        for i in 0..120 {
+            for k in indptr[i] as usize..indptr[i + 1] as usize {
+                dense[i * 4 + idx[k] as usize] = val[k];
+            }
+        }
+        let csr = CsrView::new(&indptr, &idx, &val, 4).unwrap();
+        let dv = DenseView::new(&dense, 120, 4).unwrap();
+        let p = AlfpgmParams {
+            n_pairs: 10,
+            ..Default::default()
+        };
+        let a = run(&csr, &y, 3.0, 1.0, 1e-4, &p, 1 << 20);
+        let b = run(&dv, &y, 3.0, 1.0, 1e-4, &p, 1 << 20);
+        assert!((a.objective - b.objective).abs() < 1e-6 * (1.0 + b.objective.abs()));
+        let q = q_matrix(&dense, &y, 4, 1.0);
+        check_solution(&q, &a, 3.0, 1e-4);
+    }
+
+    #[test]
+    fn iteration_cap_is_reported() {
+        let (xs, y) = problem(200, 2, 4);
+        let x = DenseView::new(&xs, 200, 2).unwrap();
+        let mut cache = KernelRowCache::new(&x, 3.0, 1 << 20).unwrap();
+        let mut mon = no_monitor;
+        let m: Monitor<'_> = &mut mon;
+        let monitor = Mutex::new(m);
+        let mut rep = Reporter::new(&monitor, Progress::default(), None);
+        let p = AlfpgmParams {
+            n_pairs: 2,
+            ..Default::default()
+        };
+        let sol = solve_alfpgm(&mut cache, y.clone(), 100.0, 1e-9, 2, &p, &mut rep).unwrap();
+        assert_eq!(sol.iterations, 2);
+        assert!(!sol.converged);
+        let ya: f64 = sol.alpha.iter().zip(&y).map(|(a, y)| a * y).sum();
+        assert!(ya.abs() < 1e-12);
+        assert!(sol.alpha.iter().all(|&a| (0.0..=100.0).contains(&a)));
+    }
+
+    #[test]
+    fn repair_projects_onto_the_feasible_set() {
+        let mut rng = Rng::new(3);
+        for _ in 0..200 {
+            let m = 2 + rng.below(30);
+            let yb: Vec<f64> = (0..m)
+                .map(|k| {
+                    if k == 0 {
+                        1.0
+                    } else if k == 1 {
+                        -1.0
+                    } else if rng.next_f64() < 0.5 {
+                        1.0
+                    } else {
+                        -1.0
+                    }
+                })
+                .collect();
+            let c = 2.0;
+            let alpha: Vec<f64> = (0..m)
+                .map(|_| {
+                    if rng.next_f64() < 0.3 {
+                        0.0
+                    } else {
+                        rng.next_f64() * c
+                    }
+                })
+                .collect();
+            let lo: Vec<f64> = alpha.iter().map(|a| -a).collect();
+            let hi: Vec<f64> = alpha.iter().map(|a| c - a).collect();
+            let mut d: Vec<f64> = (0..m)
+                .map(|k| (rng.next_f64() * 2.0 - 1.0).clamp(lo[k], hi[k]))
+                .collect();
+            repair(&mut d, &yb, &lo, &hi);
+            let r: f64 = d.iter().zip(&yb).map(|(x, y)| x * y).sum();
+            assert!(r.abs() < 1e-12, "residual {r}");
+            for k in 0..m {
+                assert!(d[k] >= lo[k] && d[k] <= hi[k]);
+            }
+        }
+    }
+
+    #[test]
+    fn smallest_keeps_the_k_smallest_in_order() {
+        let mut rng = Rng::new(12);
+        let mut best = Smallest::with_capacity(8);
+        for _ in 0..200 {
+            let n = rng.below(3000);
+            let k = 1 + rng.below(300);
+            let keys: Vec<f64> = (0..n).map(|_| (rng.below(500) as f64) - 250.0).collect();
+            best.reset(k);
+            for (t, &key) in keys.iter().enumerate() {
+                best.push(key, t as u32);
+            }
+            let got: Vec<f64> = best.finish().iter().map(|e| e.0).collect();
+            let mut sorted = keys.clone();
+            sorted.sort_by(f64::total_cmp);
+            sorted.truncate(k);
+            assert_eq!(got, sorted);
+            for &(key, t) in best.finish() {
+                assert_eq!(keys[t as usize], key);
+            }
+        }
+    }
+
+    #[test]
+    fn bad_parameters_are_rejected() {
+        let bad = [
+            AlfpgmParams {
+                n_pairs: 0,
+                ..Default::default()
+            },
+            AlfpgmParams {
+                min_alpha_opt: 10,
+                max_alpha_opt: 5,
+                ..Default::default()
+            },
+            AlfpgmParams {
+                alpha_delta_threshold: f64::NAN,
+                ..Default::default()
+            },
+            AlfpgmParams {
+                al_penalty: -1.0,
+                ..Default::default()
+            },
+            AlfpgmParams {
+                fista_max_iter: 0,
+                ..Default::default()
+            },
+            AlfpgmParams {
+                lipschitz_safety: 0.5,
+                ..Default::default()
+            },
+            AlfpgmParams {
+                inner_rel: 0.0,
+                ..Default::default()
+            },
+        ];
+        for p in bad {
+            assert!(p.check().is_err(), "{p:?}");
+        }
+        assert!(AlfpgmParams::default().check().is_ok());
+    }
+}

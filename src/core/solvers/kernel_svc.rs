@@ -1,0 +1,363 @@
+//! The exact kernel SVC: C-SVC with the Gaussian kernel and a bias, solved exactly (to tol) by
+//! ALFPGM or WSS2 SMO; several classes one-vs-one like LIBSVM / scikit-learn's SVC, the
+//! K(K-1)/2 pair problems trained in parallel on the configured pool.
+//!
+//! Each pair (a, b), a < b, is the binary dual C-SVC (see `smo.rs`) on the rows of classes a and
+//! b in their original order, with y = +1 for class a, so its decision value
+//! sum_i a_i y_i k(x_i, x) - rho is positive for class a (LIBSVM's convention). Each pair has its
+//! own kernel-row cache of `cache_bytes` (as LIBSVM has one per pair problem).
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rayon::prelude::*;
+
+use crate::core::data::{finite_sq_norms, Rows, SubsetRows};
+use crate::core::error::{Result, SvmError};
+use crate::core::kernel::check_gamma;
+use crate::core::kernel_cache::{CacheStats, KernelRowCache};
+use crate::core::parallel;
+use crate::core::solvers::alfpgm::{solve_alfpgm, AlfpgmParams};
+use crate::core::solvers::smo::{solve_smo, DualSolution, Reporter};
+use crate::core::solvers::{Monitor, Progress};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExactSolver {
+    Smo,
+    Alfpgm,
+}
+
+impl ExactSolver {
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "smo" => Ok(ExactSolver::Smo),
+            "alfpgm" => Ok(ExactSolver::Alfpgm),
+            other => Err(SvmError::invalid_parameter(
+                "solver",
+                format!("must be 'alfpgm' or 'smo', got {other:?}"),
+            )),
+        }
+    }
+}
+
+/// Hyper-parameters of the exact kernel SVC.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelSvcParams {
+    pub c: f64,
+    pub gamma: f64,
+    /// Stop when m(a) - M(a) < tol.
+    pub tol: f64,
+    /// Kernel-row cache per pair problem, in bytes.
+    pub cache_bytes: usize,
+    /// Iteration cap per pair problem (SMO: pair steps; ALFPGM: working sets); 0 = the
+    /// solver's default (SMO: max(10^7, 100 n) as LIBSVM; ALFPGM: max(10^5, n)).
+    pub max_iter: u64,
+    pub solver: ExactSolver,
+    pub alfpgm: AlfpgmParams,
+    /// Seconds between progress lines (verbose); None = none.
+    pub report_every: Option<f64>,
+    /// Threads for this fit (0 = one per core); None = the process-wide setting.
+    pub n_threads: Option<usize>,
+}
+
+impl Default for KernelSvcParams {
+    fn default() -> Self {
+        KernelSvcParams {
+            c: 1.0,
+            gamma: 1.0,
+            tol: 1e-3,
+            cache_bytes: 200 << 20,
+            max_iter: 0,
+            solver: ExactSolver::Alfpgm,
+            alfpgm: AlfpgmParams::default(),
+            report_every: None,
+            n_threads: None,
+        }
+    }
+}
+
+/// Parameters that passed validation.
+#[derive(Debug, Clone)]
+pub struct ValidKernelSvcParams(KernelSvcParams);
+
+impl KernelSvcParams {
+    pub fn check(&self) -> Result<ValidKernelSvcParams> {
+        check_gamma(self.gamma)?;
+        if !(self.c.is_finite() && self.c > 0.0) {
+            return Err(SvmError::invalid_parameter(
+                "C",
+                format!("must be a positive finite number, got {}", self.c),
+            ));
+        }
+        if !(self.tol.is_finite() && self.tol > 0.0) {
+            return Err(SvmError::invalid_parameter(
+                "tol",
+                format!("must be a positive finite number, got {}", self.tol),
+            ));
+        }
+        if let Some(r) = self.report_every {
+            if !(r.is_finite() && r >= 0.0) {
+                return Err(SvmError::invalid_parameter(
+                    "report_every",
+                    "must be a finite number >= 0",
+                ));
+            }
+        }
+        self.alfpgm.check()?;
+        Ok(ValidKernelSvcParams(self.clone()))
+    }
+}
+
+/// The solution of one pair problem, in terms of the training rows.
+#[derive(Debug, Clone)]
+pub struct PairModel {
+    /// The classes (a < b); y = +1 for class a.
+    pub classes: (u32, u32),
+    /// Training rows (indices into X) with a_i > 0, ascending.
+    pub support: Vec<usize>,
+    /// y_i a_i of those rows.
+    pub coef: Vec<f64>,
+    pub rho: f64,
+    /// 1/2 a^T Q a - e^T a at the solution.
+    pub objective: f64,
+    pub iterations: u64,
+    pub converged: bool,
+    pub gap: f64,
+    pub fallback_steps: u64,
+    pub inner_iterations: u64,
+    pub cache: CacheStats,
+    pub seconds: f64,
+    /// Rows in this pair problem.
+    pub n_rows: usize,
+}
+
+fn default_max_iter(solver: ExactSolver, n: usize) -> u64 {
+    match solver {
+        ExactSolver::Smo => 10_000_000u64.max(100 * n as u64),
+        ExactSolver::Alfpgm => 100_000u64.max(n as u64),
+    }
+}
+
+/// Solves one binary dual on the rows `x` with labels `y` (+1/-1).
+pub fn solve_binary<R: Rows>(
+    x: &R,
+    sq_norms: Vec<f64>,
+    y: Vec<f64>,
+    params: &ValidKernelSvcParams,
+    reporter: &mut Reporter<'_, '_>,
+) -> Result<DualSolution> {
+    let p = &params.0;
+    let mut cache = KernelRowCache::with_norms(x, p.gamma, sq_norms, p.cache_bytes)?;
+    let max_iter = if p.max_iter == 0 {
+        default_max_iter(p.solver, y.len())
+    } else {
+        p.max_iter
+    };
+    match p.solver {
+        ExactSolver::Smo => solve_smo(&mut cache, y, p.c, p.tol, max_iter, reporter),
+        ExactSolver::Alfpgm => {
+            solve_alfpgm(&mut cache, y, p.c, p.tol, max_iter, &p.alfpgm, reporter)
+        }
+    }
+}
+
+/// Trains the one-vs-one problems. `y[i]` is the class index of row i in `0..n_classes`; every
+/// class must occur. Pairs come back in LIBSVM's order (0,1), (0,2), ..., (1,2), ...
+pub fn train_kernel_svc<R: Rows>(
+    x: &R,
+    y: &[u32],
+    n_classes: usize,
+    params: &ValidKernelSvcParams,
+    monitor: Monitor<'_>,
+) -> Result<Vec<PairModel>> {
+    let p = &params.0;
+    let n = x.n_rows();
+    if n == 0 {
+        return Err(SvmError::invalid_input("no training samples (0 rows)"));
+    }
+    if y.len() != n {
+        return Err(SvmError::invalid_input(format!(
+            "X has {n} rows but y has {} labels",
+            y.len()
+        )));
+    }
+    if n_classes < 2 {
+        return Err(SvmError::invalid_input(
+            "training needs at least two classes",
+        ));
+    }
+    let mut counts = vec![0usize; n_classes];
+    for &c in y {
+        match counts.get_mut(c as usize) {
+            Some(k) => *k += 1,
+            None => {
+                return Err(SvmError::invalid_input(format!(
+                    "class index {c} out of range for {n_classes} classes"
+                )))
+            }
+        }
+    }
+    if let Some(empty) = counts.iter().position(|&k| k == 0) {
+        return Err(SvmError::invalid_input(format!(
+            "class index {empty} has no training rows"
+        )));
+    }
+    let norms = finite_sq_norms(x, "X")?;
+    let mut pairs = Vec::new();
+    for a in 0..n_classes as u32 {
+        for b in a + 1..n_classes as u32 {
+            pairs.push((a, b));
+        }
+    }
+    let n_pairs = pairs.len();
+    let monitor = Mutex::new(monitor);
+    let report_every = p.report_every.map(Duration::from_secs_f64);
+    let solve_pair = |k: usize, (a, b): (u32, u32)| -> Result<PairModel> {
+        let rows: Vec<usize> = (0..n).filter(|&i| y[i] == a || y[i] == b).collect();
+        let labels: Vec<f64> = rows
+            .iter()
+            .map(|&i| if y[i] == a { 1.0 } else { -1.0 })
+            .collect();
+        let sub_norms: Vec<f64> = rows.iter().map(|&i| norms[i]).collect();
+        let sub = SubsetRows::new(x, &rows)?;
+        let template = Progress {
+            epoch: k + 1,
+            epochs: n_pairs,
+            ..Progress::default()
+        };
+        let mut reporter = Reporter::new(&monitor, template, report_every);
+        let sol = solve_binary(&sub, sub_norms, labels, params, &mut reporter)?;
+        let mut support = Vec::new();
+        let mut coef = Vec::new();
+        for (t, &i) in rows.iter().enumerate() {
+            if sol.alpha[t] > 0.0 {
+                support.push(i);
+                coef.push(sol.y[t] * sol.alpha[t]);
+            }
+        }
+        Ok(PairModel {
+            classes: (a, b),
+            support,
+            coef,
+            rho: sol.rho,
+            objective: sol.objective,
+            iterations: sol.iterations,
+            converged: sol.converged,
+            gap: sol.gap,
+            fallback_steps: sol.fallback_steps,
+            inner_iterations: sol.inner_iterations,
+            cache: sol.cache,
+            seconds: sol.seconds,
+            n_rows: rows.len(),
+        })
+    };
+    parallel::install_with(p.n_threads, || {
+        if n_pairs == 1 {
+            Ok(vec![solve_pair(0, pairs[0])?])
+        } else {
+            pairs
+                .par_iter()
+                .enumerate()
+                .map(|(k, &pair)| solve_pair(k, pair))
+                .collect::<Result<Vec<_>>>()
+        }
+    })?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::data::DenseView;
+    use crate::core::rng::Rng;
+    use crate::core::solvers::no_monitor;
+
+    #[test]
+    fn one_vs_one_pairs_agree_between_solvers_and_threads() {
+        let mut rng = Rng::new(8);
+        let (n, d) = (240, 2);
+        let mut xs = Vec::new();
+        let mut ys = Vec::new();
+        for i in 0..n {
+            let (a, b) = (rng.next_f64() * 2.0 - 1.0, rng.next_f64() * 2.0 - 1.0);
+            xs.extend([a, b]);
+            let c = if i < 3 {
+                i as u32
+            } else {
+                ((a + 1.0) * 1.5).floor().min(2.0) as u32
+            };
+            ys.push(c);
+        }
+        let x = DenseView::new(&xs, n, d).unwrap();
+        let mut results = Vec::new();
+        for (solver, threads) in [
+            (ExactSolver::Smo, None),
+            (ExactSolver::Alfpgm, Some(1)),
+            (ExactSolver::Alfpgm, Some(2)),
+        ] {
+            let params = KernelSvcParams {
+                c: 5.0,
+                gamma: 2.0,
+                tol: 1e-5,
+                solver,
+                n_threads: threads,
+                alfpgm: AlfpgmParams {
+                    n_pairs: 8,
+                    ..Default::default()
+                },
+                ..Default::default()
+            }
+            .check()
+            .unwrap();
+            let pairs = train_kernel_svc(&x, &ys, 3, &params, &mut no_monitor).unwrap();
+            assert_eq!(
+                pairs.iter().map(|p| p.classes).collect::<Vec<_>>(),
+                vec![(0, 1), (0, 2), (1, 2)]
+            );
+            for p in &pairs {
+                assert!(p.converged);
+                let sum: f64 = p.coef.iter().sum();
+                assert!(sum.abs() < 1e-9, "y^T a = {sum}");
+                for &i in &p.support {
+                    assert!(ys[i] == p.classes.0 || ys[i] == p.classes.1);
+                }
+            }
+            results.push(pairs);
+        }
+        for k in 0..3 {
+            let f0 = results[0][k].objective;
+            for r in &results[1..] {
+                assert!((r[k].objective - f0).abs() < 1e-5 * (1.0 + f0.abs()));
+            }
+        }
+        // One thread or two: the same arithmetic, the same model.
+        assert_eq!(results[1][0].coef, results[2][0].coef);
+    }
+
+    #[test]
+    fn bad_input_is_rejected() {
+        let xs = [0.0, 1.0, 2.0, 3.0];
+        let x = DenseView::new(&xs, 4, 1).unwrap();
+        let ok = KernelSvcParams::default().check().unwrap();
+        assert!(train_kernel_svc(&x, &[0, 1, 0], 2, &ok, &mut no_monitor).is_err());
+        assert!(train_kernel_svc(&x, &[0, 0, 0, 0], 2, &ok, &mut no_monitor).is_err());
+        assert!(train_kernel_svc(&x, &[0, 1, 0, 5], 2, &ok, &mut no_monitor).is_err());
+        assert!(train_kernel_svc(&x, &[0, 0, 0, 0], 1, &ok, &mut no_monitor).is_err());
+        for bad in [
+            KernelSvcParams {
+                c: 0.0,
+                ..Default::default()
+            },
+            KernelSvcParams {
+                tol: -1.0,
+                ..Default::default()
+            },
+            KernelSvcParams {
+                gamma: f64::NAN,
+                ..Default::default()
+            },
+        ] {
+            assert!(bad.check().is_err());
+        }
+        assert!(ExactSolver::parse("bogus").is_err());
+    }
+}

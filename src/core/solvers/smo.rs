@@ -1,0 +1,621 @@
+//! Sequential minimal optimisation with second-order working-set selection (WSS2; Fan, Chen &
+//! Lin, JMLR 6 (2005)), as LIBSVM's `Solver` does it, over the shared kernel-row cache. It is the
+//! reference the multi-pair solver (ALFPGM) is checked against and that solver's fallback step.
+//!
+//! Dual C-SVC:  min_a f(a) = 1/2 a^T Q a - e^T a   s.t.  y^T a = 0,  0 <= a_i <= C,
+//! Q_ij = y_i y_j k(x_i, x_j), gradient G = Q a - e (G = -e at a = 0).
+//! I_up = {t: a_t < C, y_t = +1} u {t: a_t > 0, y_t = -1},  I_low = {t: a_t < C, y_t = -1} u
+//! {t: a_t > 0, y_t = +1};  m(a) = max_{I_up} -y_t G_t,  M(a) = min_{I_low} -y_t G_t. The run stops
+//! when m(a) - M(a) < tol (LIBSVM's `Gmax + Gmax2 < eps`), or at the iteration cap, which is
+//! reported (`converged = false`), never looped past.
+//!
+//! Differences from LIBSVM: no shrinking (every step scans all n variables); kernel rows are
+//! K rows (the labels are applied on the fly), the diagonal is exactly 1 (Gaussian kernel).
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::core::data::Rows;
+use crate::core::error::Result;
+use crate::core::kernel_cache::{CacheStats, KernelRowCache};
+use crate::core::solvers::{Heartbeat, Monitor, Progress};
+
+/// LIBSVM's floor for a non-positive curvature a_ij.
+pub const TAU: f64 = 1e-12;
+
+/// The state of a dual C-SVC problem: labels, dual variables and the gradient G = Q a - e.
+#[derive(Debug, Clone)]
+pub struct DualState {
+    pub y: Vec<f64>,
+    pub alpha: Vec<f64>,
+    pub grad: Vec<f64>,
+    pub c: f64,
+}
+
+impl DualState {
+    /// a = 0, G = -e.
+    pub fn new(y: Vec<f64>, c: f64) -> Self {
+        let n = y.len();
+        DualState {
+            y,
+            alpha: vec![0.0; n],
+            grad: vec![-1.0; n],
+            c,
+        }
+    }
+
+    pub fn n(&self) -> usize {
+        self.y.len()
+    }
+
+    #[inline]
+    pub fn in_up(&self, t: usize) -> bool {
+        if self.y[t] > 0.0 {
+            self.alpha[t] < self.c
+        } else {
+            self.alpha[t] > 0.0
+        }
+    }
+
+    #[inline]
+    pub fn in_low(&self, t: usize) -> bool {
+        if self.y[t] > 0.0 {
+            self.alpha[t] > 0.0
+        } else {
+            self.alpha[t] < self.c
+        }
+    }
+
+    /// (m(a), M(a)) over the full (unfiltered) index sets; -inf / +inf for an empty set.
+    pub fn extremes(&self) -> (f64, f64) {
+        let (mut m, mut big_m) = (f64::NEG_INFINITY, f64::INFINITY);
+        for t in 0..self.n() {
+            let v = -self.y[t] * self.grad[t];
+            if self.in_up(t) && v > m {
+                m = v;
+            }
+            if self.in_low(t) && v < big_m {
+                big_m = v;
+            }
+        }
+        (m, big_m)
+    }
+
+    /// The maximal violation m(a) - M(a) (negative infinity when a set is empty).
+    pub fn gap(&self) -> f64 {
+        let (m, big_m) = self.extremes();
+        m - big_m
+    }
+
+    /// The bias rho as LIBSVM's `calculate_rho`: the mean of y_i G_i over free variables, or the
+    /// middle of the feasible interval when no variable is free. Decision f(x) = sum a_i y_i k - rho.
+    pub fn rho(&self) -> f64 {
+        let (mut ub, mut lb) = (f64::INFINITY, f64::NEG_INFINITY);
+        let (mut n_free, mut sum_free) = (0usize, 0.0);
+        for t in 0..self.n() {
+            let yg = self.y[t] * self.grad[t];
+            if self.alpha[t] >= self.c {
+                if self.y[t] < 0.0 {
+                    ub = ub.min(yg);
+                } else {
+                    lb = lb.max(yg);
+                }
+            } else if self.alpha[t] <= 0.0 {
+                if self.y[t] > 0.0 {
+                    ub = ub.min(yg);
+                } else {
+                    lb = lb.max(yg);
+                }
+            } else {
+                n_free += 1;
+                sum_free += yg;
+            }
+        }
+        if n_free > 0 {
+            sum_free / n_free as f64
+        } else {
+            (ub + lb) / 2.0
+        }
+    }
+
+    /// f(a) = 1/2 a^T Q a - e^T a = sum_i a_i (G_i - 1) / 2 (LIBSVM's `obj`).
+    pub fn objective(&self) -> f64 {
+        self.alpha
+            .iter()
+            .zip(&self.grad)
+            .map(|(a, g)| a * (g - 1.0))
+            .sum::<f64>()
+            / 2.0
+    }
+
+    pub fn n_sv(&self) -> usize {
+        self.alpha.iter().filter(|&&a| a > 0.0).count()
+    }
+
+    /// The i of WSS2: argmax over I_up of -y_t G_t (ties to the last index, as LIBSVM).
+    pub fn select_i(&self) -> Option<(usize, f64)> {
+        let mut best: Option<(usize, f64)> = None;
+        let mut gmax = f64::NEG_INFINITY;
+        for t in 0..self.n() {
+            if self.in_up(t) {
+                let v = -self.y[t] * self.grad[t];
+                if v >= gmax {
+                    gmax = v;
+                    best = Some((t, v));
+                }
+            }
+        }
+        best
+    }
+
+    /// The j of WSS2 for a given i with -y_i G_i = `gmax` and kernel row K[i, :]: argmin over
+    /// t in I_low with b_it = gmax + y_t G_t > 0 of -b_it^2 / a_it, a_it = K_ii + K_tt - 2 K_it
+    /// (TAU when not positive). Also returns -M(a) = max over I_low of y_t G_t.
+    #[allow(clippy::needless_range_loop)] // four arrays indexed by t
+    pub fn select_j(&self, gmax: f64, row_i: &[f32]) -> (Option<usize>, f64) {
+        let mut gmax2 = f64::NEG_INFINITY;
+        let mut best = None;
+        let mut obj_min = f64::INFINITY;
+        for t in 0..self.n() {
+            if !self.in_low(t) {
+                continue;
+            }
+            let yg = self.y[t] * self.grad[t];
+            if yg >= gmax2 {
+                gmax2 = yg;
+            }
+            let b = gmax + yg;
+            if b > 0.0 {
+                let a = 2.0 - 2.0 * f64::from(row_i[t]);
+                let a = if a > 0.0 { a } else { TAU };
+                let obj = -(b * b) / a;
+                if obj <= obj_min {
+                    obj_min = obj;
+                    best = Some(t);
+                }
+            }
+        }
+        (best, gmax2)
+    }
+
+    /// LIBSVM's analytic two-variable step on (i, j) with their kernel rows, then the gradient
+    /// update G_k += y_k (y_i da_i K_ik + y_j da_j K_jk). Returns (da_i, da_j).
+    pub fn smo_step(&mut self, i: usize, j: usize, row_i: &[f32], row_j: &[f32]) -> (f64, f64) {
+        let c = self.c;
+        let (yi, yj) = (self.y[i], self.y[j]);
+        let k_ij = f64::from(row_i[j]);
+        let (old_i, old_j) = (self.alpha[i], self.alpha[j]);
+        let (gi, gj) = (self.grad[i], self.grad[j]);
+        let (mut ai, mut aj) = (old_i, old_j);
+        if yi != yj {
+            // Q_ij = -K_ij.
+            let quad = 2.0 + 2.0 * (-k_ij);
+            let quad = if quad > 0.0 { quad } else { TAU };
+            let delta = (-gi - gj) / quad;
+            let diff = ai - aj;
+            ai += delta;
+            aj += delta;
+            if diff > 0.0 {
+                if aj < 0.0 {
+                    aj = 0.0;
+                    ai = diff;
+                }
+            } else if ai < 0.0 {
+                ai = 0.0;
+                aj = -diff;
+            }
+            if diff > 0.0 {
+                if ai > c {
+                    ai = c;
+                    aj = c - diff;
+                }
+            } else if aj > c {
+                aj = c;
+                ai = c + diff;
+            }
+        } else {
+            let quad = 2.0 - 2.0 * k_ij;
+            let quad = if quad > 0.0 { quad } else { TAU };
+            let delta = (gi - gj) / quad;
+            let sum = ai + aj;
+            ai -= delta;
+            aj += delta;
+            if sum > c {
+                if ai > c {
+                    ai = c;
+                    aj = sum - c;
+                }
+            } else if aj < 0.0 {
+                aj = 0.0;
+                ai = sum;
+            }
+            if sum > c {
+                if aj > c {
+                    aj = c;
+                    ai = sum - c;
+                }
+            } else if ai < 0.0 {
+                ai = 0.0;
+                aj = sum;
+            }
+        }
+        self.alpha[i] = ai;
+        self.alpha[j] = aj;
+        let (di, dj) = (ai - old_i, aj - old_j);
+        let (ci, cj) = (yi * di, yj * dj);
+        for ((g, &y), (&ki, &kj)) in self
+            .grad
+            .iter_mut()
+            .zip(&self.y)
+            .zip(row_i.iter().zip(row_j))
+        {
+            *g += y * (ci * f64::from(ki) + cj * f64::from(kj));
+        }
+        (di, dj)
+    }
+}
+
+/// What an exact solver run returns for one binary problem.
+#[derive(Debug, Clone)]
+pub struct DualSolution {
+    pub alpha: Vec<f64>,
+    pub y: Vec<f64>,
+    pub rho: f64,
+    /// f(a) = 1/2 a^T Q a - e^T a (LIBSVM's `obj`, minus the usual dual).
+    pub objective: f64,
+    /// Decomposition steps (SMO: pairs; ALFPGM: working sets).
+    pub iterations: u64,
+    pub converged: bool,
+    /// m(a) - M(a) at the end.
+    pub gap: f64,
+    pub cache: CacheStats,
+    pub seconds: f64,
+    /// ALFPGM only: single-pair SMO steps taken because a multi-pair step made no progress.
+    pub fallback_steps: u64,
+    /// ALFPGM only: FISTA iterations over all subproblems.
+    pub inner_iterations: u64,
+}
+
+impl DualSolution {
+    pub fn from_state(state: DualState, iterations: u64, converged: bool, start: Instant) -> Self {
+        let gap = state.gap();
+        DualSolution {
+            rho: state.rho(),
+            objective: state.objective(),
+            iterations,
+            converged,
+            gap,
+            cache: CacheStats::default(),
+            seconds: start.elapsed().as_secs_f64(),
+            fallback_steps: 0,
+            inner_iterations: 0,
+            alpha: state.alpha,
+            y: state.y,
+        }
+    }
+
+    pub fn n_sv(&self) -> usize {
+        self.alpha.iter().filter(|&&a| a > 0.0).count()
+    }
+}
+
+/// Reports to the shared monitor: a heartbeat every 100 ms (Ctrl-C), and a progress line
+/// (`epoch_done = true`) every `report` seconds when asked.
+pub struct Reporter<'m, 'a> {
+    monitor: &'m Mutex<Monitor<'a>>,
+    template: Progress,
+    heartbeat: Heartbeat,
+    last_report: Instant,
+    report_every: Option<Duration>,
+    start: Instant,
+}
+
+impl<'m, 'a> Reporter<'m, 'a> {
+    pub fn new(
+        monitor: &'m Mutex<Monitor<'a>>,
+        template: Progress,
+        report_every: Option<Duration>,
+    ) -> Self {
+        Reporter {
+            monitor,
+            template,
+            heartbeat: Heartbeat::new(Duration::from_millis(100)),
+            last_report: Instant::now(),
+            report_every,
+            start: Instant::now(),
+        }
+    }
+
+    fn send(&self, state: &DualState, iteration: u64, gap: f64, done: bool) -> Result<()> {
+        let mut m = self.monitor.lock().unwrap_or_else(|e| e.into_inner());
+        (*m)(&Progress {
+            iteration,
+            n_sv: state.n_sv(),
+            seconds: self.start.elapsed().as_secs_f64(),
+            epoch_done: done,
+            gap: Some(gap),
+            ..self.template.clone()
+        })
+    }
+
+    /// Called once per decomposition step (`step` counts them; cheap steps call it with
+    /// `cheap = true`, and the clock is then read every 1024 steps only).
+    pub(crate) fn tick(&mut self, state: &DualState, step: u64, cheap: bool) -> Result<()> {
+        let due = if cheap {
+            self.heartbeat.due(step)
+        } else {
+            self.heartbeat.due(0)
+        };
+        if !due {
+            return Ok(());
+        }
+        let report = self
+            .report_every
+            .is_some_and(|every| self.last_report.elapsed() >= every);
+        if report {
+            self.last_report = Instant::now();
+            self.send(state, step, state.gap(), true)
+        } else {
+            self.send(state, step, f64::NAN, false)
+        }
+    }
+
+    /// The line at the end of a problem.
+    pub(crate) fn finish(&mut self, solution: &DualSolution) -> Result<()> {
+        let mut m = self.monitor.lock().unwrap_or_else(|e| e.into_inner());
+        (*m)(&Progress {
+            iteration: solution.iterations,
+            n_sv: solution.n_sv(),
+            seconds: self.start.elapsed().as_secs_f64(),
+            epoch_done: self.report_every.is_some(),
+            gap: Some(solution.gap),
+            ..self.template.clone()
+        })
+    }
+}
+
+/// WSS2 SMO until m - M < tol or `max_iter` steps.
+pub fn solve_smo<R: Rows>(
+    cache: &mut KernelRowCache<'_, R>,
+    y: Vec<f64>,
+    c: f64,
+    tol: f64,
+    max_iter: u64,
+    reporter: &mut Reporter<'_, '_>,
+) -> Result<DualSolution> {
+    let start = Instant::now();
+    let mut state = DualState::new(y, c);
+    let mut iter = 0u64;
+    let mut converged = false;
+    while iter < max_iter {
+        let Some((i, gmax)) = state.select_i() else {
+            converged = true;
+            break;
+        };
+        let (j, gmax2) = {
+            let rows = cache.rows(&[i])?;
+            state.select_j(gmax, rows.row(0))
+        };
+        // No j with b_ij > 0 means no violating pair at all (LIBSVM returns "optimal" too).
+        let Some(j) = j else {
+            converged = true;
+            break;
+        };
+        if gmax + gmax2 < tol {
+            converged = true;
+            break;
+        }
+        let rows = cache.rows(&[i, j])?;
+        state.smo_step(i, j, rows.row(0), rows.row(1));
+        iter += 1;
+        reporter.tick(&state, iter, true)?;
+    }
+    if !converged && iter >= max_iter {
+        converged = state.gap() < tol;
+    }
+    let mut sol = DualSolution::from_state(state, iter, converged, start);
+    sol.cache = cache.stats().clone();
+    reporter.finish(&sol)?;
+    Ok(sol)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::core::data::DenseView;
+    use crate::core::rng::Rng;
+    use crate::core::solvers::no_monitor;
+
+    /// Random points in [-1, 1]^d with noisy circle labels (both classes, some bounded alphas).
+    pub(crate) fn problem(n: usize, d: usize, seed: u64) -> (Vec<f64>, Vec<f64>) {
+        let mut rng = Rng::new(seed);
+        let mut xs = Vec::with_capacity(n * d);
+        let mut ys = Vec::with_capacity(n);
+        for k in 0..n {
+            let p: Vec<f64> = (0..d).map(|_| rng.next_f64() * 2.0 - 1.0).collect();
+            let r2: f64 = p.iter().map(|v| v * v).sum();
+            let flip = rng.next_f64() < 0.1;
+            let mut y = if (r2 < 0.35 * d as f64) != flip {
+                1.0
+            } else {
+                -1.0
+            };
+            if k < 2 {
+                y = if k == 0 { 1.0 } else { -1.0 };
+            }
+            xs.extend(p);
+            ys.push(y);
+        }
+        (xs, ys)
+    }
+
+    pub(crate) fn q_matrix(xs: &[f64], y: &[f64], d: usize, gamma: f64) -> Vec<f64> {
+        let n = y.len();
+        let mut q = vec![0.0; n * n];
+        for i in 0..n {
+            for j in 0..n {
+                let d2: f64 = (0..d)
+                    .map(|c| (xs[i * d + c] - xs[j * d + c]).powi(2))
+                    .sum();
+                q[i * n + j] = y[i] * y[j] * (-gamma * d2).exp();
+            }
+        }
+        q
+    }
+
+    pub(crate) fn objective(q: &[f64], a: &[f64]) -> f64 {
+        let n = a.len();
+        let mut v = 0.0;
+        for i in 0..n {
+            for j in 0..n {
+                v += 0.5 * a[i] * a[j] * q[i * n + j];
+            }
+            v -= a[i];
+        }
+        v
+    }
+
+    /// An independent QP solver: accelerated projected gradient (FISTA with gradient restart) on
+    /// {y^T a = 0, 0 <= a <= C}, the projection exact by bisection on its multiplier; step 1/n
+    /// (lambda_max(Q) <= n for the Gaussian kernel).
+    pub(crate) fn reference_qp(q: &[f64], y: &[f64], c: f64, iters: usize) -> Vec<f64> {
+        let n = y.len();
+        let step = 1.0 / n as f64;
+        let (mut a, mut z, mut v) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+        let mut t = 1.0f64;
+        let mut prev = vec![0.0; n];
+        for _ in 0..iters {
+            for i in 0..n {
+                let g: f64 = (0..n).map(|j| q[i * n + j] * z[j]).sum::<f64>() - 1.0;
+                v[i] = z[i] - step * g;
+            }
+            prev.copy_from_slice(&a);
+            project(&v, y, c, &mut a);
+            let t_next = (1.0 + (1.0 + 4.0 * t * t).sqrt()) / 2.0;
+            // Restart when the step goes against the momentum.
+            let dot: f64 = (0..n).map(|i| (z[i] - a[i]) * (a[i] - prev[i])).sum();
+            if dot > 0.0 {
+                t = 1.0;
+                z.copy_from_slice(&a);
+                continue;
+            }
+            for i in 0..n {
+                z[i] = a[i] + (t - 1.0) / t_next * (a[i] - prev[i]);
+            }
+            t = t_next;
+        }
+        a
+    }
+
+    /// Euclidean projection onto {y^T a = 0, 0 <= a <= C}: a_i = clip(v_i - mu y_i), with mu
+    /// found by bisection on the monotone sum y^T a(mu).
+    fn project(v: &[f64], y: &[f64], c: f64, out: &mut [f64]) {
+        let s = |mu: f64| -> f64 {
+            v.iter()
+                .zip(y)
+                .map(|(vi, yi)| yi * (vi - mu * yi).clamp(0.0, c))
+                .sum()
+        };
+        let (mut lo, mut hi) = (-1e6, 1e6);
+        for _ in 0..200 {
+            let mid = 0.5 * (lo + hi);
+            if s(mid) > 0.0 {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        let mu = 0.5 * (lo + hi);
+        for ((o, vi), yi) in out.iter_mut().zip(v).zip(y) {
+            *o = (vi - mu * yi).clamp(0.0, c);
+        }
+    }
+
+    pub(crate) fn run_smo(
+        xs: &[f64],
+        y: &[f64],
+        d: usize,
+        c: f64,
+        gamma: f64,
+        tol: f64,
+    ) -> DualSolution {
+        let n = y.len();
+        let x = DenseView::new(xs, n, d).unwrap();
+        let mut cache = KernelRowCache::new(&x, gamma, 1 << 20).unwrap();
+        let mut mon = no_monitor;
+        let m: Monitor<'_> = &mut mon;
+        let monitor = Mutex::new(m);
+        let mut rep = Reporter::new(&monitor, Progress::default(), None);
+        solve_smo(&mut cache, y.to_vec(), c, tol, 1_000_000, &mut rep).unwrap()
+    }
+
+    /// Checks what every exact solution must satisfy, from the kernel matrix itself.
+    pub(crate) fn check_solution(q: &[f64], sol: &DualSolution, c: f64, tol: f64) {
+        let n = sol.alpha.len();
+        let ya: f64 = sol.alpha.iter().zip(&sol.y).map(|(a, y)| a * y).sum();
+        assert!(ya.abs() < 1e-9 * c * n as f64, "y^T a = {ya}");
+        assert!(sol.alpha.iter().all(|&a| (0.0..=c).contains(&a)));
+        // Recompute G from scratch and check the KKT gap to tol (plus rounding of f32 rows).
+        let mut st = DualState::new(sol.y.clone(), c);
+        st.alpha = sol.alpha.clone();
+        for i in 0..n {
+            st.grad[i] = (0..n).map(|j| q[i * n + j] * st.alpha[j]).sum::<f64>() - 1.0;
+        }
+        assert!(st.gap() < tol + 1e-4, "gap {}", st.gap());
+        assert!(sol.converged);
+        assert!((st.objective() - sol.objective).abs() < 1e-5 * (1.0 + sol.objective.abs()));
+        assert!(
+            (objective(q, &sol.alpha) - sol.objective).abs() < 1e-5 * (1.0 + sol.objective.abs())
+        );
+        // rho: free variables satisfy y_i G_i = rho (to tol).
+        for i in 0..n {
+            if sol.alpha[i] > 1e-9 && sol.alpha[i] < c - 1e-9 {
+                assert!((st.y[i] * st.grad[i] - sol.rho).abs() < tol + 1e-4);
+            }
+        }
+    }
+
+    #[test]
+    fn smo_matches_an_independent_qp_solver() {
+        let mut rng = Rng::new(77);
+        for trial in 0..12 {
+            let n = 10 + rng.below(50);
+            let d = 1 + rng.below(4);
+            let c = [0.1, 1.0, 10.0][trial % 3];
+            let gamma = [0.3, 1.0, 4.0][(trial / 3) % 3];
+            let (xs, y) = problem(n, d, 1000 + trial as u64);
+            let q = q_matrix(&xs, &y, d, gamma);
+            let tol = 1e-6;
+            let sol = run_smo(&xs, &y, d, c, gamma, tol);
+            check_solution(&q, &sol, c, tol);
+            let reference = reference_qp(&q, &y, c, 5_000);
+            let f_ref = objective(&q, &reference);
+            assert!(
+                sol.objective <= f_ref + 1e-6 * (1.0 + f_ref.abs()),
+                "trial {trial}: smo {} vs reference {f_ref}",
+                sol.objective
+            );
+            assert!(
+                (sol.objective - f_ref).abs() < 1e-4 * (1.0 + f_ref.abs()),
+                "trial {trial}: {} vs {f_ref}",
+                sol.objective
+            );
+        }
+    }
+
+    #[test]
+    fn smo_stops_at_the_iteration_cap_and_says_so() {
+        let (xs, y) = problem(80, 2, 3);
+        let x = DenseView::new(&xs, 80, 2).unwrap();
+        let mut cache = KernelRowCache::new(&x, 2.0, 1 << 20).unwrap();
+        let mut mon = no_monitor;
+        let m: Monitor<'_> = &mut mon;
+        let monitor = Mutex::new(m);
+        let mut rep = Reporter::new(&monitor, Progress::default(), None);
+        let sol = solve_smo(&mut cache, y.clone(), 10.0, 1e-8, 3, &mut rep).unwrap();
+        assert_eq!(sol.iterations, 3);
+        assert!(!sol.converged);
+        let ya: f64 = sol.alpha.iter().zip(&y).map(|(a, y)| a * y).sum();
+        assert!(ya.abs() < 1e-12);
+    }
+}
