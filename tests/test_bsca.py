@@ -396,3 +396,38 @@ def test_plot_histories_rejects_bad_arguments():
         plot_histories({"a": None})
     with pytest.raises(ValueError, match="no histories"):
         plot_histories({})
+
+
+@pytest.mark.parametrize("maintenance", ["merge", "project", "remove"])
+def test_average_returns_the_last_epochs_mean_model(maintenance):
+    X, y = xor_data(600, seed=140)
+    fits = {
+        avg: BudgetSVC(
+            C=10.0,
+            gamma=2.0,
+            budget=15,
+            epochs=3,
+            solver="bsca",
+            maintenance=maintenance,
+            average=avg,
+            random_state=2,
+        ).fit(X, y)
+        for avg in (True, False)
+    }
+    if maintenance == "remove":
+        # Documented: removal discards SVs with their averages, so it returns the last model.
+        assert_array_equal(fits[True].dual_coef_, fits[False].dual_coef_)
+    else:
+        assert not np.array_equal(fits[True].dual_coef_, fits[False].dual_coef_)
+        assert fits[True].support_vectors_.shape[0] <= 15
+        assert fits[True].score(X, y) > 0.9
+
+
+def test_average_of_a_converged_run_is_the_solution():
+    # Without a budget and after convergence every step leaves the model unchanged, so the
+    # average over the last epoch is the exact solution itself.
+    X, y = xor_data(60, seed=141)
+    kw = dict(C=1.0, gamma=2.0, budget=1000, epochs=400, solver="bsca", random_state=0)
+    avg = BudgetSVC(average=True, **kw).fit(X, y)
+    last = BudgetSVC(average=False, **kw).fit(X, y)
+    assert_allclose(avg.decision_function(X), last.decision_function(X), atol=1e-9)

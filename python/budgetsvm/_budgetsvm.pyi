@@ -75,6 +75,7 @@ def fit_bsca(
     observer: Optional[Callable[[Dict[str, Any]], Any]] = None,
     shuffle: bool = True,
     dual_step: str = "decaying",
+    average: bool = False,
 ) -> Dict[str, Any]: ...
 def fit_kernel_svc(
     x: _Features,

@@ -60,8 +60,10 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         data for one epoch) instead of the last iterate. Averaging removes the last-iterate
         noise of SGD, which on some data (a9a at C = 32) swings test accuracy by 30 points
         between epochs; set False for the papers' plain BSGD. With ``maintenance='remove'``
-        the last iterate is returned (removal discards SVs with their averages). BSGD only:
-        BSCA's dual iterates do not oscillate and are returned as they are.
+        the last iterate is returned (removal discards SVs with their averages). BSCA
+        averages its budgeted model over the last epoch the same way, which takes out the noise
+        merging leaves (a9a at C = 32: 85.3% instead of 84.0%); the dual variables are not
+        averaged.
     random_state : int, RandomState or None, default=None
         Seed of the example order; an int gives the same model on every platform.
     verbose : bool, default=False
@@ -236,7 +238,12 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         n_classes = len(self.classes_)
         if self.solver == "bsca":
             result = _budgetsvm.fit_bsca(
-                X_native, y_index, n_classes, dual_step=self.dual_step, **common
+                X_native,
+                y_index,
+                n_classes,
+                dual_step=self.dual_step,
+                average=bool(self.average),
+                **common,
             )
         else:
             result = _budgetsvm.fit_bsgd(

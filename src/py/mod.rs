@@ -325,7 +325,7 @@ fn fit_bsgd<'py>(
 
 /// Trains BSCA; returns a dict with the model arrays and the training statistics.
 #[pyfunction]
-#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, compare_with = None, callback = None, observer = None, shuffle = true, dual_step = "decaying"))]
+#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, compare_with = None, callback = None, observer = None, shuffle = true, dual_step = "decaying", average = false))]
 #[allow(clippy::too_many_arguments)]
 fn fit_bsca<'py>(
     py: Python<'py>,
@@ -344,6 +344,7 @@ fn fit_bsca<'py>(
     observer: Option<Py<PyAny>>,
     shuffle: bool,
     dual_step: &str,
+    average: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let params = BscaParams {
         c,
@@ -355,6 +356,7 @@ fn fit_bsca<'py>(
         compare_with: compare_with.map(MergeSearch::parse).transpose()?,
         shuffle,
         step: DualStep::parse(dual_step)?,
+        average,
     };
     let y = convert::slice1(&y)?;
     let (model, stats) = run_solver(py, x, callback, observer, |rows, monitor, obs| {
