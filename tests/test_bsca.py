@@ -312,7 +312,9 @@ def test_history_without_budget_closes_the_duality_gap():
         epochs=200,
         solver="bsca",
         dual_step="full",
+        average=False,  # the primal of the model the last alpha describes
         record_history=True,
+        random_state=0,
     )
     clf.fit(X, y)
     primal, dual = clf.history_["primal"][-1], clf.history_["dual"][-1]
