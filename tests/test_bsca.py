@@ -318,7 +318,7 @@ def test_history_without_budget_closes_the_duality_gap():
     )
     clf.fit(X, y)
     primal, dual = clf.history_["primal"][-1], clf.history_["dual"][-1]
-    assert primal - dual <= 1e-6 * abs(primal)
+    assert 0.0 <= primal - dual <= 1e-5 * abs(primal)
 
 
 def test_history_off_by_default_and_eval_set_needs_it():
