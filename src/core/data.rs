@@ -19,6 +19,10 @@ pub trait Rows: Sync {
     /// Dot product of rows `i` and `j` of this matrix: a sorted-index merge of the non-zeros for
     /// CSR rows (no scratch; used when densifying a row would cost more than the merge).
     fn dot_rows(&self, i: usize, j: usize) -> f64;
+    /// Row `i` as a contiguous slice when the storage is dense (None for CSR).
+    fn dense_row(&self, _i: usize) -> Option<&[f64]> {
+        None
+    }
     /// Writes row `i` into `out` (zero-filled first); columns past `out.len()` are dropped.
     fn write_dense(&self, i: usize, out: &mut [f64]) {
         out.fill(0.0);
@@ -96,6 +100,10 @@ impl Rows for DenseView<'_> {
     #[inline]
     fn dot_rows(&self, i: usize, j: usize) -> f64 {
         simd::dot(self.row(i), self.row(j))
+    }
+    #[inline]
+    fn dense_row(&self, i: usize) -> Option<&[f64]> {
+        Some(self.row(i))
     }
     fn write_dense(&self, i: usize, out: &mut [f64]) {
         let row = self.row(i);
@@ -296,6 +304,10 @@ impl Rows for AnyRows<'_> {
     fn dot_rows(&self, i: usize, j: usize) -> f64 {
         dispatch!(self, r => r.dot_rows(i, j))
     }
+    #[inline]
+    fn dense_row(&self, i: usize) -> Option<&[f64]> {
+        dispatch!(self, r => r.dense_row(i))
+    }
     fn write_dense(&self, i: usize, out: &mut [f64]) {
         dispatch!(self, r => r.write_dense(i, out))
     }
@@ -343,6 +355,10 @@ impl<R: Rows> Rows for SubsetRows<'_, R> {
     #[inline]
     fn dot_rows(&self, i: usize, j: usize) -> f64 {
         self.base.dot_rows(self.index[i], self.index[j])
+    }
+    #[inline]
+    fn dense_row(&self, i: usize) -> Option<&[f64]> {
+        self.base.dense_row(self.index[i])
     }
     fn write_dense(&self, i: usize, out: &mut [f64]) {
         self.base.write_dense(self.index[i], out)

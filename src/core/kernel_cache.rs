@@ -14,7 +14,10 @@
 //! with the rows x_j of the block (`Rows::dot_dense`: a SIMD dot for dense rows, a gather over
 //! the non-zeros of x_j for CSR rows) and turns them into kernel values in one vectorised call.
 //! For very wide sparse data (more than `DENSIFY_MAX_COLS` columns) the densified row would not
-//! stay in cache, and the block uses the sorted-index merge `Rows::dot_rows` instead.
+//! stay in cache, and the block uses the sorted-index merge `Rows::dot_rows` instead. Dense data
+//! with at most `TRANSPOSE_MAX_COLS` columns get a feature-major copy at construction, and a
+//! block of dot products is then one vectorised axpy per feature (400 rows, one thread:
+//! ijcnn1 0.21 s -> 0.12 s, cod-rna 0.13 s -> 0.11 s).
 //!
 //! Eviction is least-recently-used over rows; a request that needs more rows than the budget
 //! holds grows the cache to that request (a working set must be resident as a whole).
@@ -34,6 +37,9 @@ const BLOCK: usize = 1024;
 /// Above this many columns, sparse rows are multiplied by sorted-index merging instead of
 /// being densified.
 pub const DENSIFY_MAX_COLS: usize = 1 << 16;
+/// Dense data with at most this many columns get a feature-major copy (at most 64 x 8 bytes
+/// per row) for vectorised dot products.
+pub const TRANSPOSE_MAX_COLS: usize = 64;
 
 /// Counters of a cache's life (for the benchmark report and the tests).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -74,6 +80,9 @@ pub struct KernelRowCache<'a, R: Rows> {
     batch_rows: Vec<u32>,
     /// Densified rows of the batch (batch position * width).
     dense: Vec<f64>,
+    /// Dense data with few columns: a feature-major copy (column c of all rows contiguous), so
+    /// a block of dot products is `width` vectorised axpys instead of one short dot per row.
+    transposed: Option<Vec<f64>>,
     /// Slots of the last request, in request order.
     result: Vec<u32>,
     stats: CacheStats,
@@ -128,6 +137,21 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
             ));
         }
         let row_bytes = (n * std::mem::size_of::<f32>()).max(1);
+        let width = x.n_cols();
+        let transposed = (n > 0
+            && (1..=TRANSPOSE_MAX_COLS).contains(&width)
+            && x.dense_row(0).is_some())
+        .then(|| {
+            let mut t = vec![0.0; n * width];
+            for i in 0..n {
+                if let Some(row) = x.dense_row(i) {
+                    for (c, &v) in row.iter().enumerate() {
+                        t[c * n + i] = v;
+                    }
+                }
+            }
+            t
+        });
         let max_slots = (cache_bytes / row_bytes).clamp(2, n.max(2));
         Ok(KernelRowCache {
             x,
@@ -145,6 +169,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
             pending: Vec::new(),
             batch_rows: Vec::new(),
             dense: Vec::new(),
+            transposed,
             result: Vec::new(),
             stats: CacheStats::default(),
         })
@@ -298,6 +323,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
         let pending = &self.pending[..];
         let dense = &mut self.dense[..];
         let storage = &mut self.storage[..];
+        let transposed = self.transposed.as_deref();
         parallel::install(|| {
             if densify && width > 0 {
                 dense[..b * width]
@@ -325,7 +351,15 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
                             let j0 = blk * BLOCK;
                             let mut buf = [0.0f64; BLOCK];
                             let buf = &mut buf[..out.len()];
-                            if densify {
+                            if let Some(xt) = transposed {
+                                buf.fill(0.0);
+                                let len = buf.len();
+                                for (c, &q) in xi.iter().enumerate() {
+                                    if q != 0.0 {
+                                        simd::axpy(q, &xt[c * n + j0..c * n + j0 + len], buf);
+                                    }
+                                }
+                            } else if densify {
                                 for (t, v) in buf.iter_mut().enumerate() {
                                     *v = x.dot_dense(j0 + t, xi);
                                 }
