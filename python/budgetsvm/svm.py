@@ -47,8 +47,8 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         up to n_classes * budget SVs; each class's problem gets the full budget).
     solver : {'bsgd', 'bsca'}, default='bsgd'
         BSGD (primal SGD) or BSCA (dual coordinate ascent, one dual variable in [0, C] per
-        training example). BSCA is stable from epoch to epoch at moderate C; at large C with a
-        small budget its budgeted model drifts (docs/bsca_paper002.md measures both).
+        training example), with ``dual_step`` and ``average`` below keeping it stable at large
+        C (docs/bsca_paper002.md).
     maintenance : {'merge', 'remove', 'project'}, default='merge'
     merge : {'lookup-wd', 'lookup-h', 'gss', 'gss-precise'}, default='lookup-wd'
         How the merge partner is chosen: table lookup of the weight degradation (fast, same
@@ -86,9 +86,9 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         paper 002 in every epoch. With merging at large C, the budgeted model then drifts away
         from the dual variables, and test accuracy swings between epochs (a9a, C = 32: 66-84%).
         'decaying' takes 1/e of that step in epoch e once the budget has been binding: the
-        first epoch is the paper's, and the noise merging injects later dies out (a9a 84.0%,
-        ijcnn1 98.7%, stable; docs/bsca_paper002.md). While the budget never binds (B >= n) it
-        takes full steps, so both give the exact dual solver.
+        first epoch is the paper's, and the noise merging injects later dies out (a9a at C = 32,
+        B = 500, with averaging: 85.3% instead of 78.9%; docs/bsca_paper002.md). While the
+        budget never binds (B >= n) it takes full steps, so both give the exact dual solver.
 
     Attributes
     ----------
