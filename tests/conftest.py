@@ -38,3 +38,31 @@ def xor_data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     X = rng.uniform(-1.0, 1.0, size=(n, 2))
     y = (X[:, 0] * X[:, 1] > 0).astype(np.int64)
     return X, y
+
+
+def interrupt_after_first_line(code: str, cwd, wait: float) -> tuple[str, int, str, str]:
+    """Runs ``code`` in a child Python, sends SIGINT once it has printed its first line (waiting
+    up to ``wait`` seconds for it), and returns (first line, exit code, stdout, stderr)."""
+    import select
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-u", "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], wait)
+        assert ready, f"no line within {wait} s"
+        first = proc.stdout.readline().decode()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return first, proc.returncode, out.decode(), err.decode()

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import pickle
-import signal
-import subprocess
 import sys
 import textwrap
 
@@ -13,7 +10,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from budgetsvm import KernelSVC, _budgetsvm
-from conftest import xor_data
+from conftest import interrupt_after_first_line, xor_data
 from hypothesis import given
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
@@ -319,29 +316,12 @@ SUBPROCESS_FIT = textwrap.dedent(
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process is POSIX")
 @pytest.mark.parametrize("solver,extra", [("alfpgm", 0), ("smo", 0), ("alfpgm", 1)])
 def test_ctrl_c_stops_fit(tmp_path, solver, extra):
-    import select
-
-    proc = subprocess.Popen(
-        [sys.executable, "-u", "-c", SUBPROCESS_FIT.format(solver=solver, extra=extra)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
-    )
-    try:
-        ready, _, _ = select.select([proc.stdout], [], [], 120.0)
-        assert ready, "no progress line within 120 s"
-        first = proc.stdout.readline().decode()
-        assert "pair" in first, first
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode != 0
-    assert "KeyboardInterrupt" in err.decode(), err.decode()
-    assert "FINISHED" not in out.decode()
+    code = SUBPROCESS_FIT.format(solver=solver, extra=extra)
+    first, returncode, out, err = interrupt_after_first_line(code, tmp_path, wait=120.0)
+    assert "pair" in first, first
+    assert returncode != 0
+    assert "KeyboardInterrupt" in err, err
+    assert "FINISHED" not in out
 
 
 def test_fit_releases_the_gil(monkeypatch):

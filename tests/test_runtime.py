@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import select
-import signal
-import subprocess
 import sys
 import textwrap
 import threading
@@ -13,6 +9,7 @@ import threading
 import numpy as np
 import pytest
 from budgetsvm import BudgetSVC
+from conftest import interrupt_after_first_line
 from numpy.testing import assert_array_equal
 
 
@@ -106,27 +103,10 @@ def test_ctrl_c_stops_fit(tmp_path, solver, extra_classes):
     # Multi-class BSCA runs its one-vs-rest problems on worker threads: the interrupt must still
     # reach them.
     code = SUBPROCESS_FIT.format(solver=solver, extra_classes=extra_classes)
-    proc = subprocess.Popen(
-        [sys.executable, "-u", "-c", code],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
-    )
-    try:
-        # Wait (generously) for the first epoch line: training is under way.
-        ready, _, _ = select.select([proc.stdout], [], [], 60.0)
-        assert ready, "no epoch line within 60 s"
-        first = proc.stdout.readline().decode()
-        assert "epoch 1/1000000" in first, first
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    out, err = out.decode(), err.decode()
-    assert proc.returncode != 0
+    # Wait (generously) for the first epoch line: training is under way.
+    first, returncode, out, err = interrupt_after_first_line(code, tmp_path, wait=60.0)
+    assert "epoch 1/1000000" in first, first
+    assert returncode != 0
     assert "KeyboardInterrupt" in err, err
     assert "FINISHED" not in out
 
