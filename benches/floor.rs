@@ -13,7 +13,7 @@
 //! the floor. `cargo bench --bench floor`; `benchmarks/criterion_report.py` tabulates it.
 
 use budgetsvm::core::data::{CsrView, DenseView, Rows};
-use budgetsvm::core::model::SupportVectors;
+use budgetsvm::core::model::{SupportVectors, SvLayout};
 use budgetsvm::core::rng::Rng;
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
@@ -221,9 +221,12 @@ fn floor_arrays<R: Rows>(x: &R, b: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
 fn bench_case<R: Rows>(c: &mut Criterion, name: &str, x: &R, b: usize, gamma: f64) {
     let n = x.n_rows();
     let d = x.n_cols();
-    let mut svs = SupportVectors::new(d, b + 1, 1);
+    let mut svs = SupportVectors::new(d, b + 1, 1, SvLayout::Dense).unwrap();
+    let mut sparse_svs = SupportVectors::new(d, b + 1, 1, SvLayout::Sparse).unwrap();
     for j in 0..b {
-        svs.push_row(x, j, &[if j % 2 == 0 { 0.01 } else { -0.02 }]);
+        let c = [if j % 2 == 0 { 0.01 } else { -0.02 }];
+        svs.push_row(x, j, &c).unwrap();
+        sparse_svs.push_row(x, j, &c).unwrap();
     }
     let (svt, sv_norms, coef) = floor_arrays(x, b);
     let norms = x.sq_norms();
@@ -243,6 +246,18 @@ fn bench_case<R: Rows>(c: &mut Criterion, name: &str, x: &R, b: usize, gamma: f6
             black_box(f[0])
         })
     });
+    if x.dense_row(0).is_none() {
+        // The same step with the sparse support vector layout (what `auto` picks for wide CSR).
+        group.bench_function(BenchmarkId::new("step-sparse-layout", b), |bch| {
+            bch.iter(|| {
+                i = (i + 1) % n;
+                sparse_svs.dots_with_row(x, i, &mut kv);
+                sparse_svs.dots_to_kernel(gamma, norms[i], &mut kv);
+                sparse_svs.decision_from_kernel(&kv, &mut f);
+                black_box(f[0])
+            })
+        });
+    }
     #[cfg(target_arch = "x86_64")]
     if available() {
         let is_sparse = x.dense_row(0).is_none();

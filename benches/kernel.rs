@@ -5,7 +5,7 @@
 
 use budgetsvm::core::data::{CsrView, DenseView, Rows};
 use budgetsvm::core::kernel::kernel_matrix;
-use budgetsvm::core::model::SupportVectors;
+use budgetsvm::core::model::{SupportVectors, SvLayout};
 use budgetsvm::core::rng::Rng;
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
@@ -32,15 +32,15 @@ fn sparse_rows(n: usize, dim: usize, nnz: usize, seed: u64) -> (Vec<i32>, Vec<i3
 }
 
 fn svs_from<R: Rows>(x: &R, budget: usize) -> SupportVectors {
-    let mut svs = SupportVectors::new(x.n_cols(), budget + 1, 1);
+    let mut svs = SupportVectors::new(x.n_cols(), budget + 1, 1, SvLayout::Dense).unwrap();
     for i in 0..budget {
-        svs.push_row(x, i, &[1.0]);
+        svs.push_row(x, i, &[1.0]).unwrap();
     }
     svs
 }
 
 fn bench_rows<R: Rows>(c: &mut Criterion, name: &str, x: &R, budget: usize) {
-    let svs = svs_from(x, budget);
+    let mut svs = svs_from(x, budget);
     let norms = x.sq_norms();
     let mut out = vec![0.0; budget + 1];
     let n = x.n_rows();

@@ -5,7 +5,7 @@
 use budgetsvm::core::budget::{BudgetMaintainer, Maintenance};
 use budgetsvm::core::data::DenseView;
 use budgetsvm::core::merge::{MergeSearch, MergeTable};
-use budgetsvm::core::model::SupportVectors;
+use budgetsvm::core::model::{SupportVectors, SvLayout};
 use budgetsvm::core::rng::Rng;
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 
@@ -17,14 +17,14 @@ fn full_budget(budget: usize, dim: usize, seed: u64) -> SupportVectors {
     let n = budget + 1;
     let xs: Vec<f64> = (0..n * dim).map(|_| rng.next_f64() * 2.0 - 1.0).collect();
     let x = DenseView::new(&xs, n, dim).expect("shape");
-    let mut svs = SupportVectors::new(dim, n, 1);
+    let mut svs = SupportVectors::new(dim, n, 1, SvLayout::Dense).unwrap();
     for i in 0..n {
         let c = if i == n - 1 {
             0.01
         } else {
             0.05 + rng.next_f64()
         };
-        svs.push_row(&x, i, &[c]);
+        svs.push_row(&x, i, &[c]).unwrap();
     }
     svs
 }
@@ -41,7 +41,7 @@ fn merge_event(c: &mut Criterion) {
             .collect();
         cases.push(("remove".into(), Maintenance::Remove));
         for (name, maintenance) in cases {
-            let mut maintainer = BudgetMaintainer::new(maintenance, gamma, dim, budget + 1, None);
+            let mut maintainer = BudgetMaintainer::new(maintenance, gamma, None);
             group.bench_with_input(BenchmarkId::new(name, budget), &svs, |b, svs| {
                 b.iter_batched_ref(
                     || svs.clone(),

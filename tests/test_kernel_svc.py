@@ -22,6 +22,9 @@ SOLVERS = ("alfpgm", "smo")
 
 
 def kernel(A: np.ndarray, B: np.ndarray, gamma: float) -> np.ndarray:
+    # Sparse input gives CSR support vectors (as SVC); the reference works densely.
+    A = A.toarray() if sp.issparse(A) else A
+    B = B.toarray() if sp.issparse(B) else B
     d2 = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2 * A @ B.T
     return np.exp(-gamma * np.maximum(d2, 0.0))
 

@@ -220,12 +220,12 @@ def test_newer_version(saved, tmp_path):
     def bump(name, data):
         if name == "header.json":
             h = json.loads(data)
-            h["version"] = 2
+            h["version"] = 3
             return json.dumps(h).encode()
         return data
 
-    with pytest.raises(ModelFormatError, match="newer budgetsvm.*version 2"):
-        load_model(rewrite(saved, tmp_path / "v2", bump))
+    with pytest.raises(ModelFormatError, match="newer budgetsvm.*version 3"):
+        load_model(rewrite(saved, tmp_path / "v3", bump))
     assert issubclass(ModelFormatError, ValueError)
 
 

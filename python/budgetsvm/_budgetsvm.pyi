@@ -57,6 +57,7 @@ def fit_bsgd(
     callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
     observer: Optional[Callable[[Dict[str, Any]], Any]] = None,
     shuffle: bool = True,
+    sv_storage: str = "auto",
 ) -> Dict[str, Any]: ...
 def fit_bsca(
     x: _Features,
@@ -76,6 +77,7 @@ def fit_bsca(
     shuffle: bool = True,
     dual_step: str = "decaying",
     average: bool = False,
+    sv_storage: str = "auto",
 ) -> Dict[str, Any]: ...
 def fit_kernel_svc(
     x: _Features,
@@ -110,7 +112,7 @@ def kernel_rows(
     x: _Features, gamma: float, rows: npt.NDArray[np.int64]
 ) -> Tuple[npt.NDArray[np.float32], float]: ...
 def decision_function(
-    support_vectors: npt.NDArray[np.float64],
+    support_vectors: _Features,
     coef: npt.NDArray[np.float64],
     gamma: float,
     x: _Features,
@@ -119,7 +121,7 @@ def load_libsvm(
     path: str,
 ) -> Tuple[
     npt.NDArray[np.float64],
-    npt.NDArray[np.int32],
+    npt.NDArray[np.int64],
     npt.NDArray[np.int64],
     npt.NDArray[np.float64],
     int,
@@ -150,6 +152,8 @@ class BsgdStream:
         average: bool = True,
         lambda_: Optional[float] = None,
         shuffle: bool = True,
+        sv_storage: str = "auto",
+        sparse_input: bool = False,
     ) -> BsgdStream: ...
     def partial_fit(
         self,
@@ -179,7 +183,7 @@ class LibsvmChunkReader:
         self,
     ) -> Tuple[
         npt.NDArray[np.float64],
-        npt.NDArray[np.int32],
+        npt.NDArray[np.int64],
         npt.NDArray[np.int64],
         npt.NDArray[np.float64],
         int,

@@ -56,8 +56,9 @@ class HistoryRecorder:
     def __call__(self, info: Dict[str, Any]) -> None:
         sv, coef = info["support_vectors"], info["coef"]
         f = _budgetsvm.decision_function(sv, coef, self.gamma, self.X)
-        k_sv = _budgetsvm.rbf_kernel(sv, sv, self.gamma) if len(sv) else np.zeros((0, 0))
-        norms = np.einsum("jk,jl,lk->k", coef, k_sv, coef) if len(sv) else np.zeros(coef.shape[1])
+        n_sv = coef.shape[0]
+        k_sv = _budgetsvm.rbf_kernel(sv, sv, self.gamma) if n_sv else np.zeros((0, 0))
+        norms = np.einsum("jk,jl,lk->k", coef, k_sv, coef) if n_sv else np.zeros(coef.shape[1])
         h = self.history
         h["epoch"].append(info["epoch"])
         h["seconds"].append(info["seconds"])
@@ -71,7 +72,7 @@ class HistoryRecorder:
         else:
             h["val_accuracy"].append(float("nan"))
         h["maintenance_fraction"].append(info["maintenance_fraction"])
-        h["n_sv"].append(len(sv))
+        h["n_sv"].append(n_sv)
 
     def _primal(self, f: np.ndarray, norms: np.ndarray) -> float:
         if f.shape[1] == 1:

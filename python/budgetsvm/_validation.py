@@ -34,6 +34,18 @@ def to_native(X: Any) -> NativeX:
     return _aligned(X, np.float64)
 
 
+def sv_from_native(sv: NativeX) -> Any:
+    """Support vectors as the engine returns them: a dense array, or CSR parts made into a
+    ``scipy.sparse.csr_matrix`` (sparse storage: no array of n_features per vector)."""
+    if isinstance(sv, tuple):
+        data, indices, indptr, n_cols = sv
+        return sp.csr_matrix((data, indices, indptr), shape=(len(indptr) - 1, int(n_cols)))
+    return sv
+
+
+SV_STORAGES = ("auto", "dense", "sparse")
+
+
 def _aligned(a: Any, dtype: Any = None) -> np.ndarray:
     """C-contiguous and aligned (buffers received over a network, e.g. from Dask workers, can
     be misaligned, which the native views reject); copies only when needed."""

@@ -105,8 +105,8 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
     classes_ : ndarray of shape (n_classes,)
     support_ : ndarray of shape (n_SV,)
         Indices of the support vectors in the training data, grouped by class (as SVC).
-    support_vectors_ : ndarray of shape (n_SV, n_features)
-        Dense also for sparse input (SVC keeps sparse input sparse here).
+    support_vectors_ : ndarray or scipy.sparse.csr_matrix of shape (n_SV, n_features)
+        CSR for sparse input (as SVC), so nothing of size n_features is made per vector.
     n_support_ : ndarray of shape (n_classes,)
         Support vectors per class.
     dual_coef_ : ndarray of shape (n_classes - 1, n_SV)
@@ -310,7 +310,12 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
             dual_coef[a, cols[~of_a]] = p["coef"][~of_a]
         sv = X[support]
         self.support_ = support.astype(np.int32)
-        self.support_vectors_ = np.ascontiguousarray(sv.toarray() if sp.issparse(sv) else sv)
+        if sp.issparse(sv):
+            sv = sp.csr_matrix(sv)
+            sv.sort_indices()
+            self.support_vectors_ = sv
+        else:
+            self.support_vectors_ = np.ascontiguousarray(sv)
         self.n_support_ = np.bincount(y_index[support], minlength=n_classes).astype(np.int32)
         self._pair_coef = pair_coef
         self._rho = rho
@@ -342,7 +347,7 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         if self.support_vectors_.shape[0] == 0:
             return np.zeros((X.shape[0], len(self._rho))) - self._rho
         values = _budgetsvm.decision_function(
-            self.support_vectors_, self._pair_coef, self.gamma_, to_native(X)
+            to_native(self.support_vectors_), self._pair_coef, self.gamma_, to_native(X)
         )
         return values - self._rho
 

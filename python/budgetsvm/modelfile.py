@@ -2,8 +2,9 @@
 
 A model file is a zip archive (see ``docs/model_format.md``) holding ``header.json`` (format
 name and version, classes, kernel, training parameters, statistics) and the arrays
-``support_vectors.npy`` and ``dual_coef.npy`` (little-endian float64, read with
-``allow_pickle=False``). Everything read is checked: a truncated, corrupted, foreign or
+``dual_coef.npy`` and either ``support_vectors.npy`` (dense) or, for a model with sparse
+support vectors (version 2), ``support_vectors_data.npy``, ``support_vectors_indices.npy`` and
+``support_vectors_indptr.npy`` (CSR), all little-endian and read with ``allow_pickle=False``. Everything read is checked: a truncated, corrupted, foreign or
 newer-version file raises :class:`ModelFormatError` (a ``ValueError``) with a message that
 says which, and reading never executes code from the file.
 """
@@ -18,9 +19,11 @@ import zipfile
 from typing import Any, Dict, Union
 
 import numpy as np
+import scipy.sparse as sp
 
 FORMAT_NAME = "budgetsvm-model"
-FORMAT_VERSION = 1
+# Version 2 adds sparse (CSR) support vectors; version 1 files (dense only) still load.
+FORMAT_VERSION = 2
 HEADER = "header.json"
 ARRAYS = ("support_vectors", "dual_coef")
 # Label dtypes a model file can hold (numpy kinds): signed/unsigned integers, floats, unicode
@@ -57,9 +60,9 @@ def _json_value(v: Any) -> Any:
     return None  # objects (a RandomState, a callable) are not part of the file
 
 
-def _npy_bytes(a: np.ndarray) -> bytes:
+def _npy_bytes(a: np.ndarray, dtype: str = "<f8") -> bytes:
     buf = io.BytesIO()
-    np.lib.format.write_array(buf, np.ascontiguousarray(a, dtype="<f8"), allow_pickle=False)
+    np.lib.format.write_array(buf, np.ascontiguousarray(a, dtype=dtype), allow_pickle=False)
     return buf.getvalue()
 
 
@@ -89,7 +92,7 @@ def save_model(clf: Any, path: PathLike) -> None:
         params["random_state"] = None
     header: Dict[str, Any] = {
         "format": FORMAT_NAME,
-        "version": FORMAT_VERSION,
+        "version": 1,
         "created_by": f"budgetsvm {__import__('budgetsvm').__version__}",
         "estimator": type(clf).__name__,
         "kernel": {"name": "rbf", "gamma": float(clf.gamma_)},
@@ -104,13 +107,26 @@ def save_model(clf: Any, path: PathLike) -> None:
             "dual_coef": list(clf.dual_coef_.shape),
         },
     }
+    sparse = sp.issparse(clf.support_vectors_)
+    if sparse:
+        sv = sp.csr_matrix(clf.support_vectors_)
+        sv.sort_indices()
+        # Dense models stay version 1, readable by every budgetsvm; sparse ones need version 2.
+        header["version"] = 2
+        header["arrays"]["support_vectors_format"] = "csr"
+        header["arrays"]["support_vectors_nnz"] = int(sv.nnz)
     names = getattr(clf, "feature_names_in_", None)
     if names is not None:
         header["feature_names"] = [str(n) for n in names]
     text = json.dumps(header, indent=1, allow_nan=False).encode()
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:
         z.writestr(HEADER, text)
-        z.writestr("support_vectors.npy", _npy_bytes(clf.support_vectors_))
+        if sparse:
+            z.writestr("support_vectors_data.npy", _npy_bytes(sv.data))
+            z.writestr("support_vectors_indices.npy", _npy_bytes(sv.indices, "<i8"))
+            z.writestr("support_vectors_indptr.npy", _npy_bytes(sv.indptr, "<i8"))
+        else:
+            z.writestr("support_vectors.npy", _npy_bytes(clf.support_vectors_))
         z.writestr("dual_coef.npy", _npy_bytes(clf.dual_coef_))
 
 
@@ -128,7 +144,8 @@ def _shape(value: Any, ndim: int) -> tuple:
     return tuple(value)
 
 
-def _read_array(z: zipfile.ZipFile, name: str, shape: tuple) -> np.ndarray:
+def _read_array(z: zipfile.ZipFile, name: str, shape: tuple, kind: str = "f") -> np.ndarray:
+    """Array ``name`` of the given shape: float64 (kind 'f', finite) or int64 (kind 'i')."""
     member = f"{name}.npy"
     info = z.getinfo(member)  # KeyError when missing
     expected = 8 * int(np.prod(shape, dtype=np.int64)) + NPY_OVERHEAD
@@ -136,13 +153,36 @@ def _read_array(z: zipfile.ZipFile, name: str, shape: tuple) -> np.ndarray:
         raise ValueError(f"{member} is larger than its shape {list(shape)} allows")
     with z.open(member) as f:
         a = np.lib.format.read_array(io.BytesIO(f.read()), allow_pickle=False)
-    if a.dtype != np.dtype("<f8") and a.dtype != np.dtype("float64"):
-        raise ValueError(f"{member} has dtype {a.dtype}, expected float64")
+    want = np.dtype("float64") if kind == "f" else np.dtype("int64")
+    if a.dtype.newbyteorder("=") != want:
+        raise ValueError(f"{member} has dtype {a.dtype}, expected {want}")
     if a.shape != shape:
         raise ValueError(f"{member} has shape {list(a.shape)}, the header says {list(shape)}")
-    if not np.all(np.isfinite(a)):
+    if kind == "f" and not np.all(np.isfinite(a)):
         raise ValueError(f"{member} contains NaN or infinity")
-    return np.ascontiguousarray(a, dtype=np.float64)
+    return np.ascontiguousarray(a, dtype=want)
+
+
+def _read_csr(z: zipfile.ZipFile, shape: tuple, nnz: Any) -> Any:
+    """The CSR support vectors of a version 2 file, every invariant checked."""
+    if not isinstance(nnz, int) or isinstance(nnz, bool) or nnz < 0:
+        raise ValueError(f"bad support_vectors_nnz {nnz!r}")
+    n_rows, n_cols = shape
+    data = _read_array(z, "support_vectors_data", (nnz,))
+    indices = _read_array(z, "support_vectors_indices", (nnz,), kind="i")
+    indptr = _read_array(z, "support_vectors_indptr", (n_rows + 1,), kind="i")
+    if indptr[0] != 0 or indptr[-1] != nnz or np.any(np.diff(indptr) < 0):
+        raise ValueError("support_vectors_indptr is not a valid CSR row pointer")
+    if nnz and (indices.min() < 0 or indices.max() >= n_cols):
+        raise ValueError(f"support_vectors_indices out of range [0, {n_cols})")
+    # Sorted, distinct columns within each row: increasing except across row starts.
+    steps = np.diff(indices) > 0
+    row_starts = indptr[1:-1]
+    row_starts = row_starts[(row_starts > 0) & (row_starts < nnz)] - 1
+    steps[row_starts] = True
+    if not np.all(steps):
+        raise ValueError("support_vectors_indices are not sorted and distinct within rows")
+    return sp.csr_matrix((data, indices, indptr), shape=shape)
 
 
 def load_model(path: PathLike) -> Any:
@@ -218,7 +258,13 @@ def _build(cls: Any, z: zipfile.ZipFile, header: Dict[str, Any]) -> Any:
             f"array shapes {list(sv_shape)} and {list(coef_shape)} do not fit "
             f"{n_features} features and {len(classes)} classes"
         )
-    support_vectors = _read_array(z, "support_vectors", sv_shape)
+    sv_format = arrays.get("support_vectors_format", "dense")
+    if sv_format == "csr":
+        support_vectors = _read_csr(z, sv_shape, arrays.get("support_vectors_nnz"))
+    elif sv_format == "dense":
+        support_vectors = _read_array(z, "support_vectors", sv_shape)
+    else:
+        raise ValueError(f"unknown support_vectors_format {sv_format!r}")
     dual_coef = _read_array(z, "dual_coef", coef_shape)
     known = cls().get_params()
     params = {k: v for k, v in dict(header.get("params", {})).items() if k in known}

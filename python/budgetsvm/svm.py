@@ -7,6 +7,7 @@ import sys
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.metaestimators import available_if
@@ -15,7 +16,14 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from budgetsvm import _budgetsvm
 from budgetsvm._history import HistoryRecorder
-from budgetsvm._validation import check_choice, check_positive, resolve_gamma, to_native
+from budgetsvm._validation import (
+    SV_STORAGES,
+    check_choice,
+    check_positive,
+    resolve_gamma,
+    sv_from_native,
+    to_native,
+)
 
 SOLVERS = ("bsgd", "bsca")
 MAINTENANCE = ("merge", "remove", "project")
@@ -89,11 +97,19 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         first epoch is the paper's, and the noise merging injects later dies out (a9a at C = 32,
         B = 500, with averaging: 85.3% instead of 78.9%; docs/bsca_paper002.md). While the
         budget never binds (B >= n) it takes full steps, so both give the exact dual solver.
+    sv_storage : {'auto', 'dense', 'sparse'}, default='auto'
+        How the support vectors are stored while training and in ``support_vectors_``.
+        'dense': one block of n_features values per vector (fastest for dense or
+        low-dimensional data). 'sparse': each vector as its non-zeros, so every step, merge and
+        prediction costs O(non-zeros) whatever n_features is (text with millions of features).
+        'auto' picks 'sparse' for sparse input with more than 2,048 features and 'dense'
+        otherwise (docs/sparse.md). Both train the same model.
 
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
-    support_vectors_ : ndarray of shape (n_SV, n_features)
+    support_vectors_ : ndarray or scipy.sparse.csr_matrix of shape (n_SV, n_features)
+        CSR with the sparse storage (see ``sv_storage``), a dense array otherwise.
     dual_coef_ : ndarray of shape (1, n_SV) for two classes, (n_classes, n_SV) otherwise
         Coefficient of each support vector in the decision function (per class).
     gamma_ : float
@@ -148,6 +164,7 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         lam: Optional[float] = None,
         shuffle: bool = True,
         dual_step: str = "decaying",
+        sv_storage: str = "auto",
     ) -> None:
         self.C = C
         self.gamma = gamma
@@ -160,6 +177,7 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         self.average = average
         self.shuffle = shuffle
         self.dual_step = dual_step
+        self.sv_storage = sv_storage
         self.random_state = random_state
         self.verbose = verbose
         self.record_history = record_history
@@ -182,6 +200,7 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         check_choice("shuffle", self.shuffle, (True, False))
         check_choice("dual_step", self.dual_step, DUAL_STEPS)
         check_choice("record_history", self.record_history, (True, False))
+        check_choice("sv_storage", self.sv_storage, SV_STORAGES)
 
     def _seed(self) -> int:
         if isinstance(self.random_state, (int, np.integer)) and not isinstance(
@@ -234,6 +253,7 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
             callback=_epoch_callback(self.verbose, _callback),
             observer=recorder,
             shuffle=bool(self.shuffle),
+            sv_storage=self.sv_storage,
         )
         n_classes = len(self.classes_)
         if self.solver == "bsca":
@@ -268,7 +288,7 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
 
     def _set_model(self, result: Dict[str, Any]) -> None:
         """Fitted attributes from a native result dict (fit, partial_fit)."""
-        self.support_vectors_ = result.pop("support_vectors")
+        self.support_vectors_ = sv_from_native(result.pop("support_vectors"))
         self.dual_coef_ = np.ascontiguousarray(result.pop("coef").T)
         self.n_iter_ = result["epochs"]
         events = result["maintenance_events"]
@@ -346,6 +366,8 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
                 n_samples=int(n_samples),
                 average=bool(self.average),
                 shuffle=bool(self.shuffle),
+                sv_storage=self.sv_storage,
+                sparse_input=sp.issparse(X),
             )
             self.history_ = None
         else:
@@ -435,6 +457,8 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
             epochs=epochs,
             average=bool(self.average),
             shuffle=bool(self.shuffle),
+            sv_storage=self.sv_storage,
+            sparse_input=True,
         )
         self.history_ = None
         done = 0
@@ -455,7 +479,7 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
                         epoch=epoch,
                         epochs=epochs,
                         iteration=info["iterations"],
-                        n_sv=info["support_vectors"].shape[0],
+                        n_sv=info["coef"].shape[0],
                         maintenance_events=info["maintenance_events"],
                         seconds=info["seconds"],
                     )
@@ -530,7 +554,7 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C", reset=False)
         values = _budgetsvm.decision_function(
-            self.support_vectors_,
+            to_native(self.support_vectors_),
             np.ascontiguousarray(self.dual_coef_.T),
             self.gamma_,
             to_native(X),
@@ -560,7 +584,7 @@ def _file_gamma(gamma: Any, summary: Dict[str, Any], n_rows: int, width: int) ->
         return value
     if isinstance(gamma, str) and gamma == "auto":
         return 1.0 / width
-    return resolve_gamma(gamma, np.empty((1, width)))
+    return resolve_gamma(gamma, sp.csr_matrix((1, width)))
 
 
 def _class_indices(classes: np.ndarray, y: Any) -> np.ndarray:

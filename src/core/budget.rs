@@ -11,6 +11,8 @@ use crate::core::merge::{
     GSS_PRECISE_EPS,
 };
 use crate::core::model::SupportVectors;
+#[cfg(test)]
+use crate::core::model::SvLayout;
 
 /// What a budget maintenance event does with the smallest support vector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,19 +87,37 @@ struct Projection {
 // Strided dense linear algebra: explicit indices read clearer than iterator chains here.
 #[allow(clippy::needless_range_loop)]
 impl Projection {
-    fn new(cap: usize) -> Self {
+    fn new() -> Self {
         Projection {
-            cap,
+            cap: 0,
             n: 0,
-            k: vec![0.0; cap * cap],
-            g: vec![0.0; cap * cap],
-            u: vec![0.0; cap],
+            k: Vec::new(),
+            g: Vec::new(),
+            u: Vec::new(),
             events_since_refresh: 0,
         }
     }
 
+    /// Re-lays the matrices out with room for `cap` SVs.
+    fn grow(&mut self, cap: usize) {
+        let (n, old) = (self.n, self.cap);
+        let mut k = vec![0.0; cap * cap];
+        let mut g = vec![0.0; cap * cap];
+        for i in 0..n {
+            k[i * cap..i * cap + n].copy_from_slice(&self.k[i * old..i * old + n]);
+            g[i * cap..i * cap + n].copy_from_slice(&self.g[i * old..i * old + n]);
+        }
+        self.k = k;
+        self.g = g;
+        self.u.resize(cap, 0.0);
+        self.cap = cap;
+    }
+
     /// Appends an SV whose kernel values against the current ones are `b`.
     fn push(&mut self, b: &[f64]) {
+        if self.n == self.cap {
+            self.grow((2 * self.cap).max(64));
+        }
         let (n, cap) = (self.n, self.cap);
         for i in 0..n {
             self.u[i] = (0..n).map(|j| self.g[i * cap + j] * b[j]).sum();
@@ -201,8 +221,6 @@ pub struct BudgetMaintainer {
     gamma: f64,
     table: &'static MergeTable,
     compare_with: Option<MergeSearch>,
-    x1: Vec<f64>,
-    z: Vec<f64>,
     kappa: Vec<f64>,
     projection: Option<Projection>,
     pub stats: MaintenanceStats,
@@ -211,13 +229,7 @@ pub struct BudgetMaintainer {
 impl BudgetMaintainer {
     /// `compare_with` runs a second partner search at every merge event and counts how often
     /// both choose the same partner (for measuring lookup against GSS decisions).
-    pub fn new(
-        maintenance: Maintenance,
-        gamma: f64,
-        dim: usize,
-        capacity: usize,
-        compare_with: Option<MergeSearch>,
-    ) -> Self {
+    pub fn new(maintenance: Maintenance, gamma: f64, compare_with: Option<MergeSearch>) -> Self {
         // Build (or fetch) the shared table before training starts, never inside an event
         // (well under 0.1 s, once per process).
         let table = MergeTable::shared();
@@ -226,10 +238,8 @@ impl BudgetMaintainer {
             gamma,
             table,
             compare_with,
-            x1: vec![0.0; dim],
-            z: vec![0.0; dim],
-            kappa: vec![0.0; capacity],
-            projection: (maintenance == Maintenance::Project).then(|| Projection::new(capacity)),
+            kappa: Vec::new(),
+            projection: (maintenance == Maintenance::Project).then(Projection::new),
             stats: MaintenanceStats::default(),
         }
     }
@@ -255,6 +265,9 @@ impl BudgetMaintainer {
     pub fn reduce(&mut self, svs: &mut SupportVectors) {
         let start = Instant::now();
         let Some(p) = svs.smallest() else { return };
+        if self.kappa.len() < svs.len() {
+            self.kappa.resize(svs.capacity().max(svs.len()), 0.0);
+        }
         let wd = match self.maintenance {
             Maintenance::Remove => self.remove(svs, p),
             Maintenance::Project => self.project(svs, p),
@@ -283,7 +296,7 @@ impl BudgetMaintainer {
             return self.remove(svs, p);
         };
         proj.events_since_refresh += 1;
-        if proj.events_since_refresh >= proj.cap {
+        if proj.events_since_refresh >= proj.n {
             proj.refresh();
         }
         proj.drop_from_inverse(p);
@@ -306,11 +319,9 @@ impl BudgetMaintainer {
         norm2 * (1.0 - explained).max(0.0)
     }
 
-    /// Kernel values between SV p and every SV, into self.kappa; SV p copied into self.x1.
-    fn kernel_row_of(&mut self, svs: &SupportVectors, p: usize) {
-        svs.copy_sv(p, &mut self.x1);
-        svs.dots_with_dense(&self.x1, &mut self.kappa);
-        svs.dots_to_kernel(self.gamma, svs.sq_norm(p), &mut self.kappa);
+    /// Kernel values between SV p and every SV, into self.kappa.
+    fn kernel_row_of(&mut self, svs: &mut SupportVectors, p: usize) {
+        svs.kernel_row_of_sv(p, self.gamma, &mut self.kappa);
     }
 
     /// The best same-sign partner of SV p (coefficient cp) under `search`: (index, normalised h
@@ -363,17 +374,13 @@ impl BudgetMaintainer {
         s * s * (cp + cq) * (cp + cq) * weight_degradation(m, kappa, h)
     }
 
-    /// Replaces SV p (held in self.x1) and SV q by z = h x_p + (1 - h) x_q with the optimal
-    /// coefficients k(x_p, z) a_p + k(x_q, z) a_q, where k(x_p, z) = kappa^((1-h)^2) and
-    /// k(x_q, z) = kappa^(h^2) for the Gaussian kernel.
+    /// Replaces SV p and SV q by z = h x_p + (1 - h) x_q with the optimal coefficients
+    /// k(x_p, z) a_p + k(x_q, z) a_q, where k(x_p, z) = kappa^((1-h)^2) and k(x_q, z) =
+    /// kappa^(h^2) for the Gaussian kernel.
     fn merge_into_partner(&mut self, svs: &mut SupportVectors, p: usize, q: usize, h: f64) {
         let kappa = self.kappa[q];
         let (k_p, k_q) = (kappa.powf((1.0 - h) * (1.0 - h)), kappa.powf(h * h));
-        svs.copy_sv(q, &mut self.z);
-        for (z, &x1) in self.z.iter_mut().zip(&self.x1) {
-            *z = h * x1 + (1.0 - h) * *z;
-        }
-        svs.merge_pair(p, q, &self.z, k_p, k_q);
+        svs.merge_pair(p, q, h, k_p, k_q);
     }
 
     /// Multi-class: partners of any sign, the summed objective of paper 001 eq. 18, searched by
@@ -430,24 +437,28 @@ impl BudgetMaintainer {
         w.str(merge);
         w.f64(self.gamma);
         w.str(self.compare_with.map_or("", MergeSearch::name));
-        w.usize(self.x1.len());
-        w.usize(self.kappa.len());
         match &self.projection {
             None => w.bool(false),
             Some(p) => {
                 w.bool(true);
                 w.usize(p.n);
                 w.usize(p.events_since_refresh);
-                w.f64s(&p.k);
-                w.f64s(&p.g);
+                let live = |m: &[f64]| -> Vec<f64> {
+                    (0..p.n)
+                        .flat_map(|i| m[i * p.cap..i * p.cap + p.n].iter().copied())
+                        .collect()
+                };
+                w.f64s(&live(&p.k));
+                w.f64s(&live(&p.g));
             }
         }
         self.stats.encode(w);
     }
 
     /// Reads what `encode` wrote; the sizes must match those of the support vectors it goes
-    /// with (decoded first, so no size here comes unchecked).
-    pub fn decode(r: &mut Reader<'_>, dim: usize, capacity: usize) -> Result<Self> {
+    /// with (decoded first, so no size here comes unchecked). `v1_sizes` = (dim, capacity) of a
+    /// version 1 state, whose matrices have capacity x capacity entries.
+    pub fn decode(r: &mut Reader<'_>, v1_sizes: Option<(usize, usize)>) -> Result<Self> {
         let maintenance = r.str()?;
         let merge = r.str()?;
         let maintenance =
@@ -458,10 +469,12 @@ impl BudgetMaintainer {
             "" => None,
             name => Some(MergeSearch::parse(name).map_err(|_| corrupt("merge search"))?),
         };
-        if (r.usize()?, r.usize()?) != (dim, capacity) {
-            return Err(corrupt("maintenance buffer sizes"));
+        if let Some(sizes) = v1_sizes {
+            if (r.usize()?, r.usize()?) != sizes {
+                return Err(corrupt("maintenance buffer sizes"));
+            }
         }
-        let mut m = BudgetMaintainer::new(maintenance, gamma, 0, 0, compare_with);
+        let mut m = BudgetMaintainer::new(maintenance, gamma, compare_with);
         let has_projection = r.bool()?;
         if has_projection != m.projection.is_some() {
             return Err(corrupt("projection state"));
@@ -469,27 +482,25 @@ impl BudgetMaintainer {
         if has_projection {
             let n = r.usize()?;
             let events_since_refresh = r.usize()?;
-            let cells = capacity
-                .checked_mul(capacity)
+            let cap = v1_sizes.map_or(n, |(_, capacity)| capacity);
+            let cells = cap
+                .checked_mul(cap)
                 .ok_or_else(|| corrupt("projection sizes"))?;
             let k = r.f64s_of(cells)?;
             let g = r.f64s_of(cells)?;
-            if n > capacity {
+            if n > cap {
                 return Err(corrupt("projection size"));
             }
             m.projection = Some(Projection {
-                cap: capacity,
+                cap,
                 n,
                 k,
                 g,
-                u: vec![0.0; capacity],
+                u: vec![0.0; cap],
                 events_since_refresh,
             });
         }
         m.stats = MaintenanceStats::decode(r)?;
-        m.x1 = vec![0.0; dim];
-        m.z = vec![0.0; dim];
-        m.kappa = vec![0.0; capacity];
         Ok(m)
     }
 
@@ -512,8 +523,8 @@ mod tests {
     ) -> f64 {
         let d = before.dim;
         let n_out = before.n_out;
-        let mut pts = before.support_vectors.clone();
-        pts.extend_from_slice(&after.support_vectors);
+        let mut pts = before.support_vectors.to_dense(before.n_sv(), d);
+        pts.extend_from_slice(&after.support_vectors.to_dense(after.n_sv(), d));
         let mut coef: Vec<f64> = before.coef.clone();
         coef.extend(after.coef.iter().map(|c| -c));
         let n = pts.len() / d;
@@ -537,10 +548,20 @@ mod tests {
         d: usize,
         n_out: usize,
         mixed_signs: bool,
+        layout: SvLayout,
     ) -> (SupportVectors, Vec<f64>) {
-        let xs: Vec<f64> = (0..n * d).map(|_| rng.next_f64() * 2.0 - 1.0).collect();
+        // Some exact zeros, so the sparse layout stores fewer entries than the dense one.
+        let xs: Vec<f64> = (0..n * d)
+            .map(|_| {
+                if rng.next_f64() < 0.3 {
+                    0.0
+                } else {
+                    rng.next_f64() * 2.0 - 1.0
+                }
+            })
+            .collect();
         let x = DenseView::new(&xs, n, d).unwrap();
-        let mut svs = SupportVectors::new(d, n, n_out);
+        let mut svs = SupportVectors::new(d, n, n_out, layout).unwrap();
         for i in 0..n {
             let c: Vec<f64> = (0..n_out)
                 .map(|_| {
@@ -552,7 +573,7 @@ mod tests {
                     }
                 })
                 .collect();
-            svs.push_row(&x, i, &c);
+            svs.push_row(&x, i, &c).unwrap();
         }
         svs.shrink(0.37);
         (svs, xs)
@@ -572,10 +593,15 @@ mod tests {
             (Maintenance::Merge(MergeSearch::Gss), 3),
         ];
         for (maintenance, n_out) in cases {
-            for trial in 0..20 {
+            for trial in 0..40 {
                 let (n, d, gamma) = (2 + rng.below(8), 1 + rng.below(4), 0.2 + rng.next_f64());
-                let (mut svs, xs) = random_svs(&mut rng, n, d, n_out, trial % 2 == 0);
-                let mut m = BudgetMaintainer::new(maintenance, gamma, d, n, None);
+                let layout = if trial % 4 < 2 {
+                    SvLayout::Dense
+                } else {
+                    SvLayout::Sparse
+                };
+                let (mut svs, xs) = random_svs(&mut rng, n, d, n_out, trial % 2 == 0, layout);
+                let mut m = BudgetMaintainer::new(maintenance, gamma, None);
                 let x = DenseView::new(&xs, n, d).unwrap();
                 let mut kv = vec![0.0; n];
                 for i in 0..n {
@@ -608,40 +634,34 @@ mod tests {
         let mut rng = Rng::new(22);
         for _ in 0..50 {
             let (n, d, gamma) = (3 + rng.below(6), 2, 0.5 + rng.next_f64());
-            let (svs, _) = random_svs(&mut rng, n, d, 1, false);
+            let layout = if rng.next_f64() < 0.5 {
+                SvLayout::Dense
+            } else {
+                SvLayout::Sparse
+            };
+            let (svs, _) = random_svs(&mut rng, n, d, 1, false, layout);
+            let dense = svs.to_model(gamma).support_vectors.to_dense(n, d);
             let p = svs.smallest().unwrap();
             // Brute force: merge with each partner, measure the true change, keep the best.
             let mut best_true = f64::MAX;
             for q in (0..n).filter(|&q| q != p) {
                 let trial = svs.clone();
                 // Force the partner by removing the others' eligibility: merge a 2-SV copy.
-                let mut pair = SupportVectors::new(d, 2, 1);
-                let mut v = vec![0.0; d];
+                let mut pair = SupportVectors::new(d, 2, 1, layout).unwrap();
                 for &j in &[p, q] {
-                    trial.copy_sv(j, &mut v);
-                    let xs = v.clone();
-                    let x = DenseView::new(&xs, 1, d).unwrap();
-                    pair.push_row(&x, 0, &[trial.coef(j)[0] * trial.scale()]);
+                    let x = DenseView::new(&dense[j * d..(j + 1) * d], 1, d).unwrap();
+                    pair.push_row(&x, 0, &[trial.coef(j)[0] * trial.scale()])
+                        .unwrap();
                 }
                 let before = pair.to_model(gamma);
-                let mut m = BudgetMaintainer::new(
-                    Maintenance::Merge(MergeSearch::GssPrecise),
-                    gamma,
-                    d,
-                    2,
-                    None,
-                );
+                let mut m =
+                    BudgetMaintainer::new(Maintenance::Merge(MergeSearch::GssPrecise), gamma, None);
                 m.reduce(&mut pair);
                 best_true = best_true.min(feature_space_change(&before, &pair.to_model(gamma)));
             }
             let mut svs2 = svs.clone();
-            let mut m = BudgetMaintainer::new(
-                Maintenance::Merge(MergeSearch::GssPrecise),
-                gamma,
-                d,
-                n,
-                None,
-            );
+            let mut m =
+                BudgetMaintainer::new(Maintenance::Merge(MergeSearch::GssPrecise), gamma, None);
             m.reduce(&mut svs2);
             assert!(
                 (m.stats.total_weight_degradation - best_true).abs() < 1e-9 * (1.0 + best_true)

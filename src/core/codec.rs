@@ -49,6 +49,13 @@ impl Writer {
         }
     }
 
+    pub fn u64s(&mut self, v: &[u64]) {
+        self.usize(v.len());
+        for &x in v {
+            self.u64(x);
+        }
+    }
+
     pub fn str(&mut self, s: &str) {
         self.usize(s.len());
         self.buf.extend_from_slice(s.as_bytes());
@@ -142,6 +149,19 @@ impl<'a> Reader<'a> {
                 let mut b = [0u8; 4];
                 b.copy_from_slice(c);
                 u32::from_le_bytes(b)
+            })
+            .collect())
+    }
+
+    pub fn u64s(&mut self) -> Result<Vec<u64>> {
+        let n = self.len(8)?;
+        let bytes = self.take(n * 8)?;
+        Ok(bytes
+            .chunks_exact(8)
+            .map(|c| {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(c);
+                u64::from_le_bytes(b)
             })
             .collect())
     }

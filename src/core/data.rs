@@ -19,6 +19,12 @@ pub trait Rows: Sync {
     /// Dot product of rows `i` and `j` of this matrix: a sorted-index merge of the non-zeros for
     /// CSR rows (no scratch; used when densifying a row would cost more than the merge).
     fn dot_rows(&self, i: usize, j: usize) -> f64;
+    /// Number of stored entries of row `i` (n_cols for dense rows).
+    fn row_nnz(&self, i: usize) -> usize {
+        let mut n = 0;
+        self.for_each_nonzero(i, |_, _| n += 1);
+        n
+    }
     /// Row `i` as a contiguous slice when the storage is dense (None for CSR).
     fn dense_row(&self, _i: usize) -> Option<&[f64]> {
         None
@@ -83,6 +89,9 @@ impl Rows for DenseView<'_> {
         self.n_rows
     }
     fn n_cols(&self) -> usize {
+        self.n_cols
+    }
+    fn row_nnz(&self, _i: usize) -> usize {
         self.n_cols
     }
     #[inline]
@@ -216,6 +225,9 @@ impl<I: SparseIndex> Rows for CsrView<'_, I> {
     fn n_cols(&self) -> usize {
         self.n_cols
     }
+    fn row_nnz(&self, i: usize) -> usize {
+        self.range(i).len()
+    }
     #[inline]
     fn for_each_nonzero(&self, i: usize, mut f: impl FnMut(usize, f64)) {
         let r = self.range(i);
@@ -304,6 +316,9 @@ impl Rows for AnyRows<'_> {
     fn dot_rows(&self, i: usize, j: usize) -> f64 {
         dispatch!(self, r => r.dot_rows(i, j))
     }
+    fn row_nnz(&self, i: usize) -> usize {
+        dispatch!(self, r => r.row_nnz(i))
+    }
     #[inline]
     fn dense_row(&self, i: usize) -> Option<&[f64]> {
         dispatch!(self, r => r.dense_row(i))
@@ -343,6 +358,9 @@ impl<R: Rows> Rows for SubsetRows<'_, R> {
     }
     fn n_cols(&self) -> usize {
         self.base.n_cols()
+    }
+    fn row_nnz(&self, i: usize) -> usize {
+        self.base.row_nnz(self.index[i])
     }
     #[inline]
     fn for_each_nonzero(&self, i: usize, f: impl FnMut(usize, f64)) {

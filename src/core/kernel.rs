@@ -5,6 +5,7 @@ use rayon::prelude::*;
 
 use crate::core::data::Rows;
 use crate::core::error::{Result, SvmError};
+use crate::core::sparse::RowProbe;
 use crate::core::{parallel, simd};
 
 /// Checks that gamma is usable: positive and finite.
@@ -35,6 +36,9 @@ pub fn kernel_matrix<X: Rows, Y: Rows>(x: &X, y: &Y, gamma: f64, out: &mut [f64]
     }
     let y_norms = y.sq_norms();
     let width = x.n_cols().max(y.n_cols());
+    if width > DENSE_SCRATCH_MAX_COLS {
+        return kernel_matrix_wide(x, y, gamma, &y_norms, out);
+    }
     parallel::install(|| {
         out.par_chunks_mut(m).enumerate().for_each_init(
             || (vec![0.0; width], vec![0.0; width]),
@@ -59,6 +63,50 @@ pub fn kernel_matrix<X: Rows, Y: Rows>(x: &X, y: &Y, gamma: f64, out: &mut [f64]
                 }
             },
         );
+    });
+    Ok(())
+}
+
+/// Rows wider than this are not densified into per-worker scratch (it would cost memory and
+/// time in proportion to n_features); their dot products go through a hash probe of the row.
+const DENSE_SCRATCH_MAX_COLS: usize = 1 << 16;
+
+/// `kernel_matrix` for wide (sparse) rows: O(nnz) per entry, no n_features-sized buffer.
+fn kernel_matrix_wide<X: Rows, Y: Rows>(
+    x: &X,
+    y: &Y,
+    gamma: f64,
+    y_norms: &[f64],
+    out: &mut [f64],
+) -> Result<()> {
+    let m = y.n_rows();
+    let width = x.n_cols().max(y.n_cols());
+    parallel::install(|| {
+        out.par_chunks_mut(m)
+            .enumerate()
+            .for_each_init(RowProbe::new, |probe, (i, row)| {
+                probe.load_row(x, i, width);
+                for (j, o) in row.iter_mut().enumerate() {
+                    let mut s = 0.0;
+                    y.for_each_nonzero(j, |c, v| s += v * probe.get(c as u64));
+                    *o = s;
+                }
+                let x_norm = x.sq_norm(i);
+                simd::rbf_from_dots(gamma, x_norm, y_norms, row);
+                for (j, o) in row.iter_mut().enumerate() {
+                    if o.is_nan() {
+                        // d2 = sum over y's entries of (y_c - x_c)^2 + |x|^2 on x's other columns.
+                        let (mut d2, mut shared) = (0.0, 0.0);
+                        y.for_each_nonzero(j, |c, v| {
+                            let xc = probe.get(c as u64);
+                            d2 += (v - xc) * (v - xc);
+                            shared += xc * xc;
+                        });
+                        let own: f64 = probe.values().map(|v| v * v).sum();
+                        *o = (-gamma * (d2 + (own - shared).max(0.0))).exp();
+                    }
+                }
+            });
     });
     Ok(())
 }
@@ -106,6 +154,13 @@ mod tests {
         kernel_matrix(&x, &y, 0.7, &mut k1).unwrap();
         kernel_matrix(&xsp, &y, 0.7, &mut k2).unwrap();
         kernel_matrix(&xsp, &xsp, 0.7, &mut k3).unwrap();
+        // The same rows declared 10^12 columns wide take the hash-probe path: same values.
+        let wide = CsrView::new(&indptr, &idx, &val, 1_000_000_000_000).unwrap();
+        let mut k4 = vec![0.0; n * n];
+        kernel_matrix(&wide, &wide, 0.7, &mut k4).unwrap();
+        for (a, b) in k3.iter().zip(&k4) {
+            assert!((a - b).abs() < 1e-13);
+        }
         for i in 0..n {
             for j in 0..m {
                 let e = explicit(&xs[i * d..(i + 1) * d], &ys[j * d..(j + 1) * d], 0.7);

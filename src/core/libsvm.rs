@@ -26,7 +26,7 @@ pub struct LibsvmData {
     /// Row pointers: `n_rows + 1` entries starting at 0, as scipy's `csr_matrix` expects.
     pub indptr: Vec<i64>,
     /// 0-based column index (file index - 1), strictly increasing within a row.
-    pub indices: Vec<i32>,
+    pub indices: Vec<i64>,
     /// Stored values; explicit zeros in the file are kept, as scikit-learn's reader does, so both
     /// readers give the same matrix structure.
     pub values: Vec<f64>,
@@ -41,9 +41,10 @@ impl LibsvmData {
     }
 }
 
-/// Largest accepted 1-based feature index. Keeping it at `i32::MAX` means both the 0-based column
-/// indices and `n_features` fit the int32 index arrays of scipy and of the solvers.
-const MAX_INDEX: u64 = i32::MAX as u64;
+/// Largest accepted 1-based feature index: the 0-based column indices are int64 (scipy's CSR
+/// takes them, and the solvers cost O(non-zeros) whatever the number of columns, so hashed text
+/// features with ids up to 10^12 and beyond are fine); n_features must still fit isize.
+const MAX_INDEX: u64 = i64::MAX as u64;
 
 /// Below this many bytes per chunk, spreading the work over threads costs more than it saves.
 const MIN_CHUNK_BYTES: usize = 1 << 16;
@@ -348,10 +349,10 @@ fn stream_error(format: Format, e: io::Error) -> io::Error {
 struct Chunk {
     labels: Vec<f64>,
     indptr: Vec<i64>,
-    indices: Vec<i32>,
+    indices: Vec<i64>,
     values: Vec<f64>,
     /// Largest 1-based index of the chunk.
-    max_index: u32,
+    max_index: u64,
     /// Lines consumed; for every chunk but the last this is its number of newlines, which gives
     /// the line numbers of the chunks after it.
     lines: usize,
@@ -446,7 +447,7 @@ fn concat(mut chunks: Vec<Chunk>) -> LibsvmData {
     // Zeroed vectors come from calloc, so filling them costs no extra pass over memory.
     let mut labels = vec![0.0; n_rows];
     let mut indptr = vec![0i64; n_rows + 1];
-    let mut indices = vec![0i32; nnz];
+    let mut indices = vec![0i64; nnz];
     let mut values = vec![0.0; nnz];
     {
         let mut parts = Vec::with_capacity(chunks.len());
@@ -574,7 +575,7 @@ fn parse_line(buf: &[u8], pos: usize, out: &mut Chunk) -> std::result::Result<us
         pos = end;
     }
 
-    let mut prev: u32 = 0;
+    let mut prev: u64 = 0;
     let next = loop {
         pos = skip_space(buf, pos);
         if pos >= n {
@@ -595,7 +596,7 @@ fn parse_line(buf: &[u8], pos: usize, out: &mut Chunk) -> std::result::Result<us
             }
             // Saturating keeps arbitrarily long digit runs from overflowing; anything this large
             // is rejected below.
-            index = (index * 10 + u64::from(d)).min(1 << 40);
+            index = index.saturating_mul(10).saturating_add(u64::from(d));
             pos += 1;
         }
         if pos == start || pos >= n || buf[pos] != b':' {
@@ -610,7 +611,6 @@ fn parse_line(buf: &[u8], pos: usize, out: &mut Chunk) -> std::result::Result<us
                 String::from_utf8_lossy(clip(&buf[start..pos]))
             ));
         }
-        let index = index as u32;
         if index <= prev {
             return Err(format!(
                 "feature indices must be strictly increasing ({index} after {prev})"
@@ -634,7 +634,7 @@ fn parse_line(buf: &[u8], pos: usize, out: &mut Chunk) -> std::result::Result<us
                 ))
             }
         };
-        out.indices.push((index - 1) as i32);
+        out.indices.push((index - 1) as i64);
         out.values.push(value);
         prev = index;
         pos = end;
@@ -1014,9 +1014,16 @@ mod tests {
     #[test]
     fn large_indices() {
         let d = parse("1 2147483647:1\n");
-        assert_eq!(d.indices, vec![i32::MAX - 1]);
+        assert_eq!(d.indices, vec![i32::MAX as i64 - 1]);
         assert_eq!(d.n_features, i32::MAX as usize);
-        assert_err("1 2147483648:1\n", 1, "feature index 2147483648 too large");
+        let d = parse("1 5:2 1000000000000:1\n");
+        assert_eq!(d.indices, vec![4, 999_999_999_999]);
+        assert_eq!(d.n_features, 1_000_000_000_000);
+        assert_err(
+            "1 9223372036854775808:1\n",
+            1,
+            "feature index 9223372036854775808 too large",
+        );
         assert_err(
             "1 1:1\n1 99999999999999999999999999:1\n",
             2,
@@ -1247,9 +1254,9 @@ mod tests {
         let mut values = Vec::new();
         for _ in 0..rows {
             labels.push(random_value(&mut rng));
-            let mut idx = 0i32;
+            let mut idx = 0i64;
             for _ in 0..rng.below(15) {
-                idx += 1 + rng.below(1000) as i32;
+                idx += 1 + rng.below(1000) as i64;
                 indices.push(idx - 1);
                 values.push(random_value(&mut rng));
             }

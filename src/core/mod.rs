@@ -13,3 +13,4 @@ pub mod parallel;
 pub mod rng;
 pub mod simd;
 pub mod solvers;
+pub mod sparse;

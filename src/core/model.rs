@@ -7,13 +7,88 @@ use crate::core::codec::{corrupt, Reader, Writer};
 use crate::core::data::{DenseView, Rows};
 use crate::core::error::{Result, SvmError};
 use crate::core::kernel::check_gamma;
+use crate::core::sparse::{RowProbe, SparseArena};
 use crate::core::{parallel, simd};
 
-/// The support vectors of a model under training, at most `capacity` of them.
+/// How the support vectors of a model under training are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SvLayout {
+    /// Feature-major dense block: the dots of one row with all SVs are one axpy of length B
+    /// per non-zero of the row. Fastest for dense or low-dimensional input; costs
+    /// O(n_features) memory per SV and O(n_features) per insertion, merge and removal.
+    Dense,
+    /// Each SV as sorted (column, value) pairs in shared arenas: every operation costs
+    /// O(non-zeros), whatever the number of features.
+    Sparse,
+}
+
+/// CSR input with more columns than this gets the sparse layout under `auto`. Measured with
+/// `benchmarks/sparse_text.py --layouts` (docs/sparse.md): at 1,000 columns and 14 non-zeros a row
+/// (a9a-like) the dense block is faster; by 4,096 columns its O(n_features) insertions and merges
+/// (strided writes over B x n_features) cost more than the probes of the sparse layout.
+pub const DENSE_LAYOUT_MAX_COLS: usize = 2048;
+
+impl SvLayout {
+    /// The layout for `requested` ("auto", "dense" or "sparse") on input with `n_cols` columns.
+    pub fn choose(requested: &str, sparse_input: bool, n_cols: usize) -> Result<Self> {
+        match requested {
+            "dense" => Ok(SvLayout::Dense),
+            "sparse" => Ok(SvLayout::Sparse),
+            "auto" => Ok(if sparse_input && n_cols > DENSE_LAYOUT_MAX_COLS {
+                SvLayout::Sparse
+            } else {
+                SvLayout::Dense
+            }),
+            other => Err(SvmError::invalid_parameter(
+                "sv_storage",
+                format!("unknown support vector storage {other:?}; expected auto, dense or sparse"),
+            )),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SvLayout::Dense => "dense",
+            SvLayout::Sparse => "sparse",
+        }
+    }
+}
+
+/// A zero-filled vector of `rows x cols` f64, or a clear error where that cannot exist.
+fn try_zeroed(rows: usize, cols: usize, what: &str) -> Result<Vec<f64>> {
+    let too_big = || {
+        SvmError::invalid_input(format!(
+            "{what} of {rows} x {cols} values does not fit in memory; \
+             for high-dimensional sparse data use sv_storage='sparse' (or 'auto' with CSR input)"
+        ))
+    };
+    let n = rows.checked_mul(cols).ok_or_else(too_big)?;
+    if n > isize::MAX as usize / 8 {
+        return Err(too_big());
+    }
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| too_big())?;
+    v.resize(n, 0.0);
+    Ok(v)
+}
+
+#[derive(Debug, Clone)]
+enum Store {
+    /// `svt[c * capacity + j]` is feature c of SV j; `scratch` holds one SV densely (kernel rows
+    /// of an SV against the others).
+    Dense {
+        svt: Vec<f64>,
+        scratch: Vec<f64>,
+    },
+    Sparse {
+        arena: SparseArena,
+        probe: RowProbe,
+    },
+}
+
+/// The support vectors of a model under training, in either [`SvLayout`]; slots grow on
+/// demand (by doubling), so a budget far above the number of rows seen costs nothing.
 ///
-/// Vectors are stored feature-major (`svt[c * capacity + j]` is feature c of SV j), so the dot
-/// products of one input row with all SVs are one axpy of length `len` per non-zero of the row:
-/// contiguous, vectorised, and the same code path for sparse and dense inputs.
 /// Coefficients are stored divided by a global `scale`, which makes the (1 - 1/t) shrink of all
 /// coefficients in every SGD step O(1).
 ///
@@ -28,7 +103,7 @@ pub struct SupportVectors {
     capacity: usize,
     len: usize,
     n_out: usize,
-    svt: Vec<f64>,
+    store: Store,
     sq_norms: Vec<f64>,
     coef: Vec<f64>,
     scale: f64,
@@ -55,21 +130,82 @@ struct Averaging {
 /// Below this the scale is folded into the coefficients, long before anything underflows.
 const MIN_SCALE: f64 = 1e-12;
 
+/// Slots allocated up front: enough for most budgets, small enough for any.
+const INITIAL_SLOTS: usize = 64;
+
 impl SupportVectors {
-    pub fn new(dim: usize, capacity: usize, n_out: usize) -> Self {
-        SupportVectors {
+    /// An empty store for vectors of `dim` features with `n_out` coefficients each. `expected`
+    /// SVs get slots at once when that is cheap (the budget + 1 of a solver); more are added on
+    /// demand. Fails, without allocating, where the dense layout cannot exist.
+    pub fn new(dim: usize, expected: usize, n_out: usize, layout: SvLayout) -> Result<Self> {
+        if n_out == 0 {
+            return Err(SvmError::invalid_input("a model needs at least one output"));
+        }
+        let capacity = expected.clamp(1, INITIAL_SLOTS.max(1));
+        let store = match layout {
+            SvLayout::Dense => Store::Dense {
+                svt: try_zeroed(capacity, dim, "dense support vector storage")?,
+                scratch: try_zeroed(1, dim, "dense support vector storage")?,
+            },
+            SvLayout::Sparse => Store::Sparse {
+                arena: SparseArena::new(),
+                probe: RowProbe::new(),
+            },
+        };
+        Ok(SupportVectors {
             dim,
             capacity,
             len: 0,
             n_out,
-            svt: vec![0.0; dim * capacity],
+            store,
             sq_norms: vec![0.0; capacity],
             coef: vec![0.0; capacity * n_out],
             scale: 1.0,
             averaging: None,
             origin: vec![NO_ORIGIN; capacity],
             slot_of_row: Vec::new(),
+        })
+    }
+
+    pub fn layout(&self) -> SvLayout {
+        match self.store {
+            Store::Dense { .. } => SvLayout::Dense,
+            Store::Sparse { .. } => SvLayout::Sparse,
         }
+    }
+
+    /// Stored entries of all SVs (n_features x len for the dense layout).
+    pub fn stored_entries(&self) -> usize {
+        match &self.store {
+            Store::Dense { .. } => self.dim * self.len,
+            Store::Sparse { arena, .. } => arena.live_nnz(),
+        }
+    }
+
+    /// Makes room for one more SV, doubling the slots when full.
+    fn ensure_room(&mut self) -> Result<()> {
+        if self.len < self.capacity {
+            return Ok(());
+        }
+        let new_cap = self.capacity.saturating_mul(2).max(INITIAL_SLOTS);
+        if let Store::Dense { svt, .. } = &mut self.store {
+            let mut grown = try_zeroed(new_cap, self.dim, "dense support vector storage")?;
+            let (old_cap, len) = (self.capacity, self.len);
+            for c in 0..self.dim {
+                grown[c * new_cap..c * new_cap + len]
+                    .copy_from_slice(&svt[c * old_cap..c * old_cap + len]);
+            }
+            *svt = grown;
+        }
+        self.sq_norms.resize(new_cap, 0.0);
+        self.coef.resize(new_cap * self.n_out, 0.0);
+        self.origin.resize(new_cap, NO_ORIGIN);
+        if let Some(a) = &mut self.averaging {
+            a.sum.resize(new_cap * self.n_out, 0.0);
+            a.mark.resize(new_cap, 0.0);
+        }
+        self.capacity = new_cap;
+        Ok(())
     }
 
     /// Keeps track of which SV slot holds which of `n_rows` training rows unchanged, so a dual
@@ -161,6 +297,7 @@ impl SupportVectors {
     pub fn n_out(&self) -> usize {
         self.n_out
     }
+    /// Slots allocated now (grows on demand).
     #[inline]
     pub fn capacity(&self) -> usize {
         self.capacity
@@ -185,27 +322,54 @@ impl SupportVectors {
 
     /// out[j] = <sv_j, x_i> for j < len.
     #[inline]
-    pub fn dots_with_row<R: Rows>(&self, x: &R, i: usize, out: &mut [f64]) {
+    pub fn dots_with_row<R: Rows>(&mut self, x: &R, i: usize, out: &mut [f64]) {
         let (len, cap, dim) = (self.len, self.capacity, self.dim);
         let out = &mut out[..len];
-        out.fill(0.0);
-        x.for_each_nonzero(i, |c, v| {
-            if c < dim {
-                simd::axpy(v, &self.svt[c * cap..c * cap + len], out);
+        match &mut self.store {
+            Store::Dense { svt, .. } => {
+                out.fill(0.0);
+                x.for_each_nonzero(i, |c, v| {
+                    if c < dim {
+                        simd::axpy(v, &svt[c * cap..c * cap + len], out);
+                    }
+                });
             }
-        });
-    }
-
-    /// out[j] = <sv_j, v> for a dense vector v of length dim.
-    pub fn dots_with_dense(&self, v: &[f64], out: &mut [f64]) {
-        let (len, cap) = (self.len, self.capacity);
-        let out = &mut out[..len];
-        out.fill(0.0);
-        for (c, &x) in v.iter().enumerate().take(self.dim) {
-            if x != 0.0 {
-                simd::axpy(x, &self.svt[c * cap..c * cap + len], out);
+            Store::Sparse { arena, probe } => {
+                probe.load_row(x, i, dim);
+                for (j, o) in out.iter_mut().enumerate() {
+                    let (idx, val) = arena.get(j);
+                    *o = probe.dot(idx, val);
+                }
             }
         }
+    }
+
+    /// out[j] = k(sv_p, sv_j) for j < len: the kernel row of SV p (for merging).
+    pub fn kernel_row_of_sv(&mut self, p: usize, gamma: f64, out: &mut [f64]) {
+        let (len, cap) = (self.len, self.capacity);
+        match &mut self.store {
+            Store::Dense { svt, scratch } => {
+                for (c, o) in scratch.iter_mut().enumerate() {
+                    *o = svt[c * cap + p];
+                }
+                let out = &mut out[..len];
+                out.fill(0.0);
+                for (c, &x) in scratch.iter().enumerate() {
+                    if x != 0.0 {
+                        simd::axpy(x, &svt[c * cap..c * cap + len], out);
+                    }
+                }
+            }
+            Store::Sparse { arena, probe } => {
+                let (idx, val) = arena.get(p);
+                probe.load_sparse(idx, val);
+                for (j, o) in out[..len].iter_mut().enumerate() {
+                    let (idx, val) = arena.get(j);
+                    *o = probe.dot(idx, val);
+                }
+            }
+        }
+        self.dots_to_kernel(gamma, self.sq_norms[p], out);
     }
 
     /// Turns dot products with a point of squared norm `sq_norm` into kernel values, in place.
@@ -254,22 +418,30 @@ impl SupportVectors {
         }
     }
 
-    /// Appends row i of x with actual (unscaled) coefficients `coef`. Needs room (len < capacity).
-    pub fn push_row<R: Rows>(&mut self, x: &R, i: usize, coef: &[f64]) {
+    /// Appends row i of x with actual (unscaled) coefficients `coef`; fails only where the
+    /// dense layout cannot grow.
+    pub fn push_row<R: Rows>(&mut self, x: &R, i: usize, coef: &[f64]) -> Result<()> {
+        self.ensure_room()?;
         let j = self.len;
-        let cap = self.capacity;
-        for c in 0..self.dim {
-            self.svt[c * cap + j] = 0.0;
-        }
-        let dim = self.dim;
-        let svt = &mut self.svt;
+        let (cap, dim) = (self.capacity, self.dim);
         let mut norm = 0.0;
-        x.for_each_nonzero(i, |c, v| {
-            if c < dim {
-                svt[c * cap + j] = v;
-                norm += v * v;
+        match &mut self.store {
+            Store::Dense { svt, .. } => {
+                for c in 0..dim {
+                    svt[c * cap + j] = 0.0;
+                }
+                x.for_each_nonzero(i, |c, v| {
+                    if c < dim {
+                        svt[c * cap + j] = v;
+                        norm += v * v;
+                    }
+                });
             }
-        });
+            Store::Sparse { arena, .. } => {
+                arena.push_row(x, i, dim);
+                norm = arena.get(j).1.iter().map(|v| v * v).sum();
+            }
+        }
         // The norm of what is stored: a row with columns past dim loses them here.
         self.sq_norms[j] = norm;
         self.len += 1;
@@ -279,6 +451,7 @@ impl SupportVectors {
         }
         self.reset_average(j);
         self.set_actual_coef(j, coef);
+        Ok(())
     }
 
     /// A new SV: nothing accumulated yet.
@@ -290,9 +463,10 @@ impl SupportVectors {
         }
     }
 
-    /// Replaces SVs p and q by the point z with coefficients k_p c_p + k_q c_q (the merge of
-    /// `budget.rs`; k_p = k(x_p, z), k_q = k(x_q, z)). z takes q's slot, then p is removed.
-    pub fn merge_pair(&mut self, p: usize, q: usize, z: &[f64], k_p: f64, k_q: f64) {
+    /// Replaces SVs p and q by z = h x_p + (1 - h) x_q with coefficients k_p c_p + k_q c_q (the
+    /// merge of `budget.rs`; k_p = k(x_p, z), k_q = k(x_q, z)). z takes q's slot, then p is
+    /// removed.
+    pub fn merge_pair(&mut self, p: usize, q: usize, h: f64, k_p: f64, k_q: f64) {
         self.fold_average(p);
         self.fold_average(q);
         let n = self.n_out;
@@ -305,10 +479,19 @@ impl SupportVectors {
             }
         }
         let cap = self.capacity;
-        for (c, &x) in z.iter().enumerate().take(self.dim) {
-            self.svt[c * cap + q] = x;
-        }
-        self.sq_norms[q] = simd::dot(z, z);
+        self.sq_norms[q] = match &mut self.store {
+            Store::Dense { svt, .. } => {
+                // Summed in column order over the non-zeros, as the sparse layout sums it.
+                let mut norm = 0.0;
+                for c in 0..self.dim {
+                    let z = h * svt[c * cap + p] + (1.0 - h) * svt[c * cap + q];
+                    svt[c * cap + q] = z;
+                    norm += z * z;
+                }
+                norm
+            }
+            Store::Sparse { arena, .. } => arena.merge_into(p, q, h),
+        };
         self.forget_origin(q);
         self.swap_remove(p);
     }
@@ -338,14 +521,6 @@ impl SupportVectors {
         }
     }
 
-    /// Copies SV j into a dense vector of length dim.
-    pub fn copy_sv(&self, j: usize, out: &mut [f64]) {
-        let cap = self.capacity;
-        for (c, o) in out.iter_mut().enumerate().take(self.dim) {
-            *o = self.svt[c * cap + j];
-        }
-    }
-
     /// Removes SV j by moving the last one into its place (so indices > j are not shifted).
     pub fn swap_remove(&mut self, j: usize) {
         let last = self.len - 1;
@@ -356,9 +531,11 @@ impl SupportVectors {
             if let Some(s) = self.slot_of_row.get_mut(self.origin[j] as usize) {
                 *s = j as u32;
             }
-            let cap = self.capacity;
-            for c in 0..self.dim {
-                self.svt[c * cap + j] = self.svt[c * cap + last];
+            if let Store::Dense { svt, .. } = &mut self.store {
+                let cap = self.capacity;
+                for c in 0..self.dim {
+                    svt[c * cap + j] = svt[c * cap + last];
+                }
             }
             self.sq_norms[j] = self.sq_norms[last];
             let n = self.n_out;
@@ -367,6 +544,9 @@ impl SupportVectors {
                 a.sum.copy_within(last * n..(last + 1) * n, j * n);
                 a.mark[j] = a.mark[last];
             }
+        }
+        if let Store::Sparse { arena, .. } = &mut self.store {
+            arena.swap_remove(j);
         }
         self.len -= 1;
     }
@@ -379,13 +559,33 @@ impl SupportVectors {
             .map(|(j, _)| j)
     }
 
-    /// The finished model: SVs row-major, the scale folded into the coefficients; with averaging
-    /// on (and at least one averaged step), the averaged coefficients.
-    pub fn to_model(&self, gamma: f64) -> BudgetModel {
-        let mut sv = vec![0.0; self.len * self.dim];
-        for j in 0..self.len {
-            self.copy_sv(j, &mut sv[j * self.dim..(j + 1) * self.dim]);
+    /// The support vectors in the model's form: row-major dense, or CSR.
+    fn sv_matrix(&self) -> SvMatrix {
+        match &self.store {
+            Store::Dense { svt, .. } => {
+                let (cap, dim) = (self.capacity, self.dim);
+                let mut sv = vec![0.0; self.len * dim];
+                for j in 0..self.len {
+                    for c in 0..dim {
+                        sv[j * dim + c] = svt[c * cap + j];
+                    }
+                }
+                SvMatrix::Dense(sv)
+            }
+            Store::Sparse { arena, .. } => {
+                let (indptr, indices, values) = arena.to_csr();
+                SvMatrix::Sparse {
+                    indptr,
+                    indices,
+                    values,
+                }
+            }
         }
+    }
+
+    /// The finished model: the scale folded into the coefficients; with averaging on (and at
+    /// least one averaged step), the averaged coefficients.
+    pub fn to_model(&self, gamma: f64) -> BudgetModel {
         let n = self.n_out;
         let coef = match &self.averaging {
             Some(a) if a.steps > 0 => (0..self.len * n)
@@ -403,21 +603,35 @@ impl SupportVectors {
             dim: self.dim,
             n_out: self.n_out,
             gamma,
-            support_vectors: sv,
+            support_vectors: self.sv_matrix(),
             coef,
         }
     }
 }
 
 impl SupportVectors {
-    /// Writes the whole store (for saving a streaming run's state).
+    /// Writes the store (for saving a streaming run's state): only the live slots.
     pub fn encode(&self, w: &mut Writer) {
-        for v in [self.dim, self.capacity, self.len, self.n_out] {
+        let (len, n) = (self.len, self.n_out);
+        for v in [self.dim, len, n] {
             w.usize(v);
         }
-        w.f64s(&self.svt);
-        w.f64s(&self.sq_norms);
-        w.f64s(&self.coef);
+        w.bool(self.layout() == SvLayout::Sparse);
+        match self.sv_matrix() {
+            SvMatrix::Dense(sv) => w.f64s(&sv),
+            SvMatrix::Sparse {
+                indptr,
+                indices,
+                values,
+            } => {
+                let nnz: Vec<u64> = indptr.windows(2).map(|w| (w[1] - w[0]) as u64).collect();
+                w.u64s(&nnz);
+                w.u64s(&indices);
+                w.f64s(&values);
+            }
+        }
+        w.f64s(&self.sq_norms[..len]);
+        w.f64s(&self.coef[..len * n]);
         w.f64(self.scale);
         match &self.averaging {
             None => w.bool(false),
@@ -425,16 +639,119 @@ impl SupportVectors {
                 w.bool(true);
                 w.f64(a.scale_sum);
                 w.u64(a.steps);
-                w.f64s(&a.sum);
-                w.f64s(&a.mark);
+                w.f64s(&a.sum[..len * n]);
+                w.f64s(&a.mark[..len]);
             }
         }
-        w.u32s(&self.origin);
+        w.u32s(&self.origin[..len]);
         w.u32s(&self.slot_of_row);
     }
 
-    /// Reads what `encode` wrote, checking every size against the others.
+    /// Reads what `encode` wrote, checking every size against the data that is there; never
+    /// allocates more than the bytes read describe (plus the dense block, checked first).
     pub fn decode(r: &mut Reader<'_>) -> Result<Self> {
+        let (dim, len, n_out) = (r.usize()?, r.usize()?, r.usize()?);
+        let sparse = r.bool()?;
+        let coefs = len
+            .checked_mul(n_out)
+            .ok_or_else(|| corrupt("coefficient sizes"))?;
+        if n_out == 0 || u32::try_from(len).is_err() {
+            return Err(corrupt("support vector count"));
+        }
+        let layout = if sparse {
+            SvLayout::Sparse
+        } else {
+            SvLayout::Dense
+        };
+        let mut rows_data = None;
+        let mut sparse_data = None;
+        if sparse {
+            let nnz = r.u64s()?;
+            let indices = r.u64s()?;
+            let values = r.f64s()?;
+            let total = nnz
+                .iter()
+                .try_fold(0u64, |a, &b| a.checked_add(b))
+                .ok_or_else(|| corrupt("sparse sizes"))?;
+            if nnz.len() != len || total != indices.len() as u64 || indices.len() != values.len() {
+                return Err(corrupt("sparse sizes"));
+            }
+            sparse_data = Some((nnz, indices, values));
+        } else {
+            let sv = r.f64s()?;
+            if Some(sv.len()) != len.checked_mul(dim) {
+                return Err(corrupt("support vector sizes"));
+            }
+            rows_data = Some(sv);
+        }
+        let sq_norms = r.f64s_of(len)?;
+        let coef = r.f64s_of(coefs)?;
+        let scale = r.f64()?;
+        let averaging = if r.bool()? {
+            Some((r.f64()?, r.u64()?, r.f64s_of(coefs)?, r.f64s_of(len)?))
+        } else {
+            None
+        };
+        let origin = r.u32s()?;
+        let slot_of_row = r.u32s()?;
+        if origin.len() != len
+            || slot_of_row
+                .iter()
+                .any(|&s| s != NO_ORIGIN && s as usize >= len)
+        {
+            return Err(corrupt("row tracking"));
+        }
+        if !(scale.is_finite() && scale > 0.0) {
+            return Err(corrupt("scale"));
+        }
+        let mut svs = SupportVectors::new(dim, len, n_out, layout)?;
+        match (&mut svs.store, rows_data, sparse_data) {
+            (Store::Dense { .. }, Some(sv), _) => {
+                for j in 0..len {
+                    let row = DenseView::new(&sv[j * dim..(j + 1) * dim], 1, dim)?;
+                    svs.push_row(&row, 0, &vec![0.0; n_out])?;
+                }
+            }
+            (Store::Sparse { .. }, _, Some((nnz, indices, values))) => {
+                let mut at = 0usize;
+                for &k in &nnz {
+                    let k = k as usize;
+                    let (i, v) = (&indices[at..at + k], &values[at..at + k]);
+                    if i.windows(2).any(|w| w[0] >= w[1])
+                        || i.last().is_some_and(|&c| c >= dim as u64)
+                    {
+                        return Err(corrupt("sparse support vector indices"));
+                    }
+                    svs.ensure_room()?;
+                    if let Store::Sparse { arena, .. } = &mut svs.store {
+                        arena.push_sparse(i, v);
+                    }
+                    svs.len += 1;
+                    at += k;
+                }
+            }
+            _ => return Err(corrupt("layout")),
+        }
+        svs.sq_norms[..len].copy_from_slice(&sq_norms);
+        svs.coef[..coefs].copy_from_slice(&coef);
+        svs.origin[..len].copy_from_slice(&origin);
+        svs.slot_of_row = slot_of_row;
+        svs.scale = scale;
+        svs.averaging = averaging.map(|(scale_sum, steps, mut sum, mut mark)| {
+            sum.resize(svs.capacity * n_out, 0.0);
+            mark.resize(svs.capacity, 0.0);
+            Averaging {
+                scale_sum,
+                steps,
+                sum,
+                mark,
+            }
+        });
+        Ok(svs)
+    }
+
+    /// Reads the store of a version 1 state (dense, `capacity` slots all allocated).
+    pub fn decode_v1(r: &mut Reader<'_>) -> Result<Self> {
         let (dim, capacity, len, n_out) = (r.usize()?, r.usize()?, r.usize()?, r.usize()?);
         let cells = dim
             .checked_mul(capacity)
@@ -442,7 +759,7 @@ impl SupportVectors {
         let coefs = capacity
             .checked_mul(n_out)
             .ok_or_else(|| corrupt("coefficient sizes"))?;
-        if len > capacity || n_out == 0 {
+        if len > capacity || n_out == 0 || u32::try_from(capacity).is_err() {
             return Err(corrupt("support vector count"));
         }
         let svt = r.f64s_of(cells)?;
@@ -476,7 +793,10 @@ impl SupportVectors {
             capacity,
             len,
             n_out,
-            svt,
+            store: Store::Dense {
+                svt,
+                scratch: try_zeroed(1, dim, "dense support vector storage")?,
+            },
             sq_norms,
             coef,
             scale,
@@ -492,14 +812,98 @@ impl SupportVectors {
     }
 }
 
+/// The support vectors of a finished model.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SvMatrix {
+    /// n_sv x dim, row-major.
+    Dense(Vec<f64>),
+    /// CSR: row j holds columns `indices[indptr[j]..indptr[j + 1]]` (sorted).
+    Sparse {
+        indptr: Vec<usize>,
+        indices: Vec<u64>,
+        values: Vec<f64>,
+    },
+}
+
+impl SvMatrix {
+    /// Stored values (all of them for the dense form).
+    pub fn values(&self) -> &[f64] {
+        match self {
+            SvMatrix::Dense(v) => v,
+            SvMatrix::Sparse { values, .. } => values,
+        }
+    }
+
+    /// Rows stacked: `self` followed by `other` (same form and dimension).
+    pub fn append(&mut self, other: &SvMatrix) -> Result<()> {
+        match (self, other) {
+            (SvMatrix::Dense(a), SvMatrix::Dense(b)) => a.extend_from_slice(b),
+            (
+                SvMatrix::Sparse {
+                    indptr,
+                    indices,
+                    values,
+                },
+                SvMatrix::Sparse {
+                    indptr: p2,
+                    indices: i2,
+                    values: v2,
+                },
+            ) => {
+                let base = indices.len();
+                indptr.extend(p2.iter().skip(1).map(|&p| p + base));
+                indices.extend_from_slice(i2);
+                values.extend_from_slice(v2);
+            }
+            _ => {
+                return Err(SvmError::invalid_input(
+                    "cannot stack dense and sparse support vectors",
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    /// The matrix row-major dense, n_sv x dim.
+    pub fn to_dense(&self, n_sv: usize, dim: usize) -> Vec<f64> {
+        match self {
+            SvMatrix::Dense(v) => v.clone(),
+            SvMatrix::Sparse {
+                indptr,
+                indices,
+                values,
+            } => {
+                let mut out = vec![0.0; n_sv * dim];
+                for j in 0..n_sv {
+                    for k in indptr[j]..indptr[j + 1] {
+                        out[j * dim + indices[k] as usize] = values[k];
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    /// An empty matrix of the same form.
+    pub fn empty_like(&self) -> SvMatrix {
+        match self {
+            SvMatrix::Dense(_) => SvMatrix::Dense(Vec::new()),
+            SvMatrix::Sparse { .. } => SvMatrix::Sparse {
+                indptr: vec![0],
+                indices: Vec::new(),
+                values: Vec::new(),
+            },
+        }
+    }
+}
+
 /// A trained kernel expansion f_k(x) = sum_j coef[j][k] k(sv_j, x).
 #[derive(Debug, Clone, PartialEq)]
 pub struct BudgetModel {
     pub dim: usize,
     pub n_out: usize,
     pub gamma: f64,
-    /// n_sv x dim, row-major.
-    pub support_vectors: Vec<f64>,
+    pub support_vectors: SvMatrix,
     /// n_sv x n_out, row-major.
     pub coef: Vec<f64>,
 }
@@ -517,17 +921,59 @@ impl BudgetModel {
                 "coefficient array has the wrong shape",
             ));
         }
-        if self.support_vectors.len() != self.n_sv() * self.dim {
-            return Err(SvmError::invalid_input(format!(
-                "{} support vectors of dimension {} need {} values, got {}",
-                self.n_sv(),
-                self.dim,
-                self.n_sv() * self.dim,
-                self.support_vectors.len()
-            )));
+        let n_sv = self.n_sv();
+        match &self.support_vectors {
+            SvMatrix::Dense(sv) => {
+                if Some(sv.len()) != n_sv.checked_mul(self.dim) {
+                    return Err(SvmError::invalid_input(format!(
+                        "{n_sv} support vectors of dimension {} need {} values, got {}",
+                        self.dim,
+                        n_sv.saturating_mul(self.dim),
+                        sv.len()
+                    )));
+                }
+            }
+            SvMatrix::Sparse {
+                indptr,
+                indices,
+                values,
+            } => {
+                let ok = indptr.len() == n_sv + 1
+                    && indptr.first() == Some(&0)
+                    && indptr.last() == Some(&indices.len())
+                    && indices.len() == values.len()
+                    && indptr.windows(2).all(|w| w[0] <= w[1])
+                    && indptr.windows(2).all(|w| {
+                        let row = &indices[w[0]..w[1]];
+                        row.windows(2).all(|p| p[0] < p[1])
+                            && row.last().is_none_or(|&c| c < self.dim as u64)
+                    });
+                if !ok {
+                    return Err(SvmError::invalid_input(format!(
+                        "sparse support vectors must be {n_sv} CSR rows with sorted, distinct \
+                         column indices below {}",
+                        self.dim
+                    )));
+                }
+            }
         }
-        crate::core::data::check_finite(&self.support_vectors, "support vectors")?;
+        crate::core::data::check_finite(self.support_vectors.values(), "support vectors")?;
         crate::core::data::check_finite(&self.coef, "coefficients")
+    }
+
+    /// Squared norms of the support vectors.
+    fn sv_sq_norms(&self) -> Vec<f64> {
+        match &self.support_vectors {
+            SvMatrix::Dense(sv) => sv
+                .chunks(self.dim.max(1))
+                .take(self.n_sv())
+                .map(|r| r.iter().filter(|v| **v != 0.0).map(|v| v * v).sum())
+                .collect(),
+            SvMatrix::Sparse { indptr, values, .. } => indptr
+                .windows(2)
+                .map(|w| values[w[0]..w[1]].iter().map(|v| v * v).sum())
+                .collect(),
+        }
     }
 
     /// Decision values, n_rows x n_out row-major, rows in parallel.
@@ -540,15 +986,43 @@ impl BudgetModel {
             ));
         }
         let n_sv = self.n_sv();
-        let svs = DenseView::new(&self.support_vectors, n_sv, self.dim)?;
         crate::core::data::finite_sq_norms(x, "X")?;
-        let sv_norms = svs.sq_norms();
+        let sv_norms = self.sv_sq_norms();
+        let dim = self.dim;
         parallel::install(|| {
             out.par_chunks_mut(n_out).enumerate().for_each_init(
-                || vec![0.0; n_sv],
-                |kvals, (i, o)| {
-                    for (j, k) in kvals.iter_mut().enumerate() {
-                        *k = x.dot_dense(i, svs.row(j));
+                || (vec![0.0; n_sv], RowProbe::new()),
+                |(kvals, probe), (i, o)| {
+                    match &self.support_vectors {
+                        SvMatrix::Dense(sv) => {
+                            for (j, k) in kvals.iter_mut().enumerate() {
+                                *k = x.dot_dense(i, &sv[j * dim..(j + 1) * dim]);
+                            }
+                        }
+                        SvMatrix::Sparse {
+                            indptr,
+                            indices,
+                            values,
+                        } => {
+                            let row = x.dense_row(i);
+                            if row.is_none() {
+                                probe.load_row(x, i, dim);
+                            }
+                            for (j, k) in kvals.iter_mut().enumerate() {
+                                let r = indptr[j]..indptr[j + 1];
+                                let (idx, val) = (&indices[r.clone()], &values[r]);
+                                *k = match row {
+                                    Some(row) => idx
+                                        .iter()
+                                        .zip(val)
+                                        .map(|(&c, &v)| {
+                                            v * row.get(c as usize).copied().unwrap_or(0.0)
+                                        })
+                                        .sum(),
+                                    None => probe.dot(idx, val),
+                                };
+                            }
+                        }
                     }
                     simd::rbf_from_dots(self.gamma, x.sq_norm(i), &sv_norms, kvals);
                     o.fill(0.0);
@@ -574,9 +1048,9 @@ mod tests {
         let (n, d) = (12, 5);
         let xs: Vec<f64> = (0..n * d).map(|_| rng.next_f64() - 0.5).collect();
         let x = DenseView::new(&xs, n, d).unwrap();
-        let mut svs = SupportVectors::new(d, 8, 2);
+        let mut svs = SupportVectors::new(d, 8, 2, SvLayout::Dense).unwrap();
         for i in 0..6 {
-            svs.push_row(&x, i, &[i as f64, -1.0]);
+            svs.push_row(&x, i, &[i as f64, -1.0]).unwrap();
         }
         svs.shrink(0.5);
         svs.swap_remove(1);
@@ -606,7 +1080,7 @@ mod tests {
         let (d, cap, n_out) = (3, 6, 2);
         let xs: Vec<f64> = (0..50 * d).map(|_| rng.next_f64()).collect();
         let x = DenseView::new(&xs, 50, d).unwrap();
-        let mut svs = SupportVectors::new(d, cap, n_out);
+        let mut svs = SupportVectors::new(d, cap, n_out, SvLayout::Dense).unwrap();
         let mut coef: Vec<Vec<f64>> = vec![];
         let mut sums: Vec<Vec<f64>> = vec![];
         let mut steps = 0u64;
@@ -618,14 +1092,13 @@ mod tests {
             let r = rng.next_f64();
             if svs.len() < cap - 1 && r < 0.4 {
                 let c: Vec<f64> = (0..n_out).map(|_| rng.next_f64() - 0.5).collect();
-                svs.push_row(&x, rng.below(50), &c);
+                svs.push_row(&x, rng.below(50), &c).unwrap();
                 coef.push(c);
                 sums.push(vec![0.0; n_out]);
             } else if svs.len() >= 2 && r < 0.55 {
                 let (p, q) = (0, svs.len() - 1);
                 let (kp, kq) = (rng.next_f64(), rng.next_f64());
-                let z = vec![0.3; d];
-                svs.merge_pair(p, q, &z, kp, kq);
+                svs.merge_pair(p, q, 0.3, kp, kq);
                 for k in 0..n_out {
                     coef[q][k] = kp * coef[p][k] + kq * coef[q][k];
                     sums[q][k] = kp * sums[p][k] + kq * sums[q][k];
@@ -684,16 +1157,16 @@ mod tests {
     fn row_tracking_follows_pushes_moves_and_merges() {
         let xs: Vec<f64> = (0..10).map(f64::from).collect();
         let x = DenseView::new(&xs, 5, 2).unwrap();
-        let mut svs = SupportVectors::new(2, 6, 1);
+        let mut svs = SupportVectors::new(2, 6, 1, SvLayout::Dense).unwrap();
         svs.track_rows(5);
         for i in [4, 0, 2, 3] {
-            svs.push_row(&x, i, &[1.0]);
+            svs.push_row(&x, i, &[1.0]).unwrap();
         }
         assert_eq!(svs.slot_of_row(2), Some(2));
         svs.swap_remove(0); // row 4 leaves, row 3 moves into slot 0
         assert_eq!(svs.slot_of_row(4), None);
         assert_eq!(svs.slot_of_row(3), Some(0));
-        svs.merge_pair(1, 0, &[0.5, 0.5], 0.9, 0.9); // rows 0 and 3 become a merged point
+        svs.merge_pair(1, 0, 0.5, 0.9, 0.9); // rows 0 and 3 become a merged point
         assert_eq!(svs.slot_of_row(0), None);
         assert_eq!(svs.slot_of_row(3), None);
         assert_eq!(svs.slot_of_row(2), Some(1));
@@ -706,8 +1179,8 @@ mod tests {
     fn shrink_renormalises_without_changing_values() {
         let xs = [1.0, 2.0];
         let x = DenseView::new(&xs, 1, 2).unwrap();
-        let mut svs = SupportVectors::new(2, 2, 1);
-        svs.push_row(&x, 0, &[3.0]);
+        let mut svs = SupportVectors::new(2, 2, 1, SvLayout::Dense).unwrap();
+        svs.push_row(&x, 0, &[3.0]).unwrap();
         for _ in 0..100 {
             svs.shrink(0.5);
         }

@@ -263,6 +263,19 @@ pub fn axpy(alpha: f64, x: &[f64], y: &mut [f64]) {
     axpy_portable(alpha, x, y)
 }
 
+/// Whether the fused multiply-add paths run on this CPU (AVX2 and FMA detected at run time).
+#[inline]
+pub fn has_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        x86::has_avx2_fma()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// Which code path `dot`/`axpy` take on this machine (reported by benchmarks).
 pub fn simd_level() -> &'static str {
     #[cfg(target_arch = "x86_64")]

@@ -18,7 +18,7 @@ use crate::core::data::{check_finite, AnyRows, Rows};
 use crate::core::error::SvmError;
 use crate::core::libsvm::{summarize_libsvm_file, LibsvmChunks, LibsvmData};
 use crate::core::merge::{search_pair, MergeSearch, MergeTable, DEFAULT_TABLE_SIZE};
-use crate::core::model::BudgetModel;
+use crate::core::model::{BudgetModel, SvLayout, SvMatrix};
 use crate::core::solvers::alfpgm::AlfpgmParams;
 use crate::core::solvers::bsca::{train_bsca, BscaParams, DualStep};
 use crate::core::solvers::bsgd::{train_bsgd_state, BsgdParams, BsgdState};
@@ -187,14 +187,77 @@ impl PythonObserver {
     }
 }
 
-type ModelArrays<'py> = (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>);
+type ModelArrays<'py> = (Bound<'py, PyAny>, Bound<'py, PyArray2<f64>>);
 
+/// The model's support vectors (a 2-D array, or CSR parts (data, indices, indptr, n_cols) with
+/// int64 indices) and coefficients.
 fn model_arrays<'py>(py: Python<'py>, model: &BudgetModel) -> PyResult<ModelArrays<'py>> {
     let n_sv = model.n_sv();
+    let sv = match &model.support_vectors {
+        SvMatrix::Dense(sv) => PyArray1::from_slice(py, sv)
+            .reshape([n_sv, model.dim])?
+            .into_any(),
+        SvMatrix::Sparse {
+            indptr,
+            indices,
+            values,
+        } => {
+            let to_i64 = |v: u64| {
+                i64::try_from(v)
+                    .map_err(|_| SvmError::invalid_input("column index does not fit in int64"))
+            };
+            let indices: Vec<i64> = indices
+                .iter()
+                .map(|&c| to_i64(c))
+                .collect::<Result<_, _>>()?;
+            let indptr: Vec<i64> = indptr
+                .iter()
+                .map(|&c| to_i64(c as u64))
+                .collect::<Result<_, _>>()?;
+            (
+                PyArray1::from_slice(py, values),
+                indices.into_pyarray(py),
+                indptr.into_pyarray(py),
+                model.dim,
+            )
+                .into_pyobject(py)?
+                .into_any()
+        }
+    };
     Ok((
-        PyArray1::from_slice(py, &model.support_vectors).reshape([n_sv, model.dim])?,
+        sv,
         PyArray1::from_slice(py, &model.coef).reshape([n_sv, model.n_out])?,
     ))
+}
+
+/// Support vectors as the binding receives them (dense array or CSR parts), copied into the
+/// model's form: (matrix, n_sv, n_features).
+fn sv_matrix(sv: &Bound<'_, PyAny>) -> PyResult<(SvMatrix, usize, usize)> {
+    let features = Features::extract(sv)?;
+    let rows = features.rows()?;
+    let (n_sv, dim) = (rows.n_rows(), rows.n_cols());
+    let m = match &rows {
+        AnyRows::Dense(d) => SvMatrix::Dense(d.data().to_vec()),
+        _ => {
+            let mut indptr = Vec::with_capacity(n_sv + 1);
+            let mut indices = Vec::new();
+            let mut values = Vec::new();
+            indptr.push(0);
+            for j in 0..n_sv {
+                rows.for_each_nonzero(j, |c, v| {
+                    indices.push(c as u64);
+                    values.push(v);
+                });
+                indptr.push(indices.len());
+            }
+            SvMatrix::Sparse {
+                indptr,
+                indices,
+                values,
+            }
+        }
+    };
+    Ok((m, n_sv, dim))
 }
 
 /// The result dict shared by the budgeted solvers.
@@ -230,6 +293,15 @@ fn fit_result<'py>(
     out.set_item("seconds", seconds)?;
     out.set_item("epochs", epochs)?;
     Ok(out)
+}
+
+/// The support vector layout for `sv_storage` on these rows.
+fn layout_for(sv_storage: &str, rows: &AnyRows<'_>) -> Result<SvLayout, SvmError> {
+    SvLayout::choose(
+        sv_storage,
+        !matches!(rows, AnyRows::Dense(_)),
+        rows.n_cols(),
+    )
 }
 
 /// Runs a solver on borrowed features with the GIL released, Ctrl-C checks and the optional
@@ -279,7 +351,7 @@ fn run_solver<'py, T: Send>(
 /// Trains BSGD; returns a dict with the model arrays, the training statistics and the run's
 /// state ("state", a `BsgdStream` that `partial_fit` continues).
 #[pyfunction]
-#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, average = true, lambda_ = None, compare_with = None, callback = None, observer = None, shuffle = true))]
+#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, average = true, lambda_ = None, compare_with = None, callback = None, observer = None, shuffle = true, sv_storage = "auto"))]
 #[allow(clippy::too_many_arguments)]
 fn fit_bsgd<'py>(
     py: Python<'py>,
@@ -299,8 +371,10 @@ fn fit_bsgd<'py>(
     callback: Option<Py<PyAny>>,
     observer: Option<Py<PyAny>>,
     shuffle: bool,
+    sv_storage: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let params = BsgdParams {
+    SvLayout::choose(sv_storage, false, 0)?;
+    let mut params = BsgdParams {
         c,
         lambda: lambda_,
         gamma,
@@ -311,9 +385,11 @@ fn fit_bsgd<'py>(
         average,
         compare_with: compare_with.map(MergeSearch::parse).transpose()?,
         shuffle,
+        layout: SvLayout::Dense,
     };
     let y = convert::slice1(&y)?;
     let state = run_solver(py, x, callback, observer, |rows, monitor, obs| {
+        params.layout = layout_for(sv_storage, rows)?;
         let valid = params.check(rows.n_rows())?;
         train_bsgd_state(rows, y, n_classes, &valid, monitor, obs)
     })?;
@@ -325,7 +401,7 @@ fn fit_bsgd<'py>(
 
 /// Trains BSCA; returns a dict with the model arrays and the training statistics.
 #[pyfunction]
-#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, compare_with = None, callback = None, observer = None, shuffle = true, dual_step = "decaying", average = false))]
+#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, compare_with = None, callback = None, observer = None, shuffle = true, dual_step = "decaying", average = false, sv_storage = "auto"))]
 #[allow(clippy::too_many_arguments)]
 fn fit_bsca<'py>(
     py: Python<'py>,
@@ -345,8 +421,10 @@ fn fit_bsca<'py>(
     shuffle: bool,
     dual_step: &str,
     average: bool,
+    sv_storage: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let params = BscaParams {
+    SvLayout::choose(sv_storage, false, 0)?;
+    let mut params = BscaParams {
         c,
         gamma,
         budget,
@@ -357,9 +435,11 @@ fn fit_bsca<'py>(
         shuffle,
         step: DualStep::parse(dual_step)?,
         average,
+        layout: SvLayout::Dense,
     };
     let y = convert::slice1(&y)?;
     let (model, stats) = run_solver(py, x, callback, observer, |rows, monitor, obs| {
+        params.layout = layout_for(sv_storage, rows)?;
         let valid = params.check(rows.n_rows())?;
         train_bsca(rows, y, n_classes, &valid, monitor, obs)
     })?;
@@ -390,7 +470,7 @@ impl BsgdStream {
     /// where `fit_bsgd` with `epochs` epochs over n_samples rows starts it (the last epoch, or
     /// the second half of a single one).
     #[new]
-    #[pyo3(signature = (n_features, n_classes, *, c, gamma, budget, maintenance, merge, seed, n_samples, epochs = 1, average = true, lambda_ = None, shuffle = true))]
+    #[pyo3(signature = (n_features, n_classes, *, c, gamma, budget, maintenance, merge, seed, n_samples, epochs = 1, average = true, lambda_ = None, shuffle = true, sv_storage = "auto", sparse_input = false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         n_features: usize,
@@ -406,6 +486,8 @@ impl BsgdStream {
         average: bool,
         lambda_: Option<f64>,
         shuffle: bool,
+        sv_storage: &str,
+        sparse_input: bool,
     ) -> PyResult<Self> {
         let params = BsgdParams {
             c,
@@ -418,6 +500,7 @@ impl BsgdStream {
             average,
             compare_with: None,
             shuffle,
+            layout: SvLayout::choose(sv_storage, sparse_input, n_features)?,
         };
         let valid = params.check(n_samples)?;
         let state = BsgdState::new(
@@ -623,12 +706,12 @@ fn kernel_rows<'py>(
 #[pyfunction]
 fn decision_function<'py>(
     py: Python<'py>,
-    support_vectors: PyReadonlyArray2<'py, f64>,
+    support_vectors: &Bound<'py, PyAny>,
     coef: PyReadonlyArray2<'py, f64>,
     gamma: f64,
     x: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyArray2<f64>>> {
-    let (n_sv, dim) = (support_vectors.shape()[0], support_vectors.shape()[1]);
+    let (support_vectors, n_sv, dim) = sv_matrix(support_vectors)?;
     let n_out = coef.shape()[1];
     if coef.shape()[0] != n_sv {
         return Err(PyValueError::new_err(
@@ -639,7 +722,7 @@ fn decision_function<'py>(
         dim,
         n_out,
         gamma,
-        support_vectors: support_vectors.as_array().iter().copied().collect(),
+        support_vectors,
         coef: coef.as_array().iter().copied().collect(),
     };
     let features = Features::extract(x)?;
@@ -664,7 +747,7 @@ fn load_libsvm(py: Python<'_>, path: std::path::PathBuf) -> PyResult<CsrChunk<'_
 
 type CsrChunk<'py> = (
     Bound<'py, PyArray1<f64>>,
-    Bound<'py, PyArray1<i32>>,
+    Bound<'py, PyArray1<i64>>,
     Bound<'py, PyArray1<i64>>,
     Bound<'py, PyArray1<f64>>,
     usize,

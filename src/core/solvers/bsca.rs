@@ -37,7 +37,7 @@ use crate::core::budget::{BudgetMaintainer, Maintenance, MaintenanceStats};
 use crate::core::data::{finite_sq_norms, Rows};
 use crate::core::error::{Result, SvmError};
 use crate::core::merge::MergeSearch;
-use crate::core::model::{BudgetModel, SupportVectors};
+use crate::core::model::{BudgetModel, SupportVectors, SvLayout};
 use crate::core::parallel;
 use crate::core::rng::Rng;
 use crate::core::solvers::{
@@ -58,6 +58,8 @@ pub struct BscaParams {
     /// Visit the coordinates in a fresh random order every epoch; otherwise in the order given.
     pub shuffle: bool,
     pub step: DualStep,
+    /// How the support vectors are stored (see [`SvLayout::choose`]).
+    pub layout: SvLayout,
     /// Return the model averaged over the last epoch's steps (the second half of the data for
     /// one epoch) instead of the last one; not with removal, which discards SVs with their
     /// averages (as in BSGD).
@@ -106,6 +108,7 @@ impl Default for BscaParams {
             shuffle: true,
             step: DualStep::Decaying,
             average: false,
+            layout: SvLayout::Dense,
         }
     }
 }
@@ -155,22 +158,17 @@ struct BinaryProblem {
 }
 
 impl BinaryProblem {
-    fn new(labels: Vec<f64>, dim: usize, p: &BscaParams, seed: u64) -> Self {
+    fn new(labels: Vec<f64>, dim: usize, p: &BscaParams, seed: u64) -> Result<Self> {
         let n = labels.len();
-        let capacity = p.budget + 1;
-        let mut svs = SupportVectors::new(dim, capacity, 1);
+        // Never more SVs than rows: a budget above n costs nothing.
+        let mut svs = SupportVectors::new(dim, p.budget.min(n).saturating_add(1), 1, p.layout)?;
+        let capacity = svs.capacity();
         svs.track_rows(n);
-        BinaryProblem {
+        Ok(BinaryProblem {
             labels,
             alpha: vec![0.0; n],
             svs,
-            maintainer: BudgetMaintainer::new(
-                p.maintenance,
-                p.gamma,
-                dim,
-                capacity,
-                p.compare_with,
-            ),
+            maintainer: BudgetMaintainer::new(p.maintenance, p.gamma, p.compare_with),
             rng: Rng::new(seed),
             order: (0..n).collect(),
             kvals: vec![0.0; capacity],
@@ -179,7 +177,7 @@ impl BinaryProblem {
             insertions: 0,
             dropped: 0,
             epoch_events: 0,
-        }
+        })
     }
 
     fn run_epoch<R: Rows>(
@@ -236,7 +234,10 @@ impl BinaryProblem {
                         }
                     }
                     None => {
-                        self.svs.push_row(x, i, &[y * delta]);
+                        self.svs.push_row(x, i, &[y * delta])?;
+                        if self.kvals.len() < self.svs.capacity() {
+                            self.kvals.resize(self.svs.capacity(), 0.0);
+                        }
                         self.maintainer
                             .after_push(&self.kvals[..self.svs.len() - 1]);
                         self.insertions += 1;
@@ -295,7 +296,7 @@ pub fn train_bsca<R: Rows>(
             let labels = y.iter().map(|&c| if c == k { 1.0 } else { -1.0 }).collect();
             BinaryProblem::new(labels, dim, p, seeder.next_u64())
         })
-        .collect();
+        .collect::<Result<_>>()?;
     let monitor = Mutex::new(monitor);
     let start = Instant::now();
     let mut observer_seconds = 0.0;
@@ -340,7 +341,7 @@ pub fn train_bsca<R: Rows>(
             let steps = (n * problems.len()) as f64;
             let snapshot = EpochSnapshot {
                 epoch,
-                model: combine(&problems, p.gamma, dim),
+                model: combine(&problems, p.gamma, dim)?,
                 alphas: problems.iter().map(|q| q.alpha.as_slice()).collect(),
                 labels: problems.iter().map(|q| q.labels.as_slice()).collect(),
                 seconds: train_seconds,
@@ -364,34 +365,34 @@ pub fn train_bsca<R: Rows>(
         stats.maintenance.agreed += m.agreed;
         stats.maintenance.seconds += m.seconds;
     }
-    Ok((combine(&problems, p.gamma, dim), stats))
+    Ok((combine(&problems, p.gamma, dim)?, stats))
 }
 
 /// One model from the binary problems: binary as is; one-vs-rest as the union of the classes'
 /// SVs, each with its coefficient in its own class's column and 0 elsewhere.
-fn combine(problems: &[BinaryProblem], gamma: f64, dim: usize) -> BudgetModel {
+fn combine(problems: &[BinaryProblem], gamma: f64, dim: usize) -> Result<BudgetModel> {
     if problems.len() == 1 {
-        return problems[0].svs.to_model(gamma);
+        return Ok(problems[0].svs.to_model(gamma));
     }
     let k = problems.len();
-    let mut support_vectors = Vec::new();
+    let mut support_vectors = problems[0].svs.to_model(gamma).support_vectors.empty_like();
     let mut coef = Vec::new();
     for (c, q) in problems.iter().enumerate() {
         let m = q.svs.to_model(gamma);
-        support_vectors.extend_from_slice(&m.support_vectors);
+        support_vectors.append(&m.support_vectors)?;
         for &b in &m.coef {
             let mut row = vec![0.0; k];
             row[c] = b;
             coef.extend(row);
         }
     }
-    BudgetModel {
+    Ok(BudgetModel {
         dim,
         n_out: k,
         gamma,
         support_vectors,
         coef,
-    }
+    })
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ use crate::core::codec::{corrupt, Reader, Writer};
 use crate::core::data::{finite_sq_norms, Rows};
 use crate::core::error::{Result, SvmError};
 use crate::core::merge::MergeSearch;
-use crate::core::model::{BudgetModel, SupportVectors};
+use crate::core::model::{BudgetModel, SupportVectors, SvLayout};
 use crate::core::rng::Rng;
 use crate::core::solvers::{
     check_batch, check_positive_finite, check_run, EpochObserver, EpochSnapshot, Heartbeat,
@@ -48,6 +48,8 @@ pub struct BsgdParams {
     pub compare_with: Option<MergeSearch>,
     /// Visit the examples in a fresh random order every epoch (pass); otherwise in the order given.
     pub shuffle: bool,
+    /// How the support vectors are stored (see [`SvLayout::choose`]).
+    pub layout: SvLayout,
 }
 
 impl Default for BsgdParams {
@@ -63,6 +65,7 @@ impl Default for BsgdParams {
             average: true,
             compare_with: None,
             shuffle: true,
+            layout: SvLayout::Dense,
         }
     }
 }
@@ -148,7 +151,9 @@ pub struct BsgdState {
 
 /// Format tag and version of [`BsgdState::to_bytes`].
 const STATE_TAG: &str = "budgetsvm-bsgd-state";
-const STATE_VERSION: u64 = 1;
+/// Version 2 stores the live support vectors only, dense or sparse; version 1 (dense, all
+/// budget + 1 slots) still loads.
+const STATE_VERSION: u64 = 2;
 
 impl BsgdState {
     /// A fresh run on `dim` features and `n_classes` classes. Averaging (if the parameters ask
@@ -166,7 +171,8 @@ impl BsgdState {
         }
         let p = &params.params;
         let n_out = if n_classes == 2 { 1 } else { n_classes };
-        let capacity = p.budget + 1;
+        let svs = SupportVectors::new(dim, p.budget.saturating_add(1), n_out, p.layout)?;
+        let capacity = svs.capacity();
         Ok(BsgdState {
             lambda: params.lambda,
             gamma: p.gamma,
@@ -183,14 +189,8 @@ impl BsgdState {
             seconds: 0.0,
             passes: 0,
             rng: Rng::new(p.seed),
-            svs: SupportVectors::new(dim, capacity, n_out),
-            maintainer: BudgetMaintainer::new(
-                p.maintenance,
-                p.gamma,
-                dim,
-                capacity,
-                p.compare_with,
-            ),
+            svs,
+            maintainer: BudgetMaintainer::new(p.maintenance, p.gamma, p.compare_with),
             order: Vec::new(),
             kvals: vec![0.0; capacity],
             f: vec![0.0; n_out],
@@ -292,7 +292,11 @@ impl BsgdState {
                 f[label] - f[runner_up] < 1.0
             };
             if violated {
-                svs.push_row(x, i, update);
+                svs.push_row(x, i, update)?;
+                if kvals.len() < svs.capacity() {
+                    // The store grew (doubling): the step's scratch follows.
+                    kvals.resize(svs.capacity(), 0.0);
+                }
                 self.maintainer.after_push(&kvals[..svs.len() - 1]);
                 self.insertions += 1;
                 if svs.len() > self.budget {
@@ -378,7 +382,7 @@ impl BsgdState {
             return Err(SvmError::invalid_input("not a saved BSGD state"));
         }
         let version = r.u64()?;
-        if version != STATE_VERSION {
+        if version != STATE_VERSION && version != 1 {
             return Err(SvmError::invalid_input(format!(
                 "saved BSGD state has version {version}; this budgetsvm reads version {STATE_VERSION}"
             )));
@@ -396,13 +400,19 @@ impl BsgdState {
         let passes = r.usize()?;
         let rng = Rng::from_state([r.u64()?, r.u64()?, r.u64()?, r.u64()?])
             .ok_or_else(|| corrupt("random generator"))?;
-        let svs = SupportVectors::decode(&mut r)?;
-        let capacity = budget.checked_add(1).ok_or_else(|| corrupt("budget"))?;
-        // The store's capacity must be budget + 1 (its arrays were checked against it).
-        if svs.capacity() != capacity {
-            return Err(corrupt("capacity"));
-        }
-        let maintainer = BudgetMaintainer::decode(&mut r, svs.dim(), capacity)?;
+        let (svs, maintainer) = if version == 1 {
+            let svs = SupportVectors::decode_v1(&mut r)?;
+            // A version 1 store has budget + 1 slots (its arrays were checked against them).
+            if Some(svs.capacity()) != budget.checked_add(1) {
+                return Err(corrupt("capacity"));
+            }
+            let sizes = (svs.dim(), svs.capacity());
+            (svs, BudgetMaintainer::decode(&mut r, Some(sizes))?)
+        } else {
+            let svs = SupportVectors::decode(&mut r)?;
+            (svs, BudgetMaintainer::decode(&mut r, None)?)
+        };
+        let capacity = svs.capacity();
         r.finish()?;
         let n_out = if n_classes == 2 { 1 } else { n_classes };
         if n_classes < 2

@@ -144,3 +144,6 @@ pub(crate) fn check_batch<R: Rows>(x: &R, y: &[u32], n_classes: usize, dim: usiz
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod layout_tests;
