@@ -262,6 +262,7 @@ HISTORY_KEYS = {
     "val_accuracy",
     "maintenance_fraction",
     "n_sv",
+    "mean_sv_nnz",
 }
 
 

@@ -51,6 +51,7 @@ class HistoryRecorder:
             "val_accuracy": [],
             "maintenance_fraction": [],
             "n_sv": [],
+            "mean_sv_nnz": [],
         }
 
     def __call__(self, info: Dict[str, Any]) -> None:
@@ -73,6 +74,9 @@ class HistoryRecorder:
             h["val_accuracy"].append(float("nan"))
         h["maintenance_fraction"].append(info["maintenance_fraction"])
         h["n_sv"].append(n_sv)
+        # Stored entries per SV: merged sparse vectors grow denser over a run.
+        stored = len(sv[0]) if isinstance(sv, tuple) else np.count_nonzero(sv)
+        h["mean_sv_nnz"].append(stored / n_sv if n_sv else 0.0)
 
     def _primal(self, f: np.ndarray, norms: np.ndarray) -> float:
         if f.shape[1] == 1:

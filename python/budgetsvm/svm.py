@@ -119,7 +119,8 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         Epochs run.
     fit_stats_ : dict
         Iterations, insertions, budget maintenance events and their frequency, time in
-        maintenance vs total, mean weight degradation per event. BSCA adds ``updates`` (steps
+        maintenance vs total, mean weight degradation per event, ``mean_sv_nnz`` (stored
+        non-zeros per support vector: merging makes sparse vectors denser). BSCA adds ``updates`` (steps
         that changed a dual variable) and ``dropped_svs`` (SVs whose coefficient returned to 0);
         its iterations count the steps of all one-vs-rest problems.
     lambda_ : float
@@ -131,7 +132,7 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         sum(alpha) - 1/2 alpha^T Q alpha, NaN for BSGD and above 10,000 rows, where it would
         cost O(n^2) kernel values), ``train_accuracy``, ``val_accuracy`` (NaN without
         ``eval_set``), ``maintenance_fraction`` (share of the epoch's steps that triggered
-        budget maintenance) and ``n_sv``. For BSGD with ``average=True`` the entries before the
+        budget maintenance), ``n_sv`` and ``mean_sv_nnz``. For BSGD with ``average=True`` the entries before the
         last epoch describe the last iterate, the last one the returned average. None when off.
 
     Examples
@@ -289,6 +290,10 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
     def _set_model(self, result: Dict[str, Any]) -> None:
         """Fitted attributes from a native result dict (fit, partial_fit)."""
         self.support_vectors_ = sv_from_native(result.pop("support_vectors"))
+        sv = self.support_vectors_
+        n_sv = sv.shape[0]
+        stored = sv.nnz if sp.issparse(sv) else np.count_nonzero(sv)
+        result["mean_sv_nnz"] = stored / n_sv if n_sv else 0.0
         self.dual_coef_ = np.ascontiguousarray(result.pop("coef").T)
         self.n_iter_ = result["epochs"]
         events = result["maintenance_events"]

@@ -978,6 +978,17 @@ impl BudgetModel {
 
     /// Decision values, n_rows x n_out row-major, rows in parallel.
     pub fn decision_function<R: Rows>(&self, x: &R, out: &mut [f64]) -> Result<()> {
+        self.decision_function_until(x, out, &|| false)
+    }
+
+    /// `decision_function`, asking `stop` between blocks of rows (Ctrl-C on a large matrix):
+    /// `Err(Interrupted)` once it says so.
+    pub fn decision_function_until<R: Rows>(
+        &self,
+        x: &R,
+        out: &mut [f64],
+        stop: &(dyn Fn() -> bool + Sync),
+    ) -> Result<()> {
         self.validate()?;
         let n_out = self.n_out;
         if out.len() != x.n_rows() * n_out {
@@ -988,51 +999,65 @@ impl BudgetModel {
         let n_sv = self.n_sv();
         crate::core::data::finite_sq_norms(x, "X")?;
         let sv_norms = self.sv_sq_norms();
-        let dim = self.dim;
-        parallel::install(|| {
-            out.par_chunks_mut(n_out).enumerate().for_each_init(
-                || (vec![0.0; n_sv], RowProbe::new()),
-                |(kvals, probe), (i, o)| {
-                    match &self.support_vectors {
-                        SvMatrix::Dense(sv) => {
-                            for (j, k) in kvals.iter_mut().enumerate() {
-                                *k = x.dot_dense(i, &sv[j * dim..(j + 1) * dim]);
-                            }
-                        }
-                        SvMatrix::Sparse {
-                            indptr,
-                            indices,
-                            values,
-                        } => {
-                            let row = x.dense_row(i);
-                            if row.is_none() {
-                                probe.load_row(x, i, dim);
-                            }
-                            for (j, k) in kvals.iter_mut().enumerate() {
-                                let r = indptr[j]..indptr[j + 1];
-                                let (idx, val) = (&indices[r.clone()], &values[r]);
-                                *k = match row {
-                                    Some(row) => idx
-                                        .iter()
-                                        .zip(val)
-                                        .map(|(&c, &v)| {
-                                            v * row.get(c as usize).copied().unwrap_or(0.0)
-                                        })
-                                        .sum(),
-                                    None => probe.dot(idx, val),
-                                };
-                            }
+        // Blocks of rows between checks of `stop`: big enough that the per-block scratch and
+        // the hand-off to the pool are noise.
+        let block_rows = (1 << 20) / (n_sv * self.dim.min(64)).max(1);
+        let block_rows = block_rows.clamp(256, 1 << 16);
+        parallel::install(|| -> Result<()> {
+            for (b, block) in out.chunks_mut(block_rows * n_out).enumerate() {
+                if stop() {
+                    return Err(SvmError::Interrupted);
+                }
+                let first = b * block_rows;
+                self.decision_block(x, first, block, &sv_norms);
+            }
+            Ok(())
+        })
+    }
+
+    /// Decision values of rows `first..` into `out` (n_out per row), rows in parallel.
+    fn decision_block<R: Rows>(&self, x: &R, first: usize, out: &mut [f64], sv_norms: &[f64]) {
+        let (n_out, n_sv, dim) = (self.n_out, self.n_sv(), self.dim);
+        out.par_chunks_mut(n_out).enumerate().for_each_init(
+            || (vec![0.0; n_sv], RowProbe::new()),
+            |(kvals, probe), (k, o)| {
+                let i = first + k;
+                match &self.support_vectors {
+                    SvMatrix::Dense(sv) => {
+                        for (j, k) in kvals.iter_mut().enumerate() {
+                            *k = x.dot_dense(i, &sv[j * dim..(j + 1) * dim]);
                         }
                     }
-                    simd::rbf_from_dots(self.gamma, x.sq_norm(i), &sv_norms, kvals);
-                    o.fill(0.0);
-                    for (j, &k) in kvals.iter().enumerate() {
-                        simd::axpy(k, &self.coef[j * n_out..(j + 1) * n_out], o);
+                    SvMatrix::Sparse {
+                        indptr,
+                        indices,
+                        values,
+                    } => {
+                        let row = x.dense_row(i);
+                        if row.is_none() {
+                            probe.load_row(x, i, dim);
+                        }
+                        for (j, k) in kvals.iter_mut().enumerate() {
+                            let r = indptr[j]..indptr[j + 1];
+                            let (idx, val) = (&indices[r.clone()], &values[r]);
+                            *k = match row {
+                                Some(row) => idx
+                                    .iter()
+                                    .zip(val)
+                                    .map(|(&c, &v)| v * row.get(c as usize).copied().unwrap_or(0.0))
+                                    .sum(),
+                                None => probe.dot(idx, val),
+                            };
+                        }
                     }
-                },
-            );
-        });
-        Ok(())
+                }
+                simd::rbf_from_dots(self.gamma, x.sq_norm(i), sv_norms, kvals);
+                o.fill(0.0);
+                for (j, &k) in kvals.iter().enumerate() {
+                    simd::axpy(k, &self.coef[j * n_out..(j + 1) * n_out], o);
+                }
+            },
+        );
     }
 }
 

@@ -11,6 +11,9 @@ use numpy::{
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyType};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::Duration;
 
 use crate::core::budget::Maintenance;
 use crate::core::budget::MaintenanceStats;
@@ -28,18 +31,25 @@ use crate::core::{kernel, parallel, simd};
 use convert::Features;
 use error::no_panic;
 
-/// Calls back into Python from detached training: checks for Ctrl-C on every heartbeat and
-/// reports each finished epoch to the optional callback. A Python error (KeyboardInterrupt or one
-/// raised by the callback) stops training and is re-raised as it was.
-struct PythonMonitor {
+/// Calls back into Python from detached training, on whichever thread the solver runs: stops
+/// at the next heartbeat once the calling thread has seen Ctrl-C (`cancel`), and reports each
+/// finished epoch to the optional callback. An error raised by the callback stops training and
+/// is re-raised as it was.
+struct PythonMonitor<'a> {
     callback: Option<Py<PyAny>>,
     error: Option<PyErr>,
+    cancel: &'a AtomicBool,
 }
 
-impl PythonMonitor {
+impl PythonMonitor<'_> {
     fn check(&mut self, p: &Progress) -> Result<(), SvmError> {
+        if self.cancel.load(Ordering::Relaxed) {
+            return Err(SvmError::Interrupted);
+        }
+        if self.callback.is_none() || !p.epoch_done {
+            return Ok(());
+        }
         let result = Python::attach(|py| -> PyResult<()> {
-            py.check_signals()?;
             if let Some(cb) = &self.callback {
                 if p.epoch_done {
                     let info = PyDict::new(py);
@@ -304,6 +314,47 @@ fn layout_for(sv_storage: &str, rows: &AnyRows<'_>) -> Result<SvLayout, SvmError
     )
 }
 
+/// Runs `work` on a thread of its own with the GIL released while the calling thread waits and
+/// looks for Ctrl-C every 50 ms (Python delivers signals to the main thread only, and the solver
+/// may be running on pool threads). On Ctrl-C `cancel` is set, which every solver's heartbeat
+/// reads, and the KeyboardInterrupt is returned once the work has stopped.
+fn run_interruptibly<T: Send>(
+    py: Python<'_>,
+    cancel: &AtomicBool,
+    work: impl FnOnce() -> PyResult<T> + Send,
+) -> PyResult<T> {
+    let mut signal: Option<PyErr> = None;
+    let result = py.detach(|| {
+        std::thread::scope(|scope| {
+            let (done, finished) = std::sync::mpsc::channel::<()>();
+            let worker = scope.spawn(move || {
+                let r = work();
+                drop(done);
+                r
+            });
+            while let Err(RecvTimeoutError::Timeout) =
+                finished.recv_timeout(Duration::from_millis(50))
+            {
+                if signal.is_none() {
+                    if let Err(e) = Python::attach(|py| py.check_signals()) {
+                        signal = Some(e);
+                        cancel.store(true, Ordering::Relaxed);
+                    }
+                }
+            }
+            worker.join().unwrap_or_else(|_| {
+                Err(pyo3::exceptions::PyRuntimeError::new_err(
+                    "internal error in budgetsvm (please report it): worker thread failed",
+                ))
+            })
+        })
+    });
+    match signal {
+        Some(e) => Err(e),
+        None => result,
+    }
+}
+
 /// Runs a solver on borrowed features with the GIL released, Ctrl-C checks and the optional
 /// progress callback and epoch observer; returns what the solver returned.
 fn run_solver<'py, T: Send>(
@@ -319,15 +370,17 @@ fn run_solver<'py, T: Send>(
     if let AnyRows::Dense(d) = &rows {
         check_finite(d.data(), "X")?;
     }
+    let cancel = AtomicBool::new(false);
     let mut monitor = PythonMonitor {
         callback,
         error: None,
+        cancel: &cancel,
     };
     let mut observer = observer.map(|callback| PythonObserver {
         callback,
         error: None,
     });
-    let result = py.detach(|| {
+    let result = run_interruptibly(py, &cancel, || {
         no_panic(|| {
             let mut m = |p: &Progress| monitor.check(p);
             let mut obs_fn;
@@ -728,10 +781,11 @@ fn decision_function<'py>(
     let features = Features::extract(x)?;
     let rows = features.rows()?;
     let n = rows.n_rows();
-    let out = py.detach(|| {
+    let cancel = AtomicBool::new(false);
+    let out = run_interruptibly(py, &cancel, || {
         no_panic(|| {
             let mut out = vec![0.0; n * n_out];
-            model.decision_function(&rows, &mut out)?;
+            model.decision_function_until(&rows, &mut out, &|| cancel.load(Ordering::Relaxed))?;
             Ok(out)
         })
     })?;
