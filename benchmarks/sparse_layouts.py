@@ -131,7 +131,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=20_000)
     ap.add_argument("--nnz", type=float, default=50.0)
     ap.add_argument(
-        "--features", type=int, nargs="+", default=[256, 1024, 2048, 4096, 16384, 262144]
+        "--features", type=int, nargs="+", default=[512, 1024, 2048, 4096, 16384, 262144]
     )
     ap.add_argument("--budgets", type=int, nargs="+", default=[100, 500])
     ap.add_argument("--repeats", type=int, default=3)

@@ -253,3 +253,38 @@ def test_dask_predict_on_a_sparse_model():
     Xd = da.from_array(X.toarray(), chunks=(100, 5000))
     assert dask is not None
     assert_array_equal(bdask.predict(clf, Xd).compute(), clf.predict(X))
+
+
+def test_cli_trains_predicts_and_streams_a_trillion_column_file(tmp_path):
+    import subprocess
+    import sys
+
+    X, y = text_like(300, 40, 12)
+    wide = spread(X, TRILLION)
+    train = tmp_path / "wide.svm"
+    with open(train, "w") as f:
+        for i in range(wide.shape[0]):
+            row = wide[i]
+            pairs = " ".join(f"{c + 1}:{float(v)!r}" for c, v in zip(row.indices, row.data))
+            f.write(f"{y[i]} {pairs}\n")
+
+    def cli(*args):
+        r = subprocess.run(
+            [sys.executable, "-m", "budgetsvm", *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert r.returncode == 0, r.stderr
+        return r
+
+    common = ["-q", "-g", 0.8, "-B", 15, "-e", 2, "--no-shuffle"]
+    cli("train", *common, train, tmp_path / "mem.model")
+    cli("train", *common, "--stream", "--chunk-rows", 64, train, tmp_path / "stream.model")
+    a, b = load_model(tmp_path / "mem.model"), load_model(tmp_path / "stream.model")
+    assert sp.issparse(a.support_vectors_) and sp.issparse(b.support_vectors_)
+    assert_array_equal(a.dual_coef_, b.dual_coef_)
+    out = tmp_path / "pred.txt"
+    cli("predict", train, tmp_path / "mem.model", out)
+    predicted = np.array(out.read_text().split(), dtype=float)
+    assert_array_equal(predicted, a.predict(load_svmlight_file(train)[0]))

@@ -7,7 +7,7 @@ use crate::core::codec::{corrupt, Reader, Writer};
 use crate::core::data::{DenseView, Rows};
 use crate::core::error::{Result, SvmError};
 use crate::core::kernel::check_gamma;
-use crate::core::sparse::{RowProbe, SparseArena};
+use crate::core::sparse::{ColumnIndex, SparseArena};
 use crate::core::{parallel, simd};
 
 /// How the support vectors of a model under training are stored.
@@ -23,7 +23,7 @@ pub enum SvLayout {
 }
 
 /// CSR input with more columns than this gets the sparse layout under `auto`. Measured with
-/// `benchmarks/sparse_text.py --layouts` (docs/sparse.md): at 1,000 columns and 14 non-zeros a row
+/// `benchmarks/sparse_layouts.py` (docs/sparse.md): at 1,000 columns and 14 non-zeros a row
 /// (a9a-like) the dense block is faster; by 4,096 columns its O(n_features) insertions and merges
 /// (strided writes over B x n_features) cost more than the probes of the sparse layout.
 pub const DENSE_LAYOUT_MAX_COLS: usize = 2048;
@@ -81,8 +81,7 @@ enum Store {
         scratch: Vec<f64>,
     },
     Sparse {
-        arena: SparseArena,
-        probe: RowProbe,
+        arena: Box<SparseArena>,
     },
 }
 
@@ -148,8 +147,7 @@ impl SupportVectors {
                 scratch: try_zeroed(1, dim, "dense support vector storage")?,
             },
             SvLayout::Sparse => Store::Sparse {
-                arena: SparseArena::new(),
-                probe: RowProbe::new(),
+                arena: Box::new(SparseArena::new()),
             },
         };
         Ok(SupportVectors {
@@ -178,7 +176,7 @@ impl SupportVectors {
     pub fn stored_entries(&self) -> usize {
         match &self.store {
             Store::Dense { .. } => self.dim * self.len,
-            Store::Sparse { arena, .. } => arena.live_nnz(),
+            Store::Sparse { arena } => arena.live_nnz(),
         }
     }
 
@@ -334,13 +332,7 @@ impl SupportVectors {
                     }
                 });
             }
-            Store::Sparse { arena, probe } => {
-                probe.load_row(x, i, dim);
-                for (j, o) in out.iter_mut().enumerate() {
-                    let (idx, val) = arena.get(j);
-                    *o = probe.dot(idx, val);
-                }
-            }
+            Store::Sparse { arena } => arena.dots_with_row(x, i, dim, out),
         }
     }
 
@@ -360,14 +352,7 @@ impl SupportVectors {
                     }
                 }
             }
-            Store::Sparse { arena, probe } => {
-                let (idx, val) = arena.get(p);
-                probe.load_sparse(idx, val);
-                for (j, o) in out[..len].iter_mut().enumerate() {
-                    let (idx, val) = arena.get(j);
-                    *o = probe.dot(idx, val);
-                }
-            }
+            Store::Sparse { arena } => arena.dots_with_vector(p, &mut out[..len]),
         }
         self.dots_to_kernel(gamma, self.sq_norms[p], out);
     }
@@ -437,7 +422,7 @@ impl SupportVectors {
                     }
                 });
             }
-            Store::Sparse { arena, .. } => {
+            Store::Sparse { arena } => {
                 arena.push_row(x, i, dim);
                 norm = arena.get(j).1.iter().map(|v| v * v).sum();
             }
@@ -490,7 +475,7 @@ impl SupportVectors {
                 }
                 norm
             }
-            Store::Sparse { arena, .. } => arena.merge_into(p, q, h),
+            Store::Sparse { arena } => arena.merge_into(p, q, h),
         };
         self.forget_origin(q);
         self.swap_remove(p);
@@ -545,7 +530,7 @@ impl SupportVectors {
                 a.mark[j] = a.mark[last];
             }
         }
-        if let Store::Sparse { arena, .. } = &mut self.store {
+        if let Store::Sparse { arena } = &mut self.store {
             arena.swap_remove(j);
         }
         self.len -= 1;
@@ -572,7 +557,7 @@ impl SupportVectors {
                 }
                 SvMatrix::Dense(sv)
             }
-            Store::Sparse { arena, .. } => {
+            Store::Sparse { arena } => {
                 let (indptr, indices, values) = arena.to_csr();
                 SvMatrix::Sparse {
                     indptr,
@@ -723,7 +708,7 @@ impl SupportVectors {
                         return Err(corrupt("sparse support vector indices"));
                     }
                     svs.ensure_room()?;
-                    if let Store::Sparse { arena, .. } = &mut svs.store {
+                    if let Store::Sparse { arena } = &mut svs.store {
                         arena.push_sparse(i, v);
                     }
                     svs.len += 1;
@@ -999,6 +984,14 @@ impl BudgetModel {
         let n_sv = self.n_sv();
         crate::core::data::finite_sq_norms(x, "X")?;
         let sv_norms = self.sv_sq_norms();
+        let columns = match &self.support_vectors {
+            SvMatrix::Sparse {
+                indptr,
+                indices,
+                values,
+            } => Some(ColumnIndex::from_csr(indptr, indices, values)),
+            SvMatrix::Dense(_) => None,
+        };
         // Blocks of rows between checks of `stop`: big enough that the per-block scratch and
         // the hand-off to the pool are noise.
         let block_rows = (1 << 20) / (n_sv * self.dim.min(64)).max(1);
@@ -1009,47 +1002,36 @@ impl BudgetModel {
                     return Err(SvmError::Interrupted);
                 }
                 let first = b * block_rows;
-                self.decision_block(x, first, block, &sv_norms);
+                self.decision_block(x, first, block, &sv_norms, columns.as_ref());
             }
             Ok(())
         })
     }
 
-    /// Decision values of rows `first..` into `out` (n_out per row), rows in parallel.
-    fn decision_block<R: Rows>(&self, x: &R, first: usize, out: &mut [f64], sv_norms: &[f64]) {
+    /// Decision values of rows `first..` into `out` (n_out per row), rows in parallel;
+    /// `columns` is the inverted index of sparse support vectors.
+    fn decision_block<R: Rows>(
+        &self,
+        x: &R,
+        first: usize,
+        out: &mut [f64],
+        sv_norms: &[f64],
+        columns: Option<&ColumnIndex>,
+    ) {
         let (n_out, n_sv, dim) = (self.n_out, self.n_sv(), self.dim);
         out.par_chunks_mut(n_out).enumerate().for_each_init(
-            || (vec![0.0; n_sv], RowProbe::new()),
-            |(kvals, probe), (k, o)| {
+            || vec![0.0; n_sv],
+            |kvals, (k, o)| {
                 let i = first + k;
-                match &self.support_vectors {
-                    SvMatrix::Dense(sv) => {
+                match (&self.support_vectors, columns) {
+                    (SvMatrix::Dense(sv), _) => {
                         for (j, k) in kvals.iter_mut().enumerate() {
                             *k = x.dot_dense(i, &sv[j * dim..(j + 1) * dim]);
                         }
                     }
-                    SvMatrix::Sparse {
-                        indptr,
-                        indices,
-                        values,
-                    } => {
-                        let row = x.dense_row(i);
-                        if row.is_none() {
-                            probe.load_row(x, i, dim);
-                        }
-                        for (j, k) in kvals.iter_mut().enumerate() {
-                            let r = indptr[j]..indptr[j + 1];
-                            let (idx, val) = (&indices[r.clone()], &values[r]);
-                            *k = match row {
-                                Some(row) => idx
-                                    .iter()
-                                    .zip(val)
-                                    .map(|(&c, &v)| v * row.get(c as usize).copied().unwrap_or(0.0))
-                                    .sum(),
-                                None => probe.dot(idx, val),
-                            };
-                        }
-                    }
+                    (SvMatrix::Sparse { .. }, Some(columns)) => columns.dots_with_row(x, i, kvals),
+                    // Sparse models always come with their index (built above).
+                    (SvMatrix::Sparse { .. }, None) => kvals.fill(0.0),
                 }
                 simd::rbf_from_dots(self.gamma, x.sq_norm(i), sv_norms, kvals);
                 o.fill(0.0);

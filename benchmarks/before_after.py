@@ -1,0 +1,108 @@
+"""The same benchmark under two builds of budgetsvm, alternated in one run: did a change make
+the dense / low-dimensional path slower?
+
+Runs ``bsgd_paper000.run`` (BSGD on the paper-000 data sets with their SETTINGS.md C and gamma:
+gss, lookup-wd and lookup-wd with averaging, several seeds) in a fresh child process per data set
+and round, alternating the interpreter of the previous build (``--before``, e.g. a virtual
+environment with the previous commit's wheel installed) and this one. Reports the median over
+rounds of each method's mean fit time and accuracy, and the time ratio after / before.
+
+    python -m venv --system-site-packages /tmp/before
+    /tmp/before/bin/pip install --no-deps path/to/previous.whl
+    python benchmarks/before_after.py --before /tmp/before/bin/python --out docs/sparse_dense_path.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import commit, machine  # noqa: E402
+
+CHILD = """
+import json, sys
+sys.path.insert(0, {bench!r})
+import budgetsvm, bsgd_paper000
+_, _, rows = bsgd_paper000.run({name!r}, {budgets!r}, {seeds!r}, {epochs!r})
+out = {{"version_file": budgetsvm.__file__, "rows": []}}
+for B, per, agreement in rows:
+    out["rows"].append({{"B": B, **{{m: {{"total": float(r["total"].mean()),
+        "acc": float(r["acc"].mean())}} for m, r in per.items()}}}})
+print("RESULT " + json.dumps(out))
+"""
+
+
+def run_child(python: str, name: str, args) -> dict:
+    code = CHILD.format(
+        bench=str(Path(__file__).resolve().parent),
+        name=name,
+        budgets=args.budgets,
+        seeds=list(range(args.seeds)),
+        epochs=args.epochs,
+    )
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
+    line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT ") :])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--before", required=True, help="python of the previous build")
+    ap.add_argument("--datasets", nargs="+", default=["a9a", "w8a", "ijcnn1"])
+    ap.add_argument("--budgets", nargs="+", type=int, default=[100, 500])
+    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    builds = {"before": args.before, "after": sys.executable}
+    results: dict = {b: {d: [] for d in args.datasets} for b in builds}
+    for r in range(args.rounds):
+        for d in args.datasets:
+            order = list(builds) if r % 2 == 0 else list(reversed(builds))
+            for b in order:
+                res = run_child(builds[b], d, args)
+                results[b][d].append(res)
+                print(f"round {r} {d} {b}: {json.dumps(res['rows'])}", file=sys.stderr)
+    load = os.getloadavg()
+    lines = [
+        "# Dense and low-dimensional path: before and after, alternated in one run",
+        "",
+        f"Machine: {machine()}; commit {commit()}; load average at end {load[0]:.2f}.",
+        "",
+        "Command: `python benchmarks/before_after.py " + " ".join(sys.argv[1:]) + "`",
+        "",
+        f"`bsgd_paper000.run` per data set: BSGD, {args.epochs} epochs, seeds 0..{args.seeds - 1}, "
+        f"SETTINGS.md C and gamma; each cell the median over {args.rounds} alternated rounds of the "
+        "mean over seeds. Before: " + results["before"][args.datasets[0]][0]["version_file"] + ".",
+        "",
+        "| data | B | method | fit s before | fit s after | after / before | "
+        "accuracy % before | accuracy % after |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for d in args.datasets:
+        for k, B in enumerate(args.budgets):
+            for m in ("gss", "lookup-wd", "lookup-wd-avg"):
+
+                def med(b, key, k=k, m=m, d=d):
+                    return statistics.median(x["rows"][k][m][key] for x in results[b][d])
+
+                tb, ta = med("before", "total"), med("after", "total")
+                lines.append(
+                    f"| {d} | {B} | {m} | {tb:.2f} | {ta:.2f} | {ta / tb:.3f} | "
+                    f"{med('before', 'acc'):.2f} | {med('after', 'acc'):.2f} |"
+                )
+    text = "\n".join(lines) + "\n"
+    if args.out:
+        args.out.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
