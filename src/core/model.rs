@@ -7,7 +7,7 @@ use crate::core::codec::{corrupt, Reader, Writer};
 use crate::core::data::{DenseView, Rows};
 use crate::core::error::{Result, SvmError};
 use crate::core::kernel::check_gamma;
-use crate::core::sparse::{ColumnIndex, SparseArena};
+use crate::core::sparse::{ColumnIndex, RowProbe, SparseArena};
 use crate::core::{parallel, simd};
 
 /// How the support vectors of a model under training are stored.
@@ -76,12 +76,10 @@ fn try_zeroed(rows: usize, cols: usize, what: &str) -> Result<Vec<f64>> {
 enum Store {
     /// `svt[c * capacity + j]` is feature c of SV j; `scratch` holds one SV densely (kernel rows
     /// of an SV against the others).
-    Dense {
-        svt: Vec<f64>,
-        scratch: Vec<f64>,
-    },
+    Dense { svt: Vec<f64>, scratch: Vec<f64> },
     Sparse {
         arena: Box<SparseArena>,
+        probe: RowProbe,
     },
 }
 
@@ -148,6 +146,7 @@ impl SupportVectors {
             },
             SvLayout::Sparse => Store::Sparse {
                 arena: Box::new(SparseArena::new()),
+                probe: RowProbe::new(),
             },
         };
         Ok(SupportVectors {
@@ -176,7 +175,7 @@ impl SupportVectors {
     pub fn stored_entries(&self) -> usize {
         match &self.store {
             Store::Dense { .. } => self.dim * self.len,
-            Store::Sparse { arena } => arena.live_nnz(),
+            Store::Sparse { arena, .. } => arena.live_nnz(),
         }
     }
 
@@ -332,7 +331,7 @@ impl SupportVectors {
                     }
                 });
             }
-            Store::Sparse { arena } => arena.dots_with_row(x, i, dim, out),
+            Store::Sparse { arena, probe } => arena.dots_with_row(probe, x, i, dim, out),
         }
     }
 
@@ -352,7 +351,7 @@ impl SupportVectors {
                     }
                 }
             }
-            Store::Sparse { arena } => arena.dots_with_vector(p, &mut out[..len]),
+            Store::Sparse { arena, probe } => arena.dots_with_vector(probe, p, &mut out[..len]),
         }
         self.dots_to_kernel(gamma, self.sq_norms[p], out);
     }
@@ -422,7 +421,7 @@ impl SupportVectors {
                     }
                 });
             }
-            Store::Sparse { arena } => {
+            Store::Sparse { arena, .. } => {
                 arena.push_row(x, i, dim);
                 norm = arena.get(j).1.iter().map(|v| v * v).sum();
             }
@@ -475,7 +474,7 @@ impl SupportVectors {
                 }
                 norm
             }
-            Store::Sparse { arena } => arena.merge_into(p, q, h),
+            Store::Sparse { arena, .. } => arena.merge_into(p, q, h),
         };
         self.forget_origin(q);
         self.swap_remove(p);
@@ -530,7 +529,7 @@ impl SupportVectors {
                 a.mark[j] = a.mark[last];
             }
         }
-        if let Store::Sparse { arena } = &mut self.store {
+        if let Store::Sparse { arena, .. } = &mut self.store {
             arena.swap_remove(j);
         }
         self.len -= 1;
@@ -557,7 +556,7 @@ impl SupportVectors {
                 }
                 SvMatrix::Dense(sv)
             }
-            Store::Sparse { arena } => {
+            Store::Sparse { arena, .. } => {
                 let (indptr, indices, values) = arena.to_csr();
                 SvMatrix::Sparse {
                     indptr,
@@ -708,7 +707,7 @@ impl SupportVectors {
                         return Err(corrupt("sparse support vector indices"));
                     }
                     svs.ensure_room()?;
-                    if let Store::Sparse { arena } = &mut svs.store {
+                    if let Store::Sparse { arena, .. } = &mut svs.store {
                         arena.push_sparse(i, v);
                     }
                     svs.len += 1;

@@ -181,6 +181,31 @@ impl RowProbe {
         acc
     }
 
+    /// out[j] = this vector's dot product with vector j of `arena`, for every j (as `dot`,
+    /// with the CPU check made once for the whole pass).
+    pub fn dots(&self, arena: &SparseArena, out: &mut [f64]) {
+        #[cfg(target_arch = "x86_64")]
+        if crate::core::simd::has_fma() {
+            // SAFETY: FMA was detected at run time.
+            unsafe { self.dots_fma(arena, out) };
+            return;
+        }
+        for (j, o) in out.iter_mut().enumerate() {
+            let (idx, val) = arena.get(j);
+            *o = self.dot(idx, val);
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "fma")]
+    unsafe fn dots_fma(&self, arena: &SparseArena, out: &mut [f64]) {
+        for (j, o) in out.iter_mut().enumerate() {
+            let (idx, val) = arena.get(j);
+            // SAFETY: this function runs only where FMA was detected.
+            *o = unsafe { self.dot_fma(idx, val) };
+        }
+    }
+
     /// The stored entries' values (for the squared norm of what was loaded).
     pub fn values(&self) -> impl Iterator<Item = f64> + '_ {
         self.filled.iter().map(|&s| self.vals[s])
@@ -208,46 +233,27 @@ impl Hasher for ColumnHasher {
 
 type ColumnMap<V> = HashMap<u64, V, BuildHasherDefault<ColumnHasher>>;
 
-/// One support vector's entry in a feature's posting list: its slot, the entry's position in
-/// the vector's run (so the run can point back here), and the value.
-#[derive(Debug, Clone, Copy)]
-struct Posting {
-    slot: u32,
-    entry: u32,
-    val: f64,
-}
-
-/// Support vectors stored sparse, two ways at once.
+/// Support vectors stored sparse: per slot a run of sorted column indices and values in two
+/// contiguous arenas. Replacing or removing a vector leaves its old run as garbage, which a
+/// compaction (in place, when garbage exceeds the live entries) reclaims, so after warm-up the
+/// arenas stop growing and a step allocates nothing.
 ///
-/// Vector-major: per slot a run of sorted column indices and values in contiguous arenas (what
-/// merging, the model and the state file read). Replacing or removing a vector leaves its old run
-/// as garbage, which an in-place compaction reclaims once garbage exceeds the live entries.
-///
-/// Feature-major (an inverted index): per column present in any vector, the list of (slot,
-/// value) of the vectors holding it. The dot products of a row with all vectors walk the lists
-/// of the row's columns only, so a step costs the number of (row column, vector) pairs that
-/// actually share a column: the sparse counterpart of the dense layout's one axpy per non-zero
-/// of the row, in the same order and arithmetic (so both layouts train bit-identical models).
-/// A hash probe per vector entry would cost every vector's whole length instead, which grows as
-/// merging fills the vectors in (measured in docs/sparse.md). Lists are kept with back-pointers
-/// (each entry knows its place in its list), so insertions, removals and merges update the
-/// index in O(non-zeros of the vectors involved); emptied lists keep their allocation for reuse.
+/// Dot products with a row go through a [`RowProbe`] of the row, one probe per stored entry.
+/// An inverted index by feature (posting lists) makes the dots themselves 15x cheaper
+/// (benches/sparse.rs) but was measured slower in training (commit 9cc1a5a): merging replaces
+/// two vectors of a few hundred entries at almost every step, and keeping the posting lists up
+/// to date cost 625 us per merge event in cache misses, against about 80 us for the probes it
+/// saves (docs/sparse.md). Prediction, where the vectors do not change, uses the index
+/// ([`ColumnIndex`]).
 #[derive(Debug, Clone, Default)]
 pub struct SparseArena {
     idx: Vec<u64>,
     val: Vec<f64>,
-    /// Per entry: its posting list and its position there.
-    list_of: Vec<u32>,
-    pos_in_list: Vec<u32>,
     start: Vec<usize>,
     nnz: Vec<usize>,
     live: usize,
     /// Scratch for compaction (slot order by arena position).
     order: Vec<usize>,
-    list_id: ColumnMap<u32>,
-    lists: Vec<Vec<Posting>>,
-    list_column: Vec<u64>,
-    free_lists: Vec<u32>,
 }
 
 impl SparseArena {
@@ -278,27 +284,23 @@ impl SparseArena {
     }
 
     /// out[j] = <vector j, row i of x> for every j (columns of x at or past `dim` ignored).
-    pub fn dots_with_row<R: Rows>(&self, x: &R, i: usize, dim: usize, out: &mut [f64]) {
-        out.fill(0.0);
-        let fma = crate::core::simd::has_fma();
-        x.for_each_nonzero(i, |c, v| {
-            if c < dim {
-                if let Some(&l) = self.list_id.get(&(c as u64)) {
-                    axpy_postings(v, &self.lists[l as usize], out, fma);
-                }
-            }
-        });
+    pub fn dots_with_row<R: Rows>(
+        &self,
+        probe: &mut RowProbe,
+        x: &R,
+        i: usize,
+        dim: usize,
+        out: &mut [f64],
+    ) {
+        probe.load_row(x, i, dim);
+        probe.dots(self, out);
     }
 
     /// out[j] = <vector p, vector j> for every j.
-    pub fn dots_with_vector(&self, p: usize, out: &mut [f64]) {
-        out.fill(0.0);
-        let fma = crate::core::simd::has_fma();
-        let r = self.start[p]..self.start[p] + self.nnz[p];
-        for e in r {
-            let list = &self.lists[self.list_of[e] as usize];
-            axpy_postings(self.val[e], list, out, fma);
-        }
+    pub fn dots_with_vector(&self, probe: &mut RowProbe, p: usize, out: &mut [f64]) {
+        let (idx, val) = self.get(p);
+        probe.load_sparse(idx, val);
+        probe.dots(self, out);
     }
 
     /// Appends a vector: the columns below `dim` of row i of x, sorted.
@@ -311,24 +313,19 @@ impl SparseArena {
             }
         });
         self.sort_run(s);
-        self.finish_push(s);
+        self.start.push(s);
+        self.nnz.push(self.idx.len() - s);
+        self.live += self.idx.len() - s;
     }
 
-    /// Appends a vector given by sorted, distinct indices and values.
+    /// Appends a vector given by sorted indices and values.
     pub fn push_sparse(&mut self, idx: &[u64], val: &[f64]) {
         let s = self.idx.len();
         self.idx.extend_from_slice(idx);
         self.val.extend_from_slice(val);
-        self.finish_push(s);
-    }
-
-    /// The run from `s` to the end becomes a new slot.
-    fn finish_push(&mut self, s: usize) {
-        let j = self.start.len();
         self.start.push(s);
-        self.nnz.push(self.idx.len() - s);
-        self.live += self.idx.len() - s;
-        self.index_run(j);
+        self.nnz.push(idx.len());
+        self.live += idx.len();
     }
 
     /// Keeps the run from `s` to the end sorted by column and free of repeated columns (CSR
@@ -354,65 +351,6 @@ impl SparseArena {
             } else {
                 self.idx.push(c);
                 self.val.push(v);
-            }
-        }
-    }
-
-    /// Adds slot j's entries to the posting lists (the run must be the slot's current one).
-    fn index_run(&mut self, j: usize) {
-        let (s, n) = (self.start[j], self.nnz[j]);
-        if self.list_of.len() < s + n {
-            self.list_of.resize(s + n, 0);
-            self.pos_in_list.resize(s + n, 0);
-        }
-        for k in 0..n {
-            let e = s + k;
-            let c = self.idx[e];
-            let l = match self.list_id.get(&c) {
-                Some(&l) => l,
-                None => {
-                    let l = match self.free_lists.pop() {
-                        Some(l) => {
-                            self.list_column[l as usize] = c;
-                            l
-                        }
-                        None => {
-                            self.lists.push(Vec::new());
-                            self.list_column.push(c);
-                            (self.lists.len() - 1) as u32
-                        }
-                    };
-                    self.list_id.insert(c, l);
-                    l
-                }
-            };
-            let list = &mut self.lists[l as usize];
-            self.list_of[e] = l;
-            self.pos_in_list[e] = list.len() as u32;
-            list.push(Posting {
-                slot: j as u32,
-                entry: k as u32,
-                val: self.val[e],
-            });
-        }
-    }
-
-    /// Takes slot j's entries out of the posting lists.
-    fn unindex_run(&mut self, j: usize) {
-        let (s, n) = (self.start[j], self.nnz[j]);
-        for e in s..s + n {
-            let l = self.list_of[e] as usize;
-            let p = self.pos_in_list[e] as usize;
-            let list = &mut self.lists[l];
-            list.swap_remove(p);
-            if let Some(moved) = list.get(p).copied() {
-                // The list's last posting moved into p: its entry must point here now.
-                let me = self.start[moved.slot as usize] + moved.entry as usize;
-                self.pos_in_list[me] = p as u32;
-            }
-            if self.lists[l].is_empty() {
-                self.list_id.remove(&self.list_column[l]);
-                self.free_lists.push(l as u32);
             }
         }
     }
@@ -449,26 +387,15 @@ impl SparseArena {
                 norm += v * v;
             }
         }
-        self.unindex_run(q);
         self.live = self.live - qn + (self.idx.len() - s);
         self.start[q] = s;
         self.nnz[q] = self.idx.len() - s;
-        self.index_run(q);
         self.maybe_compact();
         norm
     }
 
     /// Removes vector j, moving the last one into its slot (as `SupportVectors::swap_remove`).
     pub fn swap_remove(&mut self, j: usize) {
-        self.unindex_run(j);
-        let last = self.start.len() - 1;
-        if j != last {
-            for e in self.start[last]..self.start[last] + self.nnz[last] {
-                let posting =
-                    &mut self.lists[self.list_of[e] as usize][self.pos_in_list[e] as usize];
-                posting.slot = j as u32;
-            }
-        }
         self.live -= self.nnz[j];
         self.start.swap_remove(j);
         self.nnz.swap_remove(j);
@@ -483,7 +410,7 @@ impl SparseArena {
     }
 
     /// Moves the live runs to the front of the arenas, in arena order (each run moves down, never
-    /// over a run not yet moved). Postings name (slot, entry), so they stay valid.
+    /// over a run not yet moved).
     fn compact(&mut self) {
         let mut order = std::mem::take(&mut self.order);
         order.clear();
@@ -494,15 +421,11 @@ impl SparseArena {
             let (from, n) = (self.start[j], self.nnz[j]);
             self.idx.copy_within(from..from + n, to);
             self.val.copy_within(from..from + n, to);
-            self.list_of.copy_within(from..from + n, to);
-            self.pos_in_list.copy_within(from..from + n, to);
             self.start[j] = to;
             to += n;
         }
         self.idx.truncate(to);
         self.val.truncate(to);
-        self.list_of.truncate(to);
-        self.pos_in_list.truncate(to);
         self.order = order;
     }
 
@@ -519,54 +442,6 @@ impl SparseArena {
             indptr.push(idx.len());
         }
         (indptr, idx, val)
-    }
-
-    /// Checks the index against the runs (tests).
-    #[cfg(test)]
-    fn check_index(&self) {
-        let mut count = 0;
-        for j in 0..self.len() {
-            for k in 0..self.nnz[j] {
-                let e = self.start[j] + k;
-                let p = self.lists[self.list_of[e] as usize][self.pos_in_list[e] as usize];
-                assert_eq!((p.slot as usize, p.entry as usize), (j, k));
-                assert_eq!(p.val, self.val[e]);
-                assert_eq!(self.list_column[self.list_of[e] as usize], self.idx[e]);
-                count += 1;
-            }
-        }
-        let in_lists: usize = self
-            .list_id
-            .values()
-            .map(|&l| self.lists[l as usize].len())
-            .sum();
-        assert_eq!(count, in_lists);
-        assert_eq!(count, self.live);
-    }
-}
-
-/// out[slot] += v * value for every posting: the dense layout's axpy over one feature's row,
-/// fused where the CPU has FMA (as the dense axpy is), so both layouts round alike.
-#[inline]
-fn axpy_postings(v: f64, list: &[Posting], out: &mut [f64], fma: bool) {
-    #[cfg(target_arch = "x86_64")]
-    if fma {
-        // SAFETY: FMA was detected at run time (the caller's `fma`).
-        unsafe { axpy_postings_fma(v, list, out) };
-        return;
-    }
-    let _ = fma;
-    for p in list {
-        out[p.slot as usize] += v * p.val;
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "fma")]
-unsafe fn axpy_postings_fma(v: f64, list: &[Posting], out: &mut [f64]) {
-    for p in list {
-        let o = &mut out[p.slot as usize];
-        *o = v.mul_add(p.val, *o);
     }
 }
 
@@ -722,24 +597,21 @@ mod tests {
                 reference.swap_remove(j);
             }
             assert_eq!(arena.len(), reference.len());
-            if step % 97 == 0 {
-                arena.check_index();
-            }
         }
-        arena.check_index();
-        // Dot products through the index equal explicit ones, with a row and with a vector.
+        // Dot products through the probe equal explicit ones, with a row and with a vector.
         let (ri, rv) = random_sparse(&mut rng, dim as u64, 60);
         let row_dense = dense_of(&ri, &rv, dim);
         let indptr = [0i64, ri.len() as i64];
         let ri64: Vec<i64> = ri.iter().map(|&c| c as i64).collect();
         let x = CsrView::new(&indptr, &ri64, &rv, dim).unwrap();
         let mut out = vec![0.0; arena.len()];
-        arena.dots_with_row(&x, 0, dim, &mut out);
+        let mut probe = RowProbe::new();
+        arena.dots_with_row(&mut probe, &x, 0, dim, &mut out);
         for (j, want) in reference.iter().enumerate() {
             let direct: f64 = want.iter().zip(&row_dense).map(|(a, b)| a * b).sum();
             assert!((out[j] - direct).abs() <= 1e-12, "{} vs {direct}", out[j]);
         }
-        arena.dots_with_vector(3, &mut out);
+        arena.dots_with_vector(&mut probe, 3, &mut out);
         for (j, want) in reference.iter().enumerate() {
             let direct: f64 = want.iter().zip(&reference[3]).map(|(a, b)| a * b).sum();
             assert!((out[j] - direct).abs() <= 1e-12);
