@@ -125,3 +125,99 @@ def test_ctrl_c_stops_predict_on_a_large_matrix():
     finally:
         timer.cancel()
     assert_array_equal(clf.predict(X[:100]), clf.predict(X[:100]))
+
+
+def test_a_failed_fit_leaves_the_previous_model():
+    X, y = xor_data(500, 4)
+    clf = BudgetSVC(budget=20, epochs=2, random_state=0).fit(X, y)
+    before = clf.decision_function(X)
+    classes, n_features = clf.classes_.copy(), clf.n_features_in_
+    wide = np.hstack([X, X])
+    with pytest.raises(ValueError, match="one class"):
+        clf.fit(wide, np.zeros(len(y)))  # passes validation, fails after classes_ would be set
+    assert_array_equal(clf.classes_, classes)
+    assert clf.n_features_in_ == n_features
+    assert_array_equal(clf.decision_function(X), before)
+    kernel = KernelSVC(C=1.0, gamma=1.0).fit(X, y)
+    kbefore = kernel.decision_function(X)
+    with pytest.raises(ValueError):
+        kernel.fit(wide, np.zeros(len(y)))
+    assert_array_equal(kernel.decision_function(X), kbefore)
+
+
+def test_a_second_fit_from_another_thread_is_refused_and_predict_keeps_working():
+    X, y = xor_data(20_000, 5)
+    clf = BudgetSVC(budget=200, epochs=1, random_state=0).fit(X[:500], y[:500])
+    before = clf.predict(X[:100])
+    started = threading.Event()
+    errors: list = []
+
+    def long_fit() -> None:
+        try:
+            started.set()
+            clf.partial_fit(np.tile(X, (20, 1)), np.tile(y, 20))
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    worker = threading.Thread(target=long_fit)
+    worker.start()
+    started.wait()
+    refused = 0
+    while worker.is_alive():
+        try:
+            clf.partial_fit(X[:10], y[:10])
+        except RuntimeError as e:
+            assert "being fitted in another thread" in str(e)
+            refused += 1
+            assert clf.predict(X[:100]).shape == (100,)
+            break
+    worker.join()
+    assert not errors
+    assert refused == 1 or before is not None  # the long fit may finish first on a fast machine
+    clf.partial_fit(X[:10], y[:10])  # free again
+
+
+def test_labels_equal_as_numbers_are_one_class_in_fit_file(tmp_path):
+    from budgetsvm.datasets import load_svmlight_file
+
+    X, y = xor_data(300, 6)
+    path = tmp_path / "zeros.svm"
+    with open(path, "w") as f:
+        for i, (row, label) in enumerate(zip(X, y)):
+            text = ("-0" if i % 2 else "0") if label == 0 else "1"
+            f.write(f"{text} 1:{float(row[0])!r} 2:{float(row[1])!r}\n")
+    params = dict(budget=20, epochs=2, shuffle=False, gamma=1.0, random_state=0)
+    from_file = BudgetSVC(**params).fit_file(path)
+    Xl, yl = load_svmlight_file(path)
+    in_memory = BudgetSVC(**params).fit(Xl, yl)
+    assert len(from_file.classes_) == 2
+    assert_array_equal(from_file.classes_, in_memory.classes_)
+    assert_array_equal(from_file.dual_coef_, in_memory.dual_coef_)
+
+
+def test_cli_refuses_to_overwrite_its_inputs(tmp_path):
+    import subprocess
+
+    X, y = xor_data(200, 7)
+    train = tmp_path / "t.svm"
+    with open(train, "w") as f:
+        for row, label in zip(X, y):
+            f.write(f"{label} 1:{float(row[0])!r} 2:{float(row[1])!r}\n")
+    original = train.read_bytes()
+
+    def cli(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "budgetsvm", *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    r = cli("train", "-q", train, train)
+    assert r.returncode == 2 and "refusing to overwrite" in r.stderr
+    assert train.read_bytes() == original
+    model = tmp_path / "m.model"
+    assert cli("train", "-q", "-g", 1, train, model).returncode == 0
+    r = cli("predict", train, model, train)
+    assert r.returncode == 2 and "refusing to overwrite" in r.stderr
+    assert train.read_bytes() == original

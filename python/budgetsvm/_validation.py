@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import numbers
-from typing import Any, Union
+import threading
+import weakref
+from typing import Any, Callable, TypeVar, Union
 
 import numpy as np
 import scipy.sparse as sp
@@ -92,3 +95,37 @@ def resolve_gamma(gamma: Any, X: Any) -> float:
         raise ValueError(f"gamma must be 'scale', 'auto' or a positive number; got {gamma!r}")
     check_positive("gamma", gamma)
     return float(gamma)
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+_fit_locks: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
+_fit_locks_guard = threading.Lock()
+
+
+def fit_guard(method: _F) -> _F:
+    """For an estimator's fit / partial_fit / fit_file: one fit at a time per estimator (a second
+    one from another thread raises RuntimeError saying so, instead of racing on the native state;
+    predict from other threads keeps working on the previous model), and a fit that fails or is
+    interrupted leaves the estimator as it was before the call (no new ``classes_`` with old
+    support vectors)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with _fit_locks_guard:
+            lock = _fit_locks.setdefault(self, threading.Lock())
+        if not lock.acquire(blocking=False):
+            raise RuntimeError(
+                f"this {type(self).__name__} is being fitted in another thread; wait for that "
+                "fit to finish, or fit a clone (sklearn.base.clone)"
+            )
+        saved = dict(self.__dict__)
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(saved)
+            raise
+        finally:
+            lock.release()
+
+    return wrapper  # type: ignore[return-value]

@@ -188,10 +188,27 @@ def _set_threads(args: argparse.Namespace) -> None:
         set_num_threads(args.threads)
 
 
+def _refuse_overwriting_inputs(output: str, *inputs: str) -> None:
+    """An output path naming an input file would destroy it (opened for writing first)."""
+    if output in (None, "-"):
+        return
+    for path in inputs:
+        same = os.path.abspath(output) == os.path.abspath(path)
+        try:
+            same = same or os.path.samefile(output, path)
+        except OSError:
+            pass
+        if same:
+            raise CliError(
+                f"output {output} is the input file {path}; refusing to overwrite it", EXIT_USAGE
+            )
+
+
 def _train(args: argparse.Namespace) -> int:
     clf = _estimator(args)
     _set_threads(args)
     model_path = args.model or os.path.basename(args.train_file) + ".model"
+    _refuse_overwriting_inputs(model_path, args.train_file)
     bar = Progress("training", _progress_enabled(args))
     start = time.perf_counter()
     try:
@@ -254,6 +271,7 @@ def _predict(args: argparse.Namespace) -> int:
 
     _check_chunk_rows(args)
     _set_threads(args)
+    _refuse_overwriting_inputs(args.output, args.test_file, args.model)
     clf = _load_model(args.model)
     out: IO[str]
     close = False

@@ -15,7 +15,13 @@ from sklearn.utils.multiclass import _ovr_decision_function, check_classificatio
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from budgetsvm import _budgetsvm
-from budgetsvm._validation import check_choice, check_positive, resolve_gamma, to_native
+from budgetsvm._validation import (
+    check_choice,
+    check_positive,
+    fit_guard,
+    resolve_gamma,
+    to_native,
+)
 
 SOLVERS = ("alfpgm", "smo")
 SHAPES = ("ovr", "ovo")
@@ -251,6 +257,7 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
             restart=bool(self.restart),
         )
 
+    @fit_guard
     def fit(self, X: Any, y: Any) -> KernelSVC:
         """Train on X (dense or sparse, n_samples x n_features) and labels y."""
         native_params = self._native_params()

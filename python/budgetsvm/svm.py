@@ -20,6 +20,7 @@ from budgetsvm._validation import (
     SV_STORAGES,
     check_choice,
     check_positive,
+    fit_guard,
     resolve_gamma,
     sv_from_native,
     to_native,
@@ -212,6 +213,7 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
             return int(self.random_state)
         return int(check_random_state(self.random_state).randint(0, 2**31 - 1))
 
+    @fit_guard
     def fit(
         self,
         X: Any,
@@ -303,6 +305,7 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         self.fit_stats_ = result
 
     @available_if(lambda self: self.solver == "bsgd")
+    @fit_guard
     def partial_fit(
         self,
         X: Any,
@@ -393,6 +396,7 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         return self
 
     @available_if(lambda self: self.solver == "bsgd")
+    @fit_guard
     def fit_file(
         self,
         path: Any,
@@ -436,7 +440,8 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
             width = int(n_features)
         if width == 0:
             raise ValueError(f"{path} has no features (0 columns)")
-        classes = summary["labels"]
+        # Labels equal as numbers are one class (-0 and 0 in a file), as in fit.
+        classes = np.unique(np.asarray(summary["labels"], dtype=np.float64) + 0.0)
         if len(classes) < 2:
             raise ValueError(
                 "BudgetSVC needs samples of at least two classes; the file contains only one "
