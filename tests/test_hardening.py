@@ -221,3 +221,29 @@ def test_cli_refuses_to_overwrite_its_inputs(tmp_path):
     r = cli("predict", train, model, train)
     assert r.returncode == 2 and "refusing to overwrite" in r.stderr
     assert train.read_bytes() == original
+
+
+@pytest.mark.parametrize("budget", [2**31, 2**40, 2**62])
+@pytest.mark.parametrize("solver", ["bsgd", "bsca"])
+def test_huge_budgets_cost_nothing(budget, solver):
+    # The store grows with the support vectors that exist, never with the budget asked for.
+    X, y = xor_data(300, 8)
+    clf = BudgetSVC(budget=budget, epochs=1, solver=solver, random_state=0).fit(X, y)
+    assert clf.support_vectors_.shape[0] <= 300
+    assert clf.score(X, y) > 0.5
+
+
+@pytest.mark.parametrize("n_classes", [2**20 + 1, 2**40])
+def test_native_entry_points_refuse_absurd_class_counts(n_classes):
+    from budgetsvm import _budgetsvm
+
+    X, y = xor_data(50, 9)
+    common = dict(c=1.0, gamma=1.0, budget=10, maintenance="merge", merge="lookup-wd", seed=0)
+    with pytest.raises(ValueError, match="classes"):
+        _budgetsvm.BsgdStream(2, n_classes, n_samples=50, **common)
+    with pytest.raises(ValueError, match="classes"):
+        _budgetsvm.fit_bsgd(X, y.astype(np.uint32), n_classes, epochs=1, **common)
+    with pytest.raises(ValueError, match="classes"):
+        _budgetsvm.fit_bsca(X, y.astype(np.uint32), n_classes, epochs=1, **common)
+    with pytest.raises(ValueError, match="classes"):
+        _budgetsvm.fit_kernel_svc(X, y.astype(np.uint32), n_classes, c=1.0, gamma=1.0)

@@ -81,8 +81,10 @@ def test_dense_and_sparse_storage_train_the_same_model(seed, n_classes, solver, 
 
 
 def test_auto_storage_follows_the_input():
-    X, y = text_like(200, 5000, 1)
+    X, y = text_like(200, 20_000, 1)
     assert sp.issparse(BudgetSVC(budget=10, epochs=1, gamma=1.0).fit(X, y).support_vectors_)
+    mid, _ = text_like(200, 5000, 1)
+    assert not sp.issparse(BudgetSVC(budget=10, epochs=1, gamma=1.0).fit(mid, y).support_vectors_)
     narrow, _ = text_like(200, 100, 1)
     assert not sp.issparse(
         BudgetSVC(budget=10, epochs=1, gamma=1.0).fit(narrow, y).support_vectors_
@@ -136,7 +138,7 @@ def test_kernel_svc_sparse_support_vectors_match_svc():
 
 
 def test_sparse_model_round_trips_through_file_and_pickle(tmp_path):
-    X, y = text_like(300, 5000, 6, 3)
+    X, y = text_like(300, 20_000, 6, 3)
     clf = BudgetSVC(budget=20, epochs=2, gamma=0.8, random_state=0).fit(X, y)
     assert sp.issparse(clf.support_vectors_)
     save_model(clf, tmp_path / "m.bsvm")
@@ -173,7 +175,7 @@ def test_corrupted_sparse_model_files_are_rejected(tmp_path, corrupt):
 
     from budgetsvm import ModelFormatError
 
-    X, y = text_like(100, 5000, 8)
+    X, y = text_like(100, 20_000, 8)
     clf = BudgetSVC(budget=10, epochs=1, gamma=0.8, random_state=0).fit(X, y)
     save_model(clf, tmp_path / "m.bsvm")
     src = zipfile.ZipFile(tmp_path / "m.bsvm")
@@ -204,7 +206,7 @@ def test_corrupted_sparse_model_files_are_rejected(tmp_path, corrupt):
 
 
 def test_partial_fit_stays_sparse_and_equals_fit():
-    X, y = text_like(400, 5000, 9)
+    X, y = text_like(400, 20_000, 9)
     params = dict(C=5.0, gamma=0.8, budget=15, epochs=1, shuffle=False, random_state=0)
     full = BudgetSVC(**params).fit(X, y)
     stream = BudgetSVC(**params)
@@ -246,11 +248,11 @@ def test_dask_predict_on_a_sparse_model():
     dask = pytest.importorskip("dask")
     import budgetsvm.dask as bdask
 
-    X, y = text_like(300, 5000, 11)
+    X, y = text_like(300, 20_000, 11)
     clf = BudgetSVC(budget=15, epochs=1, gamma=0.8, random_state=0).fit(X, y)
     import dask.array as da
 
-    Xd = da.from_array(X.toarray(), chunks=(100, 5000))
+    Xd = da.from_array(X.toarray(), chunks=(100, -1))
     assert dask is not None
     assert_array_equal(bdask.predict(clf, Xd).compute(), clf.predict(X))
 

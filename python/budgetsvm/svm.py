@@ -103,7 +103,7 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         'dense': one block of n_features values per vector (fastest for dense or
         low-dimensional data). 'sparse': each vector as its non-zeros, so every step, merge and
         prediction costs O(non-zeros) whatever n_features is (text with millions of features).
-        'auto' picks 'sparse' for sparse input with more than 2,048 features and 'dense'
+        'auto' picks 'sparse' for sparse input with more than 16,384 features and 'dense'
         otherwise (docs/sparse.md). Both train the same model.
 
     Attributes

@@ -23,10 +23,12 @@ pub enum SvLayout {
 }
 
 /// CSR input with more columns than this gets the sparse layout under `auto`. Measured with
-/// `benchmarks/sparse_layouts.py` (docs/sparse.md): at 1,000 columns and 14 non-zeros a row
-/// (a9a-like) the dense block is faster; by 4,096 columns its O(n_features) insertions and merges
-/// (strided writes over B x n_features) cost more than the probes of the sparse layout.
-pub const DENSE_LAYOUT_MAX_COLS: usize = 2048;
+/// `benchmarks/sparse_layouts.py` (docs/sparse.md), BSGD at B = 100 and 500, 50 non-zeros a row:
+/// the dense block is 5-20x faster up to 4,096 columns (a9a and w8a, 123 and 300 columns: 7-15x),
+/// since merged vectors fill in and the sparse step probes every stored entry; at 16,384 columns
+/// they are even (sparse 0.8x the time at B = 100, 1.2x at B = 500), and beyond, the dense block's
+/// O(n_features) insertions, merges and memory (B x n_features) grow without bound.
+pub const DENSE_LAYOUT_MAX_COLS: usize = 16_384;
 
 impl SvLayout {
     /// The layout for `requested` ("auto", "dense" or "sparse") on input with `n_cols` columns.

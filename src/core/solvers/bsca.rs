@@ -41,8 +41,8 @@ use crate::core::model::{BudgetModel, SupportVectors, SvLayout};
 use crate::core::parallel;
 use crate::core::rng::Rng;
 use crate::core::solvers::{
-    check_batch, check_positive_finite, check_run, EpochObserver, EpochSnapshot, Heartbeat,
-    Monitor, Progress,
+    check_batch, check_classes, check_positive_finite, check_run, EpochObserver, EpochSnapshot,
+    Heartbeat, Monitor, Progress,
 };
 
 /// BSCA hyper-parameters as the user gave them.
@@ -275,11 +275,7 @@ pub fn train_bsca<R: Rows>(
 ) -> Result<(BudgetModel, BscaStats)> {
     let p = &params.0;
     let n = x.n_rows();
-    if n_classes < 2 {
-        return Err(SvmError::invalid_input(
-            "training needs at least two classes",
-        ));
-    }
+    check_classes(n_classes, Some(n))?;
     check_batch(x, y, n_classes, x.n_cols())?;
     let sq_norms = finite_sq_norms(x, "X")?;
     let dim = x.n_cols();

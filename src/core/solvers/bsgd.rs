@@ -27,8 +27,8 @@ use crate::core::merge::MergeSearch;
 use crate::core::model::{BudgetModel, SupportVectors, SvLayout};
 use crate::core::rng::Rng;
 use crate::core::solvers::{
-    check_batch, check_positive_finite, check_run, EpochObserver, EpochSnapshot, Heartbeat,
-    Monitor, Progress,
+    check_batch, check_classes, check_positive_finite, check_run, EpochObserver, EpochSnapshot,
+    Heartbeat, Monitor, Progress,
 };
 
 /// BSGD hyper-parameters as the user gave them; `check` turns them into [`ValidBsgdParams`].
@@ -164,11 +164,7 @@ impl BsgdState {
         n_classes: usize,
         average_from: u64,
     ) -> Result<Self> {
-        if n_classes < 2 {
-            return Err(SvmError::invalid_input(
-                "training needs at least two classes",
-            ));
-        }
+        check_classes(n_classes, None)?;
         let p = &params.params;
         let n_out = if n_classes == 2 { 1 } else { n_classes };
         let svs = SupportVectors::new(dim, p.budget.saturating_add(1), n_out, p.layout)?;
@@ -473,6 +469,7 @@ pub fn train_bsgd_state<R: Rows>(
 ) -> Result<BsgdState> {
     let n = x.n_rows();
     let epochs = params.params.epochs;
+    check_classes(n_classes, Some(n))?;
     let mut state = BsgdState::new(
         params,
         x.n_cols(),

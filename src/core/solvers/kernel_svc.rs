@@ -181,11 +181,7 @@ pub fn train_kernel_svc<R: Rows>(
             y.len()
         )));
     }
-    if n_classes < 2 {
-        return Err(SvmError::invalid_input(
-            "training needs at least two classes",
-        ));
-    }
+    crate::core::solvers::check_classes(n_classes, Some(n))?;
     let mut counts = vec![0usize; n_classes];
     for &c in y {
         match counts.get_mut(c as usize) {

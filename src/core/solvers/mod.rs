@@ -111,6 +111,28 @@ pub(crate) fn check_run(gamma: f64, n_samples: usize, budget: usize, epochs: usi
     Ok(())
 }
 
+/// More classes than this is a corrupted count, not a data set (every class costs memory per
+/// support vector).
+pub const MAX_CLASSES: usize = 1 << 20;
+
+/// A class count given by a caller: at least two, at most [`MAX_CLASSES`], and (when training
+/// on rows) no more than the rows, since a class without rows would only cost memory.
+pub(crate) fn check_classes(n_classes: usize, n_rows: Option<usize>) -> Result<()> {
+    if n_classes < 2 {
+        return Err(SvmError::invalid_input(
+            "training needs at least two classes",
+        ));
+    }
+    let limit = n_rows.map_or(MAX_CLASSES, |n| n.clamp(2, MAX_CLASSES));
+    if n_classes > limit {
+        return Err(SvmError::invalid_input(format!(
+            "{n_classes} classes is more than the {limit} this training can have (one per row, \
+             at most {MAX_CLASSES})"
+        )));
+    }
+    Ok(())
+}
+
 pub(crate) fn check_positive_finite(name: &'static str, value: f64) -> Result<()> {
     if value.is_finite() && value > 0.0 {
         Ok(())
