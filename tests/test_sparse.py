@@ -47,6 +47,14 @@ def spread(X: sp.csr_matrix, n_cols: int) -> sp.csr_matrix:
     )
 
 
+def write_libsvm(path, X: sp.csr_matrix, y) -> None:
+    with open(path, "w") as f:
+        for i in range(X.shape[0]):
+            row = X[i]
+            pairs = " ".join(f"{c + 1}:{float(v)!r}" for c, v in zip(row.indices, row.data))
+            f.write(f"{y[i]} {pairs}\n")
+
+
 def dense_sv(clf) -> np.ndarray:
     sv = clf.support_vectors_
     return sv.toarray() if sp.issparse(sv) else np.asarray(sv)
@@ -227,11 +235,8 @@ def test_fit_file_and_reader_with_a_trillion_column_index(tmp_path):
     X, y = text_like(200, 40, 10)
     wide = spread(X, TRILLION)
     path = tmp_path / "wide.svm"
-    with open(path, "w") as f:
-        for i in range(wide.shape[0]):
-            row = wide[i]
-            pairs = " ".join(f"{c + 1}:{float(v)!r}" for c, v in zip(row.indices, row.data))
-            f.write(f"{y[i]} {pairs}\n")
+    write_libsvm(path, wide, y)
+    with open(path, "a") as f:
         f.write(f"0 {TRILLION}:1.0\n")  # the largest index, 10^12 (1-based)
     Xr, yr = load_svmlight_file(path)
     assert Xr.shape == (201, TRILLION)
@@ -264,11 +269,7 @@ def test_cli_trains_predicts_and_streams_a_trillion_column_file(tmp_path):
     X, y = text_like(300, 40, 12)
     wide = spread(X, TRILLION)
     train = tmp_path / "wide.svm"
-    with open(train, "w") as f:
-        for i in range(wide.shape[0]):
-            row = wide[i]
-            pairs = " ".join(f"{c + 1}:{float(v)!r}" for c, v in zip(row.indices, row.data))
-            f.write(f"{y[i]} {pairs}\n")
+    write_libsvm(train, wide, y)
 
     def cli(*args):
         r = subprocess.run(

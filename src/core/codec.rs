@@ -118,7 +118,8 @@ impl<'a> Reader<'a> {
         Ok(n)
     }
 
-    pub fn f64s(&mut self) -> Result<Vec<f64>> {
+    /// A length-prefixed vector of 8-byte little-endian values.
+    fn words<T>(&mut self, from_le: fn([u8; 8]) -> T) -> Result<Vec<T>> {
         let n = self.len(8)?;
         let bytes = self.take(n * 8)?;
         Ok(bytes
@@ -126,9 +127,13 @@ impl<'a> Reader<'a> {
             .map(|c| {
                 let mut b = [0u8; 8];
                 b.copy_from_slice(c);
-                f64::from_le_bytes(b)
+                from_le(b)
             })
             .collect())
+    }
+
+    pub fn f64s(&mut self) -> Result<Vec<f64>> {
+        self.words(f64::from_le_bytes)
     }
 
     /// A vector of f64 that must have exactly `n` entries.
@@ -154,16 +159,7 @@ impl<'a> Reader<'a> {
     }
 
     pub fn u64s(&mut self) -> Result<Vec<u64>> {
-        let n = self.len(8)?;
-        let bytes = self.take(n * 8)?;
-        Ok(bytes
-            .chunks_exact(8)
-            .map(|c| {
-                let mut b = [0u8; 8];
-                b.copy_from_slice(c);
-                u64::from_le_bytes(b)
-            })
-            .collect())
+        self.words(u64::from_le_bytes)
     }
 
     pub fn str(&mut self) -> Result<&'a str> {
