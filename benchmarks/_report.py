@@ -27,3 +27,11 @@ def commit() -> str:
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+def publish(lines: list, out: Path | None) -> None:
+    """Writes the report's lines to ``out`` (when given) and prints them."""
+    text = "\n".join(lines) + "\n"
+    if out:
+        Path(out).write_text(text)
+    print(text)

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import commit, machine  # noqa: E402
+from _report import commit, machine, publish  # noqa: E402
 
 CHILD = """
 import json, sys
@@ -98,10 +98,7 @@ def main() -> None:
                     f"| {d} | {B} | {m} | {tb:.2f} | {ta:.2f} | {ta / tb:.3f} | "
                     f"{med('before', 'acc'):.2f} | {med('after', 'acc'):.2f} |"
                 )
-    text = "\n".join(lines) + "\n"
-    if args.out:
-        args.out.write_text(text)
-    print(text)
+    publish(lines, args.out)
 
 
 if __name__ == "__main__":

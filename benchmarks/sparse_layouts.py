@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import commit, machine  # noqa: E402
+from _report import commit, machine, publish  # noqa: E402
 from sparse_text import text_like  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -154,10 +154,7 @@ def main() -> None:
         lines += layouts(args)
     if args.only in (None, "growth"):
         lines += growth(args)
-    text = "\n".join(lines) + "\n"
-    if args.out:
-        args.out.write_text(text)
-    print(text)
+    publish(lines, args.out)
 
 
 if __name__ == "__main__":

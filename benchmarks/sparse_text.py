@@ -40,7 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import commit, machine  # noqa: E402
+from _report import commit, machine, publish  # noqa: E402
 
 ZIPF_EXPONENT = 1.07
 TOPIC_TERMS = 300  # per data set: 150 per class
@@ -426,10 +426,7 @@ def main() -> None:
             lines += report_table(rows) + [""]
             if args.out:
                 args.out.write_text("\n".join(lines) + "\n")
-    text = "\n".join(lines) + "\n"
-    if args.out:
-        args.out.write_text(text)
-    print(text)
+    publish(lines, args.out)
 
 
 if __name__ == "__main__":
