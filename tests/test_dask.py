@@ -118,3 +118,16 @@ def test_readme_dask_example_runs_as_written(tmp_path):
     assert r.returncode == 0, r.stderr
     accuracy = float(r.stdout.split("checkerboard accuracy:")[1])
     assert accuracy > 0.95
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_zero_row_blocks_and_partitions(client, n_classes):
+    X, y = xor_data(1000, 3) if n_classes == 2 else three_classes(1000, 3)
+    clf = BudgetSVC(gamma=2.0, budget=20, epochs=1, random_state=0).fit(X, y)
+    dX = da.from_array(X, chunks=((500, 0, 500), (2,)))  # an empty block in the middle
+    assert_array_equal(bdask.predict(clf, dX).compute(), clf.predict(X))
+    assert_array_equal(bdask.decision_function(clf, dX).compute(), clf.decision_function(X))
+    frame = dd.from_pandas(pd.DataFrame(X, columns=["u", "v"]), npartitions=4)
+    filtered = frame[frame["u"] > 2.0]  # every partition empty
+    assert len(bdask.predict(clf, filtered).compute()) == 0
+    assert len(bdask.decision_function(clf, filtered).compute()) == 0

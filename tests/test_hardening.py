@@ -146,34 +146,28 @@ def test_a_failed_fit_leaves_the_previous_model():
 
 
 def test_a_second_fit_from_another_thread_is_refused_and_predict_keeps_working():
+    from budgetsvm._validation import _fit_locks
+
     X, y = xor_data(20_000, 5)
     clf = BudgetSVC(budget=200, epochs=1, random_state=0).fit(X[:500], y[:500])
     before = clf.predict(X[:100])
-    started = threading.Event()
     errors: list = []
 
     def long_fit() -> None:
         try:
-            started.set()
-            clf.partial_fit(np.tile(X, (20, 1)), np.tile(y, 20))
+            clf.partial_fit(np.tile(X, (100, 1)), np.tile(y, 100))  # seconds of work
         except BaseException as e:  # pragma: no cover - reported below
             errors.append(e)
 
     worker = threading.Thread(target=long_fit)
     worker.start()
-    started.wait()
-    refused = 0
-    while worker.is_alive():
-        try:
-            clf.partial_fit(X[:10], y[:10])
-        except RuntimeError as e:
-            assert "being fitted in another thread" in str(e)
-            refused += 1
-            assert clf.predict(X[:100]).shape == (100,)
-            break
+    while not (clf in _fit_locks and _fit_locks[clf].locked()) and worker.is_alive():
+        pass  # until the worker's fit holds the estimator
+    with pytest.raises(RuntimeError, match="being fitted in another thread"):
+        clf.partial_fit(X[:10], y[:10])
+    assert_array_equal(clf.predict(X[:100]), before)  # the previous model, meanwhile
     worker.join()
     assert not errors
-    assert refused == 1 or before is not None  # the long fit may finish first on a fast machine
     clf.partial_fit(X[:10], y[:10])  # free again
 
 
@@ -303,3 +297,12 @@ def test_ctrl_c_stops_the_cli_with_exit_code_130(tmp_path):
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     assert not (tmp_path / "m").exists()
+
+
+def test_save_model_of_a_kernel_svc_says_what_to_do(tmp_path):
+    from budgetsvm import save_model
+
+    X, y = xor_data(100, 12)
+    with pytest.raises(TypeError, match="model files hold BudgetSVC models.*pickle"):
+        save_model(KernelSVC().fit(X, y), tmp_path / "k.model")
+    assert not (tmp_path / "k.model").exists()

@@ -47,24 +47,46 @@ def _frame_values(clf: Any, part: Any) -> Any:
     return part if hasattr(clf, "feature_names_in_") else part.to_numpy()
 
 
+# Blocks and partitions with no rows (a filtered dataframe, an uneven rechunk) get empty results
+# of the right shape: the estimators themselves reject empty input.
+
+
+def _n_out(clf: Any) -> int:
+    return 1 if len(clf.classes_) == 2 else len(clf.classes_)
+
+
+def _predict_rows(clf: Any, X: Any) -> np.ndarray:
+    if X.shape[0] == 0:
+        return np.empty(0, dtype=clf.classes_.dtype)
+    return clf.predict(X)
+
+
+def _decision_rows(clf: Any, X: Any) -> np.ndarray:
+    if X.shape[0] == 0:
+        n_out = _n_out(clf)
+        return np.empty((0,) if n_out == 1 else (0, n_out))
+    return clf.decision_function(X)
+
+
 def _predict_block(block: np.ndarray, clf: Any) -> np.ndarray:
-    return clf.predict(block)
+    return _predict_rows(clf, block)
 
 
 def _decision_block(block: np.ndarray, clf: Any) -> np.ndarray:
-    return clf.decision_function(block)
+    return _decision_rows(clf, block)
 
 
 def _predict_partition(part: Any, clf: Any) -> Any:
     import pandas as pd
 
-    return pd.Series(clf.predict(_frame_values(clf, part)), index=part.index, name="prediction")
+    values = _predict_rows(clf, _frame_values(clf, part))
+    return pd.Series(values, index=part.index, name="prediction")
 
 
 def _decision_partition(part: Any, clf: Any) -> Any:
     import pandas as pd
 
-    values = clf.decision_function(_frame_values(clf, part))
+    values = _decision_rows(clf, _frame_values(clf, part))
     if values.ndim == 1:
         return pd.Series(values, index=part.index, name="decision")
     return pd.DataFrame(values, index=part.index, columns=[str(c) for c in clf.classes_])
@@ -89,7 +111,7 @@ def predict(clf: Any, X: Any) -> Any:
 def decision_function(clf: Any, X: Any) -> Any:
     """Lazy decision values over a dask array (1-D for two classes, (n, n_classes) otherwise)
     or a dask dataframe (a Series for two classes, a DataFrame with one column per class)."""
-    n_out = 1 if len(clf.classes_) == 2 else len(clf.classes_)
+    n_out = _n_out(clf)
     if isinstance(X, dd.DataFrame):
         import pandas as pd
 

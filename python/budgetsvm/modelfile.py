@@ -74,6 +74,13 @@ def save_model(clf: Any, path: PathLike) -> None:
     """
     from sklearn.utils.validation import check_is_fitted
 
+    from budgetsvm.svm import BudgetSVC
+
+    if not isinstance(clf, BudgetSVC):
+        raise TypeError(
+            f"model files hold BudgetSVC models, not {type(clf).__name__}; save a "
+            f"{type(clf).__name__} with pickle or joblib.dump"
+        )
     check_is_fitted(clf)
     classes = np.asarray(clf.classes_)
     if classes.dtype.kind == "O":
