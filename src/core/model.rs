@@ -47,13 +47,6 @@ impl SvLayout {
             )),
         }
     }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            SvLayout::Dense => "dense",
-            SvLayout::Sparse => "sparse",
-        }
-    }
 }
 
 /// A zero-filled vector of `rows x cols` f64, or a clear error where that cannot exist.
@@ -170,14 +163,6 @@ impl SupportVectors {
         match self.store {
             Store::Dense { .. } => SvLayout::Dense,
             Store::Sparse { .. } => SvLayout::Sparse,
-        }
-    }
-
-    /// Stored entries of all SVs (n_features x len for the dense layout).
-    pub fn stored_entries(&self) -> usize {
-        match &self.store {
-            Store::Dense { .. } => self.dim * self.len,
-            Store::Sparse { arena, .. } => arena.live_nnz(),
         }
     }
 
