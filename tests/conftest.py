@@ -66,3 +66,39 @@ def interrupt_after_first_line(code: str, cwd, wait: float) -> tuple[str, int, s
             proc.kill()
             proc.communicate()
     return first, proc.returncode, out.decode(), err.decode()
+
+
+# scikit-learn's checks that fitting with integer weights equals fitting on repeated rows
+# compare predictions to 1e-7. No solver that stops before the exact optimum can pass them
+# (scikit-learn marks them expected failures for SVC, LinearSVC and SGDClassifier): the budgeted
+# solvers visit n rows instead of sum(w) in random orders, and the exact solver stops at tol.
+# tests/test_weights.py checks the property to the accuracy each solver reaches instead:
+# zero weights exactly as removed rows, and integer weights as repetition at the optimum.
+SAMPLE_WEIGHT_EQUIVALENCE_XFAIL = {
+    name: "stochastic / tol-bounded solver: weights equal repetition only at the optimum "
+    "(checked to the solver's accuracy in tests/test_weights.py)"
+    for name in (
+        "check_sample_weight_equivalence_on_dense_data",
+        "check_sample_weight_equivalence_on_sparse_data",
+    )
+}
+
+
+def expected_failures(estimator) -> dict:
+    """Checks our estimators are expected to fail, with the reason."""
+    return dict(SAMPLE_WEIGHT_EQUIVALENCE_XFAIL)
+
+
+def skip_proba_argmax_check(estimator, check) -> None:
+    """check_classifiers_train asks argmax(predict_proba) == predict on every training row. As
+    in SVC(probability=True), predict follows the decision values and predict_proba the
+    cross-validated sigmoids, so the two can differ on a row near the boundary (on some of the
+    check's variants, not others: not a stable expected failure). predict_proba is checked in
+    tests/test_probability.py; the rest of check_classifiers_train runs on the other instances."""
+    import functools
+
+    import pytest
+
+    func = check.func if isinstance(check, functools.partial) else check
+    if getattr(estimator, "probability", False) and func.__name__ == "check_classifiers_train":
+        pytest.skip("predict follows decision values, as SVC(probability=True)")

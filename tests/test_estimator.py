@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from budgetsvm import BudgetSVC
-from conftest import xor_data
+from conftest import expected_failures, skip_proba_argmax_check, xor_data
 from hypothesis import given
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
@@ -81,9 +81,13 @@ def sparse_data(n: int, seed: int):
         BudgetSVC(solver="bsca", random_state=0),
         BudgetSVC(solver="bsca", maintenance="project", random_state=0),
         BudgetSVC(solver="bsca", merge="gss", random_state=0),
-    ]
+        BudgetSVC(probability=True, class_weight="balanced", random_state=0),
+        BudgetSVC(solver="bsca", probability=True, n_jobs=1, random_state=0),
+    ],
+    expected_failed_checks=expected_failures,
 )
 def test_sklearn_compatible(estimator, check):
+    skip_proba_argmax_check(estimator, check)
     check(estimator)
 
 

@@ -10,7 +10,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from budgetsvm import KernelSVC, _budgetsvm
-from conftest import interrupt_after_first_line, xor_data
+from conftest import (
+    expected_failures,
+    interrupt_after_first_line,
+    skip_proba_argmax_check,
+    xor_data,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
@@ -166,9 +171,16 @@ def test_one_thread_and_two_threads_give_the_same_model():
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.SkipTestWarning")
 @parametrize_with_checks(
-    [KernelSVC(), KernelSVC(solver="smo"), KernelSVC(n_pairs=3, min_alpha_opt=0)]
+    [
+        KernelSVC(),
+        KernelSVC(solver="smo"),
+        KernelSVC(n_pairs=3, min_alpha_opt=0),
+        KernelSVC(probability=True, class_weight="balanced", random_state=0, n_jobs=1),
+    ],
+    expected_failed_checks=expected_failures,
 )
 def test_sklearn_compatible(estimator, check):
+    skip_proba_argmax_check(estimator, check)
     check(estimator)
 
 
@@ -335,7 +347,8 @@ def test_fit_releases_the_gil(monkeypatch):
     import threading
 
     rng = np.random.default_rng(11)
-    X = rng.uniform(-1, 1, size=(6000, 5))
+    # 10,000 rows: about 3 s on a 2024 core (6,000 took under the 1 s between progress lines).
+    X = rng.uniform(-1, 1, size=(10_000, 5))
     r2 = (X**2).sum(1)
     y = (r2 < np.median(r2)).astype(int)
     flip = rng.random(len(y)) < 0.1  # label noise: a fit of a few seconds

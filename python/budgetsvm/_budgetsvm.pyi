@@ -31,8 +31,11 @@ __all__ = [
 
 __version__: str
 DEFAULT_TABLE_SIZE: int
+MAX_THREADS: int
 
-def rbf_kernel(x: _Features, y: _Features, gamma: float) -> npt.NDArray[np.float64]: ...
+def rbf_kernel(
+    x: _Features, y: _Features, gamma: float, *, n_threads: Optional[int] = None
+) -> npt.NDArray[np.float64]: ...
 def merge_search(
     m: npt.NDArray[np.float64],
     kappa: npt.NDArray[np.float64],
@@ -58,6 +61,7 @@ def fit_bsgd(
     observer: Optional[Callable[[Dict[str, Any]], Any]] = None,
     shuffle: bool = True,
     sv_storage: str = "auto",
+    sample_weight: Optional[npt.NDArray[np.float64]] = None,
 ) -> Dict[str, Any]: ...
 def fit_bsca(
     x: _Features,
@@ -78,6 +82,8 @@ def fit_bsca(
     dual_step: str = "decaying",
     average: bool = False,
     sv_storage: str = "auto",
+    sample_weight: Optional[npt.NDArray[np.float64]] = None,
+    n_threads: Optional[int] = None,
 ) -> Dict[str, Any]: ...
 def fit_kernel_svc(
     x: _Features,
@@ -107,6 +113,7 @@ def fit_kernel_svc(
     restart: bool = True,
     report_every: Optional[float] = None,
     callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
+    sample_weight: Optional[npt.NDArray[np.float64]] = None,
 ) -> List[Dict[str, Any]]: ...
 def kernel_rows(
     x: _Features, gamma: float, rows: npt.NDArray[np.int64]
@@ -116,6 +123,8 @@ def decision_function(
     coef: npt.NDArray[np.float64],
     gamma: float,
     x: _Features,
+    *,
+    n_threads: Optional[int] = None,
 ) -> npt.NDArray[np.float64]: ...
 def load_libsvm(
     path: str,
@@ -160,6 +169,7 @@ class BsgdStream:
         x: _Features,
         y: npt.NDArray[np.uint32],
         callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
+        sample_weight: Optional[npt.NDArray[np.float64]] = None,
     ) -> None: ...
     def result(self) -> Dict[str, Any]: ...
     @property

@@ -33,6 +33,8 @@ class HistoryRecorder:
         solver: str,
         eval_set: Optional[tuple] = None,
         dual_max_rows: Optional[int] = None,
+        weights: Optional[np.ndarray] = None,
+        n_threads: Optional[int] = None,
     ) -> None:
         self.X = X_native
         self.y = y_index
@@ -41,6 +43,8 @@ class HistoryRecorder:
         self.gamma = gamma
         self.solver = solver
         self.eval_set = eval_set
+        self.weights = weights
+        self.n_threads = n_threads
         self.dual_max_rows = DUAL_MAX_ROWS if dual_max_rows is None else dual_max_rows
         self.history: Dict[str, List[float]] = {
             "epoch": [],
@@ -56,9 +60,9 @@ class HistoryRecorder:
 
     def __call__(self, info: Dict[str, Any]) -> None:
         sv, coef = info["support_vectors"], info["coef"]
-        f = _budgetsvm.decision_function(sv, coef, self.gamma, self.X)
+        f = _budgetsvm.decision_function(sv, coef, self.gamma, self.X, n_threads=self.n_threads)
         n_sv = coef.shape[0]
-        k_sv = _budgetsvm.rbf_kernel(sv, sv, self.gamma) if n_sv else np.zeros((0, 0))
+        k_sv = _budgetsvm.rbf_kernel(sv, sv, self.gamma, n_threads=self.n_threads) if n_sv else np.zeros((0, 0))
         norms = np.einsum("jk,jl,lk->k", coef, k_sv, coef) if n_sv else np.zeros(coef.shape[1])
         h = self.history
         h["epoch"].append(info["epoch"])
@@ -68,7 +72,7 @@ class HistoryRecorder:
         h["train_accuracy"].append(float(np.mean(_predict_index(f) == self.y)))
         if self.eval_set is not None:
             Xv, yv = self.eval_set
-            fv = _budgetsvm.decision_function(sv, coef, self.gamma, Xv)
+            fv = _budgetsvm.decision_function(sv, coef, self.gamma, Xv, n_threads=self.n_threads)
             h["val_accuracy"].append(float(np.mean(_predict_index(fv) == yv)))
         else:
             h["val_accuracy"].append(float("nan"))
@@ -81,17 +85,19 @@ class HistoryRecorder:
     def _primal(self, f: np.ndarray, norms: np.ndarray) -> float:
         if f.shape[1] == 1:
             ypm = np.where(self.y == 1, 1.0, -1.0)
-            loss = np.maximum(0.0, 1.0 - ypm * f[:, 0]).sum()
+            loss = np.maximum(0.0, 1.0 - ypm * f[:, 0])
         elif self.solver == "bsca":
             ypm = np.where(self.y[:, None] == np.arange(f.shape[1])[None, :], 1.0, -1.0)
-            loss = np.maximum(0.0, 1.0 - ypm * f).sum()
+            loss = np.maximum(0.0, 1.0 - ypm * f).sum(axis=1)
         else:
             rows = np.arange(len(self.y))
             true = f[rows, self.y]
             others = f.copy()
             others[rows, self.y] = -np.inf
-            loss = np.maximum(0.0, 1.0 + others.max(axis=1) - true).sum()
-        return float(0.5 * norms.sum() + self.C * loss)
+            loss = np.maximum(0.0, 1.0 + others.max(axis=1) - true)
+        # Weighted rows: C_i = C w_i.
+        total = loss.sum() if self.weights is None else loss @ self.weights
+        return float(0.5 * norms.sum() + self.C * total)
 
     def _dual(self, alphas: List[np.ndarray], labels: List[np.ndarray]) -> float:
         if not alphas or len(self.y) > self.dual_max_rows:
@@ -103,7 +109,7 @@ class HistoryRecorder:
             for start in range(0, len(v), _BLOCK):
                 stop = min(start + _BLOCK, len(v))
                 block = _slice_rows(self.X, start, stop)
-                kv[start:stop] = _budgetsvm.rbf_kernel(block, self.X, self.gamma) @ v
+                kv[start:stop] = _budgetsvm.rbf_kernel(block, self.X, self.gamma, n_threads=self.n_threads) @ v
             total += float(alpha.sum() - 0.5 * v @ kv)
         return total
 

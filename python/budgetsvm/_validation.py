@@ -6,10 +6,13 @@ import functools
 import numbers
 import threading
 import weakref
-from typing import Any, Callable, TypeVar, Union
+from typing import Any, Callable, NamedTuple, Optional, TypeVar, Union
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.utils.class_weight import compute_class_weight
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import _check_sample_weight
 
 from budgetsvm import _budgetsvm
 
@@ -95,6 +98,100 @@ def resolve_gamma(gamma: Any, X: Any) -> float:
         raise ValueError(f"gamma must be 'scale', 'auto' or a positive number; got {gamma!r}")
     check_positive("gamma", gamma)
     return float(gamma)
+
+
+def check_n_jobs(n_jobs: Any) -> Optional[int]:
+    """An estimator's ``n_jobs`` as the engine's thread count: None (the process-wide setting of
+    ``set_num_threads``), 0 for -1 (one thread per core), or the count itself."""
+    if n_jobs is None:
+        return None
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs < -1:
+        raise ValueError(f"n_jobs must be an integer >= 1, -1 (all cores) or None; got {n_jobs!r}")
+    if n_jobs == 0:
+        raise ValueError("n_jobs must be None, -1 (all cores) or >= 1, got 0")
+    if n_jobs > _budgetsvm.MAX_THREADS:
+        raise ValueError(
+            f"n_jobs={n_jobs} is more threads than the {_budgetsvm.MAX_THREADS} allowed; use -1 "
+            "for one per core"
+        )
+    return 0 if n_jobs == -1 else int(n_jobs)
+
+
+class TrainingRows(NamedTuple):
+    """The rows a solver trains on, with their classes and weights (see ``training_rows``)."""
+
+    X: Any
+    classes: np.ndarray
+    y_index: np.ndarray
+    #: Positive weight per row (sample weight times class weight); None when unweighted.
+    weights: Optional[np.ndarray]
+    #: Indices of these rows in the caller's X; None when every row is kept.
+    kept: Optional[np.ndarray]
+    #: Weight of each class (ones without class_weight).
+    class_weights: np.ndarray
+
+
+def training_rows(
+    name: str, X: Any, y: np.ndarray, sample_weight: Any, class_weight: Any
+) -> TrainingRows:
+    """Classes, class indices and row weights of validated ``X, y`` as SVC treats them: C of row
+    i is C * sample_weight[i] * class_weight[y[i]]. Rows of sample weight 0 are left out, as if
+    they were not in the data (so they add no class either); nothing the caller gave is
+    modified. ``class_weight`` is None, a dict label -> weight (labels not given weigh 1), or
+    'balanced': n_rows / (n_classes * weight of the class's rows)."""
+    check_classification_targets(y)
+    all_labels = np.unique(y)
+    kept = None
+    sw = None
+    if sample_weight is not None:
+        sw = _check_sample_weight(
+            sample_weight, X, dtype=np.float64, ensure_non_negative=True, allow_all_zero_weights=True
+        )
+        if not np.all(np.isfinite(sw)):
+            raise ValueError("sample_weight must be finite (it contains inf)")
+        positive = sw > 0
+        if not positive.any():
+            raise ValueError(
+                "sample_weight is zero for every row: at least one row needs a non-zero weight"
+            )
+        if not positive.all():
+            kept = np.flatnonzero(positive)
+            X, y, sw = X[kept], y[kept], sw[kept]
+    classes, y_index = np.unique(y, return_inverse=True)
+    if len(classes) < 2:
+        extra = " with a non-zero sample weight" if kept is not None else ""
+        raise ValueError(
+            f"{name} needs samples of at least two classes; the rows{extra} contain only one "
+            f"class: {classes[0]!r}"
+        )
+    weights = sw
+    per_class = np.ones(len(classes))
+    if class_weight is not None:
+        if isinstance(class_weight, dict):
+            # Checked against every label given, so that a misspelt label is an error even when
+            # its rows were left out by zero sample weights.
+            per_label = compute_class_weight(class_weight, classes=all_labels, y=all_labels)
+            per_class = per_label[np.searchsorted(all_labels, classes)]
+        elif isinstance(class_weight, str) and class_weight == "balanced":
+            per_class = compute_class_weight("balanced", classes=classes, y=y, sample_weight=sw)
+        else:
+            raise ValueError(
+                f"class_weight must be None, 'balanced' or a dict label -> weight; got "
+                f"{class_weight!r}"
+            )
+        per_class = np.asarray(per_class, dtype=np.float64)
+        bad = ~(np.isfinite(per_class) & (per_class > 0))
+        if bad.any():
+            raise ValueError(
+                f"class_weight must be a positive finite number for every class; got "
+                f"{per_class[bad].tolist()!r} for classes {classes[bad].tolist()!r}"
+            )
+        row_cw = per_class[y_index]
+        weights = row_cw if weights is None else weights * row_cw
+    if weights is not None:
+        weights = np.ascontiguousarray(weights, dtype=np.float64)
+    y_index = np.ascontiguousarray(y_index, dtype=np.uint32)
+    return TrainingRows(X, classes, y_index, weights, kept, per_class)
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])

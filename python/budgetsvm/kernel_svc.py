@@ -9,18 +9,23 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.multiclass import _ovr_decision_function, check_classification_targets
+from sklearn.utils import check_random_state
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import _ovr_decision_function
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from budgetsvm import _budgetsvm
+from budgetsvm import _budgetsvm, _probability
 from budgetsvm._validation import (
+    TrainingRows,
     check_choice,
+    check_n_jobs,
     check_positive,
     fit_guard,
     resolve_gamma,
     to_native,
+    training_rows,
 )
 
 SOLVERS = ("alfpgm", "smo")
@@ -72,8 +77,18 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         default (SMO: max(10^7, 100 n) like LIBSVM, ALFPGM: max(10^5, n)). Reaching it gives a
         ``ConvergenceWarning``.
     n_jobs : int or None, default=None
-        Threads for this fit (kernel rows, gradient updates, class pairs); None uses
-        ``budgetsvm.set_num_threads`` (default all cores), -1 all cores.
+        Threads for this estimator (kernel rows, gradient updates, class pairs, predictions);
+        None uses ``budgetsvm.set_num_threads`` (default all cores), -1 all cores.
+    class_weight : dict, 'balanced' or None, default=None
+        As in SVC: the box of row i becomes [0, C * class_weight[y_i]] (times its sample
+        weight); 'balanced' is n_samples / (n_classes * the class's total sample weight).
+    probability : bool, default=False
+        As in SVC: Platt sigmoids per class pair fitted on decision values from an internal
+        5-fold cross-validation (five more fits, each on 4/5 of the rows), coupled for several
+        classes by Wu, Lin & Weng's method; enables ``predict_proba``.
+    random_state : int, RandomState or None, default=None
+        Seed of the cross-validation folds of ``probability=True`` (the solver is
+        deterministic).
     verbose : bool, default=False
         Print a progress line per class pair about every second and when it finishes.
     decision_function_shape : {'ovr', 'ovo'}, default='ovr'
@@ -127,6 +142,10 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         Per-pair KKT gap, convergence flags, ALFPGM's SMO fallback steps and FISTA iterations,
         kernel-row cache hits/misses and the seconds spent computing kernel rows, total seconds.
     n_features_in_ : int
+    class_weight_ : ndarray of shape (n_classes,)
+    probA_, probB_ : ndarray of shape (n_classes * (n_classes - 1) / 2,)
+        With ``probability=True``: the sigmoid 1 / (1 + exp(A d + B)) of each class pair, d its
+        one-vs-one decision value (positive for the pair's first class), as SVC.
 
     Examples
     --------
@@ -165,6 +184,9 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         power_iters: int = 8,
         lipschitz_safety: float = 1.1,
         restart: bool = True,
+        class_weight: Any = None,
+        probability: bool = False,
+        random_state: Any = None,
     ) -> None:
         self.C = C
         self.gamma = gamma
@@ -189,6 +211,9 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         self.power_iters = power_iters
         self.lipschitz_safety = lipschitz_safety
         self.restart = restart
+        self.class_weight = class_weight
+        self.probability = probability
+        self.random_state = random_state
 
     def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
         tags = super().__sklearn_tags__()
@@ -203,6 +228,7 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         check_choice("decision_function_shape", self.decision_function_shape, SHAPES)
         check_choice("verbose", self.verbose, (True, False))
         check_choice("restart", self.restart, (True, False))
+        check_choice("probability", self.probability, (True, False))
         _check_int("n_pairs", self.n_pairs, 1)
         _check_int("min_alpha_opt", self.min_alpha_opt, 0)
         _check_int("max_alpha_opt", self.max_alpha_opt, 1)
@@ -228,12 +254,7 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         _check_int("max_iter", self.max_iter, -1)
         if self.max_iter == 0:
             raise ValueError("max_iter must be -1 (the solver's default) or >= 1, got 0")
-        n_threads: Optional[int] = None
-        if self.n_jobs is not None:
-            _check_int("n_jobs", self.n_jobs, -1)
-            if self.n_jobs == 0:
-                raise ValueError("n_jobs must be None, -1 (all cores) or >= 1, got 0")
-            n_threads = 0 if self.n_jobs == -1 else int(self.n_jobs)
+        n_threads = check_n_jobs(self.n_jobs)
         return dict(
             c=float(self.C),
             solver=self.solver,
@@ -258,39 +279,69 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         )
 
     @fit_guard
-    def fit(self, X: Any, y: Any) -> KernelSVC:
-        """Train on X (dense or sparse, n_samples x n_features) and labels y."""
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> KernelSVC:
+        """Train on X (dense or sparse, n_samples x n_features) and labels y. ``sample_weight``
+        (one non-negative number per row) multiplies C for that row, as in SVC; rows of weight
+        0 are left out."""
         native_params = self._native_params()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C")
-        check_classification_targets(y)
-        self.classes_, y_index = np.unique(y, return_inverse=True)
-        n_classes = len(self.classes_)
-        if n_classes < 2:
-            raise ValueError(
-                "KernelSVC needs samples of at least two classes; the data contain only one "
-                f"class: {self.classes_[0]!r}"
-            )
+        rows = training_rows(type(self).__name__, X, y, sample_weight, self.class_weight)
+        self.classes_ = rows.classes
+        self.class_weight_ = rows.class_weights
+        self._fit_rows(rows, native_params)
+        if rows.kept is not None:
+            self.support_ = rows.kept[self.support_].astype(np.int32)
+        if self.probability:
+            self._fit_probability(rows)
+        return self
+
+    def _fit_rows(self, rows: TrainingRows, native_params: Dict[str, Any]) -> None:
+        X = rows.X
         self.gamma_ = resolve_gamma(self.gamma, X)
-        y_index = np.ascontiguousarray(y_index, dtype=np.uint32)
         pairs: List[Dict[str, Any]] = _budgetsvm.fit_kernel_svc(
             to_native(X),
-            y_index,
-            n_classes,
+            rows.y_index,
+            len(rows.classes),
             gamma=self.gamma_,
             report_every=1.0 if self.verbose else None,
             callback=_print_progress if self.verbose else None,
+            sample_weight=rows.weights,
             **native_params,
         )
-        self._assemble(X, y_index, pairs)
+        self._assemble(X, rows.y_index, pairs)
         if not all(p["converged"] for p in pairs):
             warnings.warn(
                 f"KernelSVC ({self.solver}) stopped at the iteration cap before reaching "
                 f"tol={self.tol}: KKT gaps {[round(p['gap'], 6) for p in pairs]}; "
                 "raise max_iter or tol",
                 ConvergenceWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
-        return self
+
+    def _fit_probability(self, rows: TrainingRows) -> None:
+        """probA_ and probB_ from a 5-fold cross-validation, as SVC(probability=True)."""
+        template = clone(self).set_params(probability=False, class_weight=None, verbose=False)
+        seed = int(check_random_state(self.random_state).randint(0, 2**31 - 1))
+
+        def fit_fold(train: np.ndarray) -> Any:
+            labels = rows.y_index[train]
+            if len(np.unique(labels)) < 2:
+                return None
+            weights = None if rows.weights is None else rows.weights[train]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                return clone(template).fit(rows.X[train], labels, sample_weight=weights)
+
+        self.probA_, self.probB_, seconds = _probability.fit_platt(
+            fit_fold,
+            lambda est, test: est._pairwise(rows.X[test]),
+            rows.X.shape[0],
+            rows.y_index,
+            len(rows.classes),
+            rows.weights,
+            seed,
+        )
+        self.fit_stats_["probability_seconds"] = seconds
 
     def _assemble(self, X: Any, y_index: np.ndarray, pairs: List[Dict[str, Any]]) -> None:
         """SVC's attributes from the per-pair solutions."""
@@ -354,7 +405,11 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         if self.support_vectors_.shape[0] == 0:
             return np.zeros((X.shape[0], len(self._rho))) - self._rho
         values = _budgetsvm.decision_function(
-            to_native(self.support_vectors_), self._pair_coef, self.gamma_, to_native(X)
+            to_native(self.support_vectors_),
+            self._pair_coef,
+            self.gamma_,
+            to_native(X),
+            n_threads=check_n_jobs(self.n_jobs),
         )
         return values - self._rho
 
@@ -381,6 +436,21 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
                 votes[:, b] += ~wins_a
                 k += 1
         return self.classes_[np.argmax(votes, axis=1)]
+
+
+    @available_if(lambda self: self.probability)
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities (n_samples, n_classes) as SVC(probability=True) computes them
+        (needs ``probability=True``); ``predict`` follows the decision values, as in SVC."""
+        check_is_fitted(self, "probA_")
+        return _probability.probabilities(
+            self._pairwise(X), self.probA_, self.probB_, len(self.classes_)
+        )
+
+    @available_if(lambda self: self.probability)
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        """Logarithm of ``predict_proba``."""
+        return np.log(self.predict_proba(X))
 
 
 def _print_progress(info: Dict[str, Any]) -> None:

@@ -8,22 +8,25 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils import check_random_state
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from budgetsvm import _budgetsvm
+from budgetsvm import _budgetsvm, _probability
 from budgetsvm._history import HistoryRecorder
 from budgetsvm._validation import (
     SV_STORAGES,
+    TrainingRows,
     check_choice,
+    check_n_jobs,
     check_positive,
     fit_guard,
     resolve_gamma,
     sv_from_native,
     to_native,
+    training_rows,
 )
 
 SOLVERS = ("bsgd", "bsca")
@@ -105,6 +108,20 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         prediction costs O(non-zeros) whatever n_features is (text with millions of features).
         'auto' picks 'sparse' for sparse input with more than 16,384 features and 'dense'
         otherwise (docs/sparse.md). Both train the same model.
+    class_weight : dict, 'balanced' or None, default=None
+        Multiplies C for the rows of each class (as in SVC): a dict label -> weight (labels not
+        given weigh 1), or 'balanced', n_samples / (n_classes * the class's total sample weight).
+        BSGD scales the hinge step of a row by its weight, BSCA its box to [0, C w_i].
+    probability : bool, default=False
+        Fit Platt sigmoids on decision values from an internal 5-fold cross-validation (as
+        SVC with ``probability=True``; five more fits, each on 4/5 of the rows), which enables
+        ``predict_proba`` and ``predict_log_proba``. Several classes: one sigmoid per class
+        pair on the score differences f_a - f_b, coupled as LIBSVM (Wu, Lin & Weng 2004).
+        Seeded by ``random_state``. Not with ``partial_fit`` or ``fit_file``.
+    n_jobs : int or None, default=None
+        Threads for this estimator's parallel work (BSCA's one-vs-rest problems, predictions,
+        the history's kernel values); None uses ``budgetsvm.set_num_threads`` (default all
+        cores), -1 all cores.
 
     Attributes
     ----------
@@ -126,6 +143,11 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         its iterations count the steps of all one-vs-rest problems.
     lambda_ : float
         The regularisation lambda used (BSGD; for BSCA 1 / (n_samples * C)).
+    class_weight_ : ndarray of shape (n_classes,)
+        The weight of each class (ones without ``class_weight``).
+    probA_, probB_ : ndarray of shape (n_classes * (n_classes - 1) / 2,)
+        With ``probability=True``: the sigmoid 1 / (1 + exp(A d + B)) of each class pair (a, b),
+        a < b, in LIBSVM's order, d the pair's decision value (positive for a).
     history_ : dict of lists or None
         With ``record_history=True``, one entry per epoch under the keys ``epoch``, ``seconds``
         (training time so far), ``primal`` (C-form primal objective 1/2 |w|^2 + C sum of hinge
@@ -167,6 +189,9 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         shuffle: bool = True,
         dual_step: str = "decaying",
         sv_storage: str = "auto",
+        class_weight: Any = None,
+        probability: bool = False,
+        n_jobs: Optional[int] = None,
     ) -> None:
         self.C = C
         self.gamma = gamma
@@ -180,6 +205,9 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         self.shuffle = shuffle
         self.dual_step = dual_step
         self.sv_storage = sv_storage
+        self.class_weight = class_weight
+        self.probability = probability
+        self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
         self.record_history = record_history
@@ -203,6 +231,8 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         check_choice("dual_step", self.dual_step, DUAL_STEPS)
         check_choice("record_history", self.record_history, (True, False))
         check_choice("sv_storage", self.sv_storage, SV_STORAGES)
+        check_choice("probability", self.probability, (True, False))
+        check_n_jobs(self.n_jobs)
 
     def _seed(self) -> int:
         if isinstance(self.random_state, (int, np.integer)) and not isinstance(
@@ -218,6 +248,7 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         self,
         X: Any,
         y: Any,
+        sample_weight: Any = None,
         *,
         eval_set: Optional[Tuple[Any, Any]] = None,
         _compare_with: Optional[str] = None,
@@ -225,22 +256,34 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
     ) -> BudgetSVC:
         """Train on X (dense or sparse, n_samples x n_features) and labels y.
 
-        ``eval_set=(X_val, y_val)`` adds validation accuracy per epoch to ``history_`` (needs
-        ``record_history=True``).
+        ``sample_weight`` (one non-negative number per row) multiplies C for that row, as in
+        SVC; rows of weight 0 are left out. ``eval_set=(X_val, y_val)`` adds validation
+        accuracy per epoch to ``history_`` (needs ``record_history=True``).
         """
         self._check_params()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C")
-        check_classification_targets(y)
-        self.classes_, y_index = np.unique(y, return_inverse=True)
-        if len(self.classes_) < 2:
-            raise ValueError(
-                "BudgetSVC needs samples of at least two classes; the data contain only one class: "
-                f"{self.classes_[0]!r}"
-            )
+        rows = training_rows(type(self).__name__, X, y, sample_weight, self.class_weight)
+        self.classes_ = rows.classes
+        self.class_weight_ = rows.class_weights
+        seed = self._seed()
+        self._fit_rows(rows, seed, eval_set, _compare_with, _callback)
+        if self.probability:
+            self._fit_probability(rows, seed)
+        return self
+
+    def _fit_rows(
+        self,
+        rows: TrainingRows,
+        seed: int,
+        eval_set: Optional[Tuple[Any, Any]] = None,
+        _compare_with: Optional[str] = None,
+        _callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
+    ) -> None:
+        """The solver's run on the kept rows; sets the model attributes."""
+        X = rows.X
         self.gamma_ = resolve_gamma(self.gamma, X)
         X_native = to_native(X)
-        y_index = np.ascontiguousarray(y_index, dtype=np.uint32)
-        recorder = self._history_recorder(X_native, y_index, eval_set)
+        recorder = self._history_recorder(X_native, rows.y_index, rows.weights, eval_set)
         n_samples = X.shape[0]
         C = float(self.C) if self.lam is None else 1.0 / (n_samples * float(self.lam))
         self.lambda_ = 1.0 / (n_samples * C) if self.lam is None else float(self.lam)
@@ -251,27 +294,29 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
             epochs=int(self.epochs),
             maintenance=self.maintenance,
             merge=self.merge,
-            seed=self._seed(),
+            seed=seed,
             compare_with=_compare_with,
             callback=_epoch_callback(self.verbose, _callback),
             observer=recorder,
             shuffle=bool(self.shuffle),
             sv_storage=self.sv_storage,
+            sample_weight=rows.weights,
         )
-        n_classes = len(self.classes_)
+        n_classes = len(rows.classes)
         if self.solver == "bsca":
             result = _budgetsvm.fit_bsca(
                 X_native,
-                y_index,
+                rows.y_index,
                 n_classes,
                 dual_step=self.dual_step,
                 average=bool(self.average),
+                n_threads=check_n_jobs(self.n_jobs),
                 **common,
             )
         else:
             result = _budgetsvm.fit_bsgd(
                 X_native,
-                y_index,
+                rows.y_index,
                 n_classes,
                 average=bool(self.average),
                 lambda_=None if self.lam is None else float(self.lam),
@@ -287,7 +332,30 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
             result["merge_agreement"] = (
                 result["agreeing_merges"] / compared if compared else float("nan")
             )
-        return self
+
+    def _fit_probability(self, rows: TrainingRows, seed: int) -> None:
+        """probA_ and probB_ from a 5-fold cross-validation of this estimator's settings."""
+        template = clone(self).set_params(
+            probability=False, class_weight=None, verbose=False, record_history=False
+        )
+
+        def fit_fold(train: np.ndarray) -> Any:
+            labels = rows.y_index[train]
+            if len(np.unique(labels)) < 2:
+                return None
+            weights = None if rows.weights is None else rows.weights[train]
+            return clone(template).fit(rows.X[train], labels, sample_weight=weights)
+
+        self.probA_, self.probB_, seconds = _probability.fit_platt(
+            fit_fold,
+            lambda est, test: est._pairwise_decision(rows.X[test]),
+            rows.X.shape[0],
+            rows.y_index,
+            len(rows.classes),
+            rows.weights,
+            seed,
+        )
+        self.fit_stats_["probability_seconds"] = seconds
 
     def _set_model(self, result: Dict[str, Any]) -> None:
         """Fitted attributes from a native result dict (fit, partial_fit)."""
@@ -304,13 +372,14 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         )
         self.fit_stats_ = result
 
-    @available_if(lambda self: self.solver == "bsgd")
+    @available_if(lambda self: self.solver == "bsgd" and not self.probability)
     @fit_guard
     def partial_fit(
         self,
         X: Any,
         y: Any,
         classes: Any = None,
+        sample_weight: Any = None,
         *,
         n_samples: Optional[int] = None,
     ) -> BudgetSVC:
@@ -336,8 +405,19 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         resolved on the first batch. The state survives pickling, so a stream can be
         continued in another process; ``fit`` starts a new one.
 
-        Only for ``solver='bsgd'`` (BSCA keeps one dual variable per training row).
+        ``sample_weight`` and a ``class_weight`` dict weigh the rows of the batch as in ``fit``
+        (``class_weight='balanced'`` needs the whole stream's class counts: compute them and
+        pass a dict).
+
+        Only for ``solver='bsgd'`` (BSCA keeps one dual variable per training row), and not
+        with ``probability=True`` (its cross-validation needs all rows at once).
         """
+        if isinstance(self.class_weight, str):
+            raise ValueError(
+                "class_weight='balanced' needs the class counts of the whole stream, which "
+                "partial_fit does not see; pass a dict, e.g. from "
+                "sklearn.utils.class_weight.compute_class_weight"
+            )
         stream = getattr(self, "_stream", None)
         if stream is None:
             self._check_params()
@@ -357,6 +437,7 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
                 n_samples = X.shape[0]
             check_positive("n_samples", n_samples, integer=True, minimum=1)
             self.classes_ = classes_
+            self.class_weight_ = _dict_class_weights(self.class_weight, classes_)
             self.gamma_ = resolve_gamma(self.gamma, X)
             self.lambda_ = (
                 float(self.lam) if self.lam is not None else 1.0 / (n_samples * float(self.C))
@@ -390,7 +471,12 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
                     f"classes of the first partial_fit call, {self.classes_.tolist()!r}"
                 )
         y_index = _class_indices(self.classes_, y)
-        stream.partial_fit(to_native(X), y_index)
+        weights = _batch_weights(sample_weight, X, y_index, self.class_weight_)
+        if weights is not None and not np.all(weights > 0):
+            keep = np.flatnonzero(weights > 0)
+            X, y_index, weights = X[keep], y_index[keep], weights[keep]
+        if X.shape[0] > 0:
+            stream.partial_fit(to_native(X), y_index, sample_weight=weights)
         self._stream = stream
         self._set_model(stream.result())
         return self
@@ -420,11 +506,17 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         entries computed from running sums, equal to ``fit``'s up to rounding.
 
         ``n_features`` widens the model to at least that many features (a test file may lack
-        the last ones). ``progress(rows_done, rows_total)`` is called after every chunk, over
+        the last ones). ``class_weight`` applies as in ``fit`` ('balanced' from the first
+        pass's class counts). ``progress(rows_done, rows_total)`` is called after every chunk, over
         all epochs (``rows_total = epochs * n_rows``). The run can be continued with
         ``partial_fit``.
         """
         self._check_params()
+        if self.probability:
+            raise ValueError(
+                "probability=True needs fit (its cross-validation refits on the rows in "
+                "memory); fit_file cannot estimate probabilities"
+            )
         path = os.fspath(path)
         check_positive("chunk_rows", chunk_rows, integer=True, minimum=1)
         summary = _budgetsvm.summarize_libsvm(path, int(chunk_rows))
@@ -441,7 +533,10 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         if width == 0:
             raise ValueError(f"{path} has no features (0 columns)")
         # Labels equal as numbers are one class (-0 and 0 in a file), as in fit.
-        classes = np.unique(np.asarray(summary["labels"], dtype=np.float64) + 0.0)
+        classes, merged = np.unique(
+            np.asarray(summary["labels"], dtype=np.float64) + 0.0, return_inverse=True
+        )
+        counts = np.bincount(merged, weights=summary["label_counts"], minlength=len(classes))
         if len(classes) < 2:
             raise ValueError(
                 "BudgetSVC needs samples of at least two classes; the file contains only one "
@@ -449,6 +544,11 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
             )
         check_classification_targets(classes)
         self.classes_ = classes
+        if isinstance(self.class_weight, str) and self.class_weight == "balanced":
+            self.class_weight_ = counts.sum() / (len(classes) * counts)
+        else:
+            self.class_weight_ = _dict_class_weights(self.class_weight, classes)
+        class_weights = None if self.class_weight is None else self.class_weight_
         self.n_features_in_ = width
         self.gamma_ = _file_gamma(self.gamma, summary, n_rows, width)
         self.lambda_ = float(self.lam) if self.lam is not None else 1.0 / (n_rows * float(self.C))
@@ -478,7 +578,9 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
                 if chunk_width > width:  # the file changed since the first pass
                     raise ValueError(f"{path} has features beyond index {width}")
                 X_chunk = (data, indices.astype(np.int64), indptr, width)
-                stream.partial_fit(X_chunk, _class_indices(classes, labels))
+                y_chunk = _class_indices(classes, labels)
+                weights = None if class_weights is None else class_weights[y_chunk]
+                stream.partial_fit(X_chunk, y_chunk, sample_weight=weights)
                 done += len(labels)
                 if progress is not None:
                     progress(done, epochs * n_rows)
@@ -525,7 +627,11 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         return clf
 
     def _history_recorder(
-        self, X_native: Any, y_index: np.ndarray, eval_set: Optional[Tuple[Any, Any]]
+        self,
+        X_native: Any,
+        y_index: np.ndarray,
+        weights: Optional[np.ndarray],
+        eval_set: Optional[Tuple[Any, Any]],
     ) -> Optional[HistoryRecorder]:
         if not self.record_history:
             if eval_set is not None:
@@ -556,6 +662,8 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
             self.gamma_,
             self.solver,
             eval_set=native_eval,
+            weights=weights,
+            n_threads=check_n_jobs(self.n_jobs),
         )
 
     def decision_function(self, X: Any) -> np.ndarray:
@@ -568,6 +676,7 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
             np.ascontiguousarray(self.dual_coef_.T),
             self.gamma_,
             to_native(X),
+            n_threads=check_n_jobs(self.n_jobs),
         )
         return values[:, 0] if values.shape[1] == 1 else values
 
@@ -577,6 +686,33 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         if values.ndim == 1:
             return self.classes_[(values > 0).astype(np.intp)]
         return self.classes_[np.argmax(values, axis=1)]
+
+    def _pairwise_decision(self, X: Any) -> np.ndarray:
+        """One column per class pair (a, b), a < b, in LIBSVM's order, positive for a: -f for
+        two classes, f_a - f_b otherwise (see ``budgetsvm._probability``)."""
+        values = self.decision_function(X)
+        if values.ndim == 1:
+            return -values[:, None]
+        pairs = _probability.class_pairs(values.shape[1])
+        a = np.array([p[0] for p in pairs])
+        b = np.array([p[1] for p in pairs])
+        return values[:, a] - values[:, b]
+
+    @available_if(lambda self: self.probability)
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities (n_samples, n_classes), columns in the order of ``classes_``:
+        Platt sigmoids of the pairwise decision values, coupled for several classes (needs
+        ``probability=True``). As in SVC, ``predict`` follows the decision values, so on rare
+        rows its class need not be the most probable one."""
+        check_is_fitted(self, "probA_")
+        return _probability.probabilities(
+            self._pairwise_decision(X), self.probA_, self.probB_, len(self.classes_)
+        )
+
+    @available_if(lambda self: self.probability)
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        """Logarithm of ``predict_proba``."""
+        return np.log(self.predict_proba(X))
 
 
 def _file_gamma(gamma: Any, summary: Dict[str, Any], n_rows: int, width: int) -> float:
@@ -595,6 +731,38 @@ def _file_gamma(gamma: Any, summary: Dict[str, Any], n_rows: int, width: int) ->
     if isinstance(gamma, str) and gamma == "auto":
         return 1.0 / width
     return resolve_gamma(gamma, sp.csr_matrix((1, width)))
+
+
+def _dict_class_weights(class_weight: Any, classes: np.ndarray) -> np.ndarray:
+    """Per-class weights from None or a dict label -> weight (as in ``fit``)."""
+    if class_weight is None:
+        return np.ones(len(classes))
+    if not isinstance(class_weight, dict):
+        raise ValueError(
+            f"class_weight must be None, 'balanced' or a dict label -> weight; got {class_weight!r}"
+        )
+    return training_rows("BudgetSVC", np.zeros((len(classes), 1)), classes, None, class_weight).class_weights
+
+
+def _batch_weights(
+    sample_weight: Any, X: Any, y_index: np.ndarray, class_weights: np.ndarray
+) -> Optional[np.ndarray]:
+    """Row weights of a batch: sample weight times class weight; None when all are 1."""
+    from sklearn.utils.validation import _check_sample_weight
+
+    uniform = bool(np.all(class_weights == 1.0))
+    if sample_weight is None and uniform:
+        return None
+    weights = np.ones(X.shape[0])
+    if sample_weight is not None:
+        weights = _check_sample_weight(
+            sample_weight, X, dtype=np.float64, ensure_non_negative=True, allow_all_zero_weights=True
+        ).copy()
+        if not np.all(np.isfinite(weights)):
+            raise ValueError("sample_weight must be finite (it contains inf)")
+    if not uniform:
+        weights = weights * class_weights[y_index]
+    return np.ascontiguousarray(weights)
 
 
 def _class_indices(classes: np.ndarray, y: Any) -> np.ndarray:

@@ -185,6 +185,8 @@ pub struct LibsvmSummary {
     pub n_features: usize,
     /// The distinct labels, sorted.
     pub labels: Vec<f64>,
+    /// Rows of each label (for balanced class weights).
+    pub label_counts: Vec<u64>,
     /// Sum and sum of squares of the stored values (the zeros not stored add nothing).
     pub value_sum: f64,
     pub value_sq_sum: f64,
@@ -201,6 +203,7 @@ pub fn summarize_libsvm_file(path: &Path, chunk_lines: usize) -> Result<LibsvmSu
         n_rows: 0,
         n_features: 0,
         labels: Vec::new(),
+        label_counts: Vec::new(),
         value_sum: 0.0,
         value_sq_sum: 0.0,
     };
@@ -212,14 +215,18 @@ pub fn summarize_libsvm_file(path: &Path, chunk_lines: usize) -> Result<LibsvmSu
             summary.value_sq_sum += v * v;
         }
         for &label in &chunk.labels {
-            if let Err(at) = summary.labels.binary_search_by(|l| l.total_cmp(&label)) {
-                if summary.labels.len() >= MAX_DISTINCT_LABELS {
-                    return Err(SvmError::invalid_input(format!(
-                        "{} has more than {MAX_DISTINCT_LABELS} distinct labels; classification needs class labels",
-                        path.display()
-                    )));
+            match summary.labels.binary_search_by(|l| l.total_cmp(&label)) {
+                Ok(at) => summary.label_counts[at] += 1,
+                Err(at) => {
+                    if summary.labels.len() >= MAX_DISTINCT_LABELS {
+                        return Err(SvmError::invalid_input(format!(
+                            "{} has more than {MAX_DISTINCT_LABELS} distinct labels; classification needs class labels",
+                            path.display()
+                        )));
+                    }
+                    summary.labels.insert(at, label);
+                    summary.label_counts.insert(at, 1);
                 }
-                summary.labels.insert(at, label);
             }
         }
     }

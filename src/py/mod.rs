@@ -81,13 +81,16 @@ impl PythonMonitor<'_> {
     }
 }
 
-/// RBF kernel matrix exp(-gamma |x_i - y_j|^2) of two feature matrices (dense or CSR parts).
+/// RBF kernel matrix exp(-gamma |x_i - y_j|^2) of two feature matrices (dense or CSR parts), on
+/// `n_threads` threads (None: the process-wide setting, 0: one per core).
 #[pyfunction]
+#[pyo3(signature = (x, y, gamma, *, n_threads = None))]
 fn rbf_kernel<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
     y: &Bound<'py, PyAny>,
     gamma: f64,
+    n_threads: Option<usize>,
 ) -> PyResult<Bound<'py, PyArray2<f64>>> {
     let (fx, fy) = (Features::extract(x)?, Features::extract(y)?);
     let (xr, yr) = (fx.rows()?, fy.rows()?);
@@ -95,7 +98,9 @@ fn rbf_kernel<'py>(
     let out = py.detach(|| {
         no_panic(|| {
             let mut out = vec![0.0; n * m];
-            kernel::kernel_matrix(&xr, &yr, gamma, &mut out)?;
+            parallel::install_with(n_threads, || {
+                kernel::kernel_matrix(&xr, &yr, gamma, &mut out)
+            })??;
             Ok(out)
         })
     })?;
@@ -404,7 +409,7 @@ fn run_solver<'py, T: Send>(
 /// Trains BSGD; returns a dict with the model arrays, the training statistics and the run's
 /// state ("state", a `BsgdStream` that `partial_fit` continues).
 #[pyfunction]
-#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, average = true, lambda_ = None, compare_with = None, callback = None, observer = None, shuffle = true, sv_storage = "auto"))]
+#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, average = true, lambda_ = None, compare_with = None, callback = None, observer = None, shuffle = true, sv_storage = "auto", sample_weight = None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_bsgd<'py>(
     py: Python<'py>,
@@ -425,6 +430,7 @@ fn fit_bsgd<'py>(
     observer: Option<Py<PyAny>>,
     shuffle: bool,
     sv_storage: &str,
+    sample_weight: Option<PyReadonlyArray1<'py, f64>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     SvLayout::choose(sv_storage, false, 0)?;
     let mut params = BsgdParams {
@@ -441,10 +447,11 @@ fn fit_bsgd<'py>(
         layout: SvLayout::Dense,
     };
     let y = convert::slice1(&y)?;
+    let weights = sample_weight.as_ref().map(convert::slice1).transpose()?;
     let state = run_solver(py, x, callback, observer, |rows, monitor, obs| {
         params.layout = layout_for(sv_storage, rows)?;
         let valid = params.check(rows.n_rows())?;
-        train_bsgd_state(rows, y, n_classes, &valid, monitor, obs)
+        train_bsgd_state(rows, y, weights, n_classes, &valid, monitor, obs)
     })?;
     let stream = BsgdStream { state };
     let out = stream.result(py)?;
@@ -454,7 +461,7 @@ fn fit_bsgd<'py>(
 
 /// Trains BSCA; returns a dict with the model arrays and the training statistics.
 #[pyfunction]
-#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, compare_with = None, callback = None, observer = None, shuffle = true, dual_step = "decaying", average = false, sv_storage = "auto"))]
+#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, compare_with = None, callback = None, observer = None, shuffle = true, dual_step = "decaying", average = false, sv_storage = "auto", sample_weight = None, n_threads = None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_bsca<'py>(
     py: Python<'py>,
@@ -475,6 +482,8 @@ fn fit_bsca<'py>(
     dual_step: &str,
     average: bool,
     sv_storage: &str,
+    sample_weight: Option<PyReadonlyArray1<'py, f64>>,
+    n_threads: Option<usize>,
 ) -> PyResult<Bound<'py, PyDict>> {
     SvLayout::choose(sv_storage, false, 0)?;
     let mut params = BscaParams {
@@ -489,12 +498,14 @@ fn fit_bsca<'py>(
         step: DualStep::parse(dual_step)?,
         average,
         layout: SvLayout::Dense,
+        n_threads,
     };
     let y = convert::slice1(&y)?;
+    let weights = sample_weight.as_ref().map(convert::slice1).transpose()?;
     let (model, stats) = run_solver(py, x, callback, observer, |rows, monitor, obs| {
         params.layout = layout_for(sv_storage, rows)?;
         let valid = params.check(rows.n_rows())?;
-        train_bsca(rows, y, n_classes, &valid, monitor, obs)
+        train_bsca(rows, y, weights, n_classes, &valid, monitor, obs)
     })?;
     let out = fit_result(
         py,
@@ -565,19 +576,22 @@ impl BsgdStream {
         Ok(BsgdStream { state })
     }
 
-    /// One pass over a batch (dense array or CSR parts) with class indices y, GIL released.
-    #[pyo3(signature = (x, y, callback = None))]
+    /// One pass over a batch (dense array or CSR parts) with class indices y and optional row
+    /// weights, GIL released.
+    #[pyo3(signature = (x, y, callback = None, sample_weight = None))]
     fn partial_fit<'py>(
         &mut self,
         py: Python<'py>,
         x: &Bound<'py, PyAny>,
         y: PyReadonlyArray1<'py, u32>,
         callback: Option<Py<PyAny>>,
+        sample_weight: Option<PyReadonlyArray1<'py, f64>>,
     ) -> PyResult<()> {
         let y = convert::slice1(&y)?;
+        let weights = sample_weight.as_ref().map(convert::slice1).transpose()?;
         let state = &mut self.state;
         run_solver(py, x, callback, None, |rows, monitor, _| {
-            state.pass(rows, y, 1, 1, monitor)
+            state.pass(rows, y, weights, 1, 1, monitor)
         })
     }
 
@@ -633,7 +647,7 @@ impl BsgdStream {
 
 /// Trains the exact kernel SVC (one-vs-one pairs, ALFPGM or SMO); returns one dict per pair.
 #[pyfunction]
-#[pyo3(signature = (x, y, n_classes, *, c, gamma, solver = "alfpgm", tol = 1e-3, cache_size = 200.0, max_iter = 0, n_threads = None, n_pairs = 100, min_alpha_opt = 5, max_alpha_opt = 500, min_alpha_check = 0, pair_ratio = 0.5, alpha_delta_threshold = 1e-5, al_penalty = 0.0, al_max_iter = 20, fista_max_iter = 500, inner_tol_factor = 0.1, inner_rel = 0.1, power_iters = 8, lipschitz_safety = 1.1, restart = true, report_every = None, callback = None))]
+#[pyo3(signature = (x, y, n_classes, *, c, gamma, solver = "alfpgm", tol = 1e-3, cache_size = 200.0, max_iter = 0, n_threads = None, n_pairs = 100, min_alpha_opt = 5, max_alpha_opt = 500, min_alpha_check = 0, pair_ratio = 0.5, alpha_delta_threshold = 1e-5, al_penalty = 0.0, al_max_iter = 20, fista_max_iter = 500, inner_tol_factor = 0.1, inner_rel = 0.1, power_iters = 8, lipschitz_safety = 1.1, restart = true, report_every = None, callback = None, sample_weight = None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_kernel_svc<'py>(
     py: Python<'py>,
@@ -663,6 +677,7 @@ fn fit_kernel_svc<'py>(
     restart: bool,
     report_every: Option<f64>,
     callback: Option<Py<PyAny>>,
+    sample_weight: Option<PyReadonlyArray1<'py, f64>>,
 ) -> PyResult<Bound<'py, pyo3::types::PyList>> {
     if !(cache_size.is_finite() && cache_size > 0.0) {
         return Err(PyValueError::new_err(format!(
@@ -697,8 +712,9 @@ fn fit_kernel_svc<'py>(
     };
     let valid = params.check()?;
     let y = convert::slice1(&y)?;
+    let weights = sample_weight.as_ref().map(convert::slice1).transpose()?;
     let pairs = run_solver(py, x, callback, None, |rows, monitor, _| {
-        train_kernel_svc(rows, y, n_classes, &valid, monitor)
+        train_kernel_svc(rows, y, weights, n_classes, &valid, monitor)
     })?;
     let out = pyo3::types::PyList::empty(py);
     for p in pairs {
@@ -755,14 +771,17 @@ fn kernel_rows<'py>(
     Ok((out.into_pyarray(py).reshape([idx.len(), n])?, seconds))
 }
 
-/// Decision values of a kernel expansion: (n_rows, n_out).
+/// Decision values of a kernel expansion: (n_rows, n_out), on `n_threads` threads (None: the
+/// process-wide setting, 0: one per core).
 #[pyfunction]
+#[pyo3(signature = (support_vectors, coef, gamma, x, *, n_threads = None))]
 fn decision_function<'py>(
     py: Python<'py>,
     support_vectors: &Bound<'py, PyAny>,
     coef: PyReadonlyArray2<'py, f64>,
     gamma: f64,
     x: &Bound<'py, PyAny>,
+    n_threads: Option<usize>,
 ) -> PyResult<Bound<'py, PyArray2<f64>>> {
     let (support_vectors, n_sv, dim) = sv_matrix(support_vectors)?;
     let n_out = coef.shape()[1];
@@ -785,7 +804,9 @@ fn decision_function<'py>(
     let out = run_interruptibly(py, &cancel, || {
         no_panic(|| {
             let mut out = vec![0.0; n * n_out];
-            model.decision_function_until(&rows, &mut out, &|| cancel.load(Ordering::Relaxed))?;
+            parallel::install_with(n_threads, || {
+                model.decision_function_until(&rows, &mut out, &|| cancel.load(Ordering::Relaxed))
+            })??;
             Ok(out)
         })
     })?;
@@ -872,6 +893,7 @@ fn summarize_libsvm<'py>(
     out.set_item("n_rows", summary.n_rows)?;
     out.set_item("n_features", summary.n_features)?;
     out.set_item("labels", summary.labels.into_pyarray(py))?;
+    out.set_item("label_counts", summary.label_counts.into_pyarray(py))?;
     out.set_item("value_sum", summary.value_sum)?;
     out.set_item("value_sq_sum", summary.value_sq_sum)?;
     Ok(out)
@@ -917,6 +939,7 @@ mod _budgetsvm {
         use pyo3::types::PyModuleMethods;
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         m.add("DEFAULT_TABLE_SIZE", super::DEFAULT_TABLE_SIZE)?;
+        m.add("MAX_THREADS", crate::core::parallel::MAX_THREADS)?;
         Ok(())
     }
 }

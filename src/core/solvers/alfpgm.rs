@@ -329,7 +329,7 @@ impl Work {
 pub fn solve_alfpgm<R: Rows>(
     cache: &mut KernelRowCache<'_, R>,
     y: Vec<f64>,
-    c: f64,
+    upper: Vec<f64>,
     tol: f64,
     max_iter: u64,
     params: &AlfpgmParams,
@@ -339,7 +339,7 @@ pub fn solve_alfpgm<R: Rows>(
     let start = Instant::now();
     let n = y.len();
     let p = params.n_pairs.min(n.div_ceil(2)).max(1);
-    let mut state = DualState::new(y, c);
+    let mut state = DualState::new(y, upper);
     let mut work = Work::new(n, p);
     cache.ensure_capacity(2 * p);
     let mut lambda = 0.0;
@@ -425,7 +425,7 @@ const LIMITED: u8 = 4;
 /// whenever a_t, its count or its last change move (only for the indices of a step).
 fn refresh_flags(state: &DualState, work: &mut Work, params: &AlfpgmParams, t: usize) {
     let a = state.alpha[t];
-    let c = state.c;
+    let c = state.upper[t];
     let at_bound = a <= 0.0 || a >= c;
     let cnt = work.count[t];
     let limited = cnt >= params.max_alpha_opt
@@ -504,7 +504,6 @@ fn pick_pairs<R: Rows>(
         .extend(work.up.finish().iter().map(|&(key, t)| (-key, t)));
     work.cand_low.clear();
     work.cand_low.extend_from_slice(work.low.finish());
-    let c = state.c;
     let mut first_violation = 0.0;
     let pair_ratio = params.pair_ratio;
     while work.pairs_i.len() < p {
@@ -576,7 +575,7 @@ fn pick_pairs<R: Rows>(
         let room = |t: usize, up: bool| {
             let towards_c = (state.y[t] > 0.0) == up;
             if towards_c {
-                c - state.alpha[t]
+                state.upper[t] - state.alpha[t]
             } else {
                 state.alpha[t]
             }
@@ -607,7 +606,6 @@ fn solve_subproblem(
     lambda: &mut f64,
 ) -> (f64, u64) {
     let m = work.b.len();
-    let c = state.c;
     let Work {
         b,
         q,
@@ -638,7 +636,7 @@ fn solve_subproblem(
         yb[a] = ya;
         g[a] = state.grad[ia];
         lo[a] = -state.alpha[ia];
-        hi[a] = c - state.alpha[ia];
+        hi[a] = state.upper[ia] - state.alpha[ia];
         let row = rows.row(a);
         for (bb, &ib) in b.iter().enumerate() {
             q[a * m + bb] = ya * state.y[ib] * f64::from(row[ib]);
@@ -857,13 +855,12 @@ fn apply_step(
     state: &mut DualState,
     work: &mut Work,
 ) {
-    let c = state.c;
     work.coef.clear();
     for (a, &ia) in work.b.iter().enumerate() {
         let da = work.d[a];
         let old = state.alpha[ia];
         let new = if da >= work.hi[a] {
-            c
+            state.upper[ia]
         } else if da <= work.lo[a] {
             0.0
         } else {
@@ -929,14 +926,14 @@ mod tests {
     use super::*;
     use crate::core::data::{CsrView, DenseView};
     use crate::core::rng::Rng;
-    use crate::core::solvers::smo::tests::{check_solution, problem, q_matrix, run_smo};
+    use crate::core::solvers::smo::tests::{bounds, check_solution, problem, q_matrix, run_smo};
     use crate::core::solvers::{no_monitor, Monitor, Progress};
     use std::sync::Mutex;
 
     fn run<R: Rows>(
         x: &R,
         y: &[f64],
-        c: f64,
+        c: &[f64],
         gamma: f64,
         tol: f64,
         params: &AlfpgmParams,
@@ -947,18 +944,29 @@ mod tests {
         let m: Monitor<'_> = &mut mon;
         let monitor = Mutex::new(m);
         let mut rep = Reporter::new(&monitor, Progress::default(), None);
-        solve_alfpgm(&mut cache, y.to_vec(), c, tol, 1_000_000, params, &mut rep).unwrap()
+        solve_alfpgm(
+            &mut cache,
+            y.to_vec(),
+            c.to_vec(),
+            tol,
+            1_000_000,
+            params,
+            &mut rep,
+        )
+        .unwrap()
     }
 
     #[test]
     fn alfpgm_matches_smo_on_random_problems() {
         let mut rng = Rng::new(5);
-        for trial in 0..24 {
+        // Trials 24.. weight the rows (a bound C_i per variable).
+        for trial in 0..36 {
             let n = 10 + rng.below(150);
             let d = 1 + rng.below(5);
             let c = [0.1, 1.0, 10.0, 100.0][trial % 4];
             let gamma = [0.3, 1.0, 5.0][(trial / 4) % 3];
             let (xs, y) = problem(n, d, 500 + trial as u64);
+            let c = bounds(n, c, trial >= 24, trial as u64);
             let q = q_matrix(&xs, &y, d, gamma);
             let tol = 1e-5;
             let params = AlfpgmParams {
@@ -970,9 +978,9 @@ mod tests {
                 ..Default::default()
             };
             let x = DenseView::new(&xs, n, d).unwrap();
-            let sol = run(&x, &y, c, gamma, tol, &params, [0, 1 << 20][trial % 2]);
-            check_solution(&q, &sol, c, tol);
-            let smo = run_smo(&xs, &y, d, c, gamma, 1e-8);
+            let sol = run(&x, &y, &c, gamma, tol, &params, [0, 1 << 20][trial % 2]);
+            check_solution(&q, &sol, &c, tol);
+            let smo = run_smo(&xs, &y, d, &c, gamma, 1e-8);
             let scale = 1.0 + smo.objective.abs();
             assert!(
                 (sol.objective - smo.objective).abs() < 1e-5 * scale,
@@ -980,7 +988,13 @@ mod tests {
                 sol.objective,
                 smo.objective
             );
-            let free = |s: &DualSolution| s.alpha.iter().filter(|&&a| a > 0.0 && a < c).count();
+            let free = |s: &DualSolution| {
+                s.alpha
+                    .iter()
+                    .zip(&c)
+                    .filter(|(&a, &ci)| a > 0.0 && a < ci)
+                    .count()
+            };
             // rho is unique only through free variables (otherwise any point of an interval).
             if free(&sol) > 0 && free(&smo) > 0 {
                 assert!(
@@ -1022,11 +1036,11 @@ mod tests {
             n_pairs: 10,
             ..Default::default()
         };
-        let a = run(&csr, &y, 3.0, 1.0, 1e-4, &p, 1 << 20);
-        let b = run(&dv, &y, 3.0, 1.0, 1e-4, &p, 1 << 20);
+        let a = run(&csr, &y, &[3.0; 120], 1.0, 1e-4, &p, 1 << 20);
+        let b = run(&dv, &y, &[3.0; 120], 1.0, 1e-4, &p, 1 << 20);
         assert!((a.objective - b.objective).abs() < 1e-6 * (1.0 + b.objective.abs()));
         let q = q_matrix(&dense, &y, 4, 1.0);
-        check_solution(&q, &a, 3.0, 1e-4);
+        check_solution(&q, &a, &[3.0; 120], 1e-4);
     }
 
     #[test]
@@ -1042,7 +1056,16 @@ mod tests {
             n_pairs: 2,
             ..Default::default()
         };
-        let sol = solve_alfpgm(&mut cache, y.clone(), 100.0, 1e-9, 2, &p, &mut rep).unwrap();
+        let sol = solve_alfpgm(
+            &mut cache,
+            y.clone(),
+            vec![100.0; 200],
+            1e-9,
+            2,
+            &p,
+            &mut rep,
+        )
+        .unwrap();
         assert_eq!(sol.iterations, 2);
         assert!(!sol.converged);
         let ya: f64 = sol.alpha.iter().zip(&y).map(|(a, y)| a * y).sum();

@@ -1,10 +1,11 @@
 //! Budgeted stochastic coordinate ascent (BSCA; Qaadan, Schüler & Glasmachers, paper 002),
 //! the dual counterpart of BSGD on the same budgeted model and the same budget maintenance.
 //!
-//! Binary dual: max_{alpha in [0, C]^n} 1^T alpha - 1/2 alpha^T Q alpha, Q_ij = y_i y_j k(x_i, x_j),
+//! Binary dual: max_{0 <= alpha_i <= C_i} 1^T alpha - 1/2 alpha^T Q alpha, Q_ij = y_i y_j k(x_i, x_j),
+//! C_i = C w_i with the row's weight w_i (sample times class weight; 1 unweighted),
 //! w = sum_i alpha_i y_i phi(x_i). The budgeted model {(beta_j, x~_j)} approximates w. A step on
 //! coordinate i (a fresh random permutation each epoch) uses the model's margin f~(x_i):
-//!   delta = clip(alpha_i + (1 - y_i f~(x_i)) / Q_ii, 0, C) - alpha_i   (Q_ii = k(x_i, x_i) = 1)
+//!   delta = clip(alpha_i + (1 - y_i f~(x_i)) / Q_ii, 0, C_i) - alpha_i   (Q_ii = k(x_i, x_i) = 1)
 //!   alpha_i += delta;  beta(x_i) += y_i delta   (paper 002 writes (delta, x_i): the label belongs there)
 //! where beta(x_i) is x_i's coefficient if x_i is still an unmerged SV, else a new SV (x_i, y_i delta),
 //! followed by budget maintenance when the model exceeds B. Merging pairs coefficients of the same
@@ -41,8 +42,8 @@ use crate::core::model::{BudgetModel, SupportVectors, SvLayout};
 use crate::core::parallel;
 use crate::core::rng::Rng;
 use crate::core::solvers::{
-    check_batch, check_classes, check_positive_finite, check_run, EpochObserver, EpochSnapshot,
-    Heartbeat, Monitor, Progress,
+    check_batch, check_classes, check_positive_finite, check_run, check_weights, EpochObserver,
+    EpochSnapshot, Heartbeat, Monitor, Progress,
 };
 
 /// BSCA hyper-parameters as the user gave them.
@@ -64,6 +65,8 @@ pub struct BscaParams {
     /// one epoch) instead of the last one; not with removal, which discards SVs with their
     /// averages (as in BSGD).
     pub average: bool,
+    /// Threads for the one-vs-rest problems (0 = one per core); None = the process-wide setting.
+    pub n_threads: Option<usize>,
 }
 
 /// Size of the coordinate steps (see the module doc).
@@ -109,6 +112,7 @@ impl Default for BscaParams {
             step: DualStep::Decaying,
             average: false,
             layout: SvLayout::Dense,
+            n_threads: None,
         }
     }
 }
@@ -180,10 +184,12 @@ impl BinaryProblem {
         })
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn run_epoch<R: Rows>(
         &mut self,
         x: &R,
         sq_norms: &[f64],
+        upper: &[f64],
         p: &BscaParams,
         monitor: &Mutex<Monitor<'_>>,
         progress: &Progress,
@@ -214,7 +220,7 @@ impl BinaryProblem {
             self.svs.decision_from_kernel(&self.kvals, &mut f);
             let y = self.labels[i];
             let old = self.alpha[i];
-            let new = (old + eta * (1.0 - y * f[0])).clamp(0.0, p.c);
+            let new = (old + eta * (1.0 - y * f[0])).clamp(0.0, upper[i]);
             let delta = new - old;
             if delta != 0.0 {
                 self.alpha[i] = new;
@@ -226,7 +232,7 @@ impl BinaryProblem {
                         // moved onto it); when that reaches 0 the SV only costs budget.
                         // (Kept while averaging: its average is not zero.)
                         if !self.svs.is_averaging()
-                            && (self.svs.coef(slot)[0] * self.svs.scale()).abs() <= 1e-12 * p.c
+                            && (self.svs.coef(slot)[0] * self.svs.scale()).abs() <= 1e-12 * upper[i]
                         {
                             self.svs.swap_remove(slot);
                             self.maintainer.after_remove(slot);
@@ -263,11 +269,13 @@ impl BinaryProblem {
     }
 }
 
-/// Trains BSCA. `y[i]` is the class index of row i in `0..n_classes`. The observer, if any, is
-/// called after every epoch with the current model and dual variables.
+/// Trains BSCA. `y[i]` is the class index of row i in `0..n_classes`; `weights` (positive, one
+/// per row) make row i's box [0, C w_i]. The observer, if any, is called after every epoch with
+/// the current model and dual variables.
 pub fn train_bsca<R: Rows>(
     x: &R,
     y: &[u32],
+    weights: Option<&[f64]>,
     n_classes: usize,
     params: &ValidBscaParams,
     monitor: Monitor<'_>,
@@ -277,7 +285,12 @@ pub fn train_bsca<R: Rows>(
     let n = x.n_rows();
     check_classes(n_classes, Some(n))?;
     check_batch(x, y, n_classes, x.n_cols())?;
+    check_weights(weights, n)?;
     let sq_norms = finite_sq_norms(x, "X")?;
+    let upper: Vec<f64> = match weights {
+        Some(w) => w.iter().map(|wi| p.c * wi).collect(),
+        None => vec![p.c; n],
+    };
     let dim = x.n_cols();
     // Binary: one problem, positive = class 1. One-vs-rest: problem k, positive = class k.
     let positive: Vec<u32> = if n_classes == 2 {
@@ -293,6 +306,7 @@ pub fn train_bsca<R: Rows>(
             BinaryProblem::new(labels, dim, p, seeder.next_u64())
         })
         .collect::<Result<_>>()?;
+    let threads = parallel::CallThreads::new(p.n_threads)?;
     let monitor = Mutex::new(monitor);
     let start = Instant::now();
     let mut observer_seconds = 0.0;
@@ -310,12 +324,14 @@ pub fn train_bsca<R: Rows>(
             ..Progress::default()
         };
         if problems.len() == 1 {
-            problems[0].run_epoch(x, &sq_norms, p, &monitor, &progress, average_from)?;
+            problems[0].run_epoch(x, &sq_norms, &upper, p, &monitor, &progress, average_from)?;
         } else {
-            parallel::install(|| {
+            threads.install(|| {
                 problems
                     .par_iter_mut()
-                    .map(|prob| prob.run_epoch(x, &sq_norms, p, &monitor, &progress, average_from))
+                    .map(|prob| {
+                        prob.run_epoch(x, &sq_norms, &upper, p, &monitor, &progress, average_from)
+                    })
                     .collect::<Result<Vec<()>>>()
             })?;
         }
@@ -470,7 +486,7 @@ mod tests {
             Ok(())
         };
         let (model, stats) =
-            train_bsca(&x, &ys, 2, &params, &mut no_monitor, Some(&mut obs)).unwrap();
+            train_bsca(&x, &ys, None, 2, &params, &mut no_monitor, Some(&mut obs)).unwrap();
         assert_eq!(stats.maintenance.events, 0);
         let reference = projected_gradient(&xs, &labels, c, gamma);
         let (d_ours, d_ref) = (
@@ -516,14 +532,14 @@ mod tests {
                 Ok(())
             };
             let (m1, s1) =
-                train_bsca(&x, &ys, 2, &params, &mut no_monitor, Some(&mut obs)).unwrap();
+                train_bsca(&x, &ys, None, 2, &params, &mut no_monitor, Some(&mut obs)).unwrap();
             assert!(
                 worst.0 >= 0.0 && worst.1 <= 4.0,
                 "{maintenance:?}: {worst:?}"
             );
             assert!(m1.n_sv() <= 12);
             assert!(s1.maintenance.events > 0);
-            let (m2, _) = train_bsca(&x, &ys, 2, &params, &mut no_monitor, None).unwrap();
+            let (m2, _) = train_bsca(&x, &ys, None, 2, &params, &mut no_monitor, None).unwrap();
             assert_eq!(m1, m2);
         }
     }
@@ -553,7 +569,7 @@ mod tests {
         }
         .check(1500)
         .unwrap();
-        let (model, _) = train_bsca(&x, &ys, 3, &params, &mut no_monitor, None).unwrap();
+        let (model, _) = train_bsca(&x, &ys, None, 3, &params, &mut no_monitor, None).unwrap();
         assert_eq!(model.n_out, 3);
         assert!(model.n_sv() <= 60);
         let mut out = vec![0.0; 1500 * 3];
@@ -565,5 +581,68 @@ mod tests {
             })
             .count();
         assert!(correct > 1400, "{correct}/1500");
+    }
+
+    #[test]
+    fn weights_are_per_row_bounds() {
+        let (xs, ys) = blobs(300, 4);
+        let x = DenseView::new(&xs, 300, 2).unwrap();
+        let params = |c: f64| {
+            BscaParams {
+                c,
+                gamma: 2.0,
+                budget: 30,
+                epochs: 3,
+                ..Default::default()
+            }
+            .check(300)
+            .unwrap()
+        };
+        // Weight s on every row is C s: the same bounds and arithmetic.
+        let (a, _) = train_bsca(
+            &x,
+            &ys,
+            Some(&[4.0; 300]),
+            2,
+            &params(0.5),
+            &mut no_monitor,
+            None,
+        )
+        .unwrap();
+        let (b, _) = train_bsca(&x, &ys, None, 2, &params(2.0), &mut no_monitor, None).unwrap();
+        assert_eq!(a.coef, b.coef);
+        // A row's dual variable never leaves [0, C w_i].
+        let w: Vec<f64> = (0..300).map(|i| [0.1, 1.0, 7.0][i % 3]).collect();
+        let mut seen = 0;
+        let mut obs = |s: &EpochSnapshot<'_>| {
+            for (i, &a) in s.alphas[0].iter().enumerate() {
+                assert!(
+                    (0.0..=2.0 * w[i]).contains(&a),
+                    "alpha {a} for weight {}",
+                    w[i]
+                );
+            }
+            seen += s.alphas[0]
+                .iter()
+                .zip(&w)
+                .filter(|(&a, &wi)| a == 2.0 * wi)
+                .count();
+            Ok(())
+        };
+        train_bsca(
+            &x,
+            &ys,
+            Some(&w),
+            2,
+            &params(2.0),
+            &mut no_monitor,
+            Some(&mut obs),
+        )
+        .unwrap();
+        assert!(seen > 0, "no variable reached its bound");
+        for bad in [vec![1.0; 299], vec![0.0; 300], vec![f64::INFINITY; 300]] {
+            let err = train_bsca(&x, &ys, Some(&bad), 2, &params(1.0), &mut no_monitor, None);
+            assert!(err.unwrap_err().to_string().contains("weight"));
+        }
     }
 }

@@ -1,13 +1,15 @@
 //! Budgeted stochastic gradient descent (BSGD; Wang, Crammer & Vucetic 2012, Algorithm 1), i.e.
 //! Pegasos with a budget of B support vectors.
 //!
-//! Binary: minimise P(w) = lambda/2 |w|^2 + 1/n sum_i max(0, 1 - y_i <w, phi(x_i)>), no bias,
-//! lambda = 1/(n C). Step t on example i (a fresh random permutation each epoch), eta_t = 1/(lambda t):
-//!   f = <w, phi(x_i)>;  w <- (1 - 1/t) w;  if y_i f < 1: w <- w + eta_t y_i phi(x_i);
+//! Binary: minimise P(w) = lambda/2 |w|^2 + 1/n sum_i s_i max(0, 1 - y_i <w, phi(x_i)>), no bias,
+//! lambda = 1/(n C), s_i the row's weight (sample times class weight, 1 unweighted; in C form
+//! 1/2 |w|^2 + C sum_i s_i hinge_i, SVC's weighted C). Step t on example i (a fresh random
+//! permutation each epoch), eta_t = 1/(lambda t):
+//!   f = <w, phi(x_i)>;  w <- (1 - 1/t) w;  if y_i f < 1: w <- w + eta_t s_i y_i phi(x_i);
 //!   if #SV > B: one budget maintenance event.
 //! Multi-class (paper 001 section 5, Crammer-Singer): w = (w_1..w_K), loss
 //! max(0, 1 + max_{r != y} <w_r, phi> - <w_y, phi>); a violating step adds phi(x_i) with +eta_t for
-//! class y and -eta_t for the runner-up r.
+//! class y and -eta_t for the runner-up r (times s_i).
 //!
 //! With `average`, the returned model is the average of the iterates w_t over the last epoch (over
 //! the second half of the data when there is one epoch): suffix averaging, which takes out the
@@ -27,8 +29,8 @@ use crate::core::merge::MergeSearch;
 use crate::core::model::{BudgetModel, SupportVectors, SvLayout};
 use crate::core::rng::Rng;
 use crate::core::solvers::{
-    check_batch, check_classes, check_positive_finite, check_run, EpochObserver, EpochSnapshot,
-    Heartbeat, Monitor, Progress,
+    check_batch, check_classes, check_positive_finite, check_run, check_weights, EpochObserver,
+    EpochSnapshot, Heartbeat, Monitor, Progress,
 };
 
 /// BSGD hyper-parameters as the user gave them; `check` turns them into [`ValidBsgdParams`].
@@ -224,11 +226,13 @@ impl BsgdState {
         &mut self,
         x: &R,
         y: &[u32],
+        weights: Option<&[f64]>,
         epoch: usize,
         epochs: usize,
         monitor: Monitor<'_>,
     ) -> Result<()> {
         check_batch(x, y, self.n_classes, self.dim())?;
+        check_weights(weights, x.n_rows())?;
         let sq_norms = finite_sq_norms(x, "X")?;
         let mut order = std::mem::take(&mut self.order);
         order.clear();
@@ -236,7 +240,7 @@ impl BsgdState {
         if self.shuffle {
             self.rng.shuffle(&mut order);
         }
-        let result = self.run(x, y, &sq_norms, &order, epoch, epochs, monitor);
+        let result = self.run(x, y, weights, &sq_norms, &order, epoch, epochs, monitor);
         self.order = order;
         result
     }
@@ -247,6 +251,7 @@ impl BsgdState {
         &mut self,
         x: &R,
         y: &[u32],
+        weights: Option<&[f64]>,
         sq_norms: &[f64],
         order: &[usize],
         epoch: usize,
@@ -271,7 +276,7 @@ impl BsgdState {
             if t > 1 {
                 svs.shrink(1.0 - 1.0 / t as f64);
             }
-            let eta = 1.0 / (lambda * t as f64);
+            let eta = weights.map_or(1.0, |w| w[i]) / (lambda * t as f64);
             let label = y[i] as usize;
             let violated = if n_out == 1 {
                 let yi = if label == 1 { 1.0 } else { -1.0 };
@@ -449,12 +454,13 @@ impl BsgdState {
 pub fn train_bsgd<R: Rows>(
     x: &R,
     y: &[u32],
+    weights: Option<&[f64]>,
     n_classes: usize,
     params: &ValidBsgdParams,
     monitor: Monitor<'_>,
     observer: Option<EpochObserver<'_>>,
 ) -> Result<(BudgetModel, TrainStats)> {
-    let state = train_bsgd_state(x, y, n_classes, params, monitor, observer)?;
+    let state = train_bsgd_state(x, y, weights, n_classes, params, monitor, observer)?;
     Ok((state.model(), state.stats()))
 }
 
@@ -462,6 +468,7 @@ pub fn train_bsgd<R: Rows>(
 pub fn train_bsgd_state<R: Rows>(
     x: &R,
     y: &[u32],
+    weights: Option<&[f64]>,
     n_classes: usize,
     params: &ValidBsgdParams,
     monitor: Monitor<'_>,
@@ -477,6 +484,7 @@ pub fn train_bsgd_state<R: Rows>(
         BsgdState::suffix_start(n, epochs),
     )?;
     check_batch(x, y, n_classes, x.n_cols())?;
+    check_weights(weights, n)?;
     let sq_norms = finite_sq_norms(x, "X")?;
     // One permutation, reshuffled in place every epoch.
     let mut order: Vec<usize> = (0..n).collect();
@@ -485,7 +493,7 @@ pub fn train_bsgd_state<R: Rows>(
         if state.shuffle {
             state.rng.shuffle(&mut order);
         }
-        state.run(x, y, &sq_norms, &order, epoch, epochs, monitor)?;
+        state.run(x, y, weights, &sq_norms, &order, epoch, epochs, monitor)?;
         monitor(&state.progress(epoch, epochs))?;
         if let Some(obs) = observer.as_mut() {
             let events = state.maintainer.stats.events;
@@ -561,7 +569,8 @@ mod tests {
             }
             .check(ys.len())
             .unwrap();
-            let (model, stats) = train_bsgd(&x, &ys, 2, &params, &mut no_monitor, None).unwrap();
+            let (model, stats) =
+                train_bsgd(&x, &ys, None, 2, &params, &mut no_monitor, None).unwrap();
             assert!(model.n_sv() <= 30);
             let acc = accuracy(&model, &xt, &yt);
             let floor = if maintenance == Maintenance::Remove {
@@ -603,7 +612,7 @@ mod tests {
             .check(2000)
             .unwrap();
             let (model, _) =
-                train_bsgd(&x, &ys[..2000], 3, &params, &mut no_monitor, None).unwrap();
+                train_bsgd(&x, &ys[..2000], None, 3, &params, &mut no_monitor, None).unwrap();
             assert_eq!(model.n_out, 3);
             assert!(model.n_sv() <= 40);
             let acc = accuracy(&model, &xs[4000..], &ys[2000..]);
@@ -633,7 +642,7 @@ mod tests {
             }
             .check(ys.len())
             .unwrap();
-            train_bsgd(&x, &ys, 2, &params, &mut no_monitor, None)
+            train_bsgd(&x, &ys, None, 2, &params, &mut no_monitor, None)
                 .unwrap()
                 .0
         };
@@ -660,7 +669,7 @@ mod tests {
             }
             .check(ys.len())
             .unwrap();
-            train_bsgd(&x, &ys, 2, &params, &mut no_monitor, None)
+            train_bsgd(&x, &ys, None, 2, &params, &mut no_monitor, None)
                 .unwrap()
                 .0
         };
@@ -687,7 +696,7 @@ mod tests {
                 Ok(())
             }
         };
-        let r = train_bsgd(&x, &ys, 2, &params, &mut stop, None);
+        let r = train_bsgd(&x, &ys, None, 2, &params, &mut stop, None);
         assert!(matches!(r, Err(SvmError::Interrupted)));
         assert_eq!(calls, 1);
     }
@@ -719,7 +728,7 @@ mod tests {
                 .check(ys.len())
                 .unwrap();
                 let (whole, whole_stats) =
-                    train_bsgd(&x, &ys, n_classes, &params, &mut no_monitor, None).unwrap();
+                    train_bsgd(&x, &ys, None, n_classes, &params, &mut no_monitor, None).unwrap();
                 let mut state =
                     BsgdState::new(&params, 2, n_classes, BsgdState::suffix_start(900, 1)).unwrap();
                 for (k, (a, b)) in [(0, 250), (250, 251), (251, 600), (600, 900)]
@@ -733,7 +742,7 @@ mod tests {
                     }
                     let chunk = DenseView::new(&xs[2 * a..2 * b], b - a, 2).unwrap();
                     state
-                        .pass(&chunk, &ys[a..b], 1, 1, &mut no_monitor)
+                        .pass(&chunk, &ys[a..b], None, 1, 1, &mut no_monitor)
                         .unwrap();
                 }
                 assert_eq!(state.model(), whole, "{maintenance:?}, {n_classes} classes");
@@ -761,7 +770,7 @@ mod tests {
             .check(300)
             .unwrap();
             let mut state = BsgdState::new(&params, 2, 2, 100).unwrap();
-            state.pass(&x, &ys, 1, 1, &mut no_monitor).unwrap();
+            state.pass(&x, &ys, None, 1, 1, &mut no_monitor).unwrap();
             let bytes = state.to_bytes();
             for cut in (0..bytes.len()).step_by(7) {
                 assert!(BsgdState::from_bytes(&bytes[..cut]).is_err());
@@ -775,7 +784,7 @@ mod tests {
                 if let Ok(mut s) = BsgdState::from_bytes(&b) {
                     let dim = s.dim();
                     if dim == 2 {
-                        let _ = s.pass(&x, &ys, 1, 1, &mut no_monitor);
+                        let _ = s.pass(&x, &ys, None, 1, 1, &mut no_monitor);
                     }
                 }
             }
@@ -788,7 +797,7 @@ mod tests {
                 .contains("version"));
             let wrong_dim = DenseView::new(&xs[..6], 2, 3).unwrap();
             assert!(state
-                .pass(&wrong_dim, &ys[..2], 1, 1, &mut no_monitor)
+                .pass(&wrong_dim, &ys[..2], None, 1, 1, &mut no_monitor)
                 .is_err());
         }
     }
@@ -836,8 +845,60 @@ mod tests {
         let xs = [0.0, 1.0];
         let x = DenseView::new(&xs, 2, 1).unwrap();
         let v = ok.check(2).unwrap();
-        assert!(train_bsgd(&x, &[0, 0], 1, &v, &mut no_monitor, None).is_err());
-        assert!(train_bsgd(&x, &[0, 5], 2, &v, &mut no_monitor, None).is_err());
-        assert!(train_bsgd(&x, &[0], 2, &v, &mut no_monitor, None).is_err());
+        assert!(train_bsgd(&x, &[0, 0], None, 1, &v, &mut no_monitor, None).is_err());
+        assert!(train_bsgd(&x, &[0, 5], None, 2, &v, &mut no_monitor, None).is_err());
+        assert!(train_bsgd(&x, &[0], None, 2, &v, &mut no_monitor, None).is_err());
+    }
+
+    #[test]
+    fn uniform_weights_act_as_a_larger_c() {
+        // Weight s on every row: steps eta_t s = s / (lambda t), as unweighted with C s (equal to
+        // rounding; a budget above n keeps merges, which rounding could flip, out of it).
+        let (xs, ys) = xor_data(600, 21);
+        let x = DenseView::new(&xs, 600, 2).unwrap();
+        for n_classes in [2u32, 3] {
+            let ys: Vec<u32> = ys
+                .iter()
+                .enumerate()
+                .map(|(i, &y)| if n_classes == 3 && i % 5 == 0 { 2 } else { y })
+                .collect();
+            let params = |c: f64| {
+                BsgdParams {
+                    c,
+                    gamma: 1.0,
+                    budget: 700,
+                    epochs: 2,
+                    ..Default::default()
+                }
+                .check(600)
+                .unwrap()
+            };
+            let n = n_classes as usize;
+            let (a, _) = train_bsgd(
+                &x,
+                &ys,
+                Some(&[3.0; 600]),
+                n,
+                &params(2.0),
+                &mut no_monitor,
+                None,
+            )
+            .unwrap();
+            let (b, _) = train_bsgd(&x, &ys, None, n, &params(6.0), &mut no_monitor, None).unwrap();
+            assert_eq!(a.n_sv(), b.n_sv());
+            for (p, q) in a.coef.iter().zip(&b.coef) {
+                assert!((p - q).abs() <= 1e-9 * (1.0 + q.abs()), "{p} vs {q}");
+            }
+            let bad = train_bsgd(
+                &x,
+                &ys,
+                Some(&[-1.0; 600]),
+                n,
+                &params(1.0),
+                &mut no_monitor,
+                None,
+            );
+            assert!(bad.unwrap_err().to_string().contains("weight"));
+        }
     }
 }

@@ -19,7 +19,7 @@ use crate::core::kernel_cache::{CacheStats, KernelRowCache};
 use crate::core::parallel;
 use crate::core::solvers::alfpgm::{solve_alfpgm, AlfpgmParams};
 use crate::core::solvers::smo::{solve_smo, DualSolution, Reporter};
-use crate::core::solvers::{Monitor, Progress};
+use crate::core::solvers::{check_weights, Monitor, Progress};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExactSolver {
@@ -138,11 +138,13 @@ fn default_max_iter(solver: ExactSolver, n: usize) -> u64 {
     }
 }
 
-/// Solves one binary dual on the rows `x` with labels `y` (+1/-1).
+/// Solves one binary dual on the rows `x` with labels `y` (+1/-1) and box bounds `upper`
+/// (C times each row's weight).
 pub fn solve_binary<R: Rows>(
     x: &R,
     sq_norms: Vec<f64>,
     y: Vec<f64>,
+    upper: Vec<f64>,
     params: &ValidKernelSvcParams,
     reporter: &mut Reporter<'_, '_>,
 ) -> Result<DualSolution> {
@@ -154,18 +156,21 @@ pub fn solve_binary<R: Rows>(
         p.max_iter
     };
     match p.solver {
-        ExactSolver::Smo => solve_smo(&mut cache, y, p.c, p.tol, max_iter, reporter),
+        ExactSolver::Smo => solve_smo(&mut cache, y, upper, p.tol, max_iter, reporter),
         ExactSolver::Alfpgm => {
-            solve_alfpgm(&mut cache, y, p.c, p.tol, max_iter, &p.alfpgm, reporter)
+            solve_alfpgm(&mut cache, y, upper, p.tol, max_iter, &p.alfpgm, reporter)
         }
     }
 }
 
 /// Trains the one-vs-one problems. `y[i]` is the class index of row i in `0..n_classes`; every
-/// class must occur. Pairs come back in LIBSVM's order (0,1), (0,2), ..., (1,2), ...
+/// class must occur. `weights` (positive, one per row; sample times class weight) make the box
+/// of row i [0, C w_i], as LIBSVM's weighted C. Pairs come back in LIBSVM's order (0,1), (0,2),
+/// ..., (1,2), ...
 pub fn train_kernel_svc<R: Rows>(
     x: &R,
     y: &[u32],
+    weights: Option<&[f64]>,
     n_classes: usize,
     params: &ValidKernelSvcParams,
     monitor: Monitor<'_>,
@@ -182,6 +187,7 @@ pub fn train_kernel_svc<R: Rows>(
         )));
     }
     crate::core::solvers::check_classes(n_classes, Some(n))?;
+    check_weights(weights, n)?;
     let mut counts = vec![0usize; n_classes];
     for &c in y {
         match counts.get_mut(c as usize) {
@@ -215,6 +221,10 @@ pub fn train_kernel_svc<R: Rows>(
             .map(|&i| if y[i] == a { 1.0 } else { -1.0 })
             .collect();
         let sub_norms: Vec<f64> = rows.iter().map(|&i| norms[i]).collect();
+        let upper: Vec<f64> = rows
+            .iter()
+            .map(|&i| p.c * weights.map_or(1.0, |w| w[i]))
+            .collect();
         let sub = SubsetRows::new(x, &rows)?;
         let template = Progress {
             epoch: k + 1,
@@ -222,7 +232,7 @@ pub fn train_kernel_svc<R: Rows>(
             ..Progress::default()
         };
         let mut reporter = Reporter::new(&monitor, template, report_every);
-        let sol = solve_binary(&sub, sub_norms, labels, params, &mut reporter)?;
+        let sol = solve_binary(&sub, sub_norms, labels, upper, params, &mut reporter)?;
         let mut support = Vec::new();
         let mut coef = Vec::new();
         for (t, &i) in rows.iter().enumerate() {
@@ -304,7 +314,7 @@ mod tests {
             }
             .check()
             .unwrap();
-            let pairs = train_kernel_svc(&x, &ys, 3, &params, &mut no_monitor).unwrap();
+            let pairs = train_kernel_svc(&x, &ys, None, 3, &params, &mut no_monitor).unwrap();
             assert_eq!(
                 pairs.iter().map(|p| p.classes).collect::<Vec<_>>(),
                 vec![(0, 1), (0, 2), (1, 2)]
@@ -330,14 +340,52 @@ mod tests {
     }
 
     #[test]
+    fn uniform_weights_scale_c() {
+        // Weight w on every row is C w: the same bounds, so the same arithmetic and model.
+        let mut rng = Rng::new(3);
+        let xs: Vec<f64> = (0..160).map(|_| rng.next_f64()).collect();
+        let ys: Vec<u32> = (0..80)
+            .map(|i| u32::from(xs[2 * i] > xs[2 * i + 1]))
+            .collect();
+        let x = DenseView::new(&xs, 80, 2).unwrap();
+        for solver in [ExactSolver::Smo, ExactSolver::Alfpgm] {
+            let params = |c| {
+                KernelSvcParams {
+                    c,
+                    gamma: 3.0,
+                    solver,
+                    ..Default::default()
+                }
+                .check()
+                .unwrap()
+            };
+            let twice = vec![2.0; 80];
+            let a = train_kernel_svc(&x, &ys, Some(&twice), 2, &params(1.5), &mut no_monitor);
+            let b = train_kernel_svc(&x, &ys, None, 2, &params(3.0), &mut no_monitor);
+            let (a, b) = (a.unwrap(), b.unwrap());
+            assert_eq!(a[0].coef, b[0].coef);
+            assert_eq!(a[0].rho, b[0].rho);
+        }
+    }
+
+    #[test]
     fn bad_input_is_rejected() {
         let xs = [0.0, 1.0, 2.0, 3.0];
         let x = DenseView::new(&xs, 4, 1).unwrap();
         let ok = KernelSvcParams::default().check().unwrap();
-        assert!(train_kernel_svc(&x, &[0, 1, 0], 2, &ok, &mut no_monitor).is_err());
-        assert!(train_kernel_svc(&x, &[0, 0, 0, 0], 2, &ok, &mut no_monitor).is_err());
-        assert!(train_kernel_svc(&x, &[0, 1, 0, 5], 2, &ok, &mut no_monitor).is_err());
-        assert!(train_kernel_svc(&x, &[0, 0, 0, 0], 1, &ok, &mut no_monitor).is_err());
+        assert!(train_kernel_svc(&x, &[0, 1, 0], None, 2, &ok, &mut no_monitor).is_err());
+        assert!(train_kernel_svc(&x, &[0, 0, 0, 0], None, 2, &ok, &mut no_monitor).is_err());
+        assert!(train_kernel_svc(&x, &[0, 1, 0, 5], None, 2, &ok, &mut no_monitor).is_err());
+        assert!(train_kernel_svc(&x, &[0, 0, 0, 0], None, 1, &ok, &mut no_monitor).is_err());
+        let y = [0, 1, 0, 1];
+        for w in [
+            &[1.0, 1.0, 1.0][..],
+            &[1.0, 0.0, 1.0, 1.0],
+            &[1.0, f64::NAN, 1.0, 1.0],
+        ] {
+            let err = train_kernel_svc(&x, &y, Some(w), 2, &ok, &mut no_monitor).unwrap_err();
+            assert!(err.to_string().contains("weight"), "{err}");
+        }
         for bad in [
             KernelSvcParams {
                 c: 0.0,

@@ -144,6 +144,26 @@ pub(crate) fn check_positive_finite(name: &'static str, value: f64) -> Result<()
     }
 }
 
+/// Row weights (sample weight times class weight), when given: one per row, finite and
+/// positive. Rows of weight 0 are for the caller to drop (they would only cost time).
+pub fn check_weights(weights: Option<&[f64]>, n_rows: usize) -> Result<()> {
+    let Some(w) = weights else { return Ok(()) };
+    if w.len() != n_rows {
+        return Err(SvmError::invalid_input(format!(
+            "{} sample weights for {n_rows} rows",
+            w.len()
+        )));
+    }
+    if let Some(i) = w.iter().position(|&v| !(v.is_finite() && v > 0.0)) {
+        return Err(SvmError::invalid_input(format!(
+            "sample weight {} of row {i} is not a positive finite number (rows of weight 0 \
+             must be left out)",
+            w[i]
+        )));
+    }
+    Ok(())
+}
+
 /// Checks one batch of training rows against the run it feeds.
 pub(crate) fn check_batch<R: Rows>(x: &R, y: &[u32], n_classes: usize, dim: usize) -> Result<()> {
     let n = x.n_rows();

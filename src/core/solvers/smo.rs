@@ -2,9 +2,10 @@
 //! Lin, JMLR 6 (2005)), as LIBSVM's `Solver` does it, over the shared kernel-row cache. It is the
 //! reference the multi-pair solver (ALFPGM) is checked against and that solver's fallback step.
 //!
-//! Dual C-SVC:  min_a f(a) = 1/2 a^T Q a - e^T a   s.t.  y^T a = 0,  0 <= a_i <= C,
+//! Dual C-SVC:  min_a f(a) = 1/2 a^T Q a - e^T a   s.t.  y^T a = 0,  0 <= a_i <= C_i,
+//! C_i = C times the row's weight (sample and class weights; all C_i = C when unweighted).
 //! Q_ij = y_i y_j k(x_i, x_j), gradient G = Q a - e (G = -e at a = 0).
-//! I_up = {t: a_t < C, y_t = +1} u {t: a_t > 0, y_t = -1},  I_low = {t: a_t < C, y_t = -1} u
+//! I_up = {t: a_t < C_t, y_t = +1} u {t: a_t > 0, y_t = -1},  I_low = {t: a_t < C_t, y_t = -1} u
 //! {t: a_t > 0, y_t = +1};  m(a) = max_{I_up} -y_t G_t,  M(a) = min_{I_low} -y_t G_t. The run stops
 //! when m(a) - M(a) < tol (LIBSVM's `Gmax + Gmax2 < eps`), or at the iteration cap, which is
 //! reported (`converged = false`), never looped past.
@@ -23,24 +24,27 @@ use crate::core::solvers::{Heartbeat, Monitor, Progress};
 /// LIBSVM's floor for a non-positive curvature a_ij.
 pub const TAU: f64 = 1e-12;
 
-/// The state of a dual C-SVC problem: labels, dual variables and the gradient G = Q a - e.
+/// The state of a dual C-SVC problem: labels, box bounds, dual variables and the gradient
+/// G = Q a - e.
 #[derive(Debug, Clone)]
 pub struct DualState {
     pub y: Vec<f64>,
     pub alpha: Vec<f64>,
     pub grad: Vec<f64>,
-    pub c: f64,
+    /// C_t, the upper bound of each a_t.
+    pub upper: Vec<f64>,
 }
 
 impl DualState {
-    /// a = 0, G = -e.
-    pub fn new(y: Vec<f64>, c: f64) -> Self {
+    /// a = 0, G = -e; `upper` holds C_t per variable (as long as `y`).
+    pub fn new(y: Vec<f64>, upper: Vec<f64>) -> Self {
+        debug_assert_eq!(y.len(), upper.len());
         let n = y.len();
         DualState {
             y,
             alpha: vec![0.0; n],
             grad: vec![-1.0; n],
-            c,
+            upper,
         }
     }
 
@@ -51,7 +55,7 @@ impl DualState {
     #[inline]
     pub fn in_up(&self, t: usize) -> bool {
         if self.y[t] > 0.0 {
-            self.alpha[t] < self.c
+            self.alpha[t] < self.upper[t]
         } else {
             self.alpha[t] > 0.0
         }
@@ -62,7 +66,7 @@ impl DualState {
         if self.y[t] > 0.0 {
             self.alpha[t] > 0.0
         } else {
-            self.alpha[t] < self.c
+            self.alpha[t] < self.upper[t]
         }
     }
 
@@ -94,7 +98,7 @@ impl DualState {
         let (mut n_free, mut sum_free) = (0usize, 0.0);
         for t in 0..self.n() {
             let yg = self.y[t] * self.grad[t];
-            if self.alpha[t] >= self.c {
+            if self.alpha[t] >= self.upper[t] {
                 if self.y[t] < 0.0 {
                     ub = ub.min(yg);
                 } else {
@@ -181,12 +185,13 @@ impl DualState {
     /// LIBSVM's analytic two-variable step on (i, j) with their kernel rows, then the gradient
     /// update G_k += y_k (y_i da_i K_ik + y_j da_j K_jk). Returns (da_i, da_j).
     pub fn smo_step(&mut self, i: usize, j: usize, row_i: &[f32], row_j: &[f32]) -> (f64, f64) {
-        let c = self.c;
+        let (c_i, c_j) = (self.upper[i], self.upper[j]);
         let (yi, yj) = (self.y[i], self.y[j]);
         let k_ij = f64::from(row_i[j]);
         let (old_i, old_j) = (self.alpha[i], self.alpha[j]);
         let (gi, gj) = (self.grad[i], self.grad[j]);
         let (mut ai, mut aj) = (old_i, old_j);
+        // The clipping of LIBSVM's Solver::Solve, with a bound per variable.
         if yi != yj {
             // Q_ij = -K_ij.
             let quad = 2.0 + 2.0 * (-k_ij);
@@ -204,14 +209,14 @@ impl DualState {
                 ai = 0.0;
                 aj = -diff;
             }
-            if diff > 0.0 {
-                if ai > c {
-                    ai = c;
-                    aj = c - diff;
+            if diff > c_i - c_j {
+                if ai > c_i {
+                    ai = c_i;
+                    aj = c_i - diff;
                 }
-            } else if aj > c {
-                aj = c;
-                ai = c + diff;
+            } else if aj > c_j {
+                aj = c_j;
+                ai = c_j + diff;
             }
         } else {
             let quad = 2.0 - 2.0 * k_ij;
@@ -220,19 +225,19 @@ impl DualState {
             let sum = ai + aj;
             ai -= delta;
             aj += delta;
-            if sum > c {
-                if ai > c {
-                    ai = c;
-                    aj = sum - c;
+            if sum > c_i {
+                if ai > c_i {
+                    ai = c_i;
+                    aj = sum - c_i;
                 }
             } else if aj < 0.0 {
                 aj = 0.0;
                 ai = sum;
             }
-            if sum > c {
-                if aj > c {
-                    aj = c;
-                    ai = sum - c;
+            if sum > c_j {
+                if aj > c_j {
+                    aj = c_j;
+                    ai = sum - c_j;
                 }
             } else if ai < 0.0 {
                 ai = 0.0;
@@ -378,13 +383,13 @@ impl<'m, 'a> Reporter<'m, 'a> {
 pub fn solve_smo<R: Rows>(
     cache: &mut KernelRowCache<'_, R>,
     y: Vec<f64>,
-    c: f64,
+    upper: Vec<f64>,
     tol: f64,
     max_iter: u64,
     reporter: &mut Reporter<'_, '_>,
 ) -> Result<DualSolution> {
     let start = Instant::now();
-    let mut state = DualState::new(y, c);
+    let mut state = DualState::new(y, upper);
     let mut iter = 0u64;
     let mut converged = false;
     while iter < max_iter {
@@ -476,9 +481,9 @@ pub(crate) mod tests {
     }
 
     /// An independent QP solver: accelerated projected gradient (FISTA with gradient restart) on
-    /// {y^T a = 0, 0 <= a <= C}, the projection exact by bisection on its multiplier; step 1/n
-    /// (lambda_max(Q) <= n for the Gaussian kernel).
-    pub(crate) fn reference_qp(q: &[f64], y: &[f64], c: f64, iters: usize) -> Vec<f64> {
+    /// {y^T a = 0, 0 <= a_i <= C_i}, the projection exact by bisection on its multiplier; step
+    /// 1/n (lambda_max(Q) <= n for the Gaussian kernel).
+    pub(crate) fn reference_qp(q: &[f64], y: &[f64], c: &[f64], iters: usize) -> Vec<f64> {
         let n = y.len();
         let step = 1.0 / n as f64;
         let (mut a, mut z, mut v) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
@@ -507,13 +512,14 @@ pub(crate) mod tests {
         a
     }
 
-    /// Euclidean projection onto {y^T a = 0, 0 <= a <= C}: a_i = clip(v_i - mu y_i), with mu
+    /// Euclidean projection onto {y^T a = 0, 0 <= a_i <= C_i}: a_i = clip(v_i - mu y_i), with mu
     /// found by bisection on the monotone sum y^T a(mu).
-    fn project(v: &[f64], y: &[f64], c: f64, out: &mut [f64]) {
+    fn project(v: &[f64], y: &[f64], c: &[f64], out: &mut [f64]) {
         let s = |mu: f64| -> f64 {
             v.iter()
                 .zip(y)
-                .map(|(vi, yi)| yi * (vi - mu * yi).clamp(0.0, c))
+                .zip(c)
+                .map(|((vi, yi), ci)| yi * (vi - mu * yi).clamp(0.0, *ci))
                 .sum()
         };
         let (mut lo, mut hi) = (-1e6, 1e6);
@@ -526,8 +532,8 @@ pub(crate) mod tests {
             }
         }
         let mu = 0.5 * (lo + hi);
-        for ((o, vi), yi) in out.iter_mut().zip(v).zip(y) {
-            *o = (vi - mu * yi).clamp(0.0, c);
+        for (((o, vi), yi), ci) in out.iter_mut().zip(v).zip(y).zip(c) {
+            *o = (vi - mu * yi).clamp(0.0, *ci);
         }
     }
 
@@ -535,7 +541,7 @@ pub(crate) mod tests {
         xs: &[f64],
         y: &[f64],
         d: usize,
-        c: f64,
+        c: &[f64],
         gamma: f64,
         tol: f64,
     ) -> DualSolution {
@@ -546,17 +552,37 @@ pub(crate) mod tests {
         let m: Monitor<'_> = &mut mon;
         let monitor = Mutex::new(m);
         let mut rep = Reporter::new(&monitor, Progress::default(), None);
-        solve_smo(&mut cache, y.to_vec(), c, tol, 1_000_000, &mut rep).unwrap()
+        solve_smo(&mut cache, y.to_vec(), c.to_vec(), tol, 1_000_000, &mut rep).unwrap()
+    }
+
+    /// Box bounds for a test problem: all C, or C times a random weight in [0.1, 3) per
+    /// variable (weighted rows).
+    pub(crate) fn bounds(n: usize, c: f64, weighted: bool, seed: u64) -> Vec<f64> {
+        let mut rng = Rng::new(seed);
+        (0..n)
+            .map(|_| {
+                if weighted {
+                    c * (0.1 + 2.9 * rng.next_f64())
+                } else {
+                    c
+                }
+            })
+            .collect()
     }
 
     /// Checks what every exact solution must satisfy, from the kernel matrix itself.
-    pub(crate) fn check_solution(q: &[f64], sol: &DualSolution, c: f64, tol: f64) {
+    pub(crate) fn check_solution(q: &[f64], sol: &DualSolution, c: &[f64], tol: f64) {
         let n = sol.alpha.len();
+        let c_max = c.iter().copied().fold(0.0, f64::max);
         let ya: f64 = sol.alpha.iter().zip(&sol.y).map(|(a, y)| a * y).sum();
-        assert!(ya.abs() < 1e-9 * c * n as f64, "y^T a = {ya}");
-        assert!(sol.alpha.iter().all(|&a| (0.0..=c).contains(&a)));
+        assert!(ya.abs() < 1e-9 * c_max * n as f64, "y^T a = {ya}");
+        assert!(sol
+            .alpha
+            .iter()
+            .zip(c)
+            .all(|(&a, &ci)| (0.0..=ci).contains(&a)));
         // Recompute G from scratch and check the KKT gap to tol (plus rounding of f32 rows).
-        let mut st = DualState::new(sol.y.clone(), c);
+        let mut st = DualState::new(sol.y.clone(), c.to_vec());
         st.alpha = sol.alpha.clone();
         for i in 0..n {
             st.grad[i] = (0..n).map(|j| q[i * n + j] * st.alpha[j]).sum::<f64>() - 1.0;
@@ -568,8 +594,8 @@ pub(crate) mod tests {
             (objective(q, &sol.alpha) - sol.objective).abs() < 1e-5 * (1.0 + sol.objective.abs())
         );
         // rho: free variables satisfy y_i G_i = rho (to tol).
-        for i in 0..n {
-            if sol.alpha[i] > 1e-9 && sol.alpha[i] < c - 1e-9 {
+        for (i, (&a, &ci)) in sol.alpha.iter().zip(c).enumerate() {
+            if a > 1e-9 && a < ci - 1e-9 {
                 assert!((st.y[i] * st.grad[i] - sol.rho).abs() < tol + 1e-4);
             }
         }
@@ -578,17 +604,19 @@ pub(crate) mod tests {
     #[test]
     fn smo_matches_an_independent_qp_solver() {
         let mut rng = Rng::new(77);
-        for trial in 0..12 {
+        // Odd trials weight the rows: a bound C_i per variable.
+        for trial in 0..24 {
             let n = 10 + rng.below(50);
             let d = 1 + rng.below(4);
             let c = [0.1, 1.0, 10.0][trial % 3];
             let gamma = [0.3, 1.0, 4.0][(trial / 3) % 3];
             let (xs, y) = problem(n, d, 1000 + trial as u64);
+            let c = bounds(n, c, trial % 2 == 1, trial as u64);
             let q = q_matrix(&xs, &y, d, gamma);
             let tol = 1e-6;
-            let sol = run_smo(&xs, &y, d, c, gamma, tol);
-            check_solution(&q, &sol, c, tol);
-            let reference = reference_qp(&q, &y, c, 5_000);
+            let sol = run_smo(&xs, &y, d, &c, gamma, tol);
+            check_solution(&q, &sol, &c, tol);
+            let reference = reference_qp(&q, &y, &c, 5_000);
             let f_ref = objective(&q, &reference);
             assert!(
                 sol.objective <= f_ref + 1e-6 * (1.0 + f_ref.abs()),
@@ -612,7 +640,7 @@ pub(crate) mod tests {
         let m: Monitor<'_> = &mut mon;
         let monitor = Mutex::new(m);
         let mut rep = Reporter::new(&monitor, Progress::default(), None);
-        let sol = solve_smo(&mut cache, y.clone(), 10.0, 1e-8, 3, &mut rep).unwrap();
+        let sol = solve_smo(&mut cache, y.clone(), vec![10.0; 80], 1e-8, 3, &mut rep).unwrap();
         assert_eq!(sol.iterations, 3);
         assert!(!sol.converged);
         let ya: f64 = sol.alpha.iter().zip(&y).map(|(a, y)| a * y).sum();

@@ -1,0 +1,168 @@
+"""Probability estimates as LIBSVM makes them (``probability=True``): Platt's sigmoid fitted on
+decision values from an internal cross-validation, and for several classes pairwise coupling.
+
+Every estimator exposes pairwise decision values ``_pairwise_decision(X)``, one column per class
+pair (a, b), a < b, in LIBSVM's order (0,1), (0,2), ..., (1,2), ..., positive for class a. For the
+exact solver these are its one-vs-one machines; for the budgeted one-vs-rest and Crammer-Singer
+models, the difference f_a - f_b of the class scores. Pair (a, b) gets its sigmoid
+P(a | a or b, x) = 1 / (1 + exp(A d + B)) fitted on held-out values of the rows of a and b
+(Lin, Lin & Weng 2007, the Newton method of LIBSVM's ``sigmoid_train``, with row weights); the
+pairwise probabilities are coupled into one distribution by method 2 of Wu, Lin & Weng (2004),
+solved exactly as the linear system of its optimality conditions rather than iterated.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Optional, Tuple
+
+import numpy as np
+from sklearn.model_selection import KFold
+
+#: LIBSVM's clip of pairwise probabilities before coupling.
+MIN_PROB = 1e-7
+#: Rows per block of the batched coupling solve (bounds its memory to a few MB per class pair).
+_COUPLING_BLOCK = 8192
+
+
+def class_pairs(n_classes: int) -> list:
+    return [(a, b) for a in range(n_classes) for b in range(a + 1, n_classes)]
+
+
+def fit_sigmoid(
+    dec: np.ndarray, positive: np.ndarray, weights: Optional[np.ndarray] = None
+) -> Tuple[float, float]:
+    """(A, B) of P(positive | d) = 1 / (1 + exp(A d + B)) by maximum likelihood with Platt's
+    smoothed targets, as LIBSVM's ``sigmoid_train``; ``weights`` scale each row's term (and
+    the class counts of the targets)."""
+    dec = np.asarray(dec, dtype=np.float64)
+    positive = np.asarray(positive, dtype=bool)
+    w = np.ones_like(dec) if weights is None else np.asarray(weights, dtype=np.float64)
+    prior1 = float(w[positive].sum())
+    prior0 = float(w[~positive].sum())
+    hi_target = (prior1 + 1.0) / (prior1 + 2.0)
+    lo_target = 1.0 / (prior0 + 2.0)
+    t = np.where(positive, hi_target, lo_target)
+    max_iter, min_step, sigma, eps = 100, 1e-10, 1e-12, 1e-5
+
+    def objective(a: float, b: float) -> float:
+        f = dec * a + b
+        # t f + log(1 + exp(-f)), written to never overflow.
+        return float(np.sum(w * (t * f + np.logaddexp(0.0, -f))))
+
+    a, b = 0.0, float(np.log((prior0 + 1.0) / (prior1 + 1.0)))
+    fval = objective(a, b)
+    for _ in range(max_iter):
+        f = dec * a + b
+        p = 0.5 * (1.0 + np.tanh(-0.5 * f))  # 1 / (1 + exp(f)), stable
+        q = 1.0 - p
+        d2 = w * p * q
+        h11 = sigma + float(np.sum(dec * dec * d2))
+        h22 = sigma + float(np.sum(d2))
+        h21 = float(np.sum(dec * d2))
+        d1 = w * (t - p)
+        g1 = float(np.sum(dec * d1))
+        g2 = float(np.sum(d1))
+        if abs(g1) < eps and abs(g2) < eps:
+            break
+        det = h11 * h22 - h21 * h21
+        da = -(h22 * g1 - h21 * g2) / det
+        db = -(-h21 * g1 + h11 * g2) / det
+        gd = g1 * da + g2 * db
+        step = 1.0
+        while step >= min_step:
+            new_a, new_b = a + step * da, b + step * db
+            new_f = objective(new_a, new_b)
+            if new_f < fval + 1e-4 * step * gd:
+                a, b, fval = new_a, new_b, new_f
+                break
+            step /= 2.0
+        else:
+            break  # the line search failed: as LIBSVM, keep the last point
+    return a, b
+
+
+def sigmoid_predict(dec: np.ndarray, a: float, b: float) -> np.ndarray:
+    """1 / (1 + exp(a d + b)) without overflow."""
+    return 0.5 * (1.0 + np.tanh(-0.5 * (dec * a + b)))
+
+
+def couple(r: np.ndarray) -> np.ndarray:
+    """Class probabilities from pairwise ones: ``r[n, i, j]`` = P(i | i or j) (r_ji = 1 - r_ij).
+    Method 2 of Wu, Lin & Weng: min_p 1/2 p^T Q p s.t. sum(p) = 1 with Q_tt = sum_{j != t} r_jt^2,
+    Q_tj = -r_jt r_tj, whose optimum is non-negative; solved from its KKT system."""
+    n, k, _ = r.shape
+    out = np.empty((n, k))
+    for start in range(0, n, _COUPLING_BLOCK):
+        rb = r[start : start + _COUPLING_BLOCK]
+        m = len(rb)
+        off = -np.swapaxes(rb, 1, 2) * rb  # -r_jt r_tj at [t, j]
+        sq = np.swapaxes(rb, 1, 2) ** 2  # r_jt^2 at [t, j]
+        eye = np.eye(k, dtype=bool)
+        q = np.where(eye, 0.0, off)
+        diag = np.where(eye, 0.0, sq).sum(axis=2)
+        q[:, np.arange(k), np.arange(k)] = diag
+        kkt = np.zeros((m, k + 1, k + 1))
+        kkt[:, :k, :k] = q
+        kkt[:, :k, k] = 1.0
+        kkt[:, k, :k] = 1.0
+        rhs = np.zeros((m, k + 1, 1))
+        rhs[:, k, 0] = 1.0
+        p = np.linalg.solve(kkt, rhs)[:, :k, 0]
+        # Rounding can leave a tiny negative; the optimum itself is non-negative.
+        p = np.maximum(p, 0.0)
+        out[start : start + m] = p / p.sum(axis=1, keepdims=True)
+    return out
+
+
+def probabilities(pairwise: np.ndarray, prob_a: np.ndarray, prob_b: np.ndarray, k: int) -> np.ndarray:
+    """predict_proba from pairwise decision values (n, k(k-1)/2) and the fitted sigmoids."""
+    n = pairwise.shape[0]
+    r_pair = np.clip(sigmoid_predict(pairwise, prob_a[None, :], prob_b[None, :]), MIN_PROB, 1 - MIN_PROB)
+    if k == 2:
+        return np.column_stack([r_pair[:, 0], 1.0 - r_pair[:, 0]])
+    r = np.zeros((n, k, k))
+    for col, (a, b) in enumerate(class_pairs(k)):
+        r[:, a, b] = r_pair[:, col]
+        r[:, b, a] = 1.0 - r_pair[:, col]
+    return couple(r)
+
+
+def fit_platt(
+    fit_fold: Callable[[np.ndarray], Any],
+    pairwise_of: Callable[[Any, np.ndarray], np.ndarray],
+    n_rows: int,
+    y_index: np.ndarray,
+    n_classes: int,
+    weights: Optional[np.ndarray],
+    seed: int,
+) -> Tuple[np.ndarray, np.ndarray, float]:
+    """(probA, probB, seconds) from a 5-fold cross-validation (fewer folds for fewer than 5
+    rows), as LIBSVM's ``svm_binary_svc_probability`` per pair. ``fit_fold(train_rows)``
+    returns an estimator fitted on those rows (or None when they hold a single class) with a
+    ``classes_`` attribute of class indices; ``pairwise_of(estimator, test_rows)`` its pairwise
+    decision values on the held-out rows. A pair whose classes a fold's training rows lack gets
+    no held-out values from that fold."""
+    start = time.perf_counter()
+    pairs = class_pairs(n_classes)
+    column = {pair: col for col, pair in enumerate(pairs)}
+    dec = np.full((n_rows, len(pairs)), np.nan)
+    folds = KFold(n_splits=min(5, n_rows), shuffle=True, random_state=seed)
+    for train, test in folds.split(np.zeros((n_rows, 1))):
+        fitted = fit_fold(train)
+        if fitted is None:
+            continue
+        present = np.asarray(fitted.classes_)
+        values = pairwise_of(fitted, test)
+        for sub_col, (a, b) in enumerate(class_pairs(len(present))):
+            dec[test, column[(int(present[a]), int(present[b]))]] = values[:, sub_col]
+    prob_a = np.zeros(len(pairs))
+    prob_b = np.zeros(len(pairs))
+    for col, (a, b) in enumerate(pairs):
+        rows = np.flatnonzero(((y_index == a) | (y_index == b)) & np.isfinite(dec[:, col]))
+        if len(rows) == 0:
+            continue  # A = B = 0: P = 1/2 for this pair
+        prob_a[col], prob_b[col] = fit_sigmoid(
+            dec[rows, col], y_index[rows] == a, None if weights is None else weights[rows]
+        )
+    return prob_a, prob_b, time.perf_counter() - start
