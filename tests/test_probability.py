@@ -189,3 +189,15 @@ def test_streams_refuse_probability(tmp_path):
     assert not hasattr(BudgetSVC(probability=True), "partial_fit")
     with pytest.raises(ValueError, match="probability"):
         BudgetSVC(probability=True).fit_file(tmp_path / "missing.svm")
+
+
+def test_model_files_keep_probabilities_and_class_weights(tmp_path):
+    X, y = three_classes(400, 6)
+    clf = BudgetSVC(
+        gamma=2.0, budget=40, probability=True, class_weight={0: 2.0, 2: 0.5}, random_state=0
+    ).fit(X, y)
+    clf.save(tmp_path / "m.model")
+    back = BudgetSVC.load(tmp_path / "m.model")
+    assert_array_equal(back.predict_proba(X), clf.predict_proba(X))
+    assert back.class_weight == {0: 2.0, 2: 0.5}
+    assert_array_equal(back.class_weight_, clf.class_weight_)

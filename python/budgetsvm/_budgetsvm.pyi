@@ -27,6 +27,7 @@ __all__ = [
     "simd_level",
     "__version__",
     "DEFAULT_TABLE_SIZE",
+    "MAX_THREADS",
 ]
 
 __version__: str
@@ -83,7 +84,6 @@ def fit_bsca(
     average: bool = False,
     sv_storage: str = "auto",
     sample_weight: Optional[npt.NDArray[np.float64]] = None,
-    n_threads: Optional[int] = None,
 ) -> Dict[str, Any]: ...
 def fit_kernel_svc(
     x: _Features,

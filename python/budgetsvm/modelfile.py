@@ -97,6 +97,9 @@ def save_model(clf: Any, path: PathLike) -> None:
     params = clf.get_params()
     if not isinstance(params.get("random_state"), (int, type(None))):
         params["random_state"] = None
+    if isinstance(params.get("class_weight"), dict):
+        # JSON keys are strings; pairs keep the labels' types.
+        params["class_weight"] = [[k, v] for k, v in params["class_weight"].items()]
     header: Dict[str, Any] = {
         "format": FORMAT_NAME,
         "version": 1,
@@ -122,6 +125,13 @@ def save_model(clf: Any, path: PathLike) -> None:
         header["version"] = 2
         header["arrays"]["support_vectors_format"] = "csr"
         header["arrays"]["support_vectors_nnz"] = int(sv.nnz)
+    if hasattr(clf, "class_weight_"):
+        header["class_weight"] = _json_value(np.asarray(clf.class_weight_).tolist())
+    if hasattr(clf, "probA_"):
+        header["probability"] = {
+            "A": _json_value(clf.probA_.tolist()),
+            "B": _json_value(clf.probB_.tolist()),
+        }
     names = getattr(clf, "feature_names_in_", None)
     if names is not None:
         header["feature_names"] = [str(n) for n in names]
@@ -244,6 +254,13 @@ def load_model(path: PathLike) -> Any:
             raise _fail(path, f"corrupted model file ({type(e).__name__}: {e})") from None
 
 
+def _finite_floats(values: Any, length: int, what: str) -> np.ndarray:
+    out = np.array(values, dtype=np.float64)
+    if out.shape != (length,) or not np.all(np.isfinite(out)):
+        raise ValueError(f"{what} must be {length} finite numbers")
+    return out
+
+
 def _build(cls: Any, z: zipfile.ZipFile, header: Dict[str, Any]) -> Any:
     arrays = header["arrays"]
     sv_shape = _shape(arrays["support_vectors"], 2)
@@ -275,7 +292,15 @@ def _build(cls: Any, z: zipfile.ZipFile, header: Dict[str, Any]) -> Any:
     dual_coef = _read_array(z, "dual_coef", coef_shape)
     known = cls().get_params()
     params = {k: v for k, v in dict(header.get("params", {})).items() if k in known}
+    if isinstance(params.get("class_weight"), list):
+        params["class_weight"] = {label: float(w) for label, w in params["class_weight"]}
     clf = cls(**params)
+    if "class_weight" in header:
+        clf.class_weight_ = _finite_floats(header["class_weight"], len(classes), "class_weight")
+    if "probability" in header:
+        n_pairs = len(classes) * (len(classes) - 1) // 2
+        clf.probA_ = _finite_floats(header["probability"]["A"], n_pairs, "probability A")
+        clf.probB_ = _finite_floats(header["probability"]["B"], n_pairs, "probability B")
     clf.classes_ = classes
     clf.support_vectors_ = support_vectors
     clf.dual_coef_ = dual_coef

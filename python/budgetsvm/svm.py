@@ -43,9 +43,10 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
     (``solver='bsca'``: Qaadan, Schüler & Glasmachers 2019), so training and prediction cost
     O(budget) per example however large the data. Two classes give the binary hinge-loss SVM
     without bias. With more classes BSGD trains the Crammer-Singer multi-class SVM and BSCA one
-    binary SVM per class (one-vs-rest, the classes in parallel), sharing one set of support
-    vectors. When a step would exceed the budget, the support vector with the smallest
-    coefficient is merged with its best partner (default), removed or projected.
+    binary SVM per class (one-vs-rest); either way the classes share one set of at most
+    ``budget`` support vectors, each with one coefficient per class. When a step would exceed
+    the budget, the support vector with the smallest coefficient is merged with its best
+    partner (default), removed or projected.
 
     Parameters
     ----------
@@ -54,9 +55,8 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
     gamma : {'scale', 'auto'} or float, default='scale'
         Kernel width in exp(-gamma ||x - x'||^2); 'scale' is 1 / (n_features * X.var()).
     budget : int, default=100
-        Maximum number of support vectors: of the whole model for BSGD (multi-class SVs carry one
-        coefficient per class), per class for BSCA with more than two classes (one-vs-rest, so
-        up to n_classes * budget SVs; each class's problem gets the full budget).
+        Maximum number of support vectors of the model, for every solver and any number of
+        classes (multi-class SVs carry one coefficient per class): what a prediction costs.
     solver : {'bsgd', 'bsca'}, default='bsgd'
         BSGD (primal SGD) or BSCA (dual coordinate ascent, one dual variable in [0, C] per
         training example), with ``dual_step`` and ``average`` below keeping it stable at large
@@ -119,9 +119,9 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         pair on the score differences f_a - f_b, coupled as LIBSVM (Wu, Lin & Weng 2004).
         Seeded by ``random_state``. Not with ``partial_fit`` or ``fit_file``.
     n_jobs : int or None, default=None
-        Threads for this estimator's parallel work (BSCA's one-vs-rest problems, predictions,
-        the history's kernel values); None uses ``budgetsvm.set_num_threads`` (default all
-        cores), -1 all cores.
+        Threads for this estimator's parallel work (predictions, the history's kernel values;
+        the training steps themselves are sequential); None uses ``budgetsvm.set_num_threads``
+        (default all cores), -1 all cores.
 
     Attributes
     ----------
@@ -139,8 +139,8 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         Iterations, insertions, budget maintenance events and their frequency, time in
         maintenance vs total, mean weight degradation per event, ``mean_sv_nnz`` (stored
         non-zeros per support vector: merging makes sparse vectors denser). BSCA adds ``updates`` (steps
-        that changed a dual variable) and ``dropped_svs`` (SVs whose coefficient returned to 0);
-        its iterations count the steps of all one-vs-rest problems.
+        that changed a dual variable) and ``dropped_svs`` (SVs whose coefficients returned to 0);
+        one iteration is a visit of a row, which steps every one-vs-rest problem.
     lambda_ : float
         The regularisation lambda used (BSGD; for BSCA 1 / (n_samples * C)).
     class_weight_ : ndarray of shape (n_classes,)
@@ -310,7 +310,6 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
                 n_classes,
                 dual_step=self.dual_step,
                 average=bool(self.average),
-                n_threads=check_n_jobs(self.n_jobs),
                 **common,
             )
         else:

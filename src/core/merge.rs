@@ -299,13 +299,28 @@ pub fn search_pair(search: MergeSearch, table: &MergeTable, m: f64, kappa: f64) 
 
 /// Multi-class merge (paper 001 eq. 18): coefficient vectors a1, a2 over classes; maximise
 /// sum_c (a1_c kappa^((1-h)^2) + a2_c kappa^(h^2))^2 over h in [0, 1]. Returns (h, |Delta|^2).
-/// Without a scalar m the maximiser's half is unknown, so both halves are searched.
-pub fn merge_multiclass(a1: &[f64], a2: &[f64], kappa: f64, eps: f64) -> (f64, f64) {
-    let before: f64 = a1
-        .iter()
+/// Without a scalar m the maximiser's half is unknown, so both halves are searched. (Training
+/// calls [`merge_multiclass_sums`]; this form is the tests' reference.)
+#[cfg(test)]
+pub(crate) fn merge_multiclass(a1: &[f64], a2: &[f64], kappa: f64, eps: f64) -> (f64, f64) {
+    let (aa, bb, ab) = coefficient_sums(a1, a2);
+    merge_multiclass_sums(aa, bb, ab, kappa, eps)
+}
+
+/// (|a1|^2, |a2|^2, <a1, a2>): all the multi-class merge needs of the coefficient vectors.
+pub fn coefficient_sums(a1: &[f64], a2: &[f64]) -> (f64, f64, f64) {
+    a1.iter()
         .zip(a2)
-        .map(|(p, q)| p * p + q * q + 2.0 * p * q * kappa)
-        .sum();
+        .fold((0.0, 0.0, 0.0), |(aa, bb, ab), (p, q)| {
+            (aa + p * p, bb + q * q, ab + p * q)
+        })
+}
+
+/// [`merge_multiclass`] from the sums of [`coefficient_sums`]: the objective is
+/// |a1 k1 + a2 k2|^2 = aa k1^2 + 2 ab k1 k2 + bb k2^2 (k1 = kappa^((1-h)^2), k2 = kappa^(h^2)), so
+/// the search costs the same for any number of classes.
+pub fn merge_multiclass_sums(aa: f64, bb: f64, ab: f64, kappa: f64, eps: f64) -> (f64, f64) {
+    let before = aa + bb + 2.0 * ab * kappa;
     let objective = |h: f64| -> f64 {
         let (k1, k2) = if kappa > 0.0 {
             let l = kappa.ln();
@@ -313,18 +328,37 @@ pub fn merge_multiclass(a1: &[f64], a2: &[f64], kappa: f64, eps: f64) -> (f64, f
         } else {
             (f64::from(h == 1.0), f64::from(h == 0.0))
         };
-        a1.iter()
-            .zip(a2)
-            .map(|(p, q)| {
-                let az = p * k1 + q * k2;
-                az * az
-            })
-            .sum()
+        aa * k1 * k1 + 2.0 * ab * k1 * k2 + bb * k2 * k2
     };
     let left = golden_section_max(objective, 0.0, 0.5, eps);
     let right = golden_section_max(objective, 0.5, 1.0, eps);
     let (h, best) = if right.1 > left.1 { right } else { left };
     (h, (before - best).max(0.0))
+}
+
+/// A lower bound of the |Delta|^2 that [`merge_multiclass_sums`] finds, without a search, for
+/// skipping partners that cannot win. With q = kappa^(1/4), h <= 1/2 keeps k1 = kappa^((1-h)^2)
+/// in [kappa, q] and k2 = kappa^(h^2) in [q, 1] (h >= 1/2 the other way round), and the
+/// objective aa k1^2 + 2 ab k1 k2 + bb k2^2 is convex in k1 and in k2 (aa, bb >= 0), so on each
+/// box it is largest at a corner: the largest of the eight corner values bounds the maximum.
+/// Far partners (kappa near 0) get a bound near min over h of the removal of one of the two.
+pub fn merge_multiclass_bound(aa: f64, bb: f64, ab: f64, kappa: f64) -> f64 {
+    let kappa = kappa.clamp(0.0, 1.0);
+    let q = kappa.sqrt().sqrt();
+    let value = |k1: f64, k2: f64| aa * k1 * k1 + 2.0 * ab * k1 * k2 + bb * k2 * k2;
+    let mut best = f64::NEG_INFINITY;
+    for (k1, k2) in [
+        (kappa, q),
+        (kappa, 1.0),
+        (q, q),
+        (q, 1.0),
+        (1.0, kappa),
+        (1.0, q),
+        (q, kappa),
+    ] {
+        best = best.max(value(k1, k2));
+    }
+    aa + bb + 2.0 * ab * kappa - best
 }
 
 #[cfg(test)]
@@ -498,6 +532,47 @@ mod tests {
             let wd_binary =
                 (a1 + a2).powi(2) * weight_degradation(m, kappa, gss_h(m, kappa, GSS_PRECISE_EPS));
             assert!((wd - wd_binary).abs() < 1e-9, "h={h}");
+        }
+    }
+
+    #[test]
+    fn multiclass_bound_is_below_the_degradation() {
+        // The bound against the exact |a1 phi1 + a2 phi2 - c phi(z)|^2 on a fine grid of h (an
+        // independent maximisation of the merged coefficient vector's norm).
+        let mut rng = Rng::new(29);
+        for trial in 0..2000 {
+            let k = 1 + rng.below(6);
+            let scale = [1e-3, 1.0, 1e3][trial % 3];
+            let a1: Vec<f64> = (0..k).map(|_| scale * (rng.next_f64() - 0.5)).collect();
+            let a2: Vec<f64> = (0..k)
+                .map(|_| scale * (rng.next_f64() * 2.0 - 0.5))
+                .collect();
+            let kappa = [0.0, 1e-9, rng.next_f64(), 1.0 - 1e-9][trial % 4];
+            let before: f64 = a1
+                .iter()
+                .zip(&a2)
+                .map(|(p, q)| p * p + q * q + 2.0 * p * q * kappa)
+                .sum();
+            let best_norm = (0..=4000)
+                .map(|s| {
+                    let h = s as f64 / 4000.0;
+                    let (k1, k2) = (kappa.powf((1.0 - h).powi(2)), kappa.powf(h * h));
+                    a1.iter()
+                        .zip(&a2)
+                        .map(|(p, q)| (p * k1 + q * k2).powi(2))
+                        .sum::<f64>()
+                })
+                .fold(0.0, f64::max);
+            let (aa, bb, ab) = coefficient_sums(&a1, &a2);
+            let bound = merge_multiclass_bound(aa, bb, ab, kappa);
+            let tol = 1e-12 * (aa + bb);
+            assert!(
+                bound <= before - best_norm + tol,
+                "trial {trial}: {bound} > {}",
+                before - best_norm
+            );
+            let (_, wd) = merge_multiclass(&a1, &a2, kappa, GSS_EPS);
+            assert!(bound <= wd + tol);
         }
     }
 

@@ -113,33 +113,17 @@ pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     }
 }
 
-/// The threads of one fit or prediction: a pool of `n_threads` made for it (0 = one per core;
-/// an estimator's `n_jobs`, which leaves the process-wide setting alone), or the configured
-/// pool for `None`. Made once per call, used for every parallel section of it.
-pub struct CallThreads(Option<ThreadPool>);
-
-impl CallThreads {
-    pub fn new(n_threads: Option<usize>) -> Result<Self> {
-        match n_threads {
-            None => Ok(CallThreads(None)),
-            Some(n) => {
-                let n = resolve_threads("n_jobs", n)?;
-                Ok(CallThreads(Some(build("n_jobs", n, "budgetsvm-fit")?)))
-            }
-        }
-    }
-
-    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
-        match &self.0 {
-            Some(pool) => pool.install(f),
-            None => install(f),
-        }
-    }
-}
-
-/// Runs `f` once on [`CallThreads`] for `n_threads`.
+/// Runs `f` on a pool of `n_threads` threads made for it (0 = one per core), or in the
+/// configured pool for `None`: a per-call thread count (an estimator's `n_jobs`) that leaves
+/// the process-wide setting alone.
 pub fn install_with<R: Send>(n_threads: Option<usize>, f: impl FnOnce() -> R + Send) -> Result<R> {
-    Ok(CallThreads::new(n_threads)?.install(f))
+    match n_threads {
+        None => Ok(install(f)),
+        Some(n) => {
+            let n = resolve_threads("n_jobs", n)?;
+            Ok(build("n_jobs", n, "budgetsvm-fit")?.install(f))
+        }
+    }
 }
 
 #[cfg(test)]

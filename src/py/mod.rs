@@ -461,7 +461,7 @@ fn fit_bsgd<'py>(
 
 /// Trains BSCA; returns a dict with the model arrays and the training statistics.
 #[pyfunction]
-#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, compare_with = None, callback = None, observer = None, shuffle = true, dual_step = "decaying", average = false, sv_storage = "auto", sample_weight = None, n_threads = None))]
+#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, compare_with = None, callback = None, observer = None, shuffle = true, dual_step = "decaying", average = false, sv_storage = "auto", sample_weight = None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_bsca<'py>(
     py: Python<'py>,
@@ -483,7 +483,6 @@ fn fit_bsca<'py>(
     average: bool,
     sv_storage: &str,
     sample_weight: Option<PyReadonlyArray1<'py, f64>>,
-    n_threads: Option<usize>,
 ) -> PyResult<Bound<'py, PyDict>> {
     SvLayout::choose(sv_storage, false, 0)?;
     let mut params = BscaParams {
@@ -498,7 +497,6 @@ fn fit_bsca<'py>(
         step: DualStep::parse(dual_step)?,
         average,
         layout: SvLayout::Dense,
-        n_threads,
     };
     let y = convert::slice1(&y)?;
     let weights = sample_weight.as_ref().map(convert::slice1).transpose()?;

@@ -25,21 +25,22 @@
 //! model is the average over the last epoch's steps, which takes out what noise is left (a9a at
 //! C = 32: last-epoch accuracy 85.3% instead of 84.0%). Measured in docs/bsca_paper002.md.
 //!
-//! Multi-class: one-vs-rest, the K binary problems run side by side, epoch by epoch, on the thread
-//! pool. One-vs-rest keeps one coefficient per SV and one model per class, so each class gets the
-//! whole budget B (a model of at most K B SVs); one-vs-one would need K(K-1)/2 budgets.
+//! Multi-class: one-vs-rest, the K binary duals (alpha[k][i], labels +1 for class k) on one shared
+//! budgeted model whose SVs carry K coefficients, as Crammer-Singer BSGD's do: the budget B bounds
+//! the whole model, which is what prediction costs. A step on row i computes its kernel values
+//! once, takes the coordinate step of every problem from the same model, and adds the K deltas
+//! to x_i's coefficients (one new SV for all problems); budget maintenance merges by the summed
+//! objective of all outputs (paper 001 eq. 18). Before, each problem had its own model of B SVs
+//! (K B in all): at equal model size the shared pool is more accurate (docs/bsca_shared_budget.md)
+//! and K times cheaper per step in kernel values.
 
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-use rayon::prelude::*;
 
 use crate::core::budget::{BudgetMaintainer, Maintenance, MaintenanceStats};
 use crate::core::data::{finite_sq_norms, Rows};
 use crate::core::error::{Result, SvmError};
 use crate::core::merge::MergeSearch;
 use crate::core::model::{BudgetModel, SupportVectors, SvLayout};
-use crate::core::parallel;
 use crate::core::rng::Rng;
 use crate::core::solvers::{
     check_batch, check_classes, check_positive_finite, check_run, check_weights, EpochObserver,
@@ -65,8 +66,6 @@ pub struct BscaParams {
     /// one epoch) instead of the last one; not with removal, which discards SVs with their
     /// averages (as in BSGD).
     pub average: bool,
-    /// Threads for the one-vs-rest problems (0 = one per core); None = the process-wide setting.
-    pub n_threads: Option<usize>,
 }
 
 /// Size of the coordinate steps (see the module doc).
@@ -112,7 +111,6 @@ impl Default for BscaParams {
             step: DualStep::Decaying,
             average: false,
             layout: SvLayout::Dense,
-            n_threads: None,
         }
     }
 }
@@ -145,15 +143,21 @@ pub struct BscaStats {
     pub epochs: usize,
 }
 
-/// One binary problem: its dual variables, model and scratch.
-struct BinaryProblem {
-    labels: Vec<f64>,
-    alpha: Vec<f64>,
+/// The one-vs-rest dual problems (one for two classes) on one budgeted model: a support vector
+/// carries one coefficient per problem, so the budget bounds the whole model, and a step
+/// computes the kernel values of its row once for all problems.
+struct SharedProblems {
+    /// labels[k][i]: +1 if row i is of problem k's positive class, else -1.
+    labels: Vec<Vec<f64>>,
+    /// alpha[k][i]: the dual variable of row i in problem k.
+    alpha: Vec<Vec<f64>>,
     svs: SupportVectors,
     maintainer: BudgetMaintainer,
     rng: Rng,
     order: Vec<usize>,
     kvals: Vec<f64>,
+    f: Vec<f64>,
+    delta: Vec<f64>,
     iterations: u64,
     updates: u64,
     insertions: u64,
@@ -161,21 +165,25 @@ struct BinaryProblem {
     epoch_events: u64,
 }
 
-impl BinaryProblem {
-    fn new(labels: Vec<f64>, dim: usize, p: &BscaParams, seed: u64) -> Result<Self> {
-        let n = labels.len();
+impl SharedProblems {
+    fn new(labels: Vec<Vec<f64>>, n: usize, dim: usize, p: &BscaParams) -> Result<Self> {
+        let k = labels.len();
         // Never more SVs than rows: a budget above n costs nothing.
-        let mut svs = SupportVectors::new(dim, p.budget.min(n).saturating_add(1), 1, p.layout)?;
+        let mut svs = SupportVectors::new(dim, p.budget.min(n).saturating_add(1), k, p.layout)?;
         let capacity = svs.capacity();
         svs.track_rows(n);
-        Ok(BinaryProblem {
+        Ok(SharedProblems {
+            alpha: vec![vec![0.0; n]; k],
             labels,
-            alpha: vec![0.0; n],
             svs,
             maintainer: BudgetMaintainer::new(p.maintenance, p.gamma, p.compare_with),
-            rng: Rng::new(seed),
+            // The seed's first draw, as when every one-vs-rest problem had its own generator
+            // (binary runs are unchanged by the shared design).
+            rng: Rng::new(Rng::new(p.seed).next_u64()),
             order: (0..n).collect(),
             kvals: vec![0.0; capacity],
+            f: vec![0.0; k],
+            delta: vec![0.0; k],
             iterations: 0,
             updates: 0,
             insertions: 0,
@@ -191,7 +199,7 @@ impl BinaryProblem {
         sq_norms: &[f64],
         upper: &[f64],
         p: &BscaParams,
-        monitor: &Mutex<Monitor<'_>>,
+        monitor: &mut Monitor<'_>,
         progress: &Progress,
         average_from: Option<usize>,
     ) -> Result<()> {
@@ -207,7 +215,6 @@ impl BinaryProblem {
         if p.shuffle {
             self.rng.shuffle(&mut self.order);
         }
-        let mut f = [0.0];
         for k in 0..self.order.len() {
             if average_from == Some(k) {
                 self.svs.start_averaging();
@@ -217,22 +224,34 @@ impl BinaryProblem {
             self.svs.dots_with_row(x, i, &mut self.kvals);
             self.svs
                 .dots_to_kernel(p.gamma, sq_norms[i], &mut self.kvals);
-            self.svs.decision_from_kernel(&self.kvals, &mut f);
-            let y = self.labels[i];
-            let old = self.alpha[i];
-            let new = (old + eta * (1.0 - y * f[0])).clamp(0.0, upper[i]);
-            let delta = new - old;
-            if delta != 0.0 {
-                self.alpha[i] = new;
+            self.svs.decision_from_kernel(&self.kvals, &mut self.f);
+            // One coordinate step per problem on row i, all from the same model.
+            let mut changed = false;
+            for (c, delta) in self.delta.iter_mut().enumerate() {
+                let y = self.labels[c][i];
+                let old = self.alpha[c][i];
+                let new = (old + eta * (1.0 - y * self.f[c])).clamp(0.0, upper[i]);
+                *delta = y * (new - old);
+                if new != old {
+                    self.alpha[c][i] = new;
+                    changed = true;
+                }
+            }
+            if changed {
                 self.updates += 1;
                 match self.svs.slot_of_row(i) {
                     Some(slot) => {
-                        self.svs.add_to_coef(slot, &[y * delta]);
-                        // An unmerged point's coefficient is y alpha_i (plus what projections
-                        // moved onto it); when that reaches 0 the SV only costs budget.
+                        self.svs.add_to_coef(slot, &self.delta);
+                        // An unmerged point's coefficients are y alpha_i (plus what projections
+                        // moved onto it); when they all reach 0 the SV only costs budget.
                         // (Kept while averaging: its average is not zero.)
+                        let scale = self.svs.scale();
                         if !self.svs.is_averaging()
-                            && (self.svs.coef(slot)[0] * self.svs.scale()).abs() <= 1e-12 * upper[i]
+                            && self
+                                .svs
+                                .coef(slot)
+                                .iter()
+                                .all(|b| (b * scale).abs() <= 1e-12 * upper[i])
                         {
                             self.svs.swap_remove(slot);
                             self.maintainer.after_remove(slot);
@@ -240,7 +259,7 @@ impl BinaryProblem {
                         }
                     }
                     None => {
-                        self.svs.push_row(x, i, &[y * delta])?;
+                        self.svs.push_row(x, i, &self.delta)?;
                         if self.kvals.len() < self.svs.capacity() {
                             self.kvals.resize(self.svs.capacity(), 0.0);
                         }
@@ -255,8 +274,7 @@ impl BinaryProblem {
             }
             self.svs.accumulate_average();
             if heartbeat.due(self.iterations) {
-                let mut m = monitor.lock().unwrap_or_else(|e| e.into_inner());
-                (*m)(&Progress {
+                monitor(&Progress {
                     iteration: self.iterations,
                     n_sv: self.svs.len(),
                     maintenance_events: self.maintainer.stats.events,
@@ -278,7 +296,7 @@ pub fn train_bsca<R: Rows>(
     weights: Option<&[f64]>,
     n_classes: usize,
     params: &ValidBscaParams,
-    monitor: Monitor<'_>,
+    mut monitor: Monitor<'_>,
     mut observer: Option<EpochObserver<'_>>,
 ) -> Result<(BudgetModel, BscaStats)> {
     let p = &params.0;
@@ -291,23 +309,17 @@ pub fn train_bsca<R: Rows>(
         Some(w) => w.iter().map(|wi| p.c * wi).collect(),
         None => vec![p.c; n],
     };
-    let dim = x.n_cols();
     // Binary: one problem, positive = class 1. One-vs-rest: problem k, positive = class k.
     let positive: Vec<u32> = if n_classes == 2 {
         vec![1]
     } else {
         (0..n_classes as u32).collect()
     };
-    let mut seeder = Rng::new(p.seed);
-    let mut problems: Vec<BinaryProblem> = positive
+    let labels = positive
         .iter()
-        .map(|&k| {
-            let labels = y.iter().map(|&c| if c == k { 1.0 } else { -1.0 }).collect();
-            BinaryProblem::new(labels, dim, p, seeder.next_u64())
-        })
-        .collect::<Result<_>>()?;
-    let threads = parallel::CallThreads::new(p.n_threads)?;
-    let monitor = Mutex::new(monitor);
+        .map(|&k| y.iter().map(|&c| if c == k { 1.0 } else { -1.0 }).collect())
+        .collect();
+    let mut run = SharedProblems::new(labels, n, x.n_cols(), p)?;
     let start = Instant::now();
     let mut observer_seconds = 0.0;
     let mut stats = BscaStats::default();
@@ -323,88 +335,46 @@ pub fn train_bsca<R: Rows>(
             epochs: p.epochs,
             ..Progress::default()
         };
-        if problems.len() == 1 {
-            problems[0].run_epoch(x, &sq_norms, &upper, p, &monitor, &progress, average_from)?;
-        } else {
-            threads.install(|| {
-                problems
-                    .par_iter_mut()
-                    .map(|prob| {
-                        prob.run_epoch(x, &sq_norms, &upper, p, &monitor, &progress, average_from)
-                    })
-                    .collect::<Result<Vec<()>>>()
-            })?;
-        }
+        run.run_epoch(
+            x,
+            &sq_norms,
+            &upper,
+            p,
+            &mut monitor,
+            &progress,
+            average_from,
+        )?;
         stats.epochs = epoch;
         let train_seconds = start.elapsed().as_secs_f64() - observer_seconds;
-        {
-            let mut m = monitor.lock().unwrap_or_else(|e| e.into_inner());
-            (*m)(&Progress {
-                iteration: problems.iter().map(|q| q.iterations).sum(),
-                n_sv: problems.iter().map(|q| q.svs.len()).sum(),
-                maintenance_events: problems.iter().map(|q| q.maintainer.stats.events).sum(),
-                seconds: train_seconds,
-                epoch_done: true,
-                ..progress.clone()
-            })?;
-        }
+        monitor(&Progress {
+            iteration: run.iterations,
+            n_sv: run.svs.len(),
+            maintenance_events: run.maintainer.stats.events,
+            seconds: train_seconds,
+            epoch_done: true,
+            ..progress.clone()
+        })?;
         if let Some(obs) = observer.as_mut() {
             let t0 = Instant::now();
-            let steps = (n * problems.len()) as f64;
             let snapshot = EpochSnapshot {
                 epoch,
-                model: combine(&problems, p.gamma, dim)?,
-                alphas: problems.iter().map(|q| q.alpha.as_slice()).collect(),
-                labels: problems.iter().map(|q| q.labels.as_slice()).collect(),
+                model: run.svs.to_model(p.gamma),
+                alphas: run.alpha.iter().map(Vec::as_slice).collect(),
+                labels: run.labels.iter().map(Vec::as_slice).collect(),
                 seconds: train_seconds,
-                maintenance_fraction: problems.iter().map(|q| q.epoch_events).sum::<u64>() as f64
-                    / steps,
+                maintenance_fraction: run.epoch_events as f64 / n as f64,
             };
             obs(&snapshot)?;
             observer_seconds += t0.elapsed().as_secs_f64();
         }
     }
     stats.seconds = start.elapsed().as_secs_f64() - observer_seconds;
-    for q in &problems {
-        stats.iterations += q.iterations;
-        stats.updates += q.updates;
-        stats.insertions += q.insertions;
-        stats.dropped += q.dropped;
-        let m = &q.maintainer.stats;
-        stats.maintenance.events += m.events;
-        stats.maintenance.total_weight_degradation += m.total_weight_degradation;
-        stats.maintenance.compared += m.compared;
-        stats.maintenance.agreed += m.agreed;
-        stats.maintenance.seconds += m.seconds;
-    }
-    Ok((combine(&problems, p.gamma, dim)?, stats))
-}
-
-/// One model from the binary problems: binary as is; one-vs-rest as the union of the classes'
-/// SVs, each with its coefficient in its own class's column and 0 elsewhere.
-fn combine(problems: &[BinaryProblem], gamma: f64, dim: usize) -> Result<BudgetModel> {
-    if problems.len() == 1 {
-        return Ok(problems[0].svs.to_model(gamma));
-    }
-    let k = problems.len();
-    let mut support_vectors = problems[0].svs.to_model(gamma).support_vectors.empty_like();
-    let mut coef = Vec::new();
-    for (c, q) in problems.iter().enumerate() {
-        let m = q.svs.to_model(gamma);
-        support_vectors.append(&m.support_vectors)?;
-        for &b in &m.coef {
-            let mut row = vec![0.0; k];
-            row[c] = b;
-            coef.extend(row);
-        }
-    }
-    Ok(BudgetModel {
-        dim,
-        n_out: k,
-        gamma,
-        support_vectors,
-        coef,
-    })
+    stats.iterations = run.iterations;
+    stats.updates = run.updates;
+    stats.insertions = run.insertions;
+    stats.dropped = run.dropped;
+    stats.maintenance = run.maintainer.stats.clone();
+    Ok((run.svs.to_model(p.gamma), stats))
 }
 
 #[cfg(test)]
@@ -507,6 +477,54 @@ mod tests {
     }
 
     #[test]
+    fn without_budget_each_one_vs_rest_problem_reaches_its_optimum() {
+        // Three classes on the shared model: every problem's alphas solve its own dual.
+        let (xs, ys) = blobs(45, 7);
+        let ys: Vec<u32> = ys
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| if xs[2 * i] > 0.4 { 2 } else { c })
+            .collect();
+        let x = DenseView::new(&xs, 45, 2).unwrap();
+        let (c, gamma) = (2.0, 1.5);
+        let params = BscaParams {
+            c,
+            gamma,
+            budget: 100,
+            epochs: 400,
+            step: DualStep::Full,
+            ..Default::default()
+        }
+        .check(45)
+        .unwrap();
+        let mut alphas = Vec::new();
+        let mut labels = Vec::new();
+        let mut obs = |s: &EpochSnapshot<'_>| {
+            alphas = s.alphas.iter().map(|a| a.to_vec()).collect();
+            labels = s.labels.iter().map(|l| l.to_vec()).collect();
+            Ok(())
+        };
+        let (model, _) =
+            train_bsca(&x, &ys, None, 3, &params, &mut no_monitor, Some(&mut obs)).unwrap();
+        assert_eq!(alphas.len(), 3);
+        for k in 0..3 {
+            let reference = projected_gradient(&xs, &labels[k], c, gamma);
+            let (ours, best) = (
+                dual_objective(&xs, &labels[k], &alphas[k], gamma),
+                dual_objective(&xs, &labels[k], &reference, gamma),
+            );
+            assert!(
+                (ours - best).abs() < 1e-6 * best.abs(),
+                "class {k}: {ours} vs {best}"
+            );
+            // Column k of the model is w_k = sum_i alpha_ki y_ki phi(x_i), x_i unmerged.
+            let col: f64 = (0..model.n_sv()).map(|j| model.coef[j * 3 + k].abs()).sum();
+            assert!((col - alphas[k].iter().sum::<f64>()).abs() < 1e-9);
+        }
+        assert!(model.n_sv() <= 45);
+    }
+
+    #[test]
     fn with_a_budget_the_box_holds_and_runs_are_seeded() {
         let (xs, ys) = blobs(400, 2);
         let x = DenseView::new(&xs, 400, 2).unwrap();
@@ -571,7 +589,8 @@ mod tests {
         .unwrap();
         let (model, _) = train_bsca(&x, &ys, None, 3, &params, &mut no_monitor, None).unwrap();
         assert_eq!(model.n_out, 3);
-        assert!(model.n_sv() <= 60);
+        // One shared budget for the three problems.
+        assert!(model.n_sv() <= 20);
         let mut out = vec![0.0; 1500 * 3];
         model.decision_function(&x, &mut out).unwrap();
         let correct = (0..1500)
