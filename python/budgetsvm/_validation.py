@@ -10,9 +10,7 @@ from typing import Any, Callable, NamedTuple, Optional, TypeVar, Union
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import _check_sample_weight
 
 from budgetsvm import _budgetsvm
 
@@ -131,6 +129,76 @@ class TrainingRows(NamedTuple):
     class_weights: np.ndarray
 
 
+def check_sample_weight(sample_weight: Any, n_rows: int) -> np.ndarray:
+    """A float64 copy of ``sample_weight``: one finite, non-negative number per row."""
+    try:
+        w = np.array(sample_weight, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"sample_weight must be numbers, one per row: {e}") from None
+    if w.ndim == 0:
+        w = np.full(n_rows, float(w))
+    if w.shape != (n_rows,):
+        raise ValueError(f"sample_weight has shape {w.shape}, expected ({n_rows},): one per row")
+    if np.isnan(w).any():
+        raise ValueError("sample_weight contains NaN")
+    if np.isinf(w).any():
+        raise ValueError("sample_weight must be finite (it contains inf)")
+    if (w < 0).any():
+        raise ValueError("sample_weight must be non-negative (found negative values)")
+    return w
+
+
+def class_weights(class_weight: Any, classes: np.ndarray, y_index: Optional[np.ndarray] = None,
+                  sample_weight: Optional[np.ndarray] = None, all_labels: Any = None) -> np.ndarray:
+    """The weight of each class of ``classes``: ones for None; for a dict label -> weight the
+    given weights (labels not given weigh 1; a label that is not a class of the data, nor in
+    ``all_labels``, is an error); for 'balanced' n_rows / (n_classes * the class's total sample
+    weight), from ``y_index`` and ``sample_weight``."""
+    if class_weight is None:
+        return np.ones(len(classes))
+    if isinstance(class_weight, dict):
+        known = classes if all_labels is None else all_labels
+        unknown = [k for k in class_weight if not np.any(known == k)]
+        if unknown:
+            raise ValueError(
+                f"class_weight has labels that are not classes of the data: {unknown!r} "
+                f"(classes are {np.asarray(known).tolist()!r})"
+            )
+        per_class = np.array(
+            [_weight_of(class_weight, c) for c in classes], dtype=np.float64
+        )
+    elif isinstance(class_weight, str) and class_weight == "balanced":
+        if y_index is None:
+            raise ValueError("class_weight='balanced' needs the class counts of the data")
+        totals = np.bincount(y_index, weights=sample_weight, minlength=len(classes))
+        with np.errstate(divide="ignore"):
+            per_class = totals.sum() / (len(classes) * totals)
+    else:
+        raise ValueError(
+            f"class_weight must be None, 'balanced' or a dict label -> weight; got "
+            f"{class_weight!r}"
+        )
+    bad = ~(np.isfinite(per_class) & (per_class > 0))
+    if bad.any():
+        raise ValueError(
+            f"class_weight must be a positive finite number for every class; got "
+            f"{per_class[bad].tolist()!r} for classes {np.asarray(classes)[bad].tolist()!r}"
+        )
+    return per_class
+
+
+def _weight_of(class_weight: dict, label: Any) -> float:
+    for key, value in class_weight.items():
+        if key == label:
+            try:
+                return float(value)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"class_weight for {label!r} must be a number, got {value!r}"
+                ) from None
+    return 1.0
+
+
 def training_rows(
     name: str, X: Any, y: np.ndarray, sample_weight: Any, class_weight: Any
 ) -> TrainingRows:
@@ -144,11 +212,7 @@ def training_rows(
     kept = None
     sw = None
     if sample_weight is not None:
-        sw = _check_sample_weight(
-            sample_weight, X, dtype=np.float64, ensure_non_negative=True, allow_all_zero_weights=True
-        )
-        if not np.all(np.isfinite(sw)):
-            raise ValueError("sample_weight must be finite (it contains inf)")
+        sw = check_sample_weight(sample_weight, X.shape[0])
         positive = sw > 0
         if not positive.any():
             raise ValueError(
@@ -164,28 +228,9 @@ def training_rows(
             f"{name} needs samples of at least two classes; the rows{extra} contain only one "
             f"class: {classes[0]!r}"
         )
+    per_class = class_weights(class_weight, classes, y_index, sw, all_labels)
     weights = sw
-    per_class = np.ones(len(classes))
     if class_weight is not None:
-        if isinstance(class_weight, dict):
-            # Checked against every label given, so that a misspelt label is an error even when
-            # its rows were left out by zero sample weights.
-            per_label = compute_class_weight(class_weight, classes=all_labels, y=all_labels)
-            per_class = per_label[np.searchsorted(all_labels, classes)]
-        elif isinstance(class_weight, str) and class_weight == "balanced":
-            per_class = compute_class_weight("balanced", classes=classes, y=y, sample_weight=sw)
-        else:
-            raise ValueError(
-                f"class_weight must be None, 'balanced' or a dict label -> weight; got "
-                f"{class_weight!r}"
-            )
-        per_class = np.asarray(per_class, dtype=np.float64)
-        bad = ~(np.isfinite(per_class) & (per_class > 0))
-        if bad.any():
-            raise ValueError(
-                f"class_weight must be a positive finite number for every class; got "
-                f"{per_class[bad].tolist()!r} for classes {classes[bad].tolist()!r}"
-            )
         row_cw = per_class[y_index]
         weights = row_cw if weights is None else weights * row_cw
     if weights is not None:

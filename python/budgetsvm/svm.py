@@ -22,6 +22,8 @@ from budgetsvm._validation import (
     check_choice,
     check_n_jobs,
     check_positive,
+    check_sample_weight,
+    class_weights,
     fit_guard,
     resolve_gamma,
     sv_from_native,
@@ -436,7 +438,7 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
                 n_samples = X.shape[0]
             check_positive("n_samples", n_samples, integer=True, minimum=1)
             self.classes_ = classes_
-            self.class_weight_ = _dict_class_weights(self.class_weight, classes_)
+            self.class_weight_ = class_weights(self.class_weight, classes_)
             self.gamma_ = resolve_gamma(self.gamma, X)
             self.lambda_ = (
                 float(self.lam) if self.lam is not None else 1.0 / (n_samples * float(self.C))
@@ -543,11 +545,10 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
             )
         check_classification_targets(classes)
         self.classes_ = classes
-        if isinstance(self.class_weight, str) and self.class_weight == "balanced":
-            self.class_weight_ = counts.sum() / (len(classes) * counts)
-        else:
-            self.class_weight_ = _dict_class_weights(self.class_weight, classes)
-        class_weights = None if self.class_weight is None else self.class_weight_
+        self.class_weight_ = class_weights(
+            self.class_weight, classes, np.arange(len(classes)), counts
+        )
+        row_class_weights = None if self.class_weight is None else self.class_weight_
         self.n_features_in_ = width
         self.gamma_ = _file_gamma(self.gamma, summary, n_rows, width)
         self.lambda_ = float(self.lam) if self.lam is not None else 1.0 / (n_rows * float(self.C))
@@ -578,7 +579,7 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
                     raise ValueError(f"{path} has features beyond index {width}")
                 X_chunk = (data, indices.astype(np.int64), indptr, width)
                 y_chunk = _class_indices(classes, labels)
-                weights = None if class_weights is None else class_weights[y_chunk]
+                weights = None if row_class_weights is None else row_class_weights[y_chunk]
                 stream.partial_fit(X_chunk, y_chunk, sample_weight=weights)
                 done += len(labels)
                 if progress is not None:
@@ -732,33 +733,16 @@ def _file_gamma(gamma: Any, summary: Dict[str, Any], n_rows: int, width: int) ->
     return resolve_gamma(gamma, sp.csr_matrix((1, width)))
 
 
-def _dict_class_weights(class_weight: Any, classes: np.ndarray) -> np.ndarray:
-    """Per-class weights from None or a dict label -> weight (as in ``fit``)."""
-    if class_weight is None:
-        return np.ones(len(classes))
-    if not isinstance(class_weight, dict):
-        raise ValueError(
-            f"class_weight must be None, 'balanced' or a dict label -> weight; got {class_weight!r}"
-        )
-    return training_rows("BudgetSVC", np.zeros((len(classes), 1)), classes, None, class_weight).class_weights
-
-
 def _batch_weights(
     sample_weight: Any, X: Any, y_index: np.ndarray, class_weights: np.ndarray
 ) -> Optional[np.ndarray]:
     """Row weights of a batch: sample weight times class weight; None when all are 1."""
-    from sklearn.utils.validation import _check_sample_weight
-
     uniform = bool(np.all(class_weights == 1.0))
     if sample_weight is None and uniform:
         return None
     weights = np.ones(X.shape[0])
     if sample_weight is not None:
-        weights = _check_sample_weight(
-            sample_weight, X, dtype=np.float64, ensure_non_negative=True, allow_all_zero_weights=True
-        ).copy()
-        if not np.all(np.isfinite(weights)):
-            raise ValueError("sample_weight must be finite (it contains inf)")
+        weights = check_sample_weight(sample_weight, X.shape[0])
     if not uniform:
         weights = weights * class_weights[y_index]
     return np.ascontiguousarray(weights)
