@@ -93,8 +93,21 @@ def _decision_partition(part: Any, clf: Any) -> Any:
 
 
 def predict(clf: Any, X: Any) -> Any:
-    """Lazy predictions of a fitted estimator over a dask array (-> 1-D dask array, one block
-    per row block of X) or a dask dataframe (-> dask Series, one partition per partition)."""
+    """Lazy predictions of a fitted estimator over a dask collection.
+
+    Parameters
+    ----------
+    clf : BudgetSVC or KernelSVC
+        A fitted estimator (sent to the workers).
+    X : dask.array.Array or dask.dataframe.DataFrame
+        Rows to predict.
+
+    Returns
+    -------
+    dask.array.Array or dask.dataframe.Series
+        For a dask array a 1-D dask array, one block per row block of X; for a dataframe a
+        Series, one partition per partition.
+    """
     if isinstance(X, dd.DataFrame):
         meta = dd.utils.make_meta(
             ("prediction", clf.classes_.dtype if clf.classes_.dtype.kind != "U" else object)
@@ -109,8 +122,21 @@ def predict(clf: Any, X: Any) -> Any:
 
 
 def decision_function(clf: Any, X: Any) -> Any:
-    """Lazy decision values over a dask array (1-D for two classes, (n, n_classes) otherwise)
-    or a dask dataframe (a Series for two classes, a DataFrame with one column per class)."""
+    """Lazy decision values of a fitted estimator over a dask collection.
+
+    Parameters
+    ----------
+    clf : BudgetSVC or KernelSVC
+        A fitted estimator.
+    X : dask.array.Array or dask.dataframe.DataFrame
+        Rows to evaluate.
+
+    Returns
+    -------
+    dask.array.Array or dask.dataframe.Series or dask.dataframe.DataFrame
+        For a dask array: 1-D for two classes, (n, n_classes) otherwise; for a dataframe a
+        Series for two classes, a DataFrame with one column per class otherwise.
+    """
     n_out = _n_out(clf)
     if isinstance(X, dd.DataFrame):
         import pandas as pd
@@ -168,7 +194,26 @@ def fit_incremental(
     The cluster computes the chunks, the next one while this process trains on the current
     one. ``classes`` is needed unless the estimator is already fitted (then training
     continues); ``n_samples`` (the total rows, default: the first chunk's) is passed to the
-    first ``partial_fit`` call, see there. Returns ``clf``.
+    first ``partial_fit`` call, see there.
+
+    Parameters
+    ----------
+    clf : BudgetSVC
+        With ``solver='bsgd'``.
+    X : dask.array.Array or dask.dataframe.DataFrame
+        Training rows.
+    y : dask.array.Array or dask.dataframe.Series
+        Labels, chunked or partitioned like X.
+    classes : array-like, default=None
+        Every label of the data (unless ``clf`` is already fitted).
+    epochs : int, default=1
+        Passes over the chunks.
+    n_samples : int, default=None
+        Total rows, for the first ``partial_fit`` call.
+
+    Returns
+    -------
+    clf : BudgetSVC
     """
     if not hasattr(clf, "partial_fit"):
         raise ValueError("fit_incremental needs an estimator with partial_fit (solver='bsgd')")

@@ -24,6 +24,18 @@ def load_svmlight_file(
     ``n_features`` widens X to at least that many columns (test files often lack the last
     features of the training file); a file with more features than ``n_features`` is an error.
 
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+    n_features : int, default=None
+        The width of X (at least the file's largest feature index).
+
+    Returns
+    -------
+    X : scipy.sparse.csr_matrix of shape (n_rows, n_features)
+    y : ndarray of shape (n_rows,)
+
     Raises
     ------
     FileNotFoundError, OSError
@@ -59,6 +71,20 @@ def iter_svmlight_chunks(
     as wide as its own largest index, so pass the width when the chunks must line up (for
     ``partial_fit`` or ``predict``). Memory is one chunk. Errors as in
     :func:`load_svmlight_file`, with the line number within the whole file.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+    chunk_rows : int, default=100_000
+        Lines per chunk.
+    n_features : int, default=None
+        The width of every chunk's X.
+
+    Yields
+    ------
+    X : scipy.sparse.csr_matrix
+    y : ndarray
     """
     path = os.fspath(path)
     if n_features is not None and (
@@ -87,7 +113,10 @@ def load_default() -> Tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix, np.ndarray
 
     Returns
     -------
-    X_train, y_train, X_test, y_test
+    X_train : scipy.sparse.csr_matrix of shape (32561, 123)
+    y_train : ndarray of shape (32561,)
+    X_test : scipy.sparse.csr_matrix of shape (16281, 123)
+    y_test : ndarray of shape (16281,)
     """
     root = resources.files("budgetsvm") / "data"
     with resources.as_file(root / "a9a.xz") as train_path:

@@ -108,7 +108,7 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         ``n_pairs`` is then a cap. 0 always takes ``n_pairs`` pairs.
     alpha_delta_threshold : float, default=1e-5
     al_penalty : float or None, default=None
-        ALFPGM: augmented Lagrangian scaling k; None sets k = lambda_max(Q_BB) / |B| per step.
+        ALFPGM: augmented Lagrangian scaling k; None sets k = ``lambda_max(Q_BB) / |B|`` per step.
     al_max_iter, fista_max_iter : int, default=20, 500
         Caps of the multiplier updates per working set and of FISTA iterations per update.
     inner_tol_factor, inner_rel : float, default=0.1, 0.1
@@ -280,9 +280,21 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
 
     @fit_guard
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> KernelSVC:
-        """Train on X (dense or sparse, n_samples x n_features) and labels y. ``sample_weight``
-        (one non-negative number per row) multiplies C for that row, as in SVC; rows of weight
-        0 are left out."""
+        """Train on X and labels y.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training rows, dense or sparse.
+        y : array-like of shape (n_samples,)
+            Class labels.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Multiplies C for each row, as in SVC; rows of weight 0 are left out.
+
+        Returns
+        -------
+        self : KernelSVC
+        """
         native_params = self._native_params()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C")
         rows = training_rows(type(self).__name__, X, y, sample_weight, self.class_weight)
@@ -414,8 +426,19 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         return values - self._rho
 
     def decision_function(self, X: Any) -> np.ndarray:
-        """Decision values as SVC gives them: (n_samples,) for two classes (positive means
-        ``classes_[1]``); (n_samples, n_classes) with 'ovr', (n_samples, n_pairs) with 'ovo'."""
+        """Decision values as SVC gives them.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray
+            Shape (n_samples,) for two classes (positive means ``classes_[1]``);
+            (n_samples, n_classes) with ``decision_function_shape='ovr'``, (n_samples, n_pairs)
+            with 'ovo'.
+        """
         dec = self._pairwise(X)
         if len(self.classes_) == 2:
             return -dec[:, 0]
@@ -424,7 +447,16 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         return dec
 
     def predict(self, X: Any) -> np.ndarray:
-        """Predicted labels by one-vs-one votes (ties to the lower class index, as LIBSVM)."""
+        """Predicted labels by one-vs-one votes (ties to the lower class index, as LIBSVM).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
         dec = self._pairwise(X)
         n_classes = len(self.classes_)
         votes = np.zeros((dec.shape[0], n_classes), dtype=np.int64)
@@ -440,8 +472,18 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
 
     @available_if(lambda self: self.probability)
     def predict_proba(self, X: Any) -> np.ndarray:
-        """Class probabilities (n_samples, n_classes) as SVC(probability=True) computes them
-        (needs ``probability=True``); ``predict`` follows the decision values, as in SVC."""
+        """Class probabilities as SVC(probability=True) computes them (needs
+        ``probability=True``); ``predict`` follows the decision values, as in SVC.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            Columns in the order of ``classes_``; rows sum to 1.
+        """
         check_is_fitted(self, "probA_")
         return _probability.probabilities(
             self._pairwise(X), self.probA_, self.probB_, len(self.classes_)
@@ -449,7 +491,16 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
 
     @available_if(lambda self: self.probability)
     def predict_log_proba(self, X: Any) -> np.ndarray:
-        """Logarithm of ``predict_proba``."""
+        """Logarithm of ``predict_proba``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+        """
         return np.log(self.predict_proba(X))
 
 

@@ -18,6 +18,16 @@ def rbf_kernel(X: Any, Y: Optional[Any] = None, gamma: Optional[float] = None) -
     ``Y=None`` means ``Y = X``, ``gamma=None`` means ``1 / n_features``. Rows are computed in
     parallel on :func:`budgetsvm.set_num_threads` threads.
 
+    Parameters
+    ----------
+    X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
+    Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
+    gamma : float, default=None
+
+    Returns
+    -------
+    ndarray of shape (n_samples_X, n_samples_Y)
+
     Examples
     --------
     >>> import numpy as np

@@ -71,6 +71,13 @@ def save_model(clf: Any, path: PathLike) -> None:
 
     Raises ``NotFittedError`` for an unfitted estimator and ``ValueError`` for labels that a
     model file cannot hold (anything but integers, floats, strings and booleans).
+
+    Parameters
+    ----------
+    clf : BudgetSVC
+        A fitted estimator.
+    path : str or path-like
+        Where to write; an existing file is replaced.
     """
     from sklearn.utils.validation import check_is_fitted
 
@@ -204,6 +211,16 @@ def _read_csr(z: zipfile.ZipFile, shape: tuple, nnz: Any) -> Any:
 
 def load_model(path: PathLike) -> Any:
     """Read a model file written by :func:`save_model`; returns a fitted ``BudgetSVC``.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The model file.
+
+    Returns
+    -------
+    BudgetSVC
+        The fitted estimator; it predicts exactly as the saved one did.
 
     Raises
     ------

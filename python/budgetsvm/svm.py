@@ -88,7 +88,7 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         data per epoch (plus the exact dual for BSCA on up to 10,000 rows), not counted in the
         reported seconds; free when off.
     lam : float or None, default=None
-        The regularisation lambda of the papers' objective (lambda/2 |w|^2 + mean hinge loss),
+        The regularisation lambda of the papers' objective (``lambda/2 |w|^2`` + mean hinge loss),
         used instead of C when given (BSCA then uses C = 1 / (n_samples * lam)). A stream of
         unknown length is best described by ``lam``: with C, ``partial_fit`` needs the stream
         length (``n_samples``) to turn C into lambda.
@@ -152,8 +152,8 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         a < b, in LIBSVM's order, d the pair's decision value (positive for a).
     history_ : dict of lists or None
         With ``record_history=True``, one entry per epoch under the keys ``epoch``, ``seconds``
-        (training time so far), ``primal`` (C-form primal objective 1/2 |w|^2 + C sum of hinge
-        losses of the budgeted model, |w|^2 = beta^T K beta), ``dual`` (BSCA's dual objective
+        (training time so far), ``primal`` (C-form primal objective ``1/2 |w|^2 + C sum`` of hinge
+        losses of the budgeted model, ``|w|^2 = beta^T K beta``), ``dual`` (BSCA's dual objective
         sum(alpha) - 1/2 alpha^T Q alpha, NaN for BSGD and above 10,000 rows, where it would
         cost O(n^2) kernel values), ``train_accuracy``, ``val_accuracy`` (NaN without
         ``eval_set``), ``maintenance_fraction`` (share of the epoch's steps that triggered
@@ -256,11 +256,30 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         _compare_with: Optional[str] = None,
         _callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
     ) -> BudgetSVC:
-        """Train on X (dense or sparse, n_samples x n_features) and labels y.
+        """Train on X and labels y.
 
-        ``sample_weight`` (one non-negative number per row) multiplies C for that row, as in
-        SVC; rows of weight 0 are left out. ``eval_set=(X_val, y_val)`` adds validation
-        accuracy per epoch to ``history_`` (needs ``record_history=True``).
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training rows, dense or sparse (CSR is used as is, without a copy).
+        y : array-like of shape (n_samples,)
+            Class labels, of any type scikit-learn accepts.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Multiplies C for each row, as in SVC; rows of weight 0 are left out.
+        eval_set : tuple (X_val, y_val), default=None
+            Adds validation accuracy per epoch to ``history_`` (needs ``record_history=True``).
+
+        Returns
+        -------
+        self : BudgetSVC
+
+        Other Parameters
+        ----------------
+        _compare_with : str, default=None
+            For benchmarks: a second merge search run at every merge event, counting how often
+            it chooses the same partner (``fit_stats_['merge_agreement']``).
+        _callback : callable, default=None
+            For the command line: called with a progress dict after every epoch.
         """
         self._check_params()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C")
@@ -412,6 +431,23 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
 
         Only for ``solver='bsgd'`` (BSCA keeps one dual variable per training row), and not
         with ``probability=True`` (its cross-validation needs all rows at once).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            One batch of the stream.
+        y : array-like of shape (n_samples,)
+            Its labels.
+        classes : array-like, default=None
+            Every label the stream will contain; required on the first call.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Multiplies C for each row of the batch; rows of weight 0 are left out.
+        n_samples : int, default=None
+            First call only: the total number of rows of the stream (see above).
+
+        Returns
+        -------
+        self : BudgetSVC
         """
         if isinstance(self.class_weight, str):
             raise ValueError(
@@ -511,6 +547,21 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         pass's class counts). ``progress(rows_done, rows_total)`` is called after every chunk, over
         all epochs (``rows_total = epochs * n_rows``). The run can be continued with
         ``partial_fit``.
+
+        Parameters
+        ----------
+        path : str or path-like
+            The LIBSVM file.
+        chunk_rows : int, default=100_000
+            Lines read at a time.
+        n_features : int, default=None
+            The model's width, at least the file's largest feature index.
+        progress : callable, default=None
+            ``progress(rows_done, rows_total)``, called after every chunk.
+
+        Returns
+        -------
+        self : BudgetSVC
         """
         self._check_params()
         if self.probability:
@@ -608,7 +659,12 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
 
         The file holds what predicts (support vectors, coefficients, classes, gamma) plus the
         parameters and statistics; not the state that ``partial_fit`` continues (pickle keeps
-        that). See :func:`budgetsvm.modelfile.save_model`.
+        that). See :func:`budgetsvm.save_model`.
+
+        Parameters
+        ----------
+        path : str or path-like
+            Where to write; an existing file is replaced.
         """
         from budgetsvm.modelfile import save_model
 
@@ -618,7 +674,18 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
     def load(cls, path: Any) -> BudgetSVC:
         """Read a model file written by :meth:`save`; the estimator predicts exactly as the
         saved one did. Raises :class:`budgetsvm.ModelFormatError` (a ``ValueError``) for a
-        truncated, corrupted, foreign or newer-version file."""
+        truncated, corrupted, foreign or newer-version file.
+
+        Parameters
+        ----------
+        path : str or path-like
+            The model file.
+
+        Returns
+        -------
+        BudgetSVC
+            The fitted estimator.
+        """
         from budgetsvm.modelfile import load_model
 
         clf = load_model(path)
@@ -667,8 +734,18 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         )
 
     def decision_function(self, X: Any) -> np.ndarray:
-        """Decision values: shape (n_samples,) for two classes (positive means ``classes_[1]``),
-        (n_samples, n_classes) otherwise."""
+        """Decision values of the budgeted model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,) or (n_samples, n_classes)
+            For two classes one value per row, positive for ``classes_[1]``; otherwise one
+            score per class.
+        """
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C", reset=False)
         values = _budgetsvm.decision_function(
@@ -681,7 +758,17 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         return values[:, 0] if values.shape[1] == 1 else values
 
     def predict(self, X: Any) -> np.ndarray:
-        """Predicted class labels."""
+        """Predicted class labels: the sign of the decision value, or the class of the largest
+        score.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
         values = self.decision_function(X)
         if values.ndim == 1:
             return self.classes_[(values > 0).astype(np.intp)]
@@ -700,10 +787,19 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
 
     @available_if(lambda self: self.probability)
     def predict_proba(self, X: Any) -> np.ndarray:
-        """Class probabilities (n_samples, n_classes), columns in the order of ``classes_``:
-        Platt sigmoids of the pairwise decision values, coupled for several classes (needs
-        ``probability=True``). As in SVC, ``predict`` follows the decision values, so on rare
-        rows its class need not be the most probable one."""
+        """Class probabilities: Platt sigmoids of the pairwise decision values, coupled for
+        several classes (needs ``probability=True``). As in SVC, ``predict`` follows the
+        decision values, so on rare rows its class need not be the most probable one.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            Columns in the order of ``classes_``; rows sum to 1.
+        """
         check_is_fitted(self, "probA_")
         return _probability.probabilities(
             self._pairwise_decision(X), self.probA_, self.probB_, len(self.classes_)
@@ -711,7 +807,16 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
 
     @available_if(lambda self: self.probability)
     def predict_log_proba(self, X: Any) -> np.ndarray:
-        """Logarithm of ``predict_proba``."""
+        """Logarithm of ``predict_proba``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+        """
         return np.log(self.predict_proba(X))
 
 

@@ -905,13 +905,22 @@ fn feature_variance(py: Python<'_>, x: &Bound<'_, PyAny>) -> PyResult<f64> {
     Ok(py.detach(|| crate::core::data::entry_variance(&rows)))
 }
 
-/// Sets the number of threads for parallel kernel work (0 = one per core).
+/// Sets the number of threads of parallel work for estimators whose ``n_jobs`` is None.
+///
+/// Parameters
+/// ----------
+/// n : int
+///     Threads; 0 means one per core (the default before any call).
 #[pyfunction]
 fn set_num_threads(n: usize) -> PyResult<()> {
     Ok(parallel::set_num_threads(n)?)
 }
 
-/// The number of threads parallel kernel work uses.
+/// The number of threads of parallel work for estimators whose ``n_jobs`` is None.
+///
+/// Returns
+/// -------
+/// int
 #[pyfunction]
 fn get_num_threads() -> usize {
     parallel::num_threads()
