@@ -1,4 +1,5 @@
-"""Every code block of the README runs as written and prints what the README says it prints.
+"""Every code block of the README (and every Python example in the pages of the documentation
+site) runs as written and prints what the text says it prints.
 
 Convention in the README: a line that prints a figure ends with ``# prints EXPECTED; remark``.
 EXPECTED is the printed line with ``~`` before each number that may vary (within 1% or 0.01,
@@ -24,6 +25,27 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 SHARED = ROOT.parent / "shared"
 NUMBER = r"-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?"
+
+
+def site_blocks() -> List[Tuple[str, int, str]]:
+    """(file, first line number, code) of each ``.. code-block:: python`` of the docs site."""
+    out = []
+    for page in sorted((ROOT / "docs" / "site").glob("*.rst")):
+        lines = page.read_text().splitlines()
+        k = 0
+        while k < len(lines):
+            if lines[k].strip() == ".. code-block:: python":
+                k += 1
+                while k < len(lines) and not lines[k].strip():
+                    k += 1
+                start, code = k + 1, []
+                while k < len(lines) and (lines[k].startswith("   ") or not lines[k].strip()):
+                    code.append(lines[k][3:])
+                    k += 1
+                out.append((page.name, start, "\n".join(code).strip() + "\n"))
+            else:
+                k += 1
+    return out
 
 
 def fenced_blocks(lang: str) -> List[Tuple[int, str]]:
@@ -91,22 +113,24 @@ def _env() -> dict:
     return {**os.environ, "MPLBACKEND": "Agg", "PYTHONWARNINGS": "ignore"}
 
 
-PY_BLOCKS = fenced_blocks("python")
+PY_BLOCKS = [("README.md", start, code) for start, code in fenced_blocks("python")] + site_blocks()
 
 
-@pytest.mark.parametrize("start, code", PY_BLOCKS, ids=[f"line{s}" for s, _ in PY_BLOCKS])
-def test_python_block(workdir, start, code):
+@pytest.mark.parametrize(
+    "page, start, code", PY_BLOCKS, ids=[f"{p}:{s}" for p, s, _ in PY_BLOCKS]
+)
+def test_python_block(workdir, page, start, code):
     if "import dask" in code:
         pytest.importorskip("dask.distributed")
     if "plotting" in code:
         pytest.importorskip("matplotlib")
-    script = workdir / f"readme_{start}.py"
+    script = workdir / f"{page.replace('.', '_')}_{start}.py"
     script.write_text(code)
     run = subprocess.run(
         [sys.executable, script.name], cwd=workdir, capture_output=True, text=True,
         env=_env(), timeout=600,
     )
-    assert run.returncode == 0, f"README block at line {start} failed:\n{run.stderr[-3000:]}"
+    assert run.returncode == 0, f"{page} block at line {start} failed:\n{run.stderr[-3000:]}"
     printed = run.stdout.splitlines()
     # One output line per print call, in order (the README's blocks print one line per call).
     calls = [line for line in code.splitlines() if re.match(r"\s*print\(", line)]
@@ -114,14 +138,14 @@ def test_python_block(workdir, start, code):
     for line, out in zip(calls, printed):
         expected = expectation(line)
         if expected is not None:
-            check_printed(expected, out, f"README line {start + code.splitlines().index(line)}")
+            check_printed(expected, out, f"{page} line {start + code.splitlines().index(line)}")
 
 
 def test_every_printing_line_states_its_figure():
-    for start, code in PY_BLOCKS:
+    for page, start, code in PY_BLOCKS:
         for k, line in enumerate(code.splitlines()):
             if re.match(r"\s*print\(", line):
-                assert expectation(line), f"README line {start + k}: say what it prints"
+                assert expectation(line), f"{page} line {start + k}: say what it prints"
 
 
 def test_bash_blocks(workdir):
