@@ -152,6 +152,15 @@ def test_comments_blank_lines_crlf_qid_and_plus_labels(tmp_path, load):
     assert_same((X, y), sk_reference(text.replace("\r\n", "\n").encode()))
 
 
+def test_whitespace_and_qid_as_scikit_learn_reads_them(tmp_path, load):
+    # Vertical tab and form feed separate tokens (Python's bytes.split, which scikit-learn's
+    # reader uses), and a qid's value is not read, numeric or not.
+    text = "1\x0b1:1\x0c3:2 \x0b\n-1 qid:x 2:5\n2 qid: 1:1\n"
+    path = tmp_path / "ws.svm"
+    path.write_bytes(text.encode())
+    assert_same(load(path), sk_reference(text.encode()))
+
+
 def test_n_features_widens(tmp_path, load):
     path = tmp_path / "narrow.svm"
     path.write_bytes(b"1 2:1\n-1 1:3\n")

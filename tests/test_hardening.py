@@ -306,3 +306,73 @@ def test_save_model_of_a_kernel_svc_says_what_to_do(tmp_path):
     with pytest.raises(TypeError, match="model files hold BudgetSVC models.*pickle"):
         save_model(KernelSVC().fit(X, y), tmp_path / "k.model")
     assert not (tmp_path / "k.model").exists()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: BudgetSVC(gamma=1e-308, random_state=0),
+        lambda: BudgetSVC(gamma=1e-308, solver="bsca", random_state=0),
+        lambda: KernelSVC(gamma=1e-308),
+    ],
+    ids=["bsgd", "bsca", "kernel"],
+)
+def test_norms_whose_sum_overflows_are_refused_not_nan(make):
+    # Rows with |x|^2 near 1.7e308 are finite, but |x|^2 + |z|^2 overflows and the kernel value
+    # came out NaN for every such pair: refused with the row named, in fit and in predict.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    X /= np.linalg.norm(X, axis=1)[:, None]
+    y = (X[:, 0] > 0).astype(int)
+    with pytest.raises(ValueError, match="squared norm .* rescale"):
+        make().fit(X * 1.3e154, y)
+    clf = make().fit(X * 1e150, y)
+    assert np.all(np.isfinite(clf.decision_function(X * 1e150)))
+    with pytest.raises(ValueError, match="squared norm .* rescale"):
+        clf.decision_function(X[:3] * 1.3e154)
+
+
+def test_fit_file_refuses_pipes_instead_of_blocking(tmp_path):
+    # fit_file reads its file once per epoch plus a first pass: a FIFO would block the second
+    # open forever, /dev/stdin would give its rows to the first pass only.
+    import subprocess
+
+    fifo = tmp_path / "rows.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="regular file"):
+        BudgetSVC().fit_file(fifo)
+    run = subprocess.run(
+        [sys.executable, "-m", "budgetsvm", "train", "--stream", "/dev/stdin", str(tmp_path / "m")],
+        input="1 1:0.5\n-1 1:-0.5\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 1, run
+    assert "regular file" in run.stderr
+    assert not (tmp_path / "m").exists()
+
+
+def test_ctrl_c_during_the_first_read_is_a_keyboard_interrupt(tmp_path):
+    # The first arrays of a process used to load NumPy's C API while the Ctrl-C was pending:
+    # a PanicException ("NumPy array API capsule") instead of KeyboardInterrupt.
+    import bz2
+
+    from conftest import interrupt_after_first_line
+
+    rng = np.random.default_rng(0)
+    rows = rng.integers(0, 1000, size=(200_000, 12))
+    lines = "\n".join(
+        "1 " + " ".join(f"{c + 1}:{v}" for c, v in enumerate(r)) for r in rows[:, :]
+    )
+    path = tmp_path / "big.svm.bz2"
+    path.write_bytes(bz2.compress(lines.encode(), compresslevel=1))
+    code = (
+        "from budgetsvm.datasets import load_svmlight_file\n"
+        "print('reading', flush=True)\n"
+        f"load_svmlight_file({str(path)!r})\n"
+    )
+    first, rc, out, err = interrupt_after_first_line(code, tmp_path, wait=60)
+    assert first.startswith("reading")
+    assert "PanicException" not in err and "capsule" not in err, err
+    assert "KeyboardInterrupt" in err, err

@@ -154,6 +154,11 @@ def test_inconsistent_contents_are_corrupted(saved, tmp_path):
         "shape": lambda h: h["arrays"].update(support_vectors=[3, 2]),
         "classes": lambda h: h["classes"].update(values=["a"]),
         "dtype": lambda h: h["classes"].update(dtype="|O"),
+        # An 882-byte file once made load allocate 6.8 GB for these labels.
+        "wide labels": lambda h: h["classes"].update(dtype="<U250000000"),
+        "wide numbers": lambda h: h["classes"].update(dtype="<V100000000"),
+        "probabilities": lambda h: h.update(probability={"A": [1.0, 2.0], "B": [0.0]}),
+        "class weights": lambda h: h.update(class_weight=[1.0, float("nan")]),
         "gamma": lambda h: h["kernel"].update(gamma=-1),
         "missing": lambda h: h.pop("arrays"),
     }

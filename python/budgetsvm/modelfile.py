@@ -286,7 +286,17 @@ def _build(cls: Any, z: zipfile.ZipFile, header: Dict[str, Any]) -> Any:
     dtype = np.dtype(str(classes_info["dtype"]))
     if dtype.kind not in LABEL_KINDS:
         raise ValueError(f"class labels of dtype {dtype} are not allowed")
-    classes = np.array(classes_info["values"], dtype=dtype)
+    values = classes_info["values"]
+    if not isinstance(values, list):
+        raise ValueError("class labels must be a list")
+    if dtype.kind == "U":
+        # The declared width sizes the array: never wider than the labels need (or 1024).
+        longest = max((len(v) for v in values if isinstance(v, str)), default=0)
+        if dtype.itemsize // 4 > max(1024, longest):
+            raise ValueError(f"label dtype {dtype.str} is far wider than its labels")
+    elif dtype.itemsize > 16:
+        raise ValueError(f"label dtype {dtype.str} is not a label type")
+    classes = np.array(values, dtype=dtype)
     n_features = header["n_features"]
     gamma = float(header["kernel"]["gamma"])
     if header["kernel"].get("name") != "rbf" or not (math.isfinite(gamma) and gamma > 0):

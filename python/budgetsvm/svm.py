@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -570,6 +571,14 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
                 "memory); fit_file cannot estimate probabilities"
             )
         path = os.fspath(path)
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            # A pipe or device would give its rows to the first pass only (and a FIFO would
+            # block the second open forever).
+            raise ValueError(
+                f"fit_file reads its file once per epoch after a first pass for the classes and "
+                f"the size, so it needs a regular file; {path} is a pipe or device: write it to "
+                "a file first, or load it and call fit"
+            )
         check_positive("chunk_rows", chunk_rows, integer=True, minimum=1)
         summary = _budgetsvm.summarize_libsvm(path, int(chunk_rows))
         n_rows, width = summary["n_rows"], summary["n_features"]

@@ -177,6 +177,35 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// FNV-1a, 64 bits: a checksum that tells a damaged state from an intact one (flipped bits,
+/// truncated or spliced bytes); not a defence against someone forging a state.
+pub fn checksum(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// `bytes` with their [`checksum`] appended (8 bytes, little-endian).
+pub fn with_checksum(mut bytes: Vec<u8>) -> Vec<u8> {
+    let sum = checksum(&bytes);
+    bytes.extend_from_slice(&sum.to_le_bytes());
+    bytes
+}
+
+/// The bytes before a trailing checksum, if it matches them.
+pub fn verified(bytes: &[u8]) -> Result<&[u8]> {
+    let Some(split) = bytes.len().checked_sub(8) else {
+        return Err(truncated());
+    };
+    let (body, tail) = bytes.split_at(split);
+    let stored = u64::from_le_bytes(tail.try_into().map_err(|_| truncated())?);
+    if stored == checksum(body) {
+        Ok(body)
+    } else {
+        Err(corrupt("checksum mismatch: the bytes were damaged"))
+    }
+}
+
 /// Shorthand for a failed consistency check while decoding.
 pub fn corrupt(what: &str) -> SvmError {
     SvmError::invalid_input(format!("saved solver state is corrupted ({what})"))

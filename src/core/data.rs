@@ -386,14 +386,26 @@ impl<R: Rows> Rows for SubsetRows<'_, R> {
     }
 }
 
-/// Squared norms of all rows, rejecting any that overflow (feature values near 1e154 or above),
-/// since every kernel value is computed from them.
+/// The largest squared norm a row may have: kernel values come from |x|^2 + |z|^2 - 2 <x, z>,
+/// which stays finite for any two rows below it (|x - z|^2 <= 4 max(|x|^2, |z|^2)).
+pub const MAX_SQ_NORM: f64 = f64::MAX / 4.0;
+
+/// Squared norms of all rows, rejecting any above [`MAX_SQ_NORM`] (feature values near 1e154 or
+/// above), since every kernel value is computed from them.
 pub fn finite_sq_norms<R: Rows>(x: &R, what: &str) -> Result<Vec<f64>> {
     let norms = x.sq_norms();
-    match norms.iter().position(|v| !v.is_finite()) {
-        None => Ok(norms),
+    check_sq_norms(&norms, what)?;
+    Ok(norms)
+}
+
+/// The check of [`finite_sq_norms`] on norms computed elsewhere (a model's support vectors).
+pub fn check_sq_norms(norms: &[f64], what: &str) -> Result<()> {
+    match norms.iter().position(|v| !(*v <= MAX_SQ_NORM)) {
+        None => Ok(()),
         Some(i) => Err(SvmError::invalid_input(format!(
-            "{what} row {i}: its squared norm overflows; the feature values are too large, rescale them"
+            "{what} row {i}: its squared norm {:e} is above {MAX_SQ_NORM:e}, where kernel values \
+             overflow; the feature values are too large, rescale them",
+            norms[i]
         ))),
     }
 }

@@ -513,16 +513,17 @@ fn parse_chunk(buf: &[u8]) -> std::result::Result<Chunk, ChunkError> {
     Ok(chunk)
 }
 
-/// `\r` counts as a separator so that CRLF files need no special case.
+/// Separators: ASCII whitespace other than the newline, as Python's `bytes.split` (and so
+/// scikit-learn's reader) sees it; `\r` among them, so CRLF files need no special case.
 #[inline(always)]
 fn is_space(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\r')
+    matches!(b, b' ' | b'\t' | b'\r' | 0x0b | 0x0c)
 }
 
 /// Bytes that end a token: separators, the end of the line, and the start of a comment.
 #[inline(always)]
 fn is_delim(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\r' | b'\n' | b'#')
+    is_space(b) || matches!(b, b'\n' | b'#')
 }
 
 #[inline(always)]
@@ -573,13 +574,10 @@ fn parse_line(buf: &[u8], pos: usize, out: &mut Chunk) -> std::result::Result<us
     };
     pos = skip_space(buf, end);
 
-    // svmlight ranking files put the query id right after the label; it plays no part here.
+    // svmlight ranking files put the query id right after the label; it plays no part here, so
+    // its value is not read (as scikit-learn's reader does without query_id).
     if buf[pos..].starts_with(b"qid:") {
-        let end = token_end(buf, pos);
-        if !is_integer(&buf[pos + 4..end]) {
-            return Err(format!("invalid qid {}", show(&buf[pos..end])));
-        }
-        pos = end;
+        pos = token_end(buf, pos);
     }
 
     let mut prev: u64 = 0;
@@ -970,13 +968,23 @@ mod tests {
     }
 
     #[test]
+    fn vertical_tab_and_form_feed_separate_tokens() {
+        let d = parse("1\x0b1:1\x0c2:3\x0b\n-1\x0c\x0c3:4\n");
+        assert_eq!(d.labels, vec![1.0, -1.0]);
+        assert_eq!(d.indices, vec![0, 1, 2]);
+        assert_eq!(d.values, vec![1.0, 3.0, 4.0]);
+    }
+
+    #[test]
     fn qid_is_ignored() {
         let d = parse("3 qid:1 1:0.5 2:1\n1 qid:12 3:2\n2 qid:-3\n");
         assert_eq!(d.labels, vec![3.0, 1.0, 2.0]);
         assert_eq!(d.indptr, vec![0, 2, 3, 3]);
         assert_eq!(d.indices, vec![0, 1, 2]);
-        assert_err("1 qid:x 1:1\n", 1, "invalid qid \"qid:x\"");
-        assert_err("1 qid:\n", 1, "invalid qid");
+        // Its value is not read, as scikit-learn's reader does not read it.
+        let d = parse("1 qid:x 1:1\n2 qid:\n");
+        assert_eq!(d.labels, vec![1.0, 2.0]);
+        assert_eq!(d.indptr, vec![0, 1, 1]);
         // Only directly after the label.
         assert_err("1 1:1 qid:3\n", 1, "invalid feature index \"qid\"");
     }

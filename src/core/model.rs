@@ -970,6 +970,7 @@ impl BudgetModel {
         let n_sv = self.n_sv();
         crate::core::data::finite_sq_norms(x, "X")?;
         let sv_norms = self.sv_sq_norms();
+        crate::core::data::check_sq_norms(&sv_norms, "support vector")?;
         let columns = match &self.support_vectors {
             SvMatrix::Sparse {
                 indptr,

@@ -947,6 +947,10 @@ mod _budgetsvm {
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         m.add("DEFAULT_TABLE_SIZE", super::DEFAULT_TABLE_SIZE)?;
         m.add("MAX_THREADS", crate::core::parallel::MAX_THREADS)?;
+        // Load NumPy's C API now. Loaded lazily, it is first needed for the arrays a long read
+        // returns, and an import run while a Ctrl-C is pending fails inside rust-numpy as a
+        // PanicException instead of a KeyboardInterrupt.
+        numpy::PyArray1::<f64>::zeros(m.py(), 0, false);
         Ok(())
     }
 }

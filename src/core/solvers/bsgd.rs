@@ -22,7 +22,7 @@
 use std::time::{Duration, Instant};
 
 use crate::core::budget::{BudgetMaintainer, Maintenance, MaintenanceStats};
-use crate::core::codec::{corrupt, Reader, Writer};
+use crate::core::codec::{corrupt, verified, with_checksum, Reader, Writer};
 use crate::core::data::{finite_sq_norms, Rows};
 use crate::core::error::{Result, SvmError};
 use crate::core::merge::MergeSearch;
@@ -153,9 +153,9 @@ pub struct BsgdState {
 
 /// Format tag and version of [`BsgdState::to_bytes`].
 const STATE_TAG: &str = "budgetsvm-bsgd-state";
-/// Version 2 stores the live support vectors only, dense or sparse; version 1 (dense, all
-/// budget + 1 slots) still loads.
-const STATE_VERSION: u64 = 2;
+/// Version 3 is version 2 with a checksum appended; version 2 stores the live support vectors
+/// only, dense or sparse; version 1 (dense, all budget + 1 slots). All three load.
+const STATE_VERSION: u64 = 3;
 
 impl BsgdState {
     /// A fresh run on `dim` features and `n_classes` classes. Averaging (if the parameters ask
@@ -373,7 +373,7 @@ impl BsgdState {
         }
         self.svs.encode(&mut w);
         self.maintainer.encode(&mut w);
-        w.into_bytes()
+        with_checksum(w.into_bytes())
     }
 
     /// Restores a state written by [`BsgdState::to_bytes`]; anything inconsistent is an error.
@@ -383,11 +383,21 @@ impl BsgdState {
             return Err(SvmError::invalid_input("not a saved BSGD state"));
         }
         let version = r.u64()?;
-        if version != STATE_VERSION && version != 1 {
+        if !(1..=STATE_VERSION).contains(&version) {
             return Err(SvmError::invalid_input(format!(
-                "saved BSGD state has version {version}; this budgetsvm reads version {STATE_VERSION}"
+                "saved BSGD state has version {version}; this budgetsvm reads versions 1 to \
+                 {STATE_VERSION}"
             )));
         }
+        // Version 3 is version 2's layout with a checksum of it appended.
+        let body = if version >= 3 {
+            verified(bytes)?
+        } else {
+            bytes
+        };
+        let mut r = Reader::new(body);
+        r.str()?;
+        r.u64()?;
         let lambda = r.f64()?;
         let gamma = r.f64()?;
         let budget = r.usize()?;
@@ -776,8 +786,21 @@ mod tests {
                 assert!(BsgdState::from_bytes(&bytes[..cut]).is_err());
             }
             let mut rng = Rng::new(5);
-            for _ in 0..2000 {
+            // The checksum catches every flipped bit of the current version.
+            for _ in 0..500 {
                 let mut b = bytes.clone();
+                let k = rng.below(b.len());
+                b[k] ^= 1 << rng.below(8);
+                assert!(BsgdState::from_bytes(&b).is_err());
+            }
+            // Version 2 (the same layout without the checksum) still loads: its decoder must
+            // reject or accept damaged bytes, never panic.
+            let at = 8 + STATE_TAG.len();
+            let mut v2 = bytes[..bytes.len() - 8].to_vec();
+            v2[at] = 2;
+            assert!(BsgdState::from_bytes(&v2).is_ok());
+            for _ in 0..2000 {
+                let mut b = v2.clone();
                 let k = rng.below(b.len());
                 b[k] ^= 1 << rng.below(8);
                 // Either rejected or a usable state: never a panic, and a pass still works.
@@ -789,7 +812,6 @@ mod tests {
                 }
             }
             let mut newer = bytes.clone();
-            let at = 8 + STATE_TAG.len();
             newer[at] = 99;
             assert!(BsgdState::from_bytes(&newer)
                 .unwrap_err()
