@@ -400,7 +400,7 @@ pub fn finite_sq_norms<R: Rows>(x: &R, what: &str) -> Result<Vec<f64>> {
 
 /// The check of [`finite_sq_norms`] on norms computed elsewhere (a model's support vectors).
 pub fn check_sq_norms(norms: &[f64], what: &str) -> Result<()> {
-    match norms.iter().position(|v| !(*v <= MAX_SQ_NORM)) {
+    match norms.iter().position(|v| v.is_nan() || *v > MAX_SQ_NORM) {
         None => Ok(()),
         Some(i) => Err(SvmError::invalid_input(format!(
             "{what} row {i}: its squared norm {:e} is above {MAX_SQ_NORM:e}, where kernel values \
