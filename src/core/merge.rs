@@ -29,6 +29,8 @@ pub const GSS_EPS: f64 = 0.01;
 pub const GSS_PRECISE_EPS: f64 = 1e-10;
 /// Grid size of the default lookup tables (paper 000 uses 400 x 400).
 pub const DEFAULT_TABLE_SIZE: usize = 400;
+/// The largest grid a table may have: 4096 x 4096 is two tables of 128 MB, past any accuracy gain.
+pub const MAX_TABLE_SIZE: usize = 4096;
 
 /// How the merge partner and the merge coefficient h are found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -168,12 +170,22 @@ pub struct MergeTable {
 }
 
 impl MergeTable {
-    /// Builds an n x n table with precise golden section search (rows in parallel).
+    /// Builds n x n tables (2 <= n <= [`MAX_TABLE_SIZE`]) with precise golden section search
+    /// (rows in parallel).
     pub fn build(n: usize) -> Result<Self> {
         if n < 2 {
             return Err(SvmError::invalid_parameter(
                 "table_size",
                 format!("a lookup table needs at least 2 x 2 grid points, got {n}"),
+            ));
+        }
+        if n > MAX_TABLE_SIZE {
+            return Err(SvmError::invalid_parameter(
+                "table_size",
+                format!(
+                    "{n} x {n} grid points is more than the {MAX_TABLE_SIZE} x {MAX_TABLE_SIZE} \
+                     (two tables of 128 MB) a lookup can use"
+                ),
             ));
         }
         let step = 1.0 / (n - 1) as f64;
@@ -579,6 +591,9 @@ mod tests {
     #[test]
     fn table_rejects_degenerate_size_and_parses_names() {
         assert!(MergeTable::build(1).is_err());
+        // n * n must not wrap: refused before anything is allocated.
+        assert!(MergeTable::build(MAX_TABLE_SIZE + 1).is_err());
+        assert!(MergeTable::build(1 << 40).is_err());
         assert_eq!(MergeTable::build(7).unwrap().size(), 7);
         for s in MergeSearch::ALL {
             assert_eq!(MergeSearch::parse(s.name()).unwrap(), s);
