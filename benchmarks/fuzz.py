@@ -104,7 +104,13 @@ def rust_fuzz(seconds: float) -> str:
         capture_output=True,
         text=True,
     )
-    lines = [line for line in run.stdout.splitlines() if line.startswith(("fuzz ", "  "))]
+    # libtest prints "test NAME ... " and the test's own output on one line.
+    lines = []
+    for line in run.stdout.splitlines():
+        if "fuzz " in line:
+            lines.append(line[line.index("fuzz ") :])
+        elif line.startswith("  "):
+            lines.append(line)
     status = "passed" if run.returncode == 0 else f"FAILED (exit {run.returncode})"
     return "\n".join(lines) + f"\n\n(cargo test {status})"
 

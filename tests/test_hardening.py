@@ -376,3 +376,36 @@ def test_ctrl_c_during_the_first_read_is_a_keyboard_interrupt(tmp_path):
     assert first.startswith("reading")
     assert "PanicException" not in err and "capsule" not in err, err
     assert "KeyboardInterrupt" in err, err
+
+
+def test_interrupted_partial_fit_leaves_the_run_as_it_was(tmp_path):
+    # partial_fit advances a copy of the run: Ctrl-C in the middle of a batch leaves the steps,
+    # the model and the next call exactly as if the interrupted call had not happened.
+    from conftest import interrupt_after_first_line
+
+    code = (
+        "import numpy as np\n"
+        "from budgetsvm import BudgetSVC\n"
+        "rng = np.random.default_rng(0)\n"
+        "X = rng.normal(size=(400, 5)); y = (X[:, 0] > 0).astype(int)\n"
+        "kw = dict(budget=50, shuffle=False, random_state=0)\n"
+        "a = BudgetSVC(**kw).partial_fit(X, y, classes=[0, 1])\n"
+        "b = BudgetSVC(**kw).partial_fit(X, y, classes=[0, 1])\n"
+        "steps, before = a._stream.steps, a.decision_function(X)\n"
+        "big = rng.normal(size=(3_000_000, 5)); yb = (big[:, 0] > 0).astype(int)\n"
+        "import threading, time\n"
+        "# The line (and so the signal) once the native pass is under way.\n"
+        "threading.Thread(target=lambda: (time.sleep(0.7), print('fitting', flush=True))).start()\n"
+        "try:\n"
+        "    a.partial_fit(big, yb)\n"
+        "    print('not interrupted')\n"
+        "except KeyboardInterrupt:\n"
+        "    assert a._stream.steps == steps, (a._stream.steps, steps)\n"
+        "    assert np.array_equal(a.decision_function(X), before)\n"
+        "    a.partial_fit(X, y); b.partial_fit(X, y)\n"
+        "    assert np.array_equal(a.decision_function(X), b.decision_function(X))\n"
+        "    print('intact')\n"
+    )
+    first, rc, out, err = interrupt_after_first_line(code, tmp_path, wait=120)
+    assert first.startswith("fitting")
+    assert "intact" in out, (out, err)

@@ -501,6 +501,8 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
             X, y = validate_data(
                 self, X, y, accept_sparse="csr", dtype=np.float64, order="C", reset=False
             )
+            # The call advances a copy: an interrupted or failed call leaves the run as it was.
+            stream = stream.copy()
             if classes is not None and not np.array_equal(
                 np.unique(np.asarray(classes)), self.classes_
             ):

@@ -593,6 +593,14 @@ impl BsgdStream {
         })
     }
 
+    /// An independent copy of the run (what a partial_fit call advances, so that an
+    /// interrupted or failed call leaves the estimator's run as it was).
+    fn copy(&self) -> Self {
+        BsgdStream {
+            state: self.state.clone(),
+        }
+    }
+
     /// The current model and statistics, in the dict `fit_bsgd` returns.
     fn result<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let model = self.state.model();
