@@ -33,9 +33,36 @@ const SEEDS: &[&str] = &[
 ];
 
 const TOKENS: &[&str] = &[
-    " ", "\t", "\n", "\r\n", "#", ":", "qid:", "0", "1", "-1", "+1", "1e308", "1e-320", "nan",
-    "inf", "-inf", "18446744073709551616", "9223372036854775807", "0x1", "1.5.5", "", "::",
-    "\x0b", "\x0c", "\0", "\u{fffd}", "99999999999999999999999999:1", "1:", ":1", "1:1:1",
+    " ",
+    "\t",
+    "\n",
+    "\r\n",
+    "#",
+    ":",
+    "qid:",
+    "0",
+    "1",
+    "-1",
+    "+1",
+    "1e308",
+    "1e-320",
+    "nan",
+    "inf",
+    "-inf",
+    "18446744073709551616",
+    "9223372036854775807",
+    "0x1",
+    "1.5.5",
+    "",
+    "::",
+    "\x0b",
+    "\x0c",
+    "\0",
+    "\u{fffd}",
+    "99999999999999999999999999:1",
+    "1:",
+    ":1",
+    "1:1:1",
 ];
 
 /// One mutation of `input` (or a splice with another seed).
@@ -43,7 +70,11 @@ fn mutate(rng: &mut Rng, input: &[u8]) -> Vec<u8> {
     let mut out = input.to_vec();
     let rounds = 1 + rng.below(4);
     for _ in 0..rounds {
-        let at = if out.is_empty() { 0 } else { rng.below(out.len() + 1) };
+        let at = if out.is_empty() {
+            0
+        } else {
+            rng.below(out.len() + 1)
+        };
         match rng.below(7) {
             0 if !out.is_empty() => {
                 let k = rng.below(out.len());
@@ -166,7 +197,8 @@ fn libsvm_parser_never_panics_and_chunks_agree() {
             }
             let chunk_lines = 1 + rng.below(3);
             let chunked = catch_unwind(AssertUnwindSafe(|| -> Result<Vec<f64>, String> {
-                let mut chunks = LibsvmChunks::open(target, chunk_lines).map_err(|e| e.to_string())?;
+                let mut chunks =
+                    LibsvmChunks::open(target, chunk_lines).map_err(|e| e.to_string())?;
                 let mut labels = Vec::new();
                 while let Some(c) = chunks.next_chunk().map_err(|e| e.to_string())? {
                     labels.extend(c.labels);
@@ -180,8 +212,15 @@ fn libsvm_parser_never_panics_and_chunks_agree() {
                 }
                 (Ok(Ok(labels)), Ok(data)) => {
                     let same = labels.len() == data.labels.len()
-                        && labels.iter().zip(&data.labels).all(|(a, b)| a.to_bits() == b.to_bits());
-                    assert!(same, "chunked labels differ on {:?}", String::from_utf8_lossy(&input));
+                        && labels
+                            .iter()
+                            .zip(&data.labels)
+                            .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(
+                        same,
+                        "chunked labels differ on {:?}",
+                        String::from_utf8_lossy(&input)
+                    );
                 }
                 (Ok(Err(_)), Err(_)) => {}
                 (Ok(a), b) => panic!(
@@ -196,7 +235,10 @@ fn libsvm_parser_never_panics_and_chunks_agree() {
     std::fs::remove_dir_all(&dir).ok();
     report.print("libsvm parser", start.elapsed().as_secs_f64());
     assert_eq!(report.panics, 0);
-    assert!(report.outcomes.len() > 5, "the mutations reach too few outcomes");
+    assert!(
+        report.outcomes.len() > 5,
+        "the mutations reach too few outcomes"
+    );
 }
 
 #[test]
