@@ -100,10 +100,15 @@ def run_fit(kind: str, X, y, Xt, yt, C: float, gamma: float, **kw: Any) -> Dict[
         from sklearnex.svm import SVC as SVCX  # type: ignore[import-not-found]
 
         clf = SVCX(C=C, gamma=gamma, tol=1e-3, cache_size=200)
-    elif kind == "alfpgm1":
-        clf = KernelSVC(C=C, gamma=gamma, tol=1e-3, cache_size=200, n_jobs=1, **kw)
     else:
-        clf = KernelSVC(C=C, gamma=gamma, tol=1e-3, cache_size=200, solver=kind, **kw)
+        # ALFPGM's n_pairs goes into solver_options; n_jobs stays a constructor argument.
+        options = {"n_pairs": kw.pop("n_pairs")} if "n_pairs" in kw else None
+        if kind == "alfpgm1":
+            kw["n_jobs"] = 1
+        solver = "smo" if kind == "smo" else "alfpgm"
+        clf = KernelSVC(
+            C=C, gamma=gamma, tol=1e-3, cache_size=200, solver=solver, solver_options=options, **kw
+        )
     t0 = time.perf_counter()
     clf.fit(X, y)
     seconds = time.perf_counter() - t0

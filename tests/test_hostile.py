@@ -32,7 +32,7 @@ CASES = {
     "KernelSVC n_jobs 10**4": "KernelSVC(n_jobs=10**4).fit(X, y)",
     "set_num_threads 10**6": "set_num_threads(10**6)",
     "cache_size 1e300": "KernelSVC(cache_size=1e300).fit(X, y)",
-    "n_pairs 2**62": "KernelSVC(n_pairs=2**62).fit(X, y)",
+    "n_pairs 2**62": "KernelSVC(solver_options=dict(n_pairs=2**62)).fit(X, y)",
     "max_iter 2**63": "KernelSVC(max_iter=2**63).fit(X, y)",
     "fit_file chunk_rows 2**62": "BudgetSVC().fit_file(FILE, chunk_rows=2**62)",
     "fit_file n_features 2**62": "BudgetSVC().fit_file(FILE, n_features=2**62)",

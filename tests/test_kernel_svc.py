@@ -79,9 +79,8 @@ def test_same_optimum_as_svc(solver, n, d, C, gamma, n_pairs, pair_ratio, sparse
     Xin = sp.csr_matrix(X) if sparse else X
     tol = 1e-3
     ref = SVC(C=C, gamma=gamma, tol=tol).fit(X, y)
-    clf = KernelSVC(
-        C=C, gamma=gamma, tol=tol, solver=solver, n_pairs=n_pairs, pair_ratio=pair_ratio
-    ).fit(Xin, y)
+    options = dict(n_pairs=n_pairs, pair_ratio=pair_ratio) if solver == "alfpgm" else None
+    clf = KernelSVC(C=C, gamma=gamma, tol=tol, solver=solver, solver_options=options).fit(Xin, y)
     d_ref = dual_objective(ref.dual_coef_, ref.support_vectors_, gamma)
     d_ours = dual_objective(clf.dual_coef_, clf.support_vectors_, gamma)
     assert abs(d_ours - d_ref) <= 1e-3 * abs(d_ref) + 1e-9, (d_ours, d_ref)
@@ -120,7 +119,10 @@ def test_predictions_agree_with_svc(solver, sparse, n_classes):
         X_train, y_train, X_test = X[:400], y[:400], X[400:]
         ref = SVC(C=10.0, gamma=2.0).fit(X_train, y_train)
         Xin = sp.csr_matrix(X_train) if sparse else X_train
-        clf = KernelSVC(C=10.0, gamma=2.0, solver=solver, n_pairs=20).fit(Xin, y_train)
+        options = dict(n_pairs=20) if solver == "alfpgm" else None
+        clf = KernelSVC(C=10.0, gamma=2.0, solver=solver, solver_options=options).fit(
+            Xin, y_train
+        )
         Xt = sp.csr_matrix(X_test) if sparse else X_test
         agree += int(np.sum(clf.predict(Xt) == ref.predict(X_test)))
         total += len(X_test)
@@ -139,7 +141,7 @@ def test_attributes_follow_svc_layout(n_classes):
     y = rng.integers(0, n_classes, 300)
     X += 1.5 * y[:, None]
     ref = SVC(C=2.0, gamma=0.5, tol=1e-6).fit(X, y)
-    clf = KernelSVC(C=2.0, gamma=0.5, tol=1e-6, n_pairs=10).fit(X, y)
+    clf = KernelSVC(C=2.0, gamma=0.5, tol=1e-6, solver_options=dict(n_pairs=10)).fit(X, y)
     n_pairs = n_classes * (n_classes - 1) // 2
     assert clf.dual_coef_.shape == (n_classes - 1, clf.support_vectors_.shape[0])
     assert clf.intercept_.shape == (n_pairs,) == clf.n_iter_.shape == clf.dual_objective_.shape
@@ -174,7 +176,7 @@ def test_one_thread_and_two_threads_give_the_same_model():
     [
         KernelSVC(),
         KernelSVC(solver="smo"),
-        KernelSVC(n_pairs=3, min_alpha_opt=0),
+        KernelSVC(solver_options=dict(n_pairs=3, min_alpha_opt=0)),
         KernelSVC(probability=True, class_weight="balanced", random_state=0, n_jobs=1),
     ],
     expected_failed_checks=expected_failures,
@@ -201,7 +203,10 @@ def test_pickle_round_trip(solver, n_classes):
 def test_iteration_cap_warns(solver):
     X, y = problem(300, 2, seed=8)
     with pytest.warns(ConvergenceWarning, match="iteration cap"):
-        clf = KernelSVC(C=100.0, gamma=5.0, solver=solver, max_iter=2, n_pairs=2).fit(X, y)
+        options = dict(n_pairs=2) if solver == "alfpgm" else None
+        clf = KernelSVC(
+            C=100.0, gamma=5.0, solver=solver, max_iter=2, solver_options=options
+        ).fit(X, y)
     assert list(clf.n_iter_) == [2]
     assert clf.fit_stats_["converged"] == [False]
     ya = full_alpha(clf, 300)
@@ -285,23 +290,26 @@ def test_wrong_feature_count(data):
         (dict(gamma="bogus"), "gamma must be"),
         (dict(tol=0.0), "tol must be"),
         (dict(solver="libsvm"), "solver"),
-        (dict(n_pairs=0), "n_pairs"),
-        (dict(n_pairs=2.5), "n_pairs must be an integer"),
+        (dict(solver_options=dict(n_pairs=0)), "n_pairs"),
+        (dict(solver_options=dict(n_pairs=2.5)), "n_pairs must be an integer"),
         (dict(cache_size=0), "cache_size"),
         (dict(max_iter=0), "max_iter"),
         (dict(max_iter=-2), "max_iter"),
         (dict(n_jobs=0), "n_jobs"),
         (dict(n_jobs=1.5), "n_jobs must be an integer"),
-        (dict(min_alpha_opt=10, max_alpha_opt=5), "min_alpha_opt"),
-        (dict(min_alpha_check=0), "min_alpha_check"),
-        (dict(alpha_delta_threshold=-1.0), "alpha_delta_threshold"),
-        (dict(pair_ratio=1.0), "pair_ratio"),
-        (dict(pair_ratio=-0.1), "pair_ratio"),
-        (dict(al_penalty=0.0), "al_penalty"),
-        (dict(fista_max_iter=0), "fista_max_iter"),
-        (dict(lipschitz_safety=0.5), "lipschitz_safety"),
+        (dict(solver_options=dict(min_alpha_opt=10, max_alpha_opt=5)), "min_alpha_opt"),
+        (dict(solver_options=dict(min_alpha_check=0)), "min_alpha_check"),
+        (dict(solver_options=dict(alpha_delta_threshold=-1.0)), "alpha_delta_threshold"),
+        (dict(solver_options=dict(pair_ratio=1.0)), "pair_ratio"),
+        (dict(solver_options=dict(pair_ratio=-0.1)), "pair_ratio"),
+        (dict(solver_options=dict(al_penalty=0.0)), "al_penalty"),
+        (dict(solver_options=dict(fista_max_iter=0)), "fista_max_iter"),
+        (dict(solver_options=dict(lipschitz_safety=0.5)), "lipschitz_safety"),
         (dict(verbose="yes"), "verbose"),
         (dict(decision_function_shape="ovx"), "decision_function_shape"),
+        (dict(solver_options=dict(n_pair=3)), "unknown keys"),
+        (dict(solver_options=[("n_pairs", 3)]), "solver_options must be a dict"),
+        (dict(solver="smo", solver_options=dict(n_pairs=3)), "ALFPGM"),
     ],
     ids=lambda v: repr(v) if isinstance(v, dict) else "",
 )

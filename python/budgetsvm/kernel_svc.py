@@ -67,8 +67,6 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
     solver : {'alfpgm', 'smo'}, default='alfpgm'
     tol : float, default=1e-3
         Stop when m(a) - M(a) < tol (SVC's ``tol``).
-    n_pairs : int, default=100
-        ALFPGM: pairs per working set (at most 2 * n_pairs variables per step).
     cache_size : float, default=200
         Kernel-row cache in MB per class-pair problem (as SVC's ``cache_size``; rows are float32
         like LIBSVM's, so the same size holds the same number of rows).
@@ -94,32 +92,33 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
     decision_function_shape : {'ovr', 'ovo'}, default='ovr'
         As in SVC: 'ovr' turns the pairwise values into (n_samples, n_classes) one-vs-rest
         scores by votes plus confidences, 'ovo' returns the pairwise values.
-    min_alpha_opt, max_alpha_opt : int, default=5, 500
-        ALFPGM's limiter: a variable leaves the selection after ``max_alpha_opt`` optimisations,
-        or after ``min_alpha_opt`` when it sits at 0 or C and stopped changing (moved less than
-        ``alpha_delta_threshold * C``). The selection falls back to all variables when the
-        limited sets have no violating pair; the stopping test always uses all variables.
-    min_alpha_check : int or None, default=None
-        ALFPGM: the j of each pair is searched among this many of the most violating variables
-        of I_low (None: 4 * n_pairs).
-    pair_ratio : float, default=0.5
-        ALFPGM: pairs are added to a working set while their violation (after the look-ahead
-        update by the pairs already chosen) is at least this fraction of the first pair's;
-        ``n_pairs`` is then a cap. 0 always takes ``n_pairs`` pairs.
-    alpha_delta_threshold : float, default=1e-5
-    al_penalty : float or None, default=None
-        ALFPGM: augmented Lagrangian scaling k; None sets k = ``lambda_max(Q_BB) / |B|`` per step.
-    al_max_iter, fista_max_iter : int, default=20, 500
-        Caps of the multiplier updates per working set and of FISTA iterations per update.
-    inner_tol_factor, inner_rel : float, default=0.1, 0.1
-        FISTA stops when its gradient mapping is below
-        max(inner_tol_factor * tol, inner_rel * violation of the working set).
-    power_iters : int, default=8
-        Power iterations for lambda_max(Q_BB) (the Lipschitz constant).
-    lipschitz_safety : float, default=1.1
-        Factor on the power-method estimate.
-    restart : bool, default=True
-        FISTA adaptive restart.
+    solver_options : dict or None, default=None
+        ALFPGM's internals, for experiments (the defaults are the measured best; see
+        ``docs/alfpgm_notes.md``). Keys, with their defaults:
+
+        - ``n_pairs`` (100): pairs per working set (at most 2 * n_pairs variables per step).
+        - ``min_alpha_opt``, ``max_alpha_opt`` (5, 500): the limiter; a variable leaves the
+          selection after ``max_alpha_opt`` optimisations, or after ``min_alpha_opt`` when it
+          sits at 0 or C and stopped changing (moved less than ``alpha_delta_threshold * C``).
+          The selection falls back to all variables when the limited sets have no violating
+          pair; the stopping test always uses all variables.
+        - ``alpha_delta_threshold`` (1e-5): see above.
+        - ``min_alpha_check`` (None: 4 * n_pairs): the j of each pair is searched among this
+          many of the most violating variables of I_low.
+        - ``pair_ratio`` (0.5): pairs are added to a working set while their violation (after
+          the look-ahead update by the pairs already chosen) is at least this fraction of the
+          first pair's; ``n_pairs`` is then a cap. 0 always takes ``n_pairs`` pairs.
+        - ``al_penalty`` (None): augmented Lagrangian scaling k; None sets
+          k = ``lambda_max(Q_BB) / |B|`` per step.
+        - ``al_max_iter``, ``fista_max_iter`` (20, 500): caps of the multiplier updates per
+          working set and of FISTA iterations per update.
+        - ``inner_tol_factor``, ``inner_rel`` (0.1, 0.1): FISTA stops when its gradient mapping
+          is below max(inner_tol_factor * tol, inner_rel * violation of the working set).
+        - ``power_iters`` (8): power iterations for lambda_max(Q_BB) (the Lipschitz constant).
+        - ``lipschitz_safety`` (1.1): factor on the power-method estimate.
+        - ``restart`` (True): FISTA adaptive restart.
+
+        Unknown keys, and any key with ``solver='smo'``, are errors.
 
     Attributes
     ----------
@@ -165,55 +164,29 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         gamma: Any = "scale",
         solver: str = "alfpgm",
         tol: float = 1e-3,
-        n_pairs: int = 100,
         cache_size: float = 200,
         max_iter: int = -1,
         n_jobs: Optional[int] = None,
         verbose: bool = False,
         decision_function_shape: str = "ovr",
-        min_alpha_opt: int = 5,
-        max_alpha_opt: int = 500,
-        min_alpha_check: Optional[int] = None,
-        pair_ratio: float = 0.5,
-        alpha_delta_threshold: float = 1e-5,
-        al_penalty: Optional[float] = None,
-        al_max_iter: int = 20,
-        fista_max_iter: int = 500,
-        inner_tol_factor: float = 0.1,
-        inner_rel: float = 0.1,
-        power_iters: int = 8,
-        lipschitz_safety: float = 1.1,
-        restart: bool = True,
         class_weight: Any = None,
         probability: bool = False,
         random_state: Any = None,
+        solver_options: Optional[Dict[str, Any]] = None,
     ) -> None:
         self.C = C
         self.gamma = gamma
         self.solver = solver
         self.tol = tol
-        self.n_pairs = n_pairs
         self.cache_size = cache_size
         self.max_iter = max_iter
         self.n_jobs = n_jobs
         self.verbose = verbose
         self.decision_function_shape = decision_function_shape
-        self.min_alpha_opt = min_alpha_opt
-        self.max_alpha_opt = max_alpha_opt
-        self.min_alpha_check = min_alpha_check
-        self.pair_ratio = pair_ratio
-        self.alpha_delta_threshold = alpha_delta_threshold
-        self.al_penalty = al_penalty
-        self.al_max_iter = al_max_iter
-        self.fista_max_iter = fista_max_iter
-        self.inner_tol_factor = inner_tol_factor
-        self.inner_rel = inner_rel
-        self.power_iters = power_iters
-        self.lipschitz_safety = lipschitz_safety
-        self.restart = restart
         self.class_weight = class_weight
         self.probability = probability
         self.random_state = random_state
+        self.solver_options = solver_options
 
     def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
         tags = super().__sklearn_tags__()
@@ -227,55 +200,18 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         check_choice("solver", self.solver, SOLVERS)
         check_choice("decision_function_shape", self.decision_function_shape, SHAPES)
         check_choice("verbose", self.verbose, (True, False))
-        check_choice("restart", self.restart, (True, False))
         check_choice("probability", self.probability, (True, False))
-        _check_int("n_pairs", self.n_pairs, 1)
-        _check_int("min_alpha_opt", self.min_alpha_opt, 0)
-        _check_int("max_alpha_opt", self.max_alpha_opt, 1)
-        if self.min_alpha_opt > self.max_alpha_opt:
-            raise ValueError(
-                f"min_alpha_opt must not exceed max_alpha_opt, got {self.min_alpha_opt} > "
-                f"{self.max_alpha_opt}"
-            )
-        if self.min_alpha_check is not None:
-            _check_int("min_alpha_check", self.min_alpha_check, 1)
-        _check_nonnegative("pair_ratio", self.pair_ratio)
-        if self.pair_ratio >= 1:
-            raise ValueError(f"pair_ratio must lie in [0, 1), got {self.pair_ratio!r}")
-        _check_nonnegative("alpha_delta_threshold", self.alpha_delta_threshold)
-        if self.al_penalty is not None:
-            check_positive("al_penalty", self.al_penalty)
-        _check_int("al_max_iter", self.al_max_iter, 1)
-        _check_int("fista_max_iter", self.fista_max_iter, 1)
-        _check_int("power_iters", self.power_iters, 1)
-        check_positive("inner_tol_factor", self.inner_tol_factor)
-        check_positive("inner_rel", self.inner_rel)
-        check_positive("lipschitz_safety", self.lipschitz_safety, minimum=1.0)
         _check_int("max_iter", self.max_iter, -1)
         if self.max_iter == 0:
             raise ValueError("max_iter must be -1 (the solver's default) or >= 1, got 0")
-        n_threads = check_n_jobs(self.n_jobs)
         return dict(
             c=float(self.C),
             solver=self.solver,
             tol=float(self.tol),
             cache_size=float(self.cache_size),
             max_iter=0 if self.max_iter == -1 else int(self.max_iter),
-            n_threads=n_threads,
-            n_pairs=int(self.n_pairs),
-            min_alpha_opt=int(self.min_alpha_opt),
-            max_alpha_opt=int(self.max_alpha_opt),
-            min_alpha_check=0 if self.min_alpha_check is None else int(self.min_alpha_check),
-            pair_ratio=float(self.pair_ratio),
-            alpha_delta_threshold=float(self.alpha_delta_threshold),
-            al_penalty=0.0 if self.al_penalty is None else float(self.al_penalty),
-            al_max_iter=int(self.al_max_iter),
-            fista_max_iter=int(self.fista_max_iter),
-            inner_tol_factor=float(self.inner_tol_factor),
-            inner_rel=float(self.inner_rel),
-            power_iters=int(self.power_iters),
-            lipschitz_safety=float(self.lipschitz_safety),
-            restart=bool(self.restart),
+            n_threads=check_n_jobs(self.n_jobs),
+            **_alfpgm_options(self.solver, self.solver_options),
         )
 
     @fit_guard
@@ -502,6 +438,83 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         ndarray of shape (n_samples, n_classes)
         """
         return np.log(self.predict_proba(X))
+
+
+#: ALFPGM's options (``solver_options``) and their defaults.
+ALFPGM_OPTIONS: Dict[str, Any] = dict(
+    n_pairs=100,
+    min_alpha_opt=5,
+    max_alpha_opt=500,
+    min_alpha_check=None,
+    pair_ratio=0.5,
+    alpha_delta_threshold=1e-5,
+    al_penalty=None,
+    al_max_iter=20,
+    fista_max_iter=500,
+    inner_tol_factor=0.1,
+    inner_rel=0.1,
+    power_iters=8,
+    lipschitz_safety=1.1,
+    restart=True,
+)
+
+
+def _alfpgm_options(solver: str, given: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """The native solver's keyword arguments from ``solver_options``, every value checked."""
+    if given is None:
+        given = {}
+    if not isinstance(given, dict):
+        raise ValueError(f"solver_options must be a dict or None, got {given!r}")
+    unknown = sorted(set(given) - set(ALFPGM_OPTIONS))
+    if unknown:
+        raise ValueError(
+            f"solver_options has unknown keys {unknown}; the ALFPGM options are "
+            f"{sorted(ALFPGM_OPTIONS)}"
+        )
+    if given and solver != "alfpgm":
+        raise ValueError(
+            f"solver_options {sorted(given)} are ALFPGM's; solver={solver!r} takes none"
+        )
+    o = {**ALFPGM_OPTIONS, **given}
+    _check_int("n_pairs", o["n_pairs"], 1)
+    _check_int("min_alpha_opt", o["min_alpha_opt"], 0)
+    _check_int("max_alpha_opt", o["max_alpha_opt"], 1)
+    if o["min_alpha_opt"] > o["max_alpha_opt"]:
+        raise ValueError(
+            f"min_alpha_opt must not exceed max_alpha_opt, got {o['min_alpha_opt']} > "
+            f"{o['max_alpha_opt']}"
+        )
+    if o["min_alpha_check"] is not None:
+        _check_int("min_alpha_check", o["min_alpha_check"], 1)
+    _check_nonnegative("pair_ratio", o["pair_ratio"])
+    if o["pair_ratio"] >= 1:
+        raise ValueError(f"pair_ratio must lie in [0, 1), got {o['pair_ratio']!r}")
+    _check_nonnegative("alpha_delta_threshold", o["alpha_delta_threshold"])
+    if o["al_penalty"] is not None:
+        check_positive("al_penalty", o["al_penalty"])
+    _check_int("al_max_iter", o["al_max_iter"], 1)
+    _check_int("fista_max_iter", o["fista_max_iter"], 1)
+    _check_int("power_iters", o["power_iters"], 1)
+    check_positive("inner_tol_factor", o["inner_tol_factor"])
+    check_positive("inner_rel", o["inner_rel"])
+    check_positive("lipschitz_safety", o["lipschitz_safety"], minimum=1.0)
+    check_choice("restart", o["restart"], (True, False))
+    return dict(
+        n_pairs=int(o["n_pairs"]),
+        min_alpha_opt=int(o["min_alpha_opt"]),
+        max_alpha_opt=int(o["max_alpha_opt"]),
+        min_alpha_check=0 if o["min_alpha_check"] is None else int(o["min_alpha_check"]),
+        pair_ratio=float(o["pair_ratio"]),
+        alpha_delta_threshold=float(o["alpha_delta_threshold"]),
+        al_penalty=0.0 if o["al_penalty"] is None else float(o["al_penalty"]),
+        al_max_iter=int(o["al_max_iter"]),
+        fista_max_iter=int(o["fista_max_iter"]),
+        inner_tol_factor=float(o["inner_tol_factor"]),
+        inner_rel=float(o["inner_rel"]),
+        power_iters=int(o["power_iters"]),
+        lipschitz_safety=float(o["lipschitz_safety"]),
+        restart=bool(o["restart"]),
+    )
 
 
 def _print_progress(info: Dict[str, Any]) -> None:
