@@ -14,10 +14,15 @@ solved exactly as the linear system of its optimality conditions rather than ite
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any, Callable, Optional, Tuple
 
 import numpy as np
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import KFold
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import check_is_fitted
 
 #: LIBSVM's clip of pairwise probabilities before coupling.
 MIN_PROB = 1e-7
@@ -166,3 +171,71 @@ def fit_platt(
             dec[rows, col], y_index[rows] == a, None if weights is None else weights[rows]
         )
     return prob_a, prob_b, time.perf_counter() - start
+
+
+class ProbabilityMixin:
+    """``probability=True`` for an estimator with ``_pairwise_decision(X)``: the fit of the
+    sigmoids after the model's, ``predict_proba`` and ``predict_log_proba``."""
+
+    def _fit_probability(self, rows: Any, seed: int, **fold_params: Any) -> None:
+        """probA_ and probB_ from a 5-fold cross-validation of this estimator's settings
+        (``fold_params`` turn off what the fold fits must not do, e.g. recording history).
+        ``rows`` is a ``_validation.TrainingRows``; its weights already hold the class weights."""
+        template = clone(self).set_params(
+            probability=False, class_weight=None, verbose=False, **fold_params
+        )
+
+        def fit_fold(train: np.ndarray) -> Any:
+            labels = rows.y_index[train]
+            if len(np.unique(labels)) < 2:
+                return None
+            weights = None if rows.weights is None else rows.weights[train]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                return clone(template).fit(rows.X[train], labels, sample_weight=weights)
+
+        self.probA_, self.probB_, seconds = fit_platt(
+            fit_fold,
+            lambda est, test: est._pairwise_decision(rows.X[test]),
+            rows.X.shape[0],
+            rows.y_index,
+            len(rows.classes),
+            rows.weights,
+            seed,
+        )
+        self.fit_stats_["probability_seconds"] = seconds
+
+    @available_if(lambda self: self.probability)
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities: Platt sigmoids of the pairwise decision values, coupled for
+        several classes, as SVC(probability=True) computes them (needs ``probability=True``).
+        As in SVC, ``predict`` follows the decision values, so on rare rows its class need not
+        be the most probable one.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            Columns in the order of ``classes_``; rows sum to 1.
+        """
+        check_is_fitted(self, "probA_")
+        return probabilities(
+            self._pairwise_decision(X), self.probA_, self.probB_, len(self.classes_)
+        )
+
+    @available_if(lambda self: self.probability)
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        """Logarithm of ``predict_proba``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+        """
+        return np.log(self.predict_proba(X))

@@ -9,14 +9,14 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import _ovr_decision_function
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from budgetsvm import _budgetsvm, _probability
+from budgetsvm import _budgetsvm
+from budgetsvm._probability import ProbabilityMixin
 from budgetsvm._validation import (
     TrainingRows,
     check_choice,
@@ -46,7 +46,7 @@ def _check_nonnegative(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
 
 
-class KernelSVC(ClassifierMixin, BaseEstimator):
+class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
     """Exact C-SVC with the Gaussian kernel, trained by ALFPGM or by WSS2 SMO.
 
     Solves the same problem as scikit-learn's ``SVC(kernel='rbf')`` (LIBSVM): the dual
@@ -240,7 +240,8 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         if rows.kept is not None:
             self.support_ = rows.kept[self.support_].astype(np.int32)
         if self.probability:
-            self._fit_probability(rows)
+            seed = int(check_random_state(self.random_state).randint(0, 2**31 - 1))
+            self._fit_probability(rows, seed)
         return self
 
     def _fit_rows(self, rows: TrainingRows, native_params: Dict[str, Any]) -> None:
@@ -265,31 +266,6 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
                 ConvergenceWarning,
                 stacklevel=3,
             )
-
-    def _fit_probability(self, rows: TrainingRows) -> None:
-        """probA_ and probB_ from a 5-fold cross-validation, as SVC(probability=True)."""
-        template = clone(self).set_params(probability=False, class_weight=None, verbose=False)
-        seed = int(check_random_state(self.random_state).randint(0, 2**31 - 1))
-
-        def fit_fold(train: np.ndarray) -> Any:
-            labels = rows.y_index[train]
-            if len(np.unique(labels)) < 2:
-                return None
-            weights = None if rows.weights is None else rows.weights[train]
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                return clone(template).fit(rows.X[train], labels, sample_weight=weights)
-
-        self.probA_, self.probB_, seconds = _probability.fit_platt(
-            fit_fold,
-            lambda est, test: est._pairwise(rows.X[test]),
-            rows.X.shape[0],
-            rows.y_index,
-            len(rows.classes),
-            rows.weights,
-            seed,
-        )
-        self.fit_stats_["probability_seconds"] = seconds
 
     def _assemble(self, X: Any, y_index: np.ndarray, pairs: List[Dict[str, Any]]) -> None:
         """SVC's attributes from the per-pair solutions."""
@@ -345,7 +321,7 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
             "seconds": float(sum(p["seconds"] for p in pairs)),
         }
 
-    def _pairwise(self, X: Any) -> np.ndarray:
+    def _pairwise_decision(self, X: Any) -> np.ndarray:
         """Pairwise decision values sum_i coef_i k(x_i, x) - rho, positive for the first class
         of each pair (LIBSVM's convention), shape (n_samples, n_pairs)."""
         check_is_fitted(self)
@@ -375,7 +351,7 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
             (n_samples, n_classes) with ``decision_function_shape='ovr'``, (n_samples, n_pairs)
             with 'ovo'.
         """
-        dec = self._pairwise(X)
+        dec = self._pairwise_decision(X)
         if len(self.classes_) == 2:
             return -dec[:, 0]
         if self.decision_function_shape == "ovr":
@@ -393,7 +369,7 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         -------
         ndarray of shape (n_samples,)
         """
-        dec = self._pairwise(X)
+        dec = self._pairwise_decision(X)
         n_classes = len(self.classes_)
         votes = np.zeros((dec.shape[0], n_classes), dtype=np.int64)
         k = 0
@@ -404,40 +380,6 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
                 votes[:, b] += ~wins_a
                 k += 1
         return self.classes_[np.argmax(votes, axis=1)]
-
-
-    @available_if(lambda self: self.probability)
-    def predict_proba(self, X: Any) -> np.ndarray:
-        """Class probabilities as SVC(probability=True) computes them (needs
-        ``probability=True``); ``predict`` follows the decision values, as in SVC.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-            Columns in the order of ``classes_``; rows sum to 1.
-        """
-        check_is_fitted(self, "probA_")
-        return _probability.probabilities(
-            self._pairwise(X), self.probA_, self.probB_, len(self.classes_)
-        )
-
-    @available_if(lambda self: self.probability)
-    def predict_log_proba(self, X: Any) -> np.ndarray:
-        """Logarithm of ``predict_proba``.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-        """
-        return np.log(self.predict_proba(X))
 
 
 #: ALFPGM's options (``solver_options``) and their defaults.

@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
@@ -17,6 +17,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from budgetsvm import _budgetsvm, _probability
 from budgetsvm._history import HistoryRecorder
+from budgetsvm._probability import ProbabilityMixin
 from budgetsvm._validation import (
     SV_STORAGES,
     TrainingRows,
@@ -38,7 +39,7 @@ DUAL_STEPS = ("decaying", "full")
 MERGE_SEARCHES = ("lookup-wd", "lookup-h", "gss", "gss-precise")
 
 
-class BudgetSVC(ClassifierMixin, BaseEstimator):
+class BudgetSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
     """Gaussian-kernel SVM whose model keeps at most ``budget`` support vectors.
 
     Trained by budgeted stochastic gradient descent (``solver='bsgd'``: Pegasos with a budget,
@@ -290,7 +291,7 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         seed = self._seed()
         self._fit_rows(rows, seed, eval_set, _compare_with, _callback)
         if self.probability:
-            self._fit_probability(rows, seed)
+            self._fit_probability(rows, seed, record_history=False)
         return self
 
     def _fit_rows(
@@ -353,30 +354,6 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
             result["merge_agreement"] = (
                 result["agreeing_merges"] / compared if compared else float("nan")
             )
-
-    def _fit_probability(self, rows: TrainingRows, seed: int) -> None:
-        """probA_ and probB_ from a 5-fold cross-validation of this estimator's settings."""
-        template = clone(self).set_params(
-            probability=False, class_weight=None, verbose=False, record_history=False
-        )
-
-        def fit_fold(train: np.ndarray) -> Any:
-            labels = rows.y_index[train]
-            if len(np.unique(labels)) < 2:
-                return None
-            weights = None if rows.weights is None else rows.weights[train]
-            return clone(template).fit(rows.X[train], labels, sample_weight=weights)
-
-        self.probA_, self.probB_, seconds = _probability.fit_platt(
-            fit_fold,
-            lambda est, test: est._pairwise_decision(rows.X[test]),
-            rows.X.shape[0],
-            rows.y_index,
-            len(rows.classes),
-            rows.weights,
-            seed,
-        )
-        self.fit_stats_["probability_seconds"] = seconds
 
     def _set_model(self, result: Dict[str, Any]) -> None:
         """Fitted attributes from a native result dict (fit, partial_fit)."""
@@ -795,40 +772,6 @@ class BudgetSVC(ClassifierMixin, BaseEstimator):
         a = np.array([p[0] for p in pairs])
         b = np.array([p[1] for p in pairs])
         return values[:, a] - values[:, b]
-
-    @available_if(lambda self: self.probability)
-    def predict_proba(self, X: Any) -> np.ndarray:
-        """Class probabilities: Platt sigmoids of the pairwise decision values, coupled for
-        several classes (needs ``probability=True``). As in SVC, ``predict`` follows the
-        decision values, so on rare rows its class need not be the most probable one.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-            Columns in the order of ``classes_``; rows sum to 1.
-        """
-        check_is_fitted(self, "probA_")
-        return _probability.probabilities(
-            self._pairwise_decision(X), self.probA_, self.probB_, len(self.classes_)
-        )
-
-    @available_if(lambda self: self.probability)
-    def predict_log_proba(self, X: Any) -> np.ndarray:
-        """Logarithm of ``predict_proba``.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-        """
-        return np.log(self.predict_proba(X))
 
 
 def _file_gamma(gamma: Any, summary: Dict[str, Any], n_rows: int, width: int) -> float:
