@@ -141,8 +141,15 @@ fn gss_h_and_value(m: f64, kappa: f64, eps: f64) -> (f64, f64) {
         return (m, 1.0);
     }
     let ln_kappa = kappa.ln();
-    let (lo, hi) = if m >= 0.5 { (0.5, 1.0) } else { (0.0, 0.5) };
-    golden_section_max(|h| merged_value_ln(m, ln_kappa, h), lo, hi, eps)
+    // The maximiser lies between m and the end of its half: for m <= 1/2 a stationary point
+    // solves h / (1 - h) = m / (1 - m) kappa^(1 - 2h) <= m / (1 - m), so h <= m (h >= m for
+    // m >= 1/2 by symmetry). Searching [0, m] to a width relative to it keeps h precise when m
+    // is tiny (a fresh SV merged into an old one, m ~ 1e-4, h ~ kappa m): an absolute width of
+    // `eps` put z up to eps / 2 away from where it belongs there, a degradation far above the
+    // optimum's (which scales like m^2), and ranked partners by that error.
+    let (lo, hi) = if m >= 0.5 { (m, 1.0) } else { (0.0, m) };
+    let width = eps * (hi - lo) / 0.5;
+    golden_section_max(|h| merged_value_ln(m, ln_kappa, h), lo, hi, width)
 }
 
 /// The optimal h by golden section search to interval width `eps`.
