@@ -208,7 +208,7 @@ def training_rows(
     modified. ``class_weight`` is None, a dict label -> weight (labels not given weigh 1), or
     'balanced': n_rows / (n_classes * weight of the class's rows)."""
     check_classification_targets(y)
-    all_labels = np.unique(y)
+    given_y = y
     kept = None
     sw = None
     if sample_weight is not None:
@@ -228,6 +228,9 @@ def training_rows(
             f"{name} needs samples of at least two classes; the rows{extra} contain only one "
             f"class: {classes[0]!r}"
         )
+    # A class-weight dict is checked against every label given, also those whose rows were all
+    # left out by zero weights (only then does that need a second pass over the labels).
+    all_labels = np.unique(given_y) if kept is not None and isinstance(class_weight, dict) else None
     per_class = class_weights(class_weight, classes, y_index, sw, all_labels)
     weights = sw
     if class_weight is not None:
