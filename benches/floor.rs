@@ -4,18 +4,26 @@
 //! (or an input row with nnz non-zeros), B x d multiply-adds (the dot products), B exponentials
 //! (the kernel values) and one dot product of length B (the decision value). The `floor_*`
 //! functions below do exactly that arithmetic and nothing else, written for the best SIMD this CPU
-//! offers (AVX2 + FMA, 4 doubles a vector; no machine here has AVX-512): dot products register-
-//! blocked 16 support vectors at a time so that each support-vector value is loaded once and the
-//! accumulators never leave registers, the exponential as vectorised Cody-Waite reduction plus a
-//! degree-12 polynomial (relative error about 2e-16, the accuracy class of `simd.rs`), all fused
-//! into one pass over the B-length arrays. `step/*` is the production step (`SupportVectors`:
-//! dots, kernel values, decision value) on the same data, so the report reads as a multiple of
-//! the floor. `cargo bench --bench floor`; `benchmarks/criterion_report.py` tabulates it.
+//! offers (AVX-512 where it has it, 8 doubles a vector; else AVX2 + FMA, 4): dot products
+//! register-blocked 32 (16) support vectors at a time so that each support-vector value is loaded
+//! once and the accumulators never leave registers, the exponential as vectorised Cody-Waite
+//! reduction plus a degree-12 polynomial (relative error about 2e-16, the accuracy class of
+//! `simd.rs`), all fused into one pass over the B-length arrays, with no bounds checks, no
+//! gathering of the input row and no tails (B a multiple of 16). `step/*` is the production step
+//! (`SupportVectors::kernel_row_and_decision`: kernel values and decision value) on the same
+//! data, so the report reads as a multiple of the floor. `cargo bench --bench floor`;
+//! `benchmarks/criterion_report.py` tabulates it.
 
+use budgetsvm::core::budget::{BudgetMaintainer, Maintenance};
 use budgetsvm::core::data::{CsrView, DenseView, Rows};
+use budgetsvm::core::merge::{MergeSearch, MergeTable};
 use budgetsvm::core::model::{SupportVectors, SvLayout};
 use budgetsvm::core::rng::Rng;
-use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use budgetsvm::core::solvers::bsgd::{train_bsgd_state, BsgdParams};
+use budgetsvm::core::solvers::no_monitor;
+use criterion::{
+    black_box, criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput,
+};
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
@@ -57,58 +65,10 @@ mod avx2 {
     }
 
     /// The whole step's unavoidable arithmetic in one pass: for each block of 16 SVs, the dot
-    /// products with the input (feature-major SVs, one broadcast multiply-add per feature and
+    /// products with the input (feature-major SVs, one broadcast multiply-add per non-zero and
     /// vector), then distance, exponential and the decision sum, all in registers.
-    /// `svt[c * b + j]` is feature c of SV j (b a multiple of 16); `x` the dense input.
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn step(
-        svt: &[f64],
-        b: usize,
-        x: &[f64],
-        x_norm: f64,
-        sv_norms: &[f64],
-        coef: &[f64],
-        gamma: f64,
-    ) -> f64 {
-        // SAFETY: the caller guarantees AVX2+FMA; every pointer offset stays inside the
-        // slices (b a multiple of 16, b values per feature).
-        unsafe {
-            let (ps, pn, pc) = (svt.as_ptr(), sv_norms.as_ptr(), coef.as_ptr());
-            let g = _mm256_set1_pd(-gamma);
-            let xn = _mm256_set1_pd(x_norm);
-            let two = _mm256_set1_pd(2.0);
-            let zero = _mm256_setzero_pd();
-            let mut f = [_mm256_setzero_pd(); 4];
-            let mut j = 0;
-            while j < b {
-                let mut acc = [_mm256_setzero_pd(); 4];
-                for (c, &xc) in x.iter().enumerate() {
-                    let v = _mm256_set1_pd(xc);
-                    let row = ps.add(c * b + j);
-                    for (l, a) in acc.iter_mut().enumerate() {
-                        *a = _mm256_fmadd_pd(v, _mm256_loadu_pd(row.add(4 * l)), *a);
-                    }
-                }
-                for (l, a) in acc.iter().enumerate() {
-                    let d2 = _mm256_fnmadd_pd(
-                        two,
-                        *a,
-                        _mm256_add_pd(xn, _mm256_loadu_pd(pn.add(j + 4 * l))),
-                    );
-                    let k = exp4(_mm256_mul_pd(g, _mm256_max_pd(d2, zero)));
-                    f[l] = _mm256_fmadd_pd(k, _mm256_loadu_pd(pc.add(j + 4 * l)), f[l]);
-                }
-                j += 16;
-            }
-            let s = _mm256_add_pd(_mm256_add_pd(f[0], f[1]), _mm256_add_pd(f[2], f[3]));
-            let mut lanes = [0.0; 4];
-            _mm256_storeu_pd(lanes.as_mut_ptr(), s);
-            (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
-        }
-    }
-
-    /// The same for a sparse input row given by (columns, values): nnz broadcast multiply-adds
-    /// per vector of SVs instead of d.
+    /// `svt[c * b + j]` is feature c of SV j (b a multiple of 16); the input is given by its
+    /// non-zeros (a dense input passes columns 0..d).
     #[target_feature(enable = "avx2,fma")]
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn step_sparse(
@@ -171,10 +131,160 @@ mod avx2 {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    /// `avx2::exp4` on eight lanes.
+    #[inline]
+    #[target_feature(enable = "avx512f,fma")]
+    pub fn exp8(x: __m512d) -> __m512d {
+        const C: [f64; 13] = [
+            1.0,
+            1.0,
+            1.0 / 2.0,
+            1.0 / 6.0,
+            1.0 / 24.0,
+            1.0 / 120.0,
+            1.0 / 720.0,
+            1.0 / 5_040.0,
+            1.0 / 40_320.0,
+            1.0 / 362_880.0,
+            1.0 / 3_628_800.0,
+            1.0 / 39_916_800.0,
+            1.0 / 479_001_600.0,
+        ];
+        let x = _mm512_max_pd(x, _mm512_set1_pd(-708.0));
+        let shifter = _mm512_set1_pd(6_755_399_441_055_744.0);
+        let shifted = _mm512_fmadd_pd(x, _mm512_set1_pd(std::f64::consts::LOG2_E), shifter);
+        let n = _mm512_sub_pd(shifted, shifter);
+        let r = _mm512_fnmadd_pd(n, _mm512_set1_pd(6.931_471_803_691_238e-1), x);
+        let r = _mm512_fnmadd_pd(n, _mm512_set1_pd(1.908_214_929_270_587_7e-10), r);
+        let mut p = _mm512_set1_pd(C[12]);
+        for k in (0..12).rev() {
+            p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(C[k]));
+        }
+        let bits = _mm512_sub_epi64(_mm512_castpd_si512(shifted), _mm512_castpd_si512(shifter));
+        let scale = _mm512_slli_epi64::<52>(_mm512_add_epi64(bits, _mm512_set1_epi64(1023)));
+        _mm512_mul_pd(p, _mm512_castsi512_pd(scale))
+    }
+
+    /// `avx2::step_sparse` on eight lanes, over SVs stored in tiles of 32 (the last tile may
+    /// hold 16): tile t holds SVs 32 t.., feature-major inside (`tiled` below), so one block's
+    /// values are one contiguous run of memory.
+    #[target_feature(enable = "avx512f,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn step_sparse(
+        svt: &[f64],
+        b: usize,
+        cols: &[usize],
+        vals: &[f64],
+        x_norm: f64,
+        sv_norms: &[f64],
+        coef: &[f64],
+        gamma: f64,
+    ) -> f64 {
+        #[inline(always)]
+        unsafe fn block<const U: usize>(
+            tile: *const f64,
+            cols: &[usize],
+            vals: &[f64],
+            pn: *const f64,
+            pc: *const f64,
+            xn: __m512d,
+            g: __m512d,
+            f: &mut [__m512d; 4],
+        ) {
+            // SAFETY: the tile holds U * 8 values per feature; pn and pc U * 8 values.
+            unsafe {
+                let mut acc = [_mm512_setzero_pd(); U];
+                for (&c, &xc) in cols.iter().zip(vals) {
+                    let v = _mm512_set1_pd(xc);
+                    let row = tile.add(c * 8 * U);
+                    for (l, a) in acc.iter_mut().enumerate() {
+                        *a = _mm512_fmadd_pd(v, _mm512_loadu_pd(row.add(8 * l)), *a);
+                    }
+                }
+                for (l, a) in acc.iter().enumerate() {
+                    let d2 = _mm512_fnmadd_pd(
+                        _mm512_set1_pd(2.0),
+                        *a,
+                        _mm512_add_pd(xn, _mm512_loadu_pd(pn.add(8 * l))),
+                    );
+                    let k = exp8(_mm512_mul_pd(g, _mm512_max_pd(d2, _mm512_setzero_pd())));
+                    f[l] = _mm512_fmadd_pd(k, _mm512_loadu_pd(pc.add(8 * l)), f[l]);
+                }
+            }
+        }
+        // SAFETY: the caller guarantees AVX-512F+FMA; every offset stays inside the slices (b a
+        // multiple of 16, laid out by `tiled`).
+        unsafe {
+            let d = svt.len() / b;
+            let (ps, pn, pc) = (svt.as_ptr(), sv_norms.as_ptr(), coef.as_ptr());
+            let g = _mm512_set1_pd(-gamma);
+            let xn = _mm512_set1_pd(x_norm);
+            let mut f = [_mm512_setzero_pd(); 4];
+            let mut j = 0;
+            while j + 32 <= b {
+                block::<4>(
+                    ps.add(j * d),
+                    cols,
+                    vals,
+                    pn.add(j),
+                    pc.add(j),
+                    xn,
+                    g,
+                    &mut f,
+                );
+                j += 32;
+            }
+            if j < b {
+                block::<2>(
+                    ps.add(j * d),
+                    cols,
+                    vals,
+                    pn.add(j),
+                    pc.add(j),
+                    xn,
+                    g,
+                    &mut f,
+                );
+            }
+            _mm512_reduce_add_pd(_mm512_add_pd(
+                _mm512_add_pd(f[0], f[1]),
+                _mm512_add_pd(f[2], f[3]),
+            ))
+        }
+    }
+
+    /// Only the B exponentials (for the report's breakdown).
+    #[target_feature(enable = "avx512f,fma")]
+    pub unsafe fn exps(args: &[f64], out: &mut [f64]) {
+        // SAFETY: the caller guarantees AVX-512F+FMA; chunks of 8 stay inside the slices.
+        unsafe {
+            for (a, o) in args.chunks_exact(8).zip(out.chunks_exact_mut(8)) {
+                _mm512_storeu_pd(o.as_mut_ptr(), exp8(_mm512_loadu_pd(a.as_ptr())));
+            }
+        }
+    }
+}
+
 fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Whether the floor is the AVX-512 one.
+fn has_avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("fma")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -209,13 +319,52 @@ fn floor_arrays<R: Rows>(x: &R, b: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let d = x.n_cols();
     let mut svt = vec![0.0; d * b];
     for j in 0..b {
-        x.for_each_nonzero(j, |c, v| svt[c * b + j] = v);
+        x.for_each_nonzero(j, |c, v| svt[tiled(j, c, b, d)] = v);
     }
     let norms = (0..b).map(|j| x.sq_norm(j)).collect();
     let coef = (0..b)
         .map(|j| if j % 2 == 0 { 0.01 } else { -0.02 })
         .collect();
     (svt, norms, coef)
+}
+
+/// Where feature c of SV j lies in the floor's store of b SVs of d features: feature-major with
+/// stride b for the AVX2 floor; for the AVX-512 floor in tiles of 32 SVs (16 in a last short
+/// one), feature-major inside a tile.
+fn tiled(j: usize, c: usize, b: usize, d: usize) -> usize {
+    if has_avx512() {
+        let t0 = j / 32 * 32;
+        let width = (b - t0).min(32);
+        t0 * d + c * width + (j - t0)
+    } else {
+        c * b + j
+    }
+}
+
+/// The floor's decision value for row i: the AVX-512 floor where the CPU has it, else AVX2.
+///
+/// # Safety
+/// AVX2 and FMA must run here; `svt` holds b values per feature, b a multiple of 16.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn floor_step(
+    svt: &[f64],
+    b: usize,
+    cols: &[usize],
+    vals: &[f64],
+    x_norm: f64,
+    sv_norms: &[f64],
+    coef: &[f64],
+    gamma: f64,
+) -> f64 {
+    // SAFETY: forwarded from the caller; AVX-512 only where detected.
+    unsafe {
+        if has_avx512() {
+            avx512::step_sparse(svt, b, cols, vals, x_norm, sv_norms, coef, gamma)
+        } else {
+            avx2::step_sparse(svt, b, cols, vals, x_norm, sv_norms, coef, gamma)
+        }
+    }
 }
 
 fn bench_case<R: Rows>(c: &mut Criterion, name: &str, x: &R, b: usize, gamma: f64) {
@@ -232,7 +381,6 @@ fn bench_case<R: Rows>(c: &mut Criterion, name: &str, x: &R, b: usize, gamma: f6
     let norms = x.sq_norms();
     let mut kv = vec![0.0; b + 1];
     let mut f = [0.0];
-    let mut dense_x = vec![0.0; d];
     let (mut cols, mut vals) = (Vec::new(), Vec::new());
     let mut group = c.benchmark_group(format!("step_{name}"));
     group.throughput(Throughput::Elements(b as u64));
@@ -240,9 +388,7 @@ fn bench_case<R: Rows>(c: &mut Criterion, name: &str, x: &R, b: usize, gamma: f6
     group.bench_function(BenchmarkId::new("step", b), |bch| {
         bch.iter(|| {
             i = (i + 1) % n;
-            svs.dots_with_row(x, i, &mut kv);
-            svs.dots_to_kernel(gamma, norms[i], &mut kv);
-            svs.decision_from_kernel(&kv, &mut f);
+            svs.kernel_row_and_decision(x, i, norms[i], gamma, &mut kv, &mut f);
             black_box(f[0])
         })
     });
@@ -251,49 +397,50 @@ fn bench_case<R: Rows>(c: &mut Criterion, name: &str, x: &R, b: usize, gamma: f6
         group.bench_function(BenchmarkId::new("step-sparse-layout", b), |bch| {
             bch.iter(|| {
                 i = (i + 1) % n;
-                sparse_svs.dots_with_row(x, i, &mut kv);
-                sparse_svs.dots_to_kernel(gamma, norms[i], &mut kv);
-                sparse_svs.decision_from_kernel(&kv, &mut f);
+                sparse_svs.kernel_row_and_decision(x, i, norms[i], gamma, &mut kv, &mut f);
                 black_box(f[0])
             })
         });
     }
+    let row_of = |i: usize, cols: &mut Vec<usize>, vals: &mut Vec<f64>| {
+        cols.clear();
+        vals.clear();
+        x.for_each_nonzero(i, |c, v| {
+            cols.push(c);
+            vals.push(v);
+        });
+    };
     #[cfg(target_arch = "x86_64")]
     if available() {
-        let is_sparse = x.dense_row(0).is_none();
         // The floor computes the same decision value as the production step.
         for (i, &norm) in norms.iter().enumerate().take(8) {
-            svs.dots_with_row(x, i, &mut kv);
-            svs.dots_to_kernel(gamma, norm, &mut kv);
-            svs.decision_from_kernel(&kv, &mut f);
-            x.write_dense(i, &mut dense_x);
+            svs.kernel_row_and_decision(x, i, norm, gamma, &mut kv, &mut f);
+            row_of(i, &mut cols, &mut vals);
             // SAFETY: AVX2 and FMA were detected; b is a multiple of 16.
-            let v = unsafe { avx2::step(&svt, b, &dense_x, norm, &sv_norms, &coef, gamma) };
+            let v = unsafe { floor_step(&svt, b, &cols, &vals, norm, &sv_norms, &coef, gamma) };
             assert!(
                 (v - f[0]).abs() <= 1e-9 * (1.0 + f[0].abs()),
                 "floor {v} vs step {}",
                 f[0]
             );
         }
+        // The floor takes the row's non-zeros as given (gathering them is the production
+        // step's cost, not arithmetic): rows prepared outside the timed loop.
+        let rows: Vec<(Vec<usize>, Vec<f64>)> = (0..n)
+            .map(|i| {
+                let (mut c, mut v) = (Vec::new(), Vec::new());
+                row_of(i, &mut c, &mut v);
+                (c, v)
+            })
+            .collect();
         group.bench_function(BenchmarkId::new("floor", b), |bch| {
             bch.iter(|| {
                 i = (i + 1) % n;
+                let (cols, vals) = &rows[i];
                 // SAFETY: AVX2 and FMA were detected; b is a multiple of 16 and the arrays hold
                 // b values per feature.
-                let v = unsafe {
-                    if is_sparse {
-                        cols.clear();
-                        vals.clear();
-                        x.for_each_nonzero(i, |c, v| {
-                            cols.push(c);
-                            vals.push(v);
-                        });
-                        avx2::step_sparse(&svt, b, &cols, &vals, norms[i], &sv_norms, &coef, gamma)
-                    } else {
-                        x.write_dense(i, &mut dense_x);
-                        avx2::step(&svt, b, &dense_x, norms[i], &sv_norms, &coef, gamma)
-                    }
-                };
+                let v =
+                    unsafe { floor_step(&svt, b, cols, vals, norms[i], &sv_norms, &coef, gamma) };
                 black_box(v)
             })
         });
@@ -301,8 +448,14 @@ fn bench_case<R: Rows>(c: &mut Criterion, name: &str, x: &R, b: usize, gamma: f6
         let mut out = vec![0.0; b];
         group.bench_function(BenchmarkId::new("floor_exp_only", b), |bch| {
             bch.iter(|| {
-                // SAFETY: AVX2 and FMA were detected.
-                unsafe { avx2::exps(black_box(&args), &mut out) };
+                // SAFETY: the instruction sets were detected.
+                unsafe {
+                    if has_avx512() {
+                        avx512::exps(black_box(&args), &mut out)
+                    } else {
+                        avx2::exps(black_box(&args), &mut out)
+                    }
+                };
                 black_box(out[0])
             })
         });
@@ -331,9 +484,90 @@ fn floor(c: &mut Criterion) {
     }
 }
 
+/// A BSGD model in its steady state (budget full, a merge every few steps: 20,000 rows, lambda
+/// 1e-4, one epoch) and, measured on it, what training does per step: `step`, the kernel row
+/// and decision value of a fresh row; `merge`, the maintenance event right after a step added a
+/// new SV (`reduce_after_push`: the new SV is merged, with the kernel row its step computed);
+/// `merge-row-computed`, the same event computing that row again (what `reduce` pays for an SV
+/// that is not the new one: BSCA, or class weights).
+fn events(c: &mut Criterion) {
+    MergeTable::shared(); // built outside the measurement
+    let n = 20_000;
+    for (name, d, gamma) in [("checkerboard_d2", 2usize, 100.0), ("dense_d22", 22, 1.0)] {
+        let xs = dense(n, d, 11);
+        let x = DenseView::new(&xs, n, d).expect("shape");
+        let label =
+            |i: usize| ((4.0 * xs[i * d]).floor() + (4.0 * xs[i * d + 1]).floor()) as u32 % 2;
+        let y: Vec<u32> = (0..n).map(label).collect();
+        let mut group = c.benchmark_group(format!("event_{name}"));
+        for b in [100usize, 500, 2000] {
+            let params = BsgdParams {
+                lambda: Some(1e-4),
+                gamma,
+                budget: b,
+                epochs: 1,
+                average: false,
+                ..BsgdParams::default()
+            }
+            .check(n)
+            .expect("params");
+            let mut monitor = no_monitor;
+            let state =
+                train_bsgd_state(&x, &y, None, 2, &params, &mut monitor, None).expect("training");
+            let svs = state.support_vectors();
+            assert_eq!(svs.len(), b, "the budget is full");
+            let unmerged = svs.coef(svs.smallest().expect("svs"))[0].abs() * svs.scale();
+            let norms = x.sq_norms();
+            let (mut kv, mut f) = (vec![0.0; b + 1], [0.0]);
+            let mut step_svs = svs.clone();
+            let mut i = 0usize;
+            group.bench_function(BenchmarkId::new("step", b), |bch| {
+                bch.iter(|| {
+                    i = (i + 1) % n;
+                    step_svs.kernel_row_and_decision(&x, i, norms[i], gamma, &mut kv, &mut f);
+                    black_box(f[0])
+                })
+            });
+            let maintainer =
+                BudgetMaintainer::new(Maintenance::Merge(MergeSearch::LookupWd), gamma, None);
+            // A step that inserts row i: its kernel row, then the SV with an unmerged coefficient.
+            let setup = |i: usize| {
+                let mut s = svs.clone();
+                let mut row = vec![0.0; b + 1];
+                s.kernel_row_and_decision(&x, i, norms[i], gamma, &mut row, &mut [0.0]);
+                let sign = if y[i] == 1 { 1.0 } else { -1.0 };
+                s.push_row(&x, i, &[sign * unmerged]).expect("room");
+                row.truncate(b);
+                (s, row, maintainer.clone())
+            };
+            group.bench_function(BenchmarkId::new("merge", b), |bch| {
+                bch.iter_batched_ref(
+                    || {
+                        i = (i + 1) % n;
+                        setup(i)
+                    },
+                    |(s, row, m)| m.reduce_after_push(s, row),
+                    BatchSize::SmallInput,
+                )
+            });
+            group.bench_function(BenchmarkId::new("merge-row-computed", b), |bch| {
+                bch.iter_batched_ref(
+                    || {
+                        i = (i + 1) % n;
+                        setup(i)
+                    },
+                    |(s, _, m)| m.reduce(s),
+                    BatchSize::SmallInput,
+                )
+            });
+        }
+        group.finish();
+    }
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
-    targets = floor
+    targets = floor, events
 }
 criterion_main!(benches);

@@ -1,10 +1,15 @@
 """Markdown report of the criterion micro-benchmarks (run `cargo bench` first).
 
-    cargo bench --bench merge --bench kernel && python benchmarks/criterion_report.py --out docs/micro_benchmarks.md
+    cargo bench --bench merge --bench kernel --bench floor && \
+        python benchmarks/criterion_report.py --out docs/micro_benchmarks.md \
+        [--before /path/to/previous/checkout/target/criterion]
 
 Reads the mean estimates criterion keeps under target/criterion/*/new/estimates.json and puts
-them side by side: one budget-maintenance event per partner search (lookup vs golden section
-search) at B = 100 and 500, and kernel rows against a plain multiply-add loop over the same data.
+them side by side: the budgeted step against the floor of its arithmetic (`benches/floor.rs`),
+the step and merge event of a trained BSGD model, one budget-maintenance event per partner search
+(lookup vs golden section search) at B = 100 and 500, and kernel rows against a plain multiply-add
+loop over the same data. With ``--before`` (the criterion directory of a previous build that ran
+the same benches), the step and the maintenance events are also given for that build.
 """
 
 from __future__ import annotations
@@ -21,30 +26,109 @@ from _report import machine  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1] / "target" / "criterion"
 
 
-def mean_ns(*parts: str) -> float:
-    path = ROOT.joinpath(*parts, "new", "estimates.json")
+def mean_ns(*parts: str, root: Path = ROOT) -> float:
+    path = root.joinpath(*parts, "new", "estimates.json")
     return json.loads(path.read_text())["mean"]["point_estimate"]
+
+
+def maybe_ns(*parts: str, root: Path | None) -> float | None:
+    if root is None:
+        return None
+    try:
+        return mean_ns(*parts, root=root)
+    except OSError:
+        return None
+
+
+def floor_section(before: Path | None) -> list:
+    lines = [
+        "## The budgeted step against its floor",
+        "",
+        "`cargo bench --bench floor`. The floor is only the arithmetic a step cannot avoid (B x nnz "
+        "multiply-adds, B exponentials, the decision sum) in one register-blocked pass with the "
+        "best SIMD of this CPU and no bounds checks, row gathering or tails; 'step' is "
+        "`SupportVectors::kernel_row_and_decision` on the same data (kernel values and decision "
+        "value). B is rounded down to a multiple of 16 for the floor's blocks (96, 496, 2000).",
+        "",
+        "| data | B | floor | exp only | step | step / floor |"
+        + (" step before | before / floor |" if before else ""),
+        "|---|---|---|---|---|---|" + ("---|---|" if before else ""),
+    ]
+    for group, label in (
+        ("step_dense_d2", "dense, d = 2"),
+        ("step_dense_d22", "dense, d = 22"),
+        ("step_dense_d123", "dense, d = 123"),
+        ("step_sparse_a9a_like", "sparse, 123 columns, 14 non-zeros"),
+    ):
+        for B in (96, 496, 2000):
+            try:
+                floor = mean_ns(group, "floor", str(B))
+                exp = mean_ns(group, "floor_exp_only", str(B))
+                step = mean_ns(group, "step", str(B))
+            except OSError:
+                continue
+            row = f"| {label} | {B} | {floor:.0f} ns | {exp:.0f} ns | {step:.0f} ns | {step / floor:.2f} |"
+            old = maybe_ns(group, "step", str(B), root=before)
+            if before:
+                row += f" {old:.0f} ns | {old / floor:.2f} |" if old else " - | - |"
+            lines.append(row)
+    lines += [
+        "",
+        "## Step and merge event of a trained BSGD model",
+        "",
+        "A model in its steady state (20,000 rows, lambda 1e-4, one epoch, budget full); per step: "
+        "'step' the kernel row and decision value of a fresh row, 'merge' the maintenance event "
+        "right after a step added a new SV (that SV is merged, with the kernel row its step "
+        "computed), 'merge, row computed' the same event computing that row again (the event for "
+        "an SV other than the new one).",
+        "",
+        "| data | B | step | merge | merge / step | merge, row computed | its / step |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for group, label in (
+        ("event_checkerboard_d2", "checkerboard, d = 2, gamma 100"),
+        ("event_dense_d22", "uniform, d = 22, gamma 1"),
+    ):
+        for B in (100, 500, 2000):
+            try:
+                step = mean_ns(group, "step", str(B))
+                merge = mean_ns(group, "merge", str(B))
+                full = mean_ns(group, "merge-row-computed", str(B))
+            except OSError:
+                continue
+            lines.append(
+                f"| {label} | {B} | {step:.0f} ns | {merge:.0f} ns | {merge / step:.2f} "
+                f"| {full:.0f} ns | {full / step:.2f} |"
+            )
+    return lines + [""]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument(
+        "--before", type=Path, default=None, help="target/criterion of a previous build"
+    )
     args = ap.parse_args()
     lines = [
         "# Micro-benchmarks (criterion)",
         "",
-        "Command: `cargo bench --bench merge --bench kernel && python benchmarks/criterion_report.py "
-        "--out docs/micro_benchmarks.md`  ",
+        "Command: `cargo bench --bench merge --bench kernel --bench floor && python "
+        "benchmarks/criterion_report.py --out docs/micro_benchmarks.md"
+        + (" --before <previous build>/target/criterion" if args.before else "")
+        + "`  ",
         f"Machine: {machine()}; commit {_commit()}; means of criterion's samples.",
         "",
+        *floor_section(args.before),
         "## One budget-maintenance event (d = 22, binary, SVs from a9a-like data)",
         "",
         "The event: find the SV with the smallest coefficient, search its best merge partner among "
         "all others, merge (or remove). Share = time relative to golden section search (eps 0.01).",
         "",
         "| B | remove | lookup-wd | lookup-h | gss (eps 0.01) | gss-precise (eps 1e-10) "
-        "| lookup-wd share of gss | lookup-h share of gss |",
-        "|---|---|---|---|---|---|---|---|",
+        "| lookup-wd share of gss | lookup-h share of gss |"
+        + (" lookup-wd before | gss before |" if args.before else ""),
+        "|---|---|---|---|---|---|---|---|" + ("---|---|" if args.before else ""),
     ]
     for B in (100, 500):
         t = {
@@ -63,6 +147,13 @@ def main() -> None:
             f"| {t['merge-lookup-h'] / 1e3:.2f} us | {g / 1e3:.2f} us "
             f"| {t['merge-gss-precise'] / 1e3:.1f} us | {100 * t['merge-lookup-wd'] / g:.1f}% "
             f"| {100 * t['merge-lookup-h'] / g:.1f}% |"
+            + (
+                f" {mean_ns('maintenance_event', 'merge-lookup-wd', str(B), root=args.before) / 1e3:.2f}"
+                f" us | {mean_ns('maintenance_event', 'merge-gss', str(B), root=args.before) / 1e3:.2f}"
+                " us |"
+                if args.before
+                else ""
+            )
         )
     table = mean_ns("lookup_table_build", "400x400")
     lines += [

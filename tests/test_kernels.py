@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import budgetsvm
 import numpy as np
 import pytest
@@ -322,4 +327,31 @@ def test_set_num_threads_zero_means_all_cores(restore_threads):
 
 
 def test_simd_level_is_reported():
-    assert budgetsvm.simd_level() in ("avx2+fma", "portable")
+    assert budgetsvm.simd_level() in ("avx512f+fma", "avx2+fma", "portable")
+
+
+LEVEL_CHILD = """
+import json, numpy as np, budgetsvm
+rng = np.random.default_rng(0)
+X = rng.uniform(size=(600, 3)); y = (np.floor(3 * X[:, 0]) + np.floor(3 * X[:, 1])) % 2
+clf = budgetsvm.BudgetSVC(C=1.0, gamma=20.0, budget=40, epochs=2, random_state=0).fit(X, y)
+print(json.dumps([budgetsvm.simd_level(), clf.decision_function(X[:50]).tolist()]))
+"""
+
+
+def test_every_simd_level_trains_the_same_model():
+    # BUDGETSVM_SIMD caps the kernel loops' instruction set; a level the CPU lacks falls back
+    # to the best below it. Every level computes the same kernel values up to rounding.
+    runs = {}
+    for cap in ("portable", "avx2", "avx512"):
+        env = dict(os.environ, BUDGETSVM_SIMD=cap)
+        out = subprocess.run(
+            [sys.executable, "-c", LEVEL_CHILD], env=env, capture_output=True, text=True, check=True
+        )
+        runs[cap] = json.loads(out.stdout)
+    assert runs["portable"][0] == "portable"
+    assert runs["avx2"][0] in ("avx2+fma", "portable")
+    assert runs["avx512"][0] in ("avx512f+fma", "avx2+fma", "portable")
+    reference = np.array(runs["portable"][1])
+    for cap in ("avx2", "avx512"):
+        np.testing.assert_allclose(runs[cap][1], reference, rtol=1e-6, atol=1e-8)

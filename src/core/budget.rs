@@ -66,6 +66,10 @@ pub struct MaintenanceStats {
     pub seconds: f64,
 }
 
+/// Coefficient norms this close (relative) count as equal when choosing the SV to merge: the
+/// rounding of BSGD's running scale after 10^7 steps stays well below it.
+const NEWEST_TIE: f64 = 1e-8;
+
 /// Ridge added to the SV kernel matrix for projection. Gaussian kernel matrices of nearby points
 /// are badly conditioned; with 1e-8 the projected coefficients grew into large cancelling pairs and
 /// BSGD on a 2-D XOR problem fell to chance, with 1e-6 it learns (see the bsgd tests).
@@ -266,8 +270,25 @@ impl BudgetMaintainer {
 
     /// One maintenance event: removes one support vector's worth of model.
     pub fn reduce(&mut self, svs: &mut SupportVectors) {
-        let start = Instant::now();
         let Some(p) = svs.smallest() else { return };
+        self.reduce_at(svs, p, None);
+    }
+
+    /// One maintenance event right after the solver appended an SV (the last slot), given that
+    /// SV's kernel values against the ones before it (`new_row`, computed for its step). Among
+    /// coefficients equal up to rounding (`NEWEST_TIE`, see `smallest_preferring`) the new SV is
+    /// the one merged or removed, and its kernel row is not computed a second time.
+    pub fn reduce_after_push(&mut self, svs: &mut SupportVectors, new_row: &[f64]) {
+        let newest = svs.len().saturating_sub(1);
+        let Some(p) = svs.smallest_preferring(newest, NEWEST_TIE) else {
+            return;
+        };
+        let row = (p == newest && new_row.len() == newest).then_some(new_row);
+        self.reduce_at(svs, p, row);
+    }
+
+    fn reduce_at(&mut self, svs: &mut SupportVectors, p: usize, p_row: Option<&[f64]>) {
+        let start = Instant::now();
         if self.kappa.len() < svs.len() {
             self.kappa.resize(svs.capacity().max(svs.len()), 0.0);
         }
@@ -275,6 +296,13 @@ impl BudgetMaintainer {
             Maintenance::Remove => self.remove(svs, p),
             Maintenance::Project => self.project(svs, p),
             Maintenance::Merge(search) => {
+                match p_row {
+                    Some(row) => {
+                        self.kappa[..row.len()].copy_from_slice(row);
+                        self.kappa[p] = 1.0;
+                    }
+                    None => svs.kernel_row_of_sv(p, self.gamma, &mut self.kappa),
+                }
                 if svs.n_out() == 1 {
                     self.merge_binary(svs, p, search)
                 } else {
@@ -322,19 +350,17 @@ impl BudgetMaintainer {
         norm2 * (1.0 - explained).max(0.0)
     }
 
-    /// Kernel values between SV p and every SV, into self.kappa.
-    fn kernel_row_of(&mut self, svs: &mut SupportVectors, p: usize) {
-        svs.kernel_row_of_sv(p, self.gamma, &mut self.kappa);
-    }
-
-    /// The best same-sign partner of SV p (coefficient cp) under `search`: (index, normalised h
-    /// choice, weight degradation in stored units).
+    /// The best same-sign partner of SV p (coefficient cp) under `search`: (index, weight
+    /// degradation in stored units); the first of equal ones. `self.kappa` holds p's kernel row.
     fn best_partner(
         &self,
         svs: &SupportVectors,
         p: usize,
         search: MergeSearch,
     ) -> Option<(usize, f64)> {
+        if search == MergeSearch::LookupWd {
+            return self.best_partner_lookup_wd(svs, p);
+        }
         let cp = svs.coef(p)[0];
         let mut best: Option<(usize, f64)> = None;
         for j in 0..svs.len() {
@@ -352,8 +378,35 @@ impl BudgetMaintainer {
         best
     }
 
+    /// `best_partner` for the lookup of WD, the same partner without looking up most of them:
+    /// p is the smallest SV, so a partner's degradation is cp^2 wd/m^2 (m = cp / (cp + cj) <=
+    /// 1/2), at least cp^2 times the table's bound for its kappa cell. Once a partner with
+    /// degradation `best` is known, every one whose kappa lies in a cell whose bound exceeds
+    /// best / cp^2 is skipped by one comparison (most SVs are far from p: kappa near 0).
+    fn best_partner_lookup_wd(&self, svs: &SupportVectors, p: usize) -> Option<(usize, f64)> {
+        let coef = svs.coefs();
+        let cp = coef[p];
+        // p is the smallest only up to `NEWEST_TIE`; rounding of cp^2 against (cp + cj)^2 m^2.
+        let cp2 = cp * cp * (1.0 - 4.0 * NEWEST_TIE);
+        let last = (self.table.size() - 1) as f64;
+        let mut best: Option<(usize, f64)> = None;
+        // Partners with kappa * last below `cut` cannot beat `best`.
+        let mut cut = 0.0;
+        for (j, (&cj, &kappa)) in coef.iter().zip(&self.kappa[..coef.len()]).enumerate() {
+            if kappa * last < cut || cp * cj <= 0.0 || j == p {
+                continue;
+            }
+            let total = cp + cj;
+            let wd = total * total * self.table.wd(cp / total, kappa);
+            if best.is_none_or(|(_, b)| wd < b) {
+                best = Some((j, wd));
+                cut = self.table.first_kappa_cell_within(wd / cp2) as f64;
+            }
+        }
+        best
+    }
+
     fn merge_binary(&mut self, svs: &mut SupportVectors, p: usize, search: MergeSearch) -> f64 {
-        self.kernel_row_of(svs, p);
         let Some((q, _)) = self.best_partner(svs, p, search) else {
             // No SV of the same sign to merge with: removal is the only option.
             return self.remove(svs, p);
@@ -393,7 +446,6 @@ impl BudgetMaintainer {
     /// (starting from the partner of the smallest bound): the same partner as searching all,
     /// with a search for a few partners instead of B (most are far from p).
     fn merge_multiclass(&mut self, svs: &mut SupportVectors, p: usize, search: MergeSearch) -> f64 {
-        self.kernel_row_of(svs, p);
         let eps = if search == MergeSearch::GssPrecise {
             GSS_PRECISE_EPS
         } else {
@@ -736,6 +788,102 @@ mod tests {
             assert!(
                 (m.stats.total_weight_degradation - best_true).abs() < 1e-9 * (1.0 + best_true)
             );
+        }
+    }
+
+    /// SVs like late BSGD: most with equal coefficients (unmerged), some merged heavier ones,
+    /// both signs, points in the unit square (gamma decides how many are near each other).
+    fn bsgd_like_svs(rng: &mut Rng, n: usize, d: usize) -> SupportVectors {
+        let xs: Vec<f64> = (0..n * d).map(|_| rng.next_f64()).collect();
+        let x = DenseView::new(&xs, n, d).unwrap();
+        let mut svs = SupportVectors::new(d, n, 1, SvLayout::Dense).unwrap();
+        for i in 0..n {
+            let magnitude = if rng.next_f64() < 0.6 {
+                1.0 + 1e-12 * rng.next_f64() // rounding of the running scale
+            } else {
+                1.0 + 5.0 * rng.next_f64()
+            };
+            let sign = if rng.next_f64() < 0.5 { -1.0 } else { 1.0 };
+            svs.push_row(&x, i, &[sign * magnitude]).unwrap();
+        }
+        svs
+    }
+
+    #[test]
+    fn lookup_wd_search_skips_only_partners_that_cannot_win() {
+        let mut rng = Rng::new(41);
+        let table = MergeTable::shared();
+        for trial in 0..400 {
+            let (n, d) = (2 + rng.below(700), 1 + rng.below(3));
+            let gamma = [0.3, 3.0, 30.0, 100.0, 1000.0][trial % 5];
+            let mut svs = bsgd_like_svs(&mut rng, n, d);
+            let p = svs.smallest().unwrap();
+            let mut m =
+                BudgetMaintainer::new(Maintenance::Merge(MergeSearch::LookupWd), gamma, None);
+            m.kappa.resize(n, 0.0);
+            svs.kernel_row_of_sv(p, gamma, &mut m.kappa);
+            // Every same-sign partner looked up, first of equal ones.
+            let cp = svs.coef(p)[0];
+            let mut full: Option<(usize, f64)> = None;
+            for j in (0..n).filter(|&j| j != p && cp * svs.coef(j)[0] > 0.0) {
+                let total = cp + svs.coef(j)[0];
+                let wd = total * total * table.wd(cp / total, m.kappa[j]);
+                if full.is_none_or(|(_, b)| wd < b) {
+                    full = Some((j, wd));
+                }
+            }
+            let got = m.best_partner(&svs, p, MergeSearch::LookupWd);
+            assert_eq!(got, full, "trial {trial}: n {n}, gamma {gamma}");
+        }
+    }
+
+    #[test]
+    fn the_table_bound_holds_for_every_lookup() {
+        let table = MergeTable::shared();
+        let last = (table.size() - 1) as f64;
+        let mut rng = Rng::new(42);
+        for _ in 0..200_000 {
+            let (m, kappa) = (rng.next_f64() * 0.5, rng.next_f64());
+            let limit = table.wd(m, kappa) / (m * m);
+            // No cell the search would skip for this limit holds (m, kappa).
+            let first = table.first_kappa_cell_within(limit * (1.0 + 1e-12));
+            assert!(
+                kappa * last >= first as f64 || m < 1e-150,
+                "m {m} kappa {kappa}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_new_sv_is_merged_with_the_kernel_row_its_step_computed() {
+        let mut rng = Rng::new(43);
+        for trial in 0..100 {
+            let (n, d, gamma) = (3 + rng.below(300), 1 + rng.below(3), 30.0);
+            let mut svs = bsgd_like_svs(&mut rng, n, d);
+            // The new SV: an unmerged coefficient, equal to the others up to rounding.
+            let xs: Vec<f64> = (0..d).map(|_| rng.next_f64()).collect();
+            let x = DenseView::new(&xs, 1, d).unwrap();
+            let mut row = vec![0.0; n + 1];
+            let mut f = [0.0];
+            svs.kernel_row_and_decision(&x, 0, x.sq_norm(0), gamma, &mut row, &mut f);
+            svs.push_row(&x, 0, &[1.0 + 3e-13]).unwrap();
+            let search = [MergeSearch::LookupWd, MergeSearch::Gss][trial % 2];
+            let (mut a, mut b) = (svs.clone(), svs.clone());
+            let mut ma = BudgetMaintainer::new(Maintenance::Merge(search), gamma, None);
+            let mut mb = ma.clone();
+            ma.reduce_after_push(&mut a, &row[..n]);
+            // The same event with the new SV's kernel row computed from the store.
+            mb.reduce_at(&mut b, n, None);
+            let (ma_, mb_) = (a.to_model(gamma), b.to_model(gamma));
+            assert_eq!(ma_.n_sv(), n);
+            for (u, v) in ma_.coef.iter().zip(&mb_.coef) {
+                assert!((u - v).abs() <= 1e-12 * (1.0 + u.abs()), "trial {trial}");
+            }
+            let (da, db) = (
+                ma_.support_vectors.to_dense(n, d),
+                mb_.support_vectors.to_dense(n, d),
+            );
+            assert!(da.iter().zip(&db).all(|(u, v)| (u - v).abs() <= 1e-12));
         }
     }
 

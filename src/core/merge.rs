@@ -174,6 +174,10 @@ pub struct MergeTable {
     n: usize,
     h: Vec<f64>,
     wd: Vec<f64>,
+    /// Per kappa cell k (kappa in [k, k + 1] / (n - 1)): a lower bound of the interpolated
+    /// wd / m^2 over every m and every kappa up to the cell's end. Non-increasing in k, so the
+    /// cells a partner search may skip are a prefix (see `first_kappa_cell_within`).
+    wd_floor: Vec<f64>,
 }
 
 impl MergeTable {
@@ -221,7 +225,24 @@ impl MergeTable {
                     }
                 });
         });
-        Ok(MergeTable { n, h, wd })
+        // A bilinear interpolation is a convex combination of its cell's corners, so the least
+        // corner of a cell bounds it from below; the running minimum over the cells of smaller
+        // kappa makes the bound monotone.
+        let mut wd_floor = vec![0.0; n - 1];
+        let mut running = f64::INFINITY;
+        for (k, floor) in wd_floor.iter_mut().enumerate() {
+            let cell = (0..n).map(|i| wd[i * n + k].min(wd[i * n + k + 1]));
+            running = running.min(cell.fold(f64::INFINITY, f64::min).max(0.0));
+            *floor = running;
+        }
+        Ok(MergeTable { n, h, wd, wd_floor })
+    }
+
+    /// The first kappa cell whose lower bound of wd / m^2 is at most `limit` (n - 1 if none):
+    /// every pair with kappa * (n - 1) below that cell's index has an interpolated wd / m^2 above
+    /// `limit`, whatever its m. A merge partner search skips those without a lookup.
+    pub fn first_kappa_cell_within(&self, limit: f64) -> usize {
+        self.wd_floor.partition_point(|&b| b > limit)
     }
 
     /// The process-wide default 400 x 400 table, built on first use.

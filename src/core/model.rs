@@ -69,9 +69,13 @@ fn try_zeroed(rows: usize, cols: usize, what: &str) -> Result<Vec<f64>> {
 
 #[derive(Debug, Clone)]
 enum Store {
-    /// `svt[c * capacity + j]` is feature c of SV j; `scratch` holds one SV densely (kernel rows
-    /// of an SV against the others).
-    Dense { svt: Vec<f64>, scratch: Vec<f64> },
+    /// `svt[c * capacity + j]` is feature c of SV j; `cols` and `vals` hold the non-zeros of
+    /// the row whose kernel row is being computed (reused, so a step allocates nothing).
+    Dense {
+        svt: Vec<f64>,
+        cols: Vec<usize>,
+        vals: Vec<f64>,
+    },
     Sparse {
         arena: Box<SparseArena>,
         probe: RowProbe,
@@ -137,7 +141,8 @@ impl SupportVectors {
         let store = match layout {
             SvLayout::Dense => Store::Dense {
                 svt: try_zeroed(capacity, dim, "dense support vector storage")?,
-                scratch: try_zeroed(1, dim, "dense support vector storage")?,
+                cols: Vec::new(),
+                vals: Vec::new(),
             },
             SvLayout::Sparse => Store::Sparse {
                 arena: Box::new(SparseArena::new()),
@@ -299,6 +304,11 @@ impl SupportVectors {
     pub fn coef(&self, j: usize) -> &[f64] {
         &self.coef[j * self.n_out..(j + 1) * self.n_out]
     }
+    /// Stored coefficients of all SVs, SV-major (`n_out` per SV).
+    #[inline]
+    pub fn coefs(&self) -> &[f64] {
+        &self.coef[..self.len * self.n_out]
+    }
     #[inline]
     pub fn coef_mut(&mut self, j: usize) -> &mut [f64] {
         &mut self.coef[j * self.n_out..(j + 1) * self.n_out]
@@ -322,25 +332,87 @@ impl SupportVectors {
         }
     }
 
+    /// The kernel row of row i of x (squared norm `sq_norm`) against the SVs into `kvals`, and
+    /// its decision values into `f`: the whole arithmetic of a budgeted step. With the dense
+    /// layout and one output this is one fused pass (`simd::rbf_row`); otherwise dots, kernel
+    /// values and decision values one after the other.
+    #[inline]
+    pub fn kernel_row_and_decision<R: Rows>(
+        &mut self,
+        x: &R,
+        i: usize,
+        sq_norm: f64,
+        gamma: f64,
+        kvals: &mut [f64],
+        f: &mut [f64],
+    ) {
+        let (len, cap, dim) = (self.len, self.capacity, self.dim);
+        if let Store::Dense { svt, cols, vals } = &mut self.store {
+            cols.clear();
+            vals.clear();
+            x.for_each_nonzero(i, |c, v| {
+                if c < dim {
+                    cols.push(c);
+                    vals.push(v);
+                }
+            });
+            let svs = simd::FeatureMajor {
+                svt,
+                stride: cap,
+                len,
+                sq_norms: &self.sq_norms,
+            };
+            let coef = (self.n_out == 1).then_some(&self.coef[..len]);
+            let row = simd::RowNonzeros {
+                cols,
+                vals,
+                sq_norm,
+            };
+            let sum = simd::rbf_row(simd::level(), svs, row, gamma, coef, kvals);
+            if self.n_out == 1 {
+                f[0] = self.scale * sum;
+            } else {
+                self.decision_from_kernel(kvals, f);
+            }
+            return;
+        }
+        self.dots_with_row(x, i, kvals);
+        self.dots_to_kernel(gamma, sq_norm, kvals);
+        self.decision_from_kernel(kvals, f);
+    }
+
     /// out[j] = k(sv_p, sv_j) for j < len: the kernel row of SV p (for merging).
     pub fn kernel_row_of_sv(&mut self, p: usize, gamma: f64, out: &mut [f64]) {
         let (len, cap) = (self.len, self.capacity);
         match &mut self.store {
-            Store::Dense { svt, scratch } => {
-                for (c, o) in scratch.iter_mut().enumerate() {
-                    *o = svt[c * cap + p];
-                }
-                let out = &mut out[..len];
-                out.fill(0.0);
-                for (c, &x) in scratch.iter().enumerate() {
-                    if x != 0.0 {
-                        simd::axpy(x, &svt[c * cap..c * cap + len], out);
+            Store::Dense { svt, cols, vals } => {
+                cols.clear();
+                vals.clear();
+                for c in 0..self.dim {
+                    let v = svt[c * cap + p];
+                    if v != 0.0 {
+                        cols.push(c);
+                        vals.push(v);
                     }
                 }
+                let svs = simd::FeatureMajor {
+                    svt,
+                    stride: cap,
+                    len,
+                    sq_norms: &self.sq_norms,
+                };
+                let row = simd::RowNonzeros {
+                    cols,
+                    vals,
+                    sq_norm: self.sq_norms[p],
+                };
+                simd::rbf_row(simd::level(), svs, row, gamma, None, out);
             }
-            Store::Sparse { arena, probe } => arena.dots_with_vector(probe, p, &mut out[..len]),
+            Store::Sparse { arena, probe } => {
+                arena.dots_with_vector(probe, p, &mut out[..len]);
+                self.dots_to_kernel(gamma, self.sq_norms[p], out);
+            }
         }
-        self.dots_to_kernel(gamma, self.sq_norms[p], out);
     }
 
     /// Turns dot products with a point of squared norm `sq_norm` into kernel values, in place.
@@ -522,12 +594,43 @@ impl SupportVectors {
         self.len -= 1;
     }
 
-    /// Index of the SV with the smallest coefficient norm (the one budget maintenance acts on).
+    /// Index of the SV with the smallest coefficient norm (the one budget maintenance acts on);
+    /// the first of equal ones.
     pub fn smallest(&self) -> Option<usize> {
-        (0..self.len)
-            .map(|j| (j, self.coef(j).iter().map(|c| c * c).sum::<f64>()))
-            .min_by(|a, b| a.1.total_cmp(&b.1))
-            .map(|(j, _)| j)
+        self.smallest_with_norm().map(|(j, _)| j)
+    }
+
+    fn coef_sq_norm(&self, j: usize) -> f64 {
+        self.coef(j).iter().map(|c| c * c).sum()
+    }
+
+    fn smallest_with_norm(&self) -> Option<(usize, f64)> {
+        if self.len == 0 {
+            return None;
+        }
+        let (mut at, mut least) = (0, self.coef_sq_norm(0));
+        for j in 1..self.len {
+            let v = self.coef_sq_norm(j);
+            if v < least || least.is_nan() {
+                (at, least) = (j, v);
+            }
+        }
+        Some((at, least))
+    }
+
+    /// [`Self::smallest`], except that SV `preferred` is taken when its coefficient norm is the
+    /// least up to a relative `tie` (rounding). In BSGD every SV not yet merged has, in exact
+    /// arithmetic, the same coefficient 1/(lambda t) (or its class-vector form): its insertion
+    /// step eta_s = 1/(lambda s) times the shrinks (1 - 1/tau) since, s/t; stored values differ
+    /// only by the rounding of the running scale. Among them the solver prefers the SV it just
+    /// added, whose kernel row it has already computed.
+    pub fn smallest_preferring(&self, preferred: usize, tie: f64) -> Option<usize> {
+        let (p, least) = self.smallest_with_norm()?;
+        if preferred < self.len && self.coef_sq_norm(preferred) <= least * (1.0 + tie) {
+            Some(preferred)
+        } else {
+            Some(p)
+        }
     }
 
     /// The support vectors in the model's form: row-major dense, or CSR.
@@ -766,7 +869,8 @@ impl SupportVectors {
             n_out,
             store: Store::Dense {
                 svt,
-                scratch: try_zeroed(1, dim, "dense support vector storage")?,
+                cols: Vec::new(),
+                vals: Vec::new(),
             },
             sq_norms,
             coef,
@@ -887,7 +991,7 @@ impl BudgetModel {
     /// Checks the arrays fit together (a model may come from user-supplied arrays).
     pub fn validate(&self) -> Result<()> {
         check_gamma(self.gamma)?;
-        if self.n_out == 0 || self.coef.len() % self.n_out != 0 {
+        if self.n_out == 0 || !self.coef.len().is_multiple_of(self.n_out) {
             return Err(SvmError::invalid_input(
                 "coefficient array has the wrong shape",
             ));

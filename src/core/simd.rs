@@ -1,31 +1,555 @@
-//! Dot product and axpy, the two loops every kernel evaluation runs through.
+//! The loops every kernel evaluation runs through: dot, axpy, the Gaussian kernel from dot
+//! products, and the fused kernel row of a budgeted step.
 //!
-//! The wheel must run on any x86-64, so AVX2+FMA is reached by runtime feature detection (checked
-//! once, cached) instead of `-C target-cpu=native`. Elsewhere the portable loops use several
-//! independent accumulators so the compiler can keep SIMD registers busy without reassociating.
+//! The wheel must run on any x86-64, so AVX2+FMA and AVX-512 are reached by runtime feature
+//! detection (checked once, cached) instead of `-C target-cpu=native`. Every vector path computes
+//! its kernel values with exactly the operations, in the same order, of the scalar fused
+//! multiply-add code (`exp_nonpositive::<true>`, dots summed in column order), so AVX2 and
+//! AVX-512 give bit-identical kernel values (tested); the portable path (no FMA) agrees to a few
+//! ulp. Elsewhere the portable loops use several independent accumulators so the compiler can
+//! keep SIMD registers busy without reassociating.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// The instruction sets the kernel loops can use, from the least to the best.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Plain Rust, no fused multiply-add.
+    Portable,
+    /// AVX2 and FMA: four doubles a vector.
+    Avx2,
+    /// AVX-512F and FMA: eight doubles a vector, masked tails.
+    Avx512,
+}
+
+impl Level {
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Portable => "portable",
+            Level::Avx2 => "avx2+fma",
+            Level::Avx512 => "avx512f+fma",
+        }
+    }
+
+    /// Whether this CPU can run the level (whatever the environment caps).
+    pub fn runs_here(self) -> bool {
+        match self {
+            Level::Portable => true,
+            #[cfg(target_arch = "x86_64")]
+            Level::Avx2 => {
+                std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+            }
+            #[cfg(target_arch = "x86_64")]
+            Level::Avx512 => {
+                std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("fma")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+}
+
+static LEVEL: AtomicU8 = AtomicU8::new(u8::MAX);
+
+/// The best level this CPU runs, capped by the environment variable `BUDGETSVM_SIMD`
+/// (`portable`, `avx2` or `avx512`; `BUDGETSVM_NO_SIMD` set means portable), read once per
+/// process. The cap lets tests and benchmarks run the lower paths on a machine with the higher.
+pub fn level() -> Level {
+    const LEVELS: [Level; 3] = [Level::Portable, Level::Avx2, Level::Avx512];
+    let cached = LEVEL.load(Ordering::Relaxed);
+    if let Some(&l) = LEVELS.get(cached as usize) {
+        return l;
+    }
+    let cap = if std::env::var_os("BUDGETSVM_NO_SIMD").is_some() {
+        Level::Portable
+    } else {
+        match std::env::var("BUDGETSVM_SIMD").as_deref() {
+            Ok("portable") => Level::Portable,
+            Ok("avx2") => Level::Avx2,
+            _ => Level::Avx512,
+        }
+    };
+    let best = LEVELS
+        .into_iter()
+        .rev()
+        .find(|&l| l <= cap && l.runs_here())
+        .unwrap_or(Level::Portable);
+    LEVEL.store(best as u8, Ordering::Relaxed);
+    best
+}
+
+/// The levels this CPU runs, for tests and benchmarks that compare the paths.
+pub fn levels_here() -> Vec<Level> {
+    [Level::Portable, Level::Avx2, Level::Avx512]
+        .into_iter()
+        .filter(|l| l.runs_here())
+        .collect()
+}
+
+// exp(x) = 2^n exp(r), x = n ln2 + r (Cody-Waite: ln2 split in a high part exact in 32 bits and
+// a low part), |r| <= ln2/2; exp(r) by its Taylor polynomial of degree 13 (remainder below
+// 5e-18 relative); 2^n assembled in the exponent bits after rounding x log2(e) to an integer by
+// adding 1.5 * 2^52. Maximum relative error against f64::exp over [-708, 0]: 4.5e-16 (about
+// 2 ulp; `fast_exp_matches_std_exp` measures it over the whole range). Below -708, 0.
+const LOG2E: f64 = std::f64::consts::LOG2_E;
+const LN2_HI: f64 = 6.931_471_803_691_238e-1;
+const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
+const SHIFTER: f64 = 6_755_399_441_055_744.0;
+const EXP_MIN_ARG: f64 = -708.0;
+const INV_FACT: [f64; 14] = [
+    1.0,
+    1.0,
+    1.0 / 2.0,
+    1.0 / 6.0,
+    1.0 / 24.0,
+    1.0 / 120.0,
+    1.0 / 720.0,
+    1.0 / 5_040.0,
+    1.0 / 40_320.0,
+    1.0 / 362_880.0,
+    1.0 / 3_628_800.0,
+    1.0 / 39_916_800.0,
+    1.0 / 479_001_600.0,
+    1.0 / 6_227_020_800.0,
+];
+
+/// The exponential above for x <= 0 (see the constants); branch-free. With `FMA` every
+/// multiply-add is fused, the exact sequence of the vector paths.
+#[inline(always)]
+pub(crate) fn exp_nonpositive<const FMA: bool>(x: f64) -> f64 {
+    #[inline(always)]
+    fn fma<const FMA: bool>(a: f64, b: f64, c: f64) -> f64 {
+        if FMA {
+            a.mul_add(b, c)
+        } else {
+            a * b + c
+        }
+    }
+    let underflow = x < EXP_MIN_ARG;
+    let x = if underflow { EXP_MIN_ARG } else { x };
+    let shifted = fma::<FMA>(x, LOG2E, SHIFTER);
+    let n = shifted - SHIFTER;
+    let r = fma::<FMA>(-n, LN2_LO, fma::<FMA>(-n, LN2_HI, x));
+    let mut p = INV_FACT[13];
+    let mut k = 12;
+    while k > 0 {
+        p = fma::<FMA>(p, r, INV_FACT[k]);
+        k -= 1;
+    }
+    p = fma::<FMA>(p, r, INV_FACT[0]);
+    let n_bits = shifted.to_bits().wrapping_sub(SHIFTER.to_bits());
+    let scale = f64::from_bits(n_bits.wrapping_add(1023) << 52);
+    if underflow {
+        0.0
+    } else {
+        p * scale
+    }
+}
+
+/// The Gaussian kernel value from a dot product: exp(-gamma max(0, x_norm + sv_norm - 2 dot)).
+/// Rounding below 0 is clamped; a NaN distance (squared norms that overflowed) stays NaN, never
+/// a silent 1.
+#[inline(always)]
+fn rbf_from_dot<const FMA: bool>(gamma: f64, x_norm: f64, sv_norm: f64, dot: f64) -> f64 {
+    let d2 = x_norm + sv_norm - 2.0 * dot;
+    let d2 = if d2 < 0.0 { 0.0 } else { d2 };
+    exp_nonpositive::<FMA>(-gamma * d2)
+}
+
+#[inline(always)]
+fn rbf_from_dots_body<const FMA: bool>(
+    gamma: f64,
+    sq_norm: f64,
+    sv_sq_norms: &[f64],
+    dots: &mut [f64],
+) {
+    for (d, &n) in dots.iter_mut().zip(sv_sq_norms) {
+        *d = rbf_from_dot::<FMA>(gamma, sq_norm, n, *d);
+    }
+}
+
+/// Turns dot products with a point of squared norm `sq_norm` into Gaussian kernel values in
+/// place: dots[j] <- exp(-gamma max(0, sq_norm + sv_sq_norms[j] - 2 dots[j])). Kernel values
+/// from dot products are computed here or in [`rbf_row`], nowhere else.
+#[inline]
+pub fn rbf_from_dots(gamma: f64, sq_norm: f64, sv_sq_norms: &[f64], dots: &mut [f64]) {
+    rbf_from_dots_at(level(), gamma, sq_norm, sv_sq_norms, dots)
+}
+
+/// [`rbf_from_dots`] on a given level (a level this CPU cannot run falls back to the best below
+/// it that it can).
+pub fn rbf_from_dots_at(
+    level: Level,
+    gamma: f64,
+    sq_norm: f64,
+    sv_sq_norms: &[f64],
+    dots: &mut [f64],
+) {
+    let n = dots.len().min(sv_sq_norms.len());
+    let (norms, dots) = (&sv_sq_norms[..n], &mut dots[..n]);
+    #[cfg(target_arch = "x86_64")]
+    {
+        if level == Level::Avx512 && level.runs_here() {
+            // SAFETY: AVX-512F and FMA run here; both slices hold n values.
+            return unsafe { x86::rbf_from_dots_avx512(gamma, sq_norm, norms, dots) };
+        }
+        if level >= Level::Avx2 && Level::Avx2.runs_here() {
+            // SAFETY: AVX2 and FMA run here; both slices hold n values.
+            return unsafe { x86::rbf_from_dots_avx2(gamma, sq_norm, norms, dots) };
+        }
+    }
+    let _ = level;
+    rbf_from_dots_body::<false>(gamma, sq_norm, norms, dots)
+}
+
+/// An input row by its non-zeros (columns in increasing order need not hold) and squared norm.
+#[derive(Debug, Clone, Copy)]
+pub struct RowNonzeros<'a> {
+    pub cols: &'a [usize],
+    pub vals: &'a [f64],
+    pub sq_norm: f64,
+}
+
+/// Support vectors stored feature-major: feature c of SV j at `svt[c * stride + j]`, j < len,
+/// with their squared norms.
+#[derive(Debug, Clone, Copy)]
+pub struct FeatureMajor<'a> {
+    pub svt: &'a [f64],
+    pub stride: usize,
+    pub len: usize,
+    pub sq_norms: &'a [f64],
+}
+
+/// One budgeted step's kernel arithmetic in one pass over the support vectors: for an input row
+/// given by its non-zeros and squared norm, kvals[j] = k(x, sv_j) for j < len,
+/// and, with `coef`, the returned sum_j coef[j] kvals[j] (0 without). The vector paths keep a
+/// block of 32 (AVX-512) or 16 (AVX2) dot products in registers while they run over the row's
+/// non-zeros, then turn them into kernel values and the decision sum before storing anything.
+///
+/// Panics (a caller's bug, never the user's input) when a column or slice lies outside `svs`.
+pub fn rbf_row(
+    level: Level,
+    svs: FeatureMajor<'_>,
+    row: RowNonzeros<'_>,
+    gamma: f64,
+    coef: Option<&[f64]>,
+    kvals: &mut [f64],
+) -> f64 {
+    let RowNonzeros {
+        cols,
+        vals,
+        sq_norm: x_norm,
+    } = row;
+    let len = svs.len;
+    assert!(
+        cols.len() == vals.len(),
+        "rbf_row: columns and values differ in length"
+    );
+    assert!(
+        kvals.len() >= len && svs.sq_norms.len() >= len,
+        "rbf_row: short slices"
+    );
+    assert!(
+        coef.is_none_or(|c| c.len() >= len),
+        "rbf_row: short coefficients"
+    );
+    if let Some(&c) = cols.iter().max() {
+        let end = c.checked_mul(svs.stride).and_then(|o| o.checked_add(len));
+        assert!(
+            len <= svs.stride && end.is_some_and(|e| e <= svs.svt.len()),
+            "rbf_row: column {c} outside the support vectors"
+        );
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        if level == Level::Avx512 && level.runs_here() {
+            // SAFETY: AVX-512F and FMA run here; every offset was bounds-checked above.
+            return unsafe { x86::rbf_row_avx512(svs, cols, vals, x_norm, gamma, coef, kvals) };
+        }
+        if level >= Level::Avx2 && Level::Avx2.runs_here() {
+            // SAFETY: AVX2 and FMA run here; every offset was bounds-checked above.
+            return unsafe { x86::rbf_row_avx2(svs, cols, vals, x_norm, gamma, coef, kvals) };
+        }
+    }
+    let _ = level;
+    rbf_row_portable(svs, cols, vals, x_norm, gamma, coef, kvals)
+}
+
+fn rbf_row_portable(
+    svs: FeatureMajor<'_>,
+    cols: &[usize],
+    vals: &[f64],
+    x_norm: f64,
+    gamma: f64,
+    coef: Option<&[f64]>,
+    kvals: &mut [f64],
+) -> f64 {
+    let len = svs.len;
+    let kv = &mut kvals[..len];
+    kv.fill(0.0);
+    for (&c, &v) in cols.iter().zip(vals) {
+        axpy_portable(v, &svs.svt[c * svs.stride..c * svs.stride + len], kv);
+    }
+    rbf_from_dots_body::<false>(gamma, x_norm, &svs.sq_norms[..len], kv);
+    coef.map_or(0.0, |c| dot_portable(&c[..len], kv))
+}
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
+    use super::{FeatureMajor, EXP_MIN_ARG, INV_FACT, LN2_HI, LN2_LO, LOG2E, SHIFTER};
     use std::arch::x86_64::*;
-    use std::sync::atomic::{AtomicU8, Ordering};
 
-    const UNKNOWN: u8 = 0;
-    const YES: u8 = 1;
-    const NO: u8 = 2;
-    static HAS_AVX2_FMA: AtomicU8 = AtomicU8::new(UNKNOWN);
-
+    /// `exp_nonpositive::<true>` on four lanes, operation for operation.
     #[inline]
-    pub fn has_avx2_fma() -> bool {
-        match HAS_AVX2_FMA.load(Ordering::Relaxed) {
-            YES => true,
-            NO => false,
-            _ => {
-                let yes = std::is_x86_feature_detected!("avx2")
-                    && std::is_x86_feature_detected!("fma")
-                    && std::env::var_os("BUDGETSVM_NO_SIMD").is_none();
-                HAS_AVX2_FMA.store(if yes { YES } else { NO }, Ordering::Relaxed);
-                yes
+    #[target_feature(enable = "avx2,fma")]
+    fn exp4(x: __m256d) -> __m256d {
+        let min = _mm256_set1_pd(EXP_MIN_ARG);
+        let underflow = _mm256_cmp_pd::<_CMP_LT_OQ>(x, min);
+        let x = _mm256_blendv_pd(x, min, underflow);
+        let shifter = _mm256_set1_pd(SHIFTER);
+        let shifted = _mm256_fmadd_pd(x, _mm256_set1_pd(LOG2E), shifter);
+        let n = _mm256_sub_pd(shifted, shifter);
+        let r = _mm256_fnmadd_pd(n, _mm256_set1_pd(LN2_HI), x);
+        let r = _mm256_fnmadd_pd(n, _mm256_set1_pd(LN2_LO), r);
+        let mut p = _mm256_set1_pd(INV_FACT[13]);
+        for k in (0..13).rev() {
+            p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(INV_FACT[k]));
+        }
+        let bits = _mm256_sub_epi64(_mm256_castpd_si256(shifted), _mm256_castpd_si256(shifter));
+        let scale = _mm256_slli_epi64::<52>(_mm256_add_epi64(bits, _mm256_set1_epi64x(1023)));
+        let e = _mm256_mul_pd(p, _mm256_castsi256_pd(scale));
+        _mm256_blendv_pd(e, _mm256_setzero_pd(), underflow)
+    }
+
+    /// `rbf_from_dot::<true>` on four lanes (`neg_gamma` = -gamma broadcast).
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn rbf4(dot: __m256d, sv_norm: __m256d, x_norm: __m256d, neg_gamma: __m256d) -> __m256d {
+        // (x_norm + sv_norm) - 2 dot rounds once either way: 2 dot is exact.
+        let d2 = _mm256_fnmadd_pd(_mm256_set1_pd(2.0), dot, _mm256_add_pd(x_norm, sv_norm));
+        // max returns its second operand when one is NaN: a NaN distance stays NaN.
+        let d2 = _mm256_max_pd(_mm256_setzero_pd(), d2);
+        exp4(_mm256_mul_pd(neg_gamma, d2))
+    }
+
+    /// `exp_nonpositive::<true>` on eight lanes, operation for operation.
+    #[inline]
+    #[target_feature(enable = "avx512f,fma")]
+    fn exp8(x: __m512d) -> __m512d {
+        let min = _mm512_set1_pd(EXP_MIN_ARG);
+        let underflow = _mm512_cmp_pd_mask::<_CMP_LT_OQ>(x, min);
+        let x = _mm512_mask_blend_pd(underflow, x, min);
+        let shifter = _mm512_set1_pd(SHIFTER);
+        let shifted = _mm512_fmadd_pd(x, _mm512_set1_pd(LOG2E), shifter);
+        let n = _mm512_sub_pd(shifted, shifter);
+        let r = _mm512_fnmadd_pd(n, _mm512_set1_pd(LN2_HI), x);
+        let r = _mm512_fnmadd_pd(n, _mm512_set1_pd(LN2_LO), r);
+        let mut p = _mm512_set1_pd(INV_FACT[13]);
+        for k in (0..13).rev() {
+            p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(INV_FACT[k]));
+        }
+        let bits = _mm512_sub_epi64(_mm512_castpd_si512(shifted), _mm512_castpd_si512(shifter));
+        let scale = _mm512_slli_epi64::<52>(_mm512_add_epi64(bits, _mm512_set1_epi64(1023)));
+        let e = _mm512_mul_pd(p, _mm512_castsi512_pd(scale));
+        _mm512_mask_blend_pd(underflow, e, _mm512_setzero_pd())
+    }
+
+    /// `rbf_from_dot::<true>` on eight lanes.
+    #[inline]
+    #[target_feature(enable = "avx512f,fma")]
+    fn rbf8(dot: __m512d, sv_norm: __m512d, x_norm: __m512d, neg_gamma: __m512d) -> __m512d {
+        let d2 = _mm512_fnmadd_pd(_mm512_set1_pd(2.0), dot, _mm512_add_pd(x_norm, sv_norm));
+        let d2 = _mm512_max_pd(_mm512_setzero_pd(), d2);
+        exp8(_mm512_mul_pd(neg_gamma, d2))
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2 and FMA; `norms` and `dots` have the same length.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn rbf_from_dots_avx2(gamma: f64, x_norm: f64, norms: &[f64], dots: &mut [f64]) {
+        let n = dots.len();
+        let (g, xn) = (_mm256_set1_pd(-gamma), _mm256_set1_pd(x_norm));
+        let (pn, pd) = (norms.as_ptr(), dots.as_mut_ptr());
+        let mut j = 0;
+        // SAFETY: lanes j..j+4 are inside both slices.
+        unsafe {
+            while j + 4 <= n {
+                let k = rbf4(
+                    _mm256_loadu_pd(pd.add(j)),
+                    _mm256_loadu_pd(pn.add(j)),
+                    xn,
+                    g,
+                );
+                _mm256_storeu_pd(pd.add(j), k);
+                j += 4;
             }
+        }
+        for j in j..n {
+            dots[j] = super::rbf_from_dot::<true>(gamma, x_norm, norms[j], dots[j]);
+        }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX-512F and FMA; `norms` and `dots` have the same length.
+    #[target_feature(enable = "avx512f,fma")]
+    pub unsafe fn rbf_from_dots_avx512(gamma: f64, x_norm: f64, norms: &[f64], dots: &mut [f64]) {
+        let n = dots.len();
+        let (g, xn) = (_mm512_set1_pd(-gamma), _mm512_set1_pd(x_norm));
+        let (pn, pd) = (norms.as_ptr(), dots.as_mut_ptr());
+        let mut j = 0;
+        // SAFETY: full vectors read lanes j..j+8 < n; the tail's masked lanes are neither read
+        // nor written.
+        unsafe {
+            while j + 8 <= n {
+                let k = rbf8(
+                    _mm512_loadu_pd(pd.add(j)),
+                    _mm512_loadu_pd(pn.add(j)),
+                    xn,
+                    g,
+                );
+                _mm512_storeu_pd(pd.add(j), k);
+                j += 8;
+            }
+            if j < n {
+                let m: __mmask8 = (1u16 << (n - j)).wrapping_sub(1) as u8;
+                let k = rbf8(
+                    _mm512_maskz_loadu_pd(m, pd.add(j)),
+                    _mm512_maskz_loadu_pd(m, pn.add(j)),
+                    xn,
+                    g,
+                );
+                _mm512_mask_storeu_pd(pd.add(j), m, k);
+            }
+        }
+    }
+
+    /// `rbf_row` with AVX2: blocks of 16 SVs (four vectors of dot products in registers), then
+    /// single vectors, then a masked last vector.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA; `rbf_row` checked every offset.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn rbf_row_avx2(
+        svs: FeatureMajor<'_>,
+        cols: &[usize],
+        vals: &[f64],
+        x_norm: f64,
+        gamma: f64,
+        coef: Option<&[f64]>,
+        kvals: &mut [f64],
+    ) -> f64 {
+        const W: usize = 4;
+        const U: usize = 4;
+        let (len, stride) = (svs.len, svs.stride);
+        let (ps, pn, pk) = (svs.svt.as_ptr(), svs.sq_norms.as_ptr(), kvals.as_mut_ptr());
+        let pc = coef.map(|c| c.as_ptr());
+        let (g, xn) = (_mm256_set1_pd(-gamma), _mm256_set1_pd(x_norm));
+        let mut f = [_mm256_setzero_pd(); U];
+        let mut j = 0;
+        // SAFETY: rows c * stride + j .. + W * U with j + W * U <= len <= stride and c checked
+        // by the caller; the masked tail reads and writes only lanes below len.
+        unsafe {
+            while j + W * U <= len {
+                let mut acc = [_mm256_setzero_pd(); U];
+                for (&c, &v) in cols.iter().zip(vals) {
+                    let (vv, row) = (_mm256_set1_pd(v), ps.add(c * stride + j));
+                    for (l, a) in acc.iter_mut().enumerate() {
+                        *a = _mm256_fmadd_pd(vv, _mm256_loadu_pd(row.add(W * l)), *a);
+                    }
+                }
+                for (l, a) in acc.iter().enumerate() {
+                    let o = j + W * l;
+                    let k = rbf4(*a, _mm256_loadu_pd(pn.add(o)), xn, g);
+                    _mm256_storeu_pd(pk.add(o), k);
+                    if let Some(pc) = pc {
+                        f[l] = _mm256_fmadd_pd(_mm256_loadu_pd(pc.add(o)), k, f[l]);
+                    }
+                }
+                j += W * U;
+            }
+            while j < len {
+                let rem = (len - j).min(W) as i64;
+                let mask =
+                    _mm256_cmpgt_epi64(_mm256_set1_epi64x(rem), _mm256_set_epi64x(3, 2, 1, 0));
+                let mut acc = _mm256_setzero_pd();
+                for (&c, &v) in cols.iter().zip(vals) {
+                    let row = _mm256_maskload_pd(ps.add(c * stride + j), mask);
+                    acc = _mm256_fmadd_pd(_mm256_set1_pd(v), row, acc);
+                }
+                let k = rbf4(acc, _mm256_maskload_pd(pn.add(j), mask), xn, g);
+                _mm256_maskstore_pd(pk.add(j), mask, k);
+                if let Some(pc) = pc {
+                    f[0] = _mm256_fmadd_pd(_mm256_maskload_pd(pc.add(j), mask), k, f[0]);
+                }
+                j += W;
+            }
+            let s = _mm256_add_pd(_mm256_add_pd(f[0], f[1]), _mm256_add_pd(f[2], f[3]));
+            let mut lanes = [0.0; 4];
+            _mm256_storeu_pd(lanes.as_mut_ptr(), s);
+            (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
+        }
+    }
+
+    /// `rbf_row` with AVX-512: blocks of 32 SVs, then single vectors, then a masked last one.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F and FMA; `rbf_row` checked every offset.
+    #[target_feature(enable = "avx512f,fma")]
+    pub unsafe fn rbf_row_avx512(
+        svs: FeatureMajor<'_>,
+        cols: &[usize],
+        vals: &[f64],
+        x_norm: f64,
+        gamma: f64,
+        coef: Option<&[f64]>,
+        kvals: &mut [f64],
+    ) -> f64 {
+        const W: usize = 8;
+        const U: usize = 4;
+        let (len, stride) = (svs.len, svs.stride);
+        let (ps, pn, pk) = (svs.svt.as_ptr(), svs.sq_norms.as_ptr(), kvals.as_mut_ptr());
+        let pc = coef.map(|c| c.as_ptr());
+        let (g, xn) = (_mm512_set1_pd(-gamma), _mm512_set1_pd(x_norm));
+        let mut f = [_mm512_setzero_pd(); U];
+        let mut j = 0;
+        // SAFETY: as in `rbf_row_avx2`; masked lanes are neither read nor written.
+        unsafe {
+            while j + W * U <= len {
+                let mut acc = [_mm512_setzero_pd(); U];
+                for (&c, &v) in cols.iter().zip(vals) {
+                    let (vv, row) = (_mm512_set1_pd(v), ps.add(c * stride + j));
+                    for (l, a) in acc.iter_mut().enumerate() {
+                        *a = _mm512_fmadd_pd(vv, _mm512_loadu_pd(row.add(W * l)), *a);
+                    }
+                }
+                for (l, a) in acc.iter().enumerate() {
+                    let o = j + W * l;
+                    let k = rbf8(*a, _mm512_loadu_pd(pn.add(o)), xn, g);
+                    _mm512_storeu_pd(pk.add(o), k);
+                    if let Some(pc) = pc {
+                        f[l] = _mm512_fmadd_pd(_mm512_loadu_pd(pc.add(o)), k, f[l]);
+                    }
+                }
+                j += W * U;
+            }
+            while j < len {
+                let m: __mmask8 = (1u16 << (len - j).min(W)).wrapping_sub(1) as u8;
+                let mut acc = _mm512_setzero_pd();
+                for (&c, &v) in cols.iter().zip(vals) {
+                    let row = _mm512_maskz_loadu_pd(m, ps.add(c * stride + j));
+                    acc = _mm512_fmadd_pd(_mm512_set1_pd(v), row, acc);
+                }
+                let k = rbf8(acc, _mm512_maskz_loadu_pd(m, pn.add(j)), xn, g);
+                _mm512_mask_storeu_pd(pk.add(j), m, k);
+                if let Some(pc) = pc {
+                    f[0] = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(m, pc.add(j)), k, f[0]);
+                }
+                j += W;
+            }
+            _mm512_reduce_add_pd(_mm512_add_pd(
+                _mm512_add_pd(f[0], f[1]),
+                _mm512_add_pd(f[2], f[3]),
+            ))
         }
     }
 
@@ -118,100 +642,6 @@ mod x86 {
     }
 }
 
-/// exp(x) for x <= 0, branch-free so the compiler vectorises loops over it: Cody-Waite range
-/// reduction x = n ln2 + r with |r| <= ln2/2, a degree-13 Taylor polynomial for exp(r) (remainder
-/// below 5e-18), and 2^n assembled in the exponent bits. Relative error about 2 ulp; arguments
-/// below -708 return 0 (exp there is subnormal or 0: an absolute error under 3e-308).
-#[inline(always)]
-fn exp_nonpositive<const FMA: bool>(x: f64) -> f64 {
-    const LOG2E: f64 = std::f64::consts::LOG2_E;
-    const LN2_HI: f64 = 6.931_471_803_691_238e-1;
-    const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
-    // 1.5 * 2^52: adding it rounds to an integer held in the low mantissa bits.
-    const SHIFTER: f64 = 6_755_399_441_055_744.0;
-    const INV_FACT: [f64; 14] = [
-        1.0,
-        1.0,
-        1.0 / 2.0,
-        1.0 / 6.0,
-        1.0 / 24.0,
-        1.0 / 120.0,
-        1.0 / 720.0,
-        1.0 / 5_040.0,
-        1.0 / 40_320.0,
-        1.0 / 362_880.0,
-        1.0 / 3_628_800.0,
-        1.0 / 39_916_800.0,
-        1.0 / 479_001_600.0,
-        1.0 / 6_227_020_800.0,
-    ];
-    #[inline(always)]
-    fn fma<const FMA: bool>(a: f64, b: f64, c: f64) -> f64 {
-        if FMA {
-            a.mul_add(b, c)
-        } else {
-            a * b + c
-        }
-    }
-    let underflow = x < -708.0;
-    let x = if underflow { -708.0 } else { x };
-    let shifted = fma::<FMA>(x, LOG2E, SHIFTER);
-    let n = shifted - SHIFTER;
-    let r = fma::<FMA>(-n, LN2_LO, fma::<FMA>(-n, LN2_HI, x));
-    let mut p = INV_FACT[13];
-    let mut k = 12;
-    while k > 0 {
-        p = fma::<FMA>(p, r, INV_FACT[k]);
-        k -= 1;
-    }
-    p = fma::<FMA>(p, r, INV_FACT[0]);
-    let n_bits = shifted.to_bits().wrapping_sub(SHIFTER.to_bits());
-    let scale = f64::from_bits(n_bits.wrapping_add(1023) << 52);
-    if underflow {
-        0.0
-    } else {
-        p * scale
-    }
-}
-
-#[inline(always)]
-fn rbf_from_dots_body<const FMA: bool>(
-    gamma: f64,
-    sq_norm: f64,
-    sv_sq_norms: &[f64],
-    dots: &mut [f64],
-) {
-    for (d, &n) in dots.iter_mut().zip(sv_sq_norms) {
-        let d2 = sq_norm + n - 2.0 * *d;
-        // Clamp rounding below 0, but keep NaN (overflowing norms) visible to the caller.
-        let d2 = if d2 < 0.0 { 0.0 } else { d2 };
-        *d = exp_nonpositive::<FMA>(-gamma * d2);
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn rbf_from_dots_avx2(gamma: f64, sq_norm: f64, sv_sq_norms: &[f64], dots: &mut [f64]) {
-    rbf_from_dots_body::<true>(gamma, sq_norm, sv_sq_norms, dots)
-}
-
-/// Turns dot products with a point of squared norm `sq_norm` into Gaussian kernel values in
-/// place: dots[j] <- exp(-gamma max(0, sq_norm + sv_sq_norms[j] - 2 dots[j])). This is the one
-/// place kernel values are computed; its exp is vectorised (see `exp_nonpositive`). A NaN
-/// distance (squared norms that overflowed) gives NaN, never a silent 1.
-#[inline]
-pub fn rbf_from_dots(gamma: f64, sq_norm: f64, sv_sq_norms: &[f64], dots: &mut [f64]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if x86::has_avx2_fma() {
-            // SAFETY: the CPU features were checked at run time.
-            unsafe { rbf_from_dots_avx2(gamma, sq_norm, sv_sq_norms, dots) };
-            return;
-        }
-    }
-    rbf_from_dots_body::<false>(gamma, sq_norm, sv_sq_norms, dots)
-}
-
 fn dot_portable(a: &[f64], b: &[f64]) -> f64 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
@@ -241,7 +671,7 @@ fn axpy_portable(alpha: f64, x: &[f64], y: &mut [f64]) {
 pub fn dot(a: &[f64], b: &[f64]) -> f64 {
     #[cfg(target_arch = "x86_64")]
     {
-        if x86::has_avx2_fma() {
+        if level() >= Level::Avx2 {
             // SAFETY: the CPU features were checked at run time.
             return unsafe { x86::dot_avx2(a, b) };
         }
@@ -254,7 +684,7 @@ pub fn dot(a: &[f64], b: &[f64]) -> f64 {
 pub fn axpy(alpha: f64, x: &[f64], y: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     {
-        if x86::has_avx2_fma() {
+        if level() >= Level::Avx2 {
             // SAFETY: the CPU features were checked at run time.
             unsafe { x86::axpy_avx2(alpha, x, y) };
             return;
@@ -266,25 +696,12 @@ pub fn axpy(alpha: f64, x: &[f64], y: &mut [f64]) {
 /// Whether the fused multiply-add paths run on this CPU (AVX2 and FMA detected at run time).
 #[inline]
 pub fn has_fma() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        x86::has_avx2_fma()
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    level() >= Level::Avx2
 }
 
-/// Which code path `dot`/`axpy` take on this machine (reported by benchmarks).
+/// Which code path the kernel loops take on this machine (reported by benchmarks).
 pub fn simd_level() -> &'static str {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if x86::has_avx2_fma() {
-            return "avx2+fma";
-        }
-    }
-    "portable"
+    level().name()
 }
 
 #[cfg(test)]
@@ -292,29 +709,170 @@ mod tests {
     use super::*;
     use crate::core::rng::Rng;
 
+    /// Max relative error of exp over [-708, 0] on `level` (through `rbf_from_dots_at`).
+    fn worst_exp_error(level: Level) -> f64 {
+        let mut rng = Rng::new(2);
+        let mut args = Vec::new();
+        for k in 0..200_000 {
+            args.push(if k < 1000 {
+                (k as f64) * 0.708
+            } else {
+                708.0 * rng.next_f64().powi(3)
+            });
+        }
+        // With gamma 1, a point of norm 0 and dots 0, the kernel value is exp(-norm).
+        let mut got = vec![0.0; args.len()];
+        rbf_from_dots_at(level, 1.0, 0.0, &args, &mut got);
+        args.iter()
+            .zip(&got)
+            .map(|(a, g)| {
+                let exact = (-a).exp();
+                (g - exact).abs() / exact
+            })
+            .fold(0.0, f64::max)
+    }
+
     #[test]
     fn fast_exp_matches_std_exp() {
-        let mut rng = Rng::new(2);
-        let mut worst = 0.0f64;
-        for k in 0..200_000 {
-            let x = if k < 1000 {
-                -(k as f64) * 0.708
-            } else {
-                -708.0 * rng.next_f64().powi(3)
-            };
-            let exact = x.exp();
-            if x < -708.0 {
-                continue;
-            }
-            for got in [exp_nonpositive::<true>(x), exp_nonpositive::<false>(x)] {
-                worst = worst.max((got - exact).abs() / exact);
-            }
+        for level in levels_here() {
+            let worst = worst_exp_error(level);
+            // The stated bound of the exponential (see its constants): 4.5e-16.
+            assert!(worst < 4.5e-16, "{level:?}: worst relative error {worst}");
         }
-        assert!(worst < 1e-15, "worst relative error {worst}");
+        for x in [0.0f64, -1e-300, -1.0, -707.9] {
+            let e = x.exp();
+            assert!((exp_nonpositive::<false>(x) - e).abs() <= 4.5e-16 * e);
+        }
         assert_eq!(exp_nonpositive::<false>(0.0), 1.0);
+        assert_eq!(exp_nonpositive::<true>(0.0), 1.0);
         assert_eq!(exp_nonpositive::<false>(-1e6), 0.0);
         assert_eq!(exp_nonpositive::<true>(f64::NEG_INFINITY), 0.0);
         assert!(exp_nonpositive::<true>(f64::NAN).is_nan());
+    }
+
+    /// Random feature-major SV stores and rows: every vector level gives the kernel values of
+    /// the scalar fused code bit for bit and the same decision sum up to its summation order;
+    /// the portable level agrees to a few ulp.
+    #[test]
+    fn fused_rows_match_scalar_code_on_every_level() {
+        let mut rng = Rng::new(7);
+        for case in 0..400 {
+            let len = (rng.next_f64() * 150.0) as usize;
+            let stride = len + (rng.next_f64() * 9.0) as usize;
+            let dim = 1 + (rng.next_f64() * 40.0) as usize;
+            let svt: Vec<f64> = (0..dim * stride)
+                .map(|_| rng.next_f64() * 2.0 - 1.0)
+                .collect();
+            let norms: Vec<f64> = (0..stride)
+                .map(|j| (0..dim).map(|c| svt[c * stride + j].powi(2)).sum())
+                .collect();
+            let mut cols: Vec<usize> = (0..dim).filter(|_| rng.next_f64() < 0.6).collect();
+            if case % 7 == 0 {
+                cols.clear(); // the zero row
+            }
+            let vals: Vec<f64> = cols.iter().map(|_| rng.next_f64() * 2.0 - 1.0).collect();
+            let x_norm: f64 = vals.iter().map(|v| v * v).sum();
+            let gamma = [0.0, 0.01, 1.0, 30.0, 1e6][case % 5];
+            let coef: Vec<f64> = (0..stride).map(|_| rng.next_f64() - 0.5).collect();
+            let svs = FeatureMajor {
+                svt: &svt,
+                stride,
+                len,
+                sq_norms: &norms,
+            };
+            let row = RowNonzeros {
+                cols: &cols,
+                vals: &vals,
+                sq_norm: x_norm,
+            };
+            let reference: Vec<f64> = (0..len)
+                .map(|j| {
+                    let dot = cols
+                        .iter()
+                        .zip(&vals)
+                        .fold(0.0, |acc, (&c, &v)| v.mul_add(svt[c * stride + j], acc));
+                    rbf_from_dot::<true>(gamma, x_norm, norms[j], dot)
+                })
+                .collect();
+            let f_ref: f64 = reference.iter().zip(&coef).map(|(k, c)| k * c).sum();
+            let f_abs: f64 = reference
+                .iter()
+                .zip(&coef)
+                .map(|(k, c)| (k * c).abs())
+                .sum();
+            for level in levels_here() {
+                let mut kv = vec![f64::NAN; stride + 1];
+                let f = rbf_row(level, svs, row, gamma, Some(&coef), &mut kv);
+                assert!(
+                    kv[len..].iter().all(|v| v.is_nan()),
+                    "{level:?} wrote past len"
+                );
+                for (j, (&g, &r)) in kv.iter().zip(&reference).enumerate() {
+                    if level == Level::Portable {
+                        // Unfused dots differ by rounding, which gamma magnifies in the exponent.
+                        let tol = 1e-13 * (1.0 + gamma * (x_norm + norms[j])) * r.abs();
+                        assert!((g - r).abs() <= tol + 1e-300, "{level:?} {j}");
+                    } else {
+                        assert_eq!(g.to_bits(), r.to_bits(), "{level:?} case {case} sv {j}");
+                    }
+                }
+                assert!(
+                    (f - f_ref).abs() <= 1e-13 * f_abs + 1e-300,
+                    "{level:?} {f} {f_ref}"
+                );
+                let mut kv2 = vec![0.0; stride];
+                let none = rbf_row(level, svs, row, gamma, None, &mut kv2);
+                assert_eq!(none, 0.0);
+                assert_eq!(kv2[..len], kv[..len]);
+            }
+        }
+    }
+
+    #[test]
+    fn nan_distances_stay_nan_on_every_level() {
+        let svt = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0];
+        let norms = [1.0, f64::NAN, 9.0, 16.0, f64::NAN, 36.0, 49.0, 64.0, 81.0];
+        let svs = FeatureMajor {
+            svt: &svt,
+            stride: 9,
+            len: 9,
+            sq_norms: &norms,
+        };
+        for level in levels_here() {
+            let mut kv = [0.0; 9];
+            let row = RowNonzeros {
+                cols: &[0],
+                vals: &[1.0],
+                sq_norm: 1.0,
+            };
+            rbf_row(level, svs, row, 0.5, None, &mut kv);
+            let nan: Vec<bool> = kv.iter().map(|k| k.is_nan()).collect();
+            assert_eq!(nan, norms.map(|n| n.is_nan()), "{level:?}");
+            let mut dots = [0.5; 9];
+            rbf_from_dots_at(level, 0.5, 1.0, &norms, &mut dots);
+            assert!(
+                dots[1].is_nan() && dots[4].is_nan() && !dots[0].is_nan(),
+                "{level:?}"
+            );
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "outside the support vectors")]
+    fn fused_row_checks_its_columns() {
+        let (svt, norms) = ([0.0; 8], [0.0; 4]);
+        let svs = FeatureMajor {
+            svt: &svt,
+            stride: 4,
+            len: 4,
+            sq_norms: &norms,
+        };
+        let row = RowNonzeros {
+            cols: &[2],
+            vals: &[1.0],
+            sq_norm: 0.0,
+        };
+        rbf_row(level(), svs, row, 1.0, None, &mut [0.0; 4]);
     }
 
     #[test]

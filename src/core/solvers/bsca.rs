@@ -221,10 +221,14 @@ impl SharedProblems {
             }
             let i = self.order[k];
             self.iterations += 1;
-            self.svs.dots_with_row(x, i, &mut self.kvals);
-            self.svs
-                .dots_to_kernel(p.gamma, sq_norms[i], &mut self.kvals);
-            self.svs.decision_from_kernel(&self.kvals, &mut self.f);
+            self.svs.kernel_row_and_decision(
+                x,
+                i,
+                sq_norms[i],
+                p.gamma,
+                &mut self.kvals,
+                &mut self.f,
+            );
             // One coordinate step per problem on row i, all from the same model.
             let mut changed = false;
             for (c, delta) in self.delta.iter_mut().enumerate() {
@@ -263,11 +267,11 @@ impl SharedProblems {
                         if self.kvals.len() < self.svs.capacity() {
                             self.kvals.resize(self.svs.capacity(), 0.0);
                         }
-                        self.maintainer
-                            .after_push(&self.kvals[..self.svs.len() - 1]);
+                        let new_row = &self.kvals[..self.svs.len() - 1];
+                        self.maintainer.after_push(new_row);
                         self.insertions += 1;
                         if self.svs.len() > p.budget {
-                            self.maintainer.reduce(&mut self.svs);
+                            self.maintainer.reduce_after_push(&mut self.svs, new_row);
                         }
                     }
                 }

@@ -215,6 +215,11 @@ impl BsgdState {
     }
 
     /// Steps taken so far (t).
+    /// The support vectors as training left them (for benchmarks and diagnostics).
+    pub fn support_vectors(&self) -> &SupportVectors {
+        &self.svs
+    }
+
     pub fn steps(&self) -> u64 {
         self.t
     }
@@ -270,9 +275,7 @@ impl BsgdState {
             }
             let kvals = &mut self.kvals;
             let (f, update) = (&mut self.f, &mut self.update);
-            svs.dots_with_row(x, i, kvals);
-            svs.dots_to_kernel(gamma, sq_norms[i], kvals);
-            svs.decision_from_kernel(kvals, f);
+            svs.kernel_row_and_decision(x, i, sq_norms[i], gamma, kvals, f);
             if t > 1 {
                 svs.shrink(1.0 - 1.0 / t as f64);
             }
@@ -298,10 +301,11 @@ impl BsgdState {
                     // The store grew (doubling): the step's scratch follows.
                     kvals.resize(svs.capacity(), 0.0);
                 }
-                self.maintainer.after_push(&kvals[..svs.len() - 1]);
+                let new_row = &kvals[..svs.len() - 1];
+                self.maintainer.after_push(new_row);
                 self.insertions += 1;
                 if svs.len() > self.budget {
-                    self.maintainer.reduce(svs);
+                    self.maintainer.reduce_after_push(svs, new_row);
                 }
             }
             svs.accumulate_average();
