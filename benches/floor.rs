@@ -21,9 +21,7 @@ use budgetsvm::core::model::{SupportVectors, SvLayout};
 use budgetsvm::core::rng::Rng;
 use budgetsvm::core::solvers::bsgd::{train_bsgd_state, BsgdParams};
 use budgetsvm::core::solvers::no_monitor;
-use criterion::{
-    black_box, criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput,
-};
+use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
@@ -486,10 +484,11 @@ fn floor(c: &mut Criterion) {
 
 /// A BSGD model in its steady state (budget full, a merge every few steps: 20,000 rows, lambda
 /// 1e-4, one epoch) and, measured on it, what training does per step: `step`, the kernel row
-/// and decision value of a fresh row; `merge`, the maintenance event right after a step added a
-/// new SV (`reduce_after_push`: the new SV is merged, with the kernel row its step computed);
-/// `merge-row-computed`, the same event computing that row again (what `reduce` pays for an SV
-/// that is not the new one: BSCA, or class weights).
+/// and decision value of a fresh row; `step+insert+merge`, a step whose row becomes an SV and
+/// the maintenance event that follows (`reduce_after_push`: the new SV is merged, with the
+/// kernel row its step computed), so the event costs the difference of the two;
+/// `step+insert+merge-row-computed`, the same with the event computing that row again (what
+/// `reduce` pays for an SV that is not the new one: BSCA, or class weights).
 fn events(c: &mut Criterion) {
     MergeTable::shared(); // built outside the measurement
     let n = 20_000;
@@ -528,38 +527,32 @@ fn events(c: &mut Criterion) {
                     black_box(f[0])
                 })
             });
-            let maintainer =
-                BudgetMaintainer::new(Maintenance::Merge(MergeSearch::LookupWd), gamma, None);
-            // A step that inserts row i: its kernel row, then the SV with an unmerged coefficient.
-            let setup = |i: usize| {
+            // Steps that each insert their row and bring the model back to B, as training does
+            // at a violation: the store stays at B + 1 -> B, nothing is cloned or allocated.
+            for (label, reuse_row) in [
+                ("step+insert+merge", true),
+                ("step+insert+merge-row-computed", false),
+            ] {
                 let mut s = svs.clone();
-                let mut row = vec![0.0; b + 1];
-                s.kernel_row_and_decision(&x, i, norms[i], gamma, &mut row, &mut [0.0]);
-                let sign = if y[i] == 1 { 1.0 } else { -1.0 };
-                s.push_row(&x, i, &[sign * unmerged]).expect("room");
-                row.truncate(b);
-                (s, row, maintainer.clone())
-            };
-            group.bench_function(BenchmarkId::new("merge", b), |bch| {
-                bch.iter_batched_ref(
-                    || {
+                let mut m =
+                    BudgetMaintainer::new(Maintenance::Merge(MergeSearch::LookupWd), gamma, None);
+                let mut row = vec![0.0; 2 * b + 2];
+                group.bench_function(BenchmarkId::new(label, b), |bch| {
+                    bch.iter(|| {
                         i = (i + 1) % n;
-                        setup(i)
-                    },
-                    |(s, row, m)| m.reduce_after_push(s, row),
-                    BatchSize::SmallInput,
-                )
-            });
-            group.bench_function(BenchmarkId::new("merge-row-computed", b), |bch| {
-                bch.iter_batched_ref(
-                    || {
-                        i = (i + 1) % n;
-                        setup(i)
-                    },
-                    |(s, _, m)| m.reduce(s),
-                    BatchSize::SmallInput,
-                )
-            });
+                        s.kernel_row_and_decision(&x, i, norms[i], gamma, &mut row, &mut f);
+                        let sign = if y[i] == 1 { 1.0 } else { -1.0 };
+                        s.push_row(&x, i, &[sign * unmerged]).expect("room");
+                        if reuse_row {
+                            m.reduce_after_push(&mut s, &row[..b]);
+                        } else {
+                            m.reduce(&mut s);
+                        }
+                        black_box(f[0])
+                    })
+                });
+                assert_eq!(s.len(), b);
+            }
         }
         group.finish();
     }

@@ -13,6 +13,7 @@ use crate::core::merge::{
 use crate::core::model::SupportVectors;
 #[cfg(test)]
 use crate::core::model::SvLayout;
+use crate::core::simd;
 
 /// What a budget maintenance event does with the smallest support vector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -389,20 +390,35 @@ impl BudgetMaintainer {
         // p is the smallest only up to `NEWEST_TIE`; rounding of cp^2 against (cp + cj)^2 m^2.
         let cp2 = cp * cp * (1.0 - 4.0 * NEWEST_TIE);
         let last = (self.table.size() - 1) as f64;
-        let mut best: Option<(usize, f64)> = None;
-        // Partners with kappa * last below `cut` cannot beat `best`.
-        let mut cut = 0.0;
-        for (j, (&cj, &kappa)) in coef.iter().zip(&self.kappa[..coef.len()]).enumerate() {
-            if kappa * last < cut || cp * cj <= 0.0 || j == p {
-                continue;
-            }
-            let total = cp + cj;
-            let wd = total * total * self.table.wd(cp / total, kappa);
-            if best.is_none_or(|(_, b)| wd < b) {
-                best = Some((j, wd));
-                cut = self.table.first_kappa_cell_within(wd / cp2) as f64;
-            }
-        }
+        let kappa = &self.kappa[..coef.len()];
+        let level = simd::level();
+        let wd_of = |j: usize| {
+            let total = cp + coef[j];
+            total * total * self.table.wd(cp / total, kappa[j])
+        };
+        let cut_for = |b: f64| self.table.first_kappa_cell_within(b / cp2) as f64;
+        // The nearest partner first (usually the best), so the cut is tight from the start;
+        // then every partner in order, the first of equal degradations winning as in a plain
+        // scan.
+        let nearest = simd::argmax_same_sign(level, coef, kappa, cp, p);
+        let mut best: Option<(usize, f64)> = nearest.map(|j| (j, wd_of(j)));
+        simd::scan_candidates(
+            level,
+            coef,
+            kappa,
+            cp,
+            last,
+            best.map_or(0.0, |b| cut_for(b.1)),
+            |j| {
+                if j != p {
+                    let wd = wd_of(j);
+                    if best.is_none_or(|(q, b)| wd < b || (wd == b && j < q)) {
+                        best = Some((j, wd));
+                    }
+                }
+                best.map_or(0.0, |(_, b)| cut_for(b))
+            },
+        );
         best
     }
 

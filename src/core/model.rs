@@ -608,6 +608,9 @@ impl SupportVectors {
         if self.len == 0 {
             return None;
         }
+        if self.n_out == 1 {
+            return simd::argmin_sq(simd::level(), &self.coef[..self.len]);
+        }
         let (mut at, mut least) = (0, self.coef_sq_norm(0));
         for j in 1..self.len {
             let v = self.coef_sq_norm(j);

@@ -294,6 +294,110 @@ fn rbf_row_portable(
     coef.map_or(0.0, |c| dot_portable(&c[..len], kv))
 }
 
+/// The index of the value of least square (the first of equal ones) and that square; None when
+/// empty. A NaN square is never the least unless it comes first and nothing follows.
+pub fn argmin_sq(level: Level, values: &[f64]) -> Option<(usize, f64)> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if level == Level::Avx512 && level.runs_here() && values.len() >= 16 {
+            // SAFETY: AVX-512F runs here.
+            return Some(unsafe { x86::argmin_sq_avx512(values) });
+        }
+    }
+    let _ = level;
+    argmin_sq_portable(values)
+}
+
+fn argmin_sq_portable(values: &[f64]) -> Option<(usize, f64)> {
+    let (&first, rest) = values.split_first()?;
+    let (mut at, mut least) = (0, first * first);
+    for (j, c) in rest.iter().enumerate() {
+        let v = c * c;
+        if v < least || least.is_nan() {
+            (at, least) = (j + 1, v);
+        }
+    }
+    Some((at, least))
+}
+
+/// The first index j != `except` of the largest `kappa[j]` among those with `sign * coef[j] > 0`
+/// (NaN values never win); None when there is none. The nearest same-sign partner of SV
+/// `except`.
+pub fn argmax_same_sign(
+    level: Level,
+    coef: &[f64],
+    kappa: &[f64],
+    sign: f64,
+    except: usize,
+) -> Option<usize> {
+    let n = coef.len().min(kappa.len());
+    let (coef, kappa) = (&coef[..n], &kappa[..n]);
+    let eligible = |j: usize| j != except && sign * coef[j] > 0.0 && !kappa[j].is_nan();
+    #[cfg(target_arch = "x86_64")]
+    {
+        if level == Level::Avx512 && level.runs_here() {
+            // SAFETY: AVX-512F runs here; both slices hold n values.
+            return unsafe { x86::argmax_same_sign_avx512(coef, kappa, sign, except) };
+        }
+    }
+    let _ = level;
+    let mut best: Option<usize> = None;
+    for j in (0..n).filter(|&j| eligible(j)) {
+        if best.is_none_or(|b| kappa[j] > kappa[b]) {
+            best = Some(j);
+        }
+    }
+    best
+}
+
+/// Visits, in increasing j, every j with `sign * coef[j] > 0` and not `kappa[j] * scale < cut`
+/// (NaN passes); `visit(j)` returns the cut from then on, never lower. The filter of a merge
+/// partner search: most SVs fail it, eight at a time with AVX-512.
+pub fn scan_candidates(
+    level: Level,
+    coef: &[f64],
+    kappa: &[f64],
+    sign: f64,
+    scale: f64,
+    cut: f64,
+    visit: impl FnMut(usize) -> f64,
+) {
+    let n = coef.len().min(kappa.len());
+    let (coef, kappa) = (&coef[..n], &kappa[..n]);
+    #[cfg(target_arch = "x86_64")]
+    {
+        if level == Level::Avx512 && level.runs_here() {
+            // SAFETY: AVX-512F runs here; both slices hold n values.
+            return unsafe { x86::scan_candidates_avx512(coef, kappa, sign, scale, cut, visit) };
+        }
+    }
+    let _ = level;
+    scan_candidates_portable(coef, kappa, sign, scale, cut, visit, 0)
+}
+
+/// Whether a partner of kernel value `kappa` lies in a cell the search skips (NaN never does).
+#[inline(always)]
+fn below_cut(kappa: f64, scale: f64, cut: f64) -> bool {
+    kappa * scale < cut
+}
+
+fn scan_candidates_portable(
+    coef: &[f64],
+    kappa: &[f64],
+    sign: f64,
+    scale: f64,
+    mut cut: f64,
+    mut visit: impl FnMut(usize) -> f64,
+    offset: usize,
+) {
+    for (j, (&c, &k)) in coef.iter().zip(kappa).enumerate().skip(offset) {
+        if below_cut(k, scale, cut) || sign * c <= 0.0 || (sign * c).is_nan() {
+            continue;
+        }
+        cut = visit(j);
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{FeatureMajor, EXP_MIN_ARG, INV_FACT, LN2_HI, LN2_LO, LOG2E, SHIFTER};
@@ -551,6 +655,208 @@ mod x86 {
                 _mm512_add_pd(f[2], f[3]),
             ))
         }
+    }
+
+    /// Lane offsets 0..8 as i64.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn lane_offsets() -> __m512i {
+        _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0)
+    }
+
+    /// The first index among lanes holding `value` in `vals` (their indices in `idx`).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn first_index_of(vals: __m512d, idx: __m512i, value: f64) -> usize {
+        let at = _mm512_cmp_pd_mask::<_CMP_EQ_OQ>(vals, _mm512_set1_pd(value));
+        let masked = _mm512_mask_mov_epi64(_mm512_set1_epi64(i64::MAX), at, idx);
+        _mm512_reduce_min_epi64(masked) as usize
+    }
+
+    /// `argmin_sq` in one pass: per lane the least square so far and its (first) index.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F; `values` holds at least 16.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn argmin_sq_avx512(values: &[f64]) -> (usize, f64) {
+        let n = values.len();
+        let p = values.as_ptr();
+        let inf = _mm512_set1_pd(f64::INFINITY);
+        let (mut lo, mut idx) = (inf, _mm512_setzero_si512());
+        let mut at = lane_offsets();
+        let eight = _mm512_set1_epi64(8);
+        let mut j = 0;
+        // SAFETY: lanes below n only (the tail masked, filled with +inf).
+        unsafe {
+            while j < n {
+                let m: __mmask8 = (1u16 << (n - j).min(8)).wrapping_sub(1) as u8;
+                let v = _mm512_mask_loadu_pd(inf, m, p.add(j));
+                let sq = _mm512_mul_pd(v, v);
+                // Strictly less keeps each lane's first; ordered, so NaN never wins.
+                let better = _mm512_cmp_pd_mask::<_CMP_LT_OQ>(sq, lo);
+                lo = _mm512_mask_mov_pd(lo, better, sq);
+                idx = _mm512_mask_mov_epi64(idx, better, at);
+                at = _mm512_add_epi64(at, eight);
+                j += 8;
+            }
+        }
+        let least = _mm512_reduce_min_pd(lo);
+        if !least.is_finite() {
+            // Only infinities or NaN: the scalar rule decides.
+            return super::argmin_sq_portable(values).unwrap_or((0, f64::NAN));
+        }
+        (first_index_of(lo, idx, least), least)
+    }
+
+    /// The largest kappa[j], j != except, with sign * coef[j] > 0, and its first index (None
+    /// when there is none; NaN never wins).
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F; `coef` and `kappa` have the same length.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn argmax_same_sign_avx512(
+        coef: &[f64],
+        kappa: &[f64],
+        sign: f64,
+        except: usize,
+    ) -> Option<usize> {
+        let n = coef.len();
+        let (pc, pk) = (coef.as_ptr(), kappa.as_ptr());
+        let vsign = _mm512_set1_pd(sign);
+        let lowest = _mm512_set1_pd(f64::NEG_INFINITY);
+        // Per lane: the largest eligible kappa so far, its index, whether one was found.
+        struct Lanes {
+            most: __m512d,
+            idx: __m512i,
+            found: __mmask8,
+        }
+        #[inline(always)]
+        fn update(
+            l: &mut Lanes,
+            k: __m512d,
+            c: __m512d,
+            vsign: __m512d,
+            at: __m512i,
+            drop: __mmask8,
+        ) {
+            // SAFETY: register-only intrinsics; AVX-512F is enabled in the caller.
+            unsafe {
+                let same =
+                    _mm512_cmp_pd_mask::<_CMP_GT_OQ>(_mm512_mul_pd(c, vsign), _mm512_setzero_pd())
+                        & !drop;
+                // Strictly greater keeps each lane's first; ordered, so NaN never wins. A lane
+                // that has not found one takes any eligible value, -inf included.
+                let greater = _mm512_cmp_pd_mask::<_CMP_GT_OQ>(k, l.most) | (same & !l.found);
+                let take = same & greater & _mm512_cmp_pd_mask::<_CMP_ORD_Q>(k, k);
+                l.most = _mm512_mask_mov_pd(l.most, take, k);
+                l.idx = _mm512_mask_mov_epi64(l.idx, take, at);
+                l.found |= take;
+            }
+        }
+        let start = || Lanes {
+            most: lowest,
+            idx: _mm512_setzero_si512(),
+            found: 0,
+        };
+        // Two independent accumulators (even and odd chunks) halve the dependency chain.
+        let (mut even, mut odd) = (start(), start());
+        let drop_at = |j: usize| -> __mmask8 {
+            if (j..j + 8).contains(&except) {
+                1u8 << (except - j)
+            } else {
+                0
+            }
+        };
+        let eight = _mm512_set1_epi64(8);
+        let mut at = lane_offsets();
+        let mut j = 0;
+        // SAFETY: full chunks read lanes j..j+16 <= n.
+        unsafe {
+            while j + 16 <= n {
+                let (k0, c0) = (_mm512_loadu_pd(pk.add(j)), _mm512_loadu_pd(pc.add(j)));
+                let (k1, c1) = (
+                    _mm512_loadu_pd(pk.add(j + 8)),
+                    _mm512_loadu_pd(pc.add(j + 8)),
+                );
+                update(&mut even, k0, c0, vsign, at, drop_at(j));
+                at = _mm512_add_epi64(at, eight);
+                update(&mut odd, k1, c1, vsign, at, drop_at(j + 8));
+                at = _mm512_add_epi64(at, eight);
+                j += 16;
+            }
+        }
+        while j < n {
+            let m: __mmask8 = (1u16 << (n - j).min(8)).wrapping_sub(1) as u8;
+            // SAFETY: lanes below n only.
+            let (k, c) = unsafe {
+                (
+                    _mm512_mask_loadu_pd(lowest, m, pk.add(j)),
+                    _mm512_maskz_loadu_pd(m, pc.add(j)),
+                )
+            };
+            update(&mut even, k, c, vsign, at, drop_at(j) | !m);
+            at = _mm512_add_epi64(at, eight);
+            j += 8;
+        }
+        let most = [even.most, odd.most];
+        let idx = [even.idx, odd.idx];
+        let found = [even.found, odd.found];
+        let mut best: Option<(f64, usize)> = None;
+        for a in 0..2 {
+            if found[a] == 0 {
+                continue;
+            }
+            let value = _mm512_mask_reduce_max_pd(found[a], most[a]);
+            let lanes = _mm512_cmp_pd_mask::<_CMP_EQ_OQ>(most[a], _mm512_set1_pd(value)) & found[a];
+            let masked = _mm512_mask_mov_epi64(_mm512_set1_epi64(i64::MAX), lanes, idx[a]);
+            let j = _mm512_reduce_min_epi64(masked) as usize;
+            if best.is_none_or(|(v, i)| value > v || (value == v && j < i)) {
+                best = Some((value, j));
+            }
+        }
+        best.map(|(_, j)| j)
+    }
+
+    /// `scan_candidates` eight SVs at a time.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F; `coef` and `kappa` have the same length.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn scan_candidates_avx512(
+        coef: &[f64],
+        kappa: &[f64],
+        sign: f64,
+        scale: f64,
+        mut cut: f64,
+        mut visit: impl FnMut(usize) -> f64,
+    ) {
+        let n = coef.len();
+        let (pc, pk) = (coef.as_ptr(), kappa.as_ptr());
+        let (vsign, vscale, zero) = (
+            _mm512_set1_pd(sign),
+            _mm512_set1_pd(scale),
+            _mm512_setzero_pd(),
+        );
+        let mut vcut = _mm512_set1_pd(cut);
+        let mut j0 = 0;
+        while j0 + 8 <= n {
+            // SAFETY: lanes j0..j0+8 are inside both slices.
+            let (k, c) = unsafe { (_mm512_loadu_pd(pk.add(j0)), _mm512_loadu_pd(pc.add(j0))) };
+            let near = _mm512_cmp_pd_mask::<_CMP_NLT_UQ>(_mm512_mul_pd(k, vscale), vcut);
+            let same = _mm512_cmp_pd_mask::<_CMP_GT_OQ>(_mm512_mul_pd(c, vsign), zero);
+            let mut hits = near & same;
+            while hits != 0 {
+                let j = j0 + hits.trailing_zeros() as usize;
+                hits &= hits - 1;
+                // The cut may have risen since the vector was compared.
+                if !super::below_cut(kappa[j], scale, cut) {
+                    cut = visit(j);
+                    vcut = _mm512_set1_pd(cut);
+                }
+            }
+            j0 += 8;
+        }
+        super::scan_candidates_portable(coef, kappa, sign, scale, cut, visit, j0);
     }
 
     /// # Safety
@@ -826,6 +1132,49 @@ mod tests {
                 assert_eq!(kv2[..len], kv[..len]);
             }
         }
+    }
+
+    #[test]
+    fn argmin_and_candidate_scan_agree_on_every_level() {
+        let mut rng = Rng::new(9);
+        for case in 0..500 {
+            let n = (rng.next_f64() * 70.0) as usize;
+            // Few distinct values, so ties are common; both signs.
+            let coef: Vec<f64> = (0..n)
+                .map(|_| {
+                    let v = 1.0 + (rng.next_f64() * 4.0).floor();
+                    if rng.next_f64() < 0.5 {
+                        -v
+                    } else {
+                        v
+                    }
+                })
+                .collect();
+            let kappa: Vec<f64> = (0..n).map(|_| rng.next_f64()).collect();
+            let expected = argmin_sq_portable(&coef);
+            let sign = if case % 2 == 0 { 1.0 } else { -1.0 };
+            let mut visits = Vec::new();
+            for level in levels_here() {
+                assert_eq!(argmin_sq(level, &coef), expected, "{level:?} case {case}");
+                // The cut rises with every visit, as a partner search's does.
+                let mut seen = Vec::new();
+                scan_candidates(level, &coef, &kappa, sign, 399.0, 50.0, |j| {
+                    seen.push(j);
+                    (kappa[j] * 399.0).max(50.0)
+                });
+                visits.push(seen);
+            }
+            assert!(
+                visits.windows(2).all(|w| w[0] == w[1]),
+                "case {case}: {visits:?}"
+            );
+            if let Some(seen) = visits.first() {
+                for &j in seen {
+                    assert!(sign * coef[j] > 0.0);
+                }
+            }
+        }
+        assert_eq!(argmin_sq(level(), &[]), None);
     }
 
     #[test]
