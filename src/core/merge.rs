@@ -361,9 +361,9 @@ pub fn coefficient_sums(a1: &[f64], a2: &[f64]) -> (f64, f64, f64) {
 /// the search costs the same for any number of classes.
 pub fn merge_multiclass_sums(aa: f64, bb: f64, ab: f64, kappa: f64, eps: f64) -> (f64, f64) {
     let before = aa + bb + 2.0 * ab * kappa;
+    let l = kappa.ln();
     let objective = |h: f64| -> f64 {
         let (k1, k2) = if kappa > 0.0 {
-            let l = kappa.ln();
             (((1.0 - h) * (1.0 - h) * l).exp(), (h * h * l).exp())
         } else {
             (f64::from(h == 1.0), f64::from(h == 0.0))

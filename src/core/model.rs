@@ -433,11 +433,15 @@ impl SupportVectors {
             out[0] = self.scale * simd::dot(&self.coef[..self.len], &kvals[..self.len]);
             return;
         }
-        out.fill(0.0);
-        for (j, &k) in kvals[..self.len].iter().enumerate() {
-            simd::axpy(k, self.coef(j), out);
-        }
-        for o in out.iter_mut() {
+        let n_out = self.n_out;
+        simd::weighted_row_sum(
+            simd::level(),
+            &self.coef[..self.len * n_out],
+            n_out,
+            &kvals[..self.len],
+            out,
+        );
+        for o in out[..n_out].iter_mut() {
             *o *= self.scale;
         }
     }
@@ -1128,10 +1132,7 @@ impl BudgetModel {
                     (SvMatrix::Sparse { .. }, None) => kvals.fill(0.0),
                 }
                 simd::rbf_from_dots(self.gamma, x.sq_norm(i), sv_norms, kvals);
-                o.fill(0.0);
-                for (j, &k) in kvals.iter().enumerate() {
-                    simd::axpy(k, &self.coef[j * n_out..(j + 1) * n_out], o);
-                }
+                simd::weighted_row_sum(simd::level(), &self.coef, n_out, kvals, o);
             },
         );
     }

@@ -294,6 +294,43 @@ fn rbf_row_portable(
     coef.map_or(0.0, |c| dot_portable(&c[..len], kv))
 }
 
+/// out[k] = sum_j weights[j] * coef[j * n_out + k] for k < n_out: the decision values of a model
+/// with `n_out` coefficients per SV (SV-major) from its kernel values. AVX-512 keeps up to 32
+/// outputs in registers, four SVs in flight; more outputs, or no AVX-512, take the portable loop.
+pub fn weighted_row_sum(
+    level: Level,
+    coef: &[f64],
+    n_out: usize,
+    weights: &[f64],
+    out: &mut [f64],
+) {
+    let n = weights.len().min(coef.len() / n_out.max(1));
+    assert!(out.len() >= n_out, "weighted_row_sum: short output");
+    let (coef, weights, out) = (&coef[..n * n_out], &weights[..n], &mut out[..n_out]);
+    #[cfg(target_arch = "x86_64")]
+    {
+        if level == Level::Avx512 && level.runs_here() && n_out > 0 {
+            // SAFETY: AVX-512F runs here; coef holds n rows of n_out, out n_out values.
+            unsafe {
+                match n_out.div_ceil(8) {
+                    1 => return x86::weighted_row_sum_avx512::<1>(coef, n_out, weights, out),
+                    2 => return x86::weighted_row_sum_avx512::<2>(coef, n_out, weights, out),
+                    3 => return x86::weighted_row_sum_avx512::<3>(coef, n_out, weights, out),
+                    4 => return x86::weighted_row_sum_avx512::<4>(coef, n_out, weights, out),
+                    _ => {}
+                }
+            }
+        }
+    }
+    let _ = level;
+    out.fill(0.0);
+    for (row, &w) in coef.chunks_exact(n_out.max(1)).zip(weights) {
+        for (o, &c) in out.iter_mut().zip(row) {
+            *o = w.mul_add(c, *o);
+        }
+    }
+}
+
 /// The index of the value of least square (the first of equal ones) and that square; None when
 /// empty. A NaN square is never the least unless it comes first and nothing follows.
 pub fn argmin_sq(level: Level, values: &[f64]) -> Option<(usize, f64)> {
@@ -654,6 +691,57 @@ mod x86 {
                 _mm512_add_pd(f[0], f[1]),
                 _mm512_add_pd(f[2], f[3]),
             ))
+        }
+    }
+
+    /// `weighted_row_sum` for n_out <= 8 C: C vectors of outputs, four SVs in flight.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F; `coef` holds `weights.len()` rows of `n_out`, `out` n_out
+    /// values, 8 (C - 1) < n_out <= 8 C.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn weighted_row_sum_avx512<const C: usize>(
+        coef: &[f64],
+        n_out: usize,
+        weights: &[f64],
+        out: &mut [f64],
+    ) {
+        let masks: [__mmask8; C] = std::array::from_fn(|c| {
+            let lanes = n_out.saturating_sub(8 * c).min(8);
+            (1u16 << lanes).wrapping_sub(1) as u8
+        });
+        let mut acc = [[_mm512_setzero_pd(); C]; 4];
+        let pc = coef.as_ptr();
+        let n = weights.len();
+        let mut j = 0;
+        // SAFETY: row j's lanes below n_out only (masked).
+        unsafe {
+            while j + 4 <= n {
+                for (u, a) in acc.iter_mut().enumerate() {
+                    let w = _mm512_set1_pd(weights[j + u]);
+                    let row = pc.add((j + u) * n_out);
+                    for (c, v) in a.iter_mut().enumerate() {
+                        let x = _mm512_maskz_loadu_pd(masks[c], row.add(8 * c));
+                        *v = _mm512_fmadd_pd(w, x, *v);
+                    }
+                }
+                j += 4;
+            }
+            while j < n {
+                let w = _mm512_set1_pd(weights[j]);
+                let row = pc.add(j * n_out);
+                for (c, v) in acc[0].iter_mut().enumerate() {
+                    *v = _mm512_fmadd_pd(w, _mm512_maskz_loadu_pd(masks[c], row.add(8 * c)), *v);
+                }
+                j += 1;
+            }
+            for c in 0..C {
+                let sum = _mm512_add_pd(
+                    _mm512_add_pd(acc[0][c], acc[1][c]),
+                    _mm512_add_pd(acc[2][c], acc[3][c]),
+                );
+                _mm512_mask_storeu_pd(out.as_mut_ptr().add(8 * c), masks[c], sum);
+            }
         }
     }
 
@@ -1175,6 +1263,35 @@ mod tests {
             }
         }
         assert_eq!(argmin_sq(level(), &[]), None);
+    }
+
+    #[test]
+    fn weighted_row_sums_agree_on_every_level() {
+        let mut rng = Rng::new(10);
+        for case in 0..300 {
+            let n_out = 1 + (rng.next_f64() * 40.0) as usize;
+            let n = (rng.next_f64() * 60.0) as usize;
+            let coef: Vec<f64> = (0..n * n_out).map(|_| rng.next_f64() - 0.5).collect();
+            let w: Vec<f64> = (0..n).map(|_| rng.next_f64()).collect();
+            let exact: Vec<f64> = (0..n_out)
+                .map(|k| (0..n).map(|j| w[j] * coef[j * n_out + k]).sum())
+                .collect();
+            for level in levels_here() {
+                let mut out = vec![f64::NAN; n_out + 2];
+                out[..n_out].fill(7.0); // overwritten, not added to
+                weighted_row_sum(level, &coef, n_out, &w, &mut out);
+                for k in 0..n_out {
+                    assert!(
+                        (out[k] - exact[k]).abs() < 1e-12,
+                        "{level:?} case {case} k {k}"
+                    );
+                }
+                assert!(
+                    out[n_out..].iter().all(|v| v.is_nan()),
+                    "{level:?} wrote past n_out"
+                );
+            }
+        }
     }
 
     #[test]
