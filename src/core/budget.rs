@@ -402,23 +402,17 @@ impl BudgetMaintainer {
         // scan.
         let nearest = simd::argmax_same_sign(level, coef, kappa, cp, p);
         let mut best: Option<(usize, f64)> = nearest.map(|j| (j, wd_of(j)));
-        simd::scan_candidates(
-            level,
-            coef,
-            kappa,
-            cp,
-            last,
-            best.map_or(0.0, |b| cut_for(b.1)),
-            |j| {
-                if j != p {
-                    let wd = wd_of(j);
-                    if best.is_none_or(|(q, b)| wd < b || (wd == b && j < q)) {
-                        best = Some((j, wd));
-                    }
+        let mut cut = best.map_or(0.0, |b| cut_for(b.1));
+        simd::scan_candidates(level, coef, kappa, cp, last, cut, |j| {
+            if j != p {
+                let wd = wd_of(j);
+                if best.is_none_or(|(q, b)| wd < b || (wd == b && j < q)) {
+                    best = Some((j, wd));
+                    cut = cut_for(wd);
                 }
-                best.map_or(0.0, |(_, b)| cut_for(b))
-            },
-        );
+            }
+            cut
+        });
         best
     }
 
