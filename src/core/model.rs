@@ -385,7 +385,16 @@ impl SupportVectors {
         }
         self.dots_with_row(x, i, kvals);
         self.dots_to_kernel(gamma, sq_norm, kvals);
-        self.decision_from_kernel(kvals, f);
+        if self.n_out == 1 {
+            // Summed as the dense layout's fused pass sums it, so both layouts train one model.
+            let mut nnz = 0;
+            x.for_each_nonzero(i, |c, _| nnz += usize::from(c < dim));
+            let coef = &self.coef[..len];
+            let sum = simd::decision_sum_as_rbf_row(simd::level(), coef, &kvals[..len], nnz);
+            f[0] = self.scale * sum;
+        } else {
+            self.decision_from_kernel(kvals, f);
+        }
     }
 
     /// out[j] = k(sv_p, sv_j) for j < len: the kernel row of SV p (for merging).

@@ -318,6 +318,35 @@ fn rbf_row_by_columns(
     coef.map_or(0.0, |c| dot(&c[..len], kv))
 }
 
+/// The decision sum sum_j coef[j] kvals[j] over `kvals.len()` values, added in exactly the order
+/// [`rbf_row`] adds it for a row of `nnz` non-zeros on `level`: a store that computes its kernel
+/// values otherwise (the sparse layout) gets the same decision value to the last bit, so both
+/// layouts train the same model.
+pub fn decision_sum_as_rbf_row(level: Level, coef: &[f64], kvals: &[f64], nnz: usize) -> f64 {
+    let len = kvals.len();
+    let coef = &coef[..len];
+    if nnz > FUSED_MAX_NNZ {
+        return if level == Level::Portable || !Level::Avx2.runs_here() {
+            dot_portable(coef, kvals)
+        } else {
+            dot(coef, kvals)
+        };
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        if level == Level::Avx512 && level.runs_here() {
+            // SAFETY: AVX-512F and FMA run here; both slices hold len values.
+            return unsafe { x86::decision_sum_avx512(coef, kvals) };
+        }
+        if level >= Level::Avx2 && Level::Avx2.runs_here() {
+            // SAFETY: AVX2 and FMA run here; both slices hold len values.
+            return unsafe { x86::decision_sum_avx2(coef, kvals) };
+        }
+    }
+    let _ = level;
+    dot_portable(coef, kvals)
+}
+
 fn rbf_row_portable(
     svs: FeatureMajor<'_>,
     cols: &[usize],
@@ -604,6 +633,84 @@ mod x86 {
                 );
                 _mm512_mask_storeu_pd(pd.add(j), m, k);
             }
+        }
+    }
+
+    /// The decision sum of `rbf_row_avx2`, in its order, from stored kernel values.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA; both slices have the same length.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn decision_sum_avx2(coef: &[f64], kvals: &[f64]) -> f64 {
+        const W: usize = 4;
+        const U: usize = 4;
+        let len = kvals.len();
+        let (pc, pk) = (coef.as_ptr(), kvals.as_ptr());
+        let mut f = [_mm256_setzero_pd(); U];
+        let mut j = 0;
+        // SAFETY: full blocks read below len; the tail is masked.
+        unsafe {
+            while j + W * U <= len {
+                for (l, fl) in f.iter_mut().enumerate() {
+                    let o = j + W * l;
+                    *fl = _mm256_fmadd_pd(
+                        _mm256_loadu_pd(pc.add(o)),
+                        _mm256_loadu_pd(pk.add(o)),
+                        *fl,
+                    );
+                }
+                j += W * U;
+            }
+            while j < len {
+                let rem = (len - j).min(W) as i64;
+                let mask =
+                    _mm256_cmpgt_epi64(_mm256_set1_epi64x(rem), _mm256_set_epi64x(3, 2, 1, 0));
+                let k = _mm256_maskload_pd(pk.add(j), mask);
+                f[0] = _mm256_fmadd_pd(_mm256_maskload_pd(pc.add(j), mask), k, f[0]);
+                j += W;
+            }
+            let s = _mm256_add_pd(_mm256_add_pd(f[0], f[1]), _mm256_add_pd(f[2], f[3]));
+            let mut lanes = [0.0; 4];
+            _mm256_storeu_pd(lanes.as_mut_ptr(), s);
+            (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
+        }
+    }
+
+    /// The decision sum of `rbf_row_avx512`, in its order, from stored kernel values.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F and FMA; both slices have the same length.
+    #[target_feature(enable = "avx512f,fma")]
+    pub unsafe fn decision_sum_avx512(coef: &[f64], kvals: &[f64]) -> f64 {
+        const W: usize = 8;
+        const U: usize = 4;
+        let len = kvals.len();
+        let (pc, pk) = (coef.as_ptr(), kvals.as_ptr());
+        let mut f = [_mm512_setzero_pd(); U];
+        let mut j = 0;
+        // SAFETY: full blocks read below len; the tail is masked.
+        unsafe {
+            while j + W * U <= len {
+                for (l, fl) in f.iter_mut().enumerate() {
+                    let o = j + W * l;
+                    *fl = _mm512_fmadd_pd(
+                        _mm512_loadu_pd(pc.add(o)),
+                        _mm512_loadu_pd(pk.add(o)),
+                        *fl,
+                    );
+                }
+                j += W * U;
+            }
+            while j < len {
+                let m: __mmask8 = (1u16 << (len - j).min(W)).wrapping_sub(1) as u8;
+                let k = _mm512_maskz_loadu_pd(m, pk.add(j));
+                f[0] = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(m, pc.add(j)), k, f[0]);
+                j += W;
+            }
+            _mm512_reduce_add_pd(_mm512_add_pd(
+                _mm512_add_pd(f[0], f[1]),
+                _mm512_add_pd(f[2], f[3]),
+            ))
         }
     }
 
@@ -1241,6 +1348,12 @@ mod tests {
             for level in levels_here() {
                 let mut kv = vec![f64::NAN; stride + 1];
                 let f = rbf_row(level, svs, row, gamma, Some(&coef), &mut kv);
+                let replay = decision_sum_as_rbf_row(level, &coef, &kv[..len], cols.len());
+                assert_eq!(
+                    replay.to_bits(),
+                    f.to_bits(),
+                    "{level:?} case {case}: decision order"
+                );
                 assert!(
                     kv[len..].iter().all(|v| v.is_nan()),
                     "{level:?} wrote past len"
