@@ -363,18 +363,13 @@ impl SupportVectors {
                     vals.push(v);
                 }
             });
-            let svs = simd::FeatureMajor {
-                svt,
-                stride: cap,
-                len,
-                sq_norms: &self.sq_norms,
-            };
             let coef = (self.n_out == 1).then_some(&self.coef[..len]);
             let row = simd::RowNonzeros {
                 cols,
                 vals,
                 sq_norm,
             };
+            let svs = simd::FeatureMajor::new(svt, cap, len, &self.sq_norms);
             let sum = simd::rbf_row(simd::level(), svs, row, gamma, coef, kvals);
             if self.n_out == 1 {
                 f[0] = self.scale * sum;
@@ -411,17 +406,12 @@ impl SupportVectors {
                         vals.push(v);
                     }
                 }
-                let svs = simd::FeatureMajor {
-                    svt,
-                    stride: cap,
-                    len,
-                    sq_norms: &self.sq_norms,
-                };
                 let row = simd::RowNonzeros {
                     cols,
                     vals,
                     sq_norm: self.sq_norms[p],
                 };
+                let svs = simd::FeatureMajor::new(svt, cap, len, &self.sq_norms);
                 simd::rbf_row(simd::level(), svs, row, gamma, None, out);
             }
             Store::Sparse { arena, probe } => {

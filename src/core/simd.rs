@@ -221,6 +221,17 @@ pub struct FeatureMajor<'a> {
     pub sq_norms: &'a [f64],
 }
 
+impl<'a> FeatureMajor<'a> {
+    pub fn new(svt: &'a [f64], stride: usize, len: usize, sq_norms: &'a [f64]) -> Self {
+        FeatureMajor {
+            svt,
+            stride,
+            len,
+            sq_norms,
+        }
+    }
+}
+
 /// One budgeted step's kernel arithmetic in one pass over the support vectors: for an input row
 /// given by its non-zeros and squared norm, kvals[j] = k(x, sv_j) for j < len,
 /// and, with `coef`, the returned sum_j coef[j] kvals[j] (0 without). The vector paths keep a
