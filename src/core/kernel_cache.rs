@@ -18,10 +18,11 @@
 //! entries), and a block of dot products walks, for each non-zero of x_i, the rows of the block
 //! that share its column: work in proportion to the shared non-zeros, not to n x nnz (20,000
 //! text-like rows x 200,000 columns: KernelSVC 217 s with per-pair sorted merges, measured in
-//! docs/sparse.md). Dense data
-//! with at most `TRANSPOSE_MAX_COLS` columns get a feature-major copy at construction, and a
-//! block of dot products is then one vectorised axpy per feature (400 rows, one thread:
-//! ijcnn1 0.21 s -> 0.12 s, cod-rna 0.13 s -> 0.11 s).
+//! docs/sparse.md). Data, dense or CSR, with at most `TRANSPOSE_MAX_COLS` columns get a
+//! feature-major copy at construction (up to `TRANSPOSE_MAX_BYTES`), and a block of dot products
+//! is then one vectorised axpy per non-zero of x_i (400 dense rows, one thread: ijcnn1 0.21 s ->
+//! 0.12 s, cod-rna 0.13 s -> 0.11 s; whole KernelSVC fits from CSR as load_svmlight_file gives
+//! them, 2 threads: ijcnn1 9.8 -> 4.1 s, a9a 9.9 -> 5.1 s, phishing 0.72 -> 0.44 s).
 //!
 //! Eviction is least-recently-used over rows; a request that needs more rows than the budget
 //! holds grows the cache to that request (a working set must be resident as a whole).
@@ -42,9 +43,11 @@ const BLOCK: usize = 1024;
 /// Above this many columns, sparse rows are multiplied by sorted-index merging instead of
 /// being densified.
 pub const DENSIFY_MAX_COLS: usize = 1 << 16;
-/// Dense data with at most this many columns get a feature-major copy (at most 64 x 8 bytes
-/// per row) for vectorised dot products.
-pub const TRANSPOSE_MAX_COLS: usize = 64;
+/// Data (dense or CSR) with at most this many columns get a feature-major copy (at most 128 x 8
+/// bytes per row, `TRANSPOSE_MAX_BYTES` in all) for vectorised dot products.
+pub const TRANSPOSE_MAX_COLS: usize = 128;
+/// The largest feature-major copy made (larger data use the row-wise dot products).
+pub const TRANSPOSE_MAX_BYTES: usize = 512 << 20;
 
 /// Counters of a cache's life (for the benchmark report and the tests).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -145,20 +148,26 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
         }
         let row_bytes = (n * std::mem::size_of::<f32>()).max(1);
         let width = x.n_cols();
-        let transposed = (n > 0
-            && (1..=TRANSPOSE_MAX_COLS).contains(&width)
-            && x.dense_row(0).is_some())
-        .then(|| {
-            let mut t = vec![0.0; n * width];
-            for i in 0..n {
-                if let Some(row) = x.dense_row(i) {
-                    for (c, &v) in row.iter().enumerate() {
-                        t[c * n + i] = v;
-                    }
+        // Dense or CSR: a CSR row's gathered dot product costs several times an axpy lane. Only
+        // where the copy is small enough and can be had (no abort on a failed allocation).
+        let fits = n
+            .checked_mul(width)
+            .is_some_and(|cells| cells <= TRANSPOSE_MAX_BYTES / 8);
+        let transposed = (n > 0 && (1..=TRANSPOSE_MAX_COLS).contains(&width) && fits)
+            .then(|| {
+                let mut t = Vec::new();
+                t.try_reserve_exact(n * width).ok()?;
+                t.resize(n * width, 0.0);
+                for i in 0..n {
+                    x.for_each_nonzero(i, |c, v| {
+                        if c < width {
+                            t[c * n + i] = v;
+                        }
+                    });
                 }
-            }
-            t
-        });
+                Some(t)
+            })
+            .flatten();
         let columns = (width > DENSIFY_MAX_COLS).then(|| ColumnIndex::from_rows(x));
         let max_slots = (cache_bytes / row_bytes).clamp(2, n.max(2));
         Ok(KernelRowCache {
