@@ -318,9 +318,13 @@ fn rbf_row_by_columns(
     for (&c, &v) in row.cols.iter().zip(row.vals) {
         let column = &svs.svt[c * svs.stride..c * svs.stride + len];
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX2 and FMA run here (checked above); equal lengths.
+        // SAFETY: the level's instruction sets run here (checked above); equal lengths.
         unsafe {
-            x86::axpy_avx2(v, column, kv)
+            if level == Level::Avx512 && level.runs_here() {
+                x86::axpy_avx512(v, column, kv)
+            } else {
+                x86::axpy_avx2(v, column, kv)
+            }
         };
         #[cfg(not(target_arch = "x86_64"))]
         axpy_portable(v, column, kv);
@@ -855,6 +859,44 @@ mod x86 {
         }
     }
 
+    /// y += alpha * x, eight lanes at a time (each lane the same fused multiply-add as the AVX2
+    /// and scalar FMA code, so the results are identical).
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F and FMA.
+    #[target_feature(enable = "avx512f,fma")]
+    pub unsafe fn axpy_avx512(alpha: f64, x: &[f64], y: &mut [f64]) {
+        let n = x.len().min(y.len());
+        let (px, py) = (x.as_ptr(), y.as_mut_ptr());
+        let va = _mm512_set1_pd(alpha);
+        let mut i = 0;
+        // SAFETY: full vectors stay below n; the last one is masked.
+        unsafe {
+            while i + 16 <= n {
+                let y0 =
+                    _mm512_fmadd_pd(va, _mm512_loadu_pd(px.add(i)), _mm512_loadu_pd(py.add(i)));
+                let y1 = _mm512_fmadd_pd(
+                    va,
+                    _mm512_loadu_pd(px.add(i + 8)),
+                    _mm512_loadu_pd(py.add(i + 8)),
+                );
+                _mm512_storeu_pd(py.add(i), y0);
+                _mm512_storeu_pd(py.add(i + 8), y1);
+                i += 16;
+            }
+            while i < n {
+                let m: __mmask8 = (1u16 << (n - i).min(8)).wrapping_sub(1) as u8;
+                let v = _mm512_fmadd_pd(
+                    va,
+                    _mm512_maskz_loadu_pd(m, px.add(i)),
+                    _mm512_maskz_loadu_pd(m, py.add(i)),
+                );
+                _mm512_mask_storeu_pd(py.add(i), m, v);
+                i += 8;
+            }
+        }
+    }
+
     /// `weighted_row_sum` for n_out <= 8 C: C vectors of outputs, four SVs in flight.
     ///
     /// # Safety
@@ -1239,10 +1281,12 @@ pub fn dot(a: &[f64], b: &[f64]) -> f64 {
 pub fn axpy(alpha: f64, x: &[f64], y: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     {
-        if level() >= Level::Avx2 {
+        match level() {
             // SAFETY: the CPU features were checked at run time.
-            unsafe { x86::axpy_avx2(alpha, x, y) };
-            return;
+            Level::Avx512 => return unsafe { x86::axpy_avx512(alpha, x, y) },
+            // SAFETY: as above.
+            Level::Avx2 => return unsafe { x86::axpy_avx2(alpha, x, y) },
+            Level::Portable => {}
         }
     }
     axpy_portable(alpha, x, y)
@@ -1521,6 +1565,31 @@ mod tests {
         rbf_from_dots(0.3, 2.0, &norms, &mut dots);
         for (g, e) in dots.iter().zip(&expected) {
             assert!((g - e).abs() < 1e-15);
+        }
+    }
+
+    #[test]
+    fn axpy_is_the_same_on_every_vector_level() {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let mut rng = Rng::new(3);
+            for n in 0..70 {
+                let x: Vec<f64> = (0..n).map(|_| rng.next_f64() - 0.5).collect();
+                let y: Vec<f64> = (0..n + 3).map(|_| rng.next_f64() - 0.5).collect();
+                let fma: Vec<f64> = (0..n).map(|i| 0.3f64.mul_add(x[i], y[i])).collect();
+                for level in levels_here().into_iter().filter(|&l| l != Level::Portable) {
+                    let mut out = y.clone();
+                    // SAFETY: the level runs here.
+                    unsafe {
+                        match level {
+                            Level::Avx512 => x86::axpy_avx512(0.3, &x, &mut out),
+                            _ => x86::axpy_avx2(0.3, &x, &mut out),
+                        }
+                    }
+                    assert_eq!(out[..n], fma[..], "{level:?} n {n}");
+                    assert_eq!(out[n..], y[n..], "{level:?} wrote past n");
+                }
+            }
         }
     }
 
