@@ -1,10 +1,14 @@
-"""ALFPGM (budgetsvm.KernelSVC) against scikit-learn's SVC (LIBSVM SMO) in one run.
+"""KernelSVC (ALFPGM, SMO) against scikit-learn's SVC and oneDAL's SVC in one run.
 
-Same data, C, gamma (../shared/data/SETTINGS.md), tol=1e-3 and cache_size=200 MB for every
-solver. Per data set: training time, ratio to SVC, dual objective, number of SVs, test accuracy
-and iterations of each solver; a sweep of the number of pairs p (paper 003, figures 2-4); the
-1- vs 2-thread time of kernel-row computation and of a whole fit. scikit-learn-intelex's SVC is
-added when it is installed. Writes a Markdown report (and the p-sweep plot next to it).
+Same data, C, gamma (../shared/data/SETTINGS.md; pendigits and shuttle by cross-validation, see
+benchmarks/_data.py), tol=1e-3 and cache_size=200 MB for every solver. Per data set: fit time,
+ratios to SVC and to oneDAL, dual objective, number of SVs, test accuracy, iterations and kernel
+values computed, for KernelSVC's defaults, ALFPGM and SMO with and without shrinking, and on one
+thread. The solvers alternate within each round; fits under 10 s are repeated and the median of 3
+reported. Also: a sweep of the number of pairs p (paper 003, figures 2-4), 1 vs all threads on
+a9a, and kernel-row throughput against the machine's FMA peak. oneDAL's SVC
+(scikit-learn-intelex) is added when it is installed: install it in the benchmark environment,
+not as a dependency of the package (``pip install scikit-learn-intelex``).
 
     python benchmarks/alfpgm.py --out docs/alfpgm.md
 """
@@ -13,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -29,11 +35,21 @@ from budgetsvm import KernelSVC, _budgetsvm
 from budgetsvm._validation import to_native
 from sklearn.svm import SVC
 
-DATASETS = ["a9a", "w8a", "ijcnn1", "cod-rna", "phishing"]
-# Training rows kept (random subsample, seed 0) so that SVC finishes in a couple of minutes;
-# None keeps the whole training split (SVC needs under a minute on each on a 2-core machine).
+DATASETS = ["phishing", "a9a", "w8a", "ijcnn1", "cod-rna", "pendigits", "shuttle"]
+# Training rows kept (random subsample, seed 0); None keeps the whole training split.
 DEFAULT_CAPS: Dict[str, Optional[int]] = {name: None for name in DATASETS}
-DENSE = {"ijcnn1", "cod-rna"}  # low-dimensional: both solvers get a dense array
+DENSE = {"ijcnn1", "cod-rna", "pendigits", "shuttle"}  # low-dimensional: dense arrays for all
+KINDS = ["svc", "onedal", "alfpgm", "alfpgm_noshrink", "alfpgm1", "smo", "smo_noshrink"]
+LABELS = {
+    "svc": "sklearn SVC",
+    "onedal": "oneDAL SVC",
+    "alfpgm": "KernelSVC (defaults: ALFPGM)",
+    "alfpgm_noshrink": "ALFPGM, shrinking=False",
+    "alfpgm1": "ALFPGM, 1 thread",
+    "smo": "KernelSVC SMO",
+    "smo_noshrink": "SMO, shrinking=False",
+}
+REPEAT_BELOW = 10.0  # seconds: fits shorter than this are run 3 times (median reported)
 
 
 def machine() -> str:
@@ -44,25 +60,23 @@ def machine() -> str:
         )
     except (OSError, subprocess.CalledProcessError):
         model = platform.processor() or "?"
-    import os
-
     return f"{model}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.machine()}"
 
 
 NOTE = (
     "All solvers: tol = 1e-3 (m(a) - M(a) < tol), cache_size = 200 MB, C and gamma from "
-    "SETTINGS.md. scikit-learn's SVC (LIBSVM) runs on one thread; ALFPGM and budgetsvm's SMO on "
-    "the threads above unless marked 1 thread; scikit-learn-intelex uses every core. Dual "
-    "objective: D(a) = sum a - 1/2 a^T Q a (higher is better), computed the same way for every "
-    "solver from its dual_coef_ and support vectors. Times: wall-clock seconds of one fit, single "
-    "runs, on a machine shared with other jobs."
+    "SETTINGS.md. scikit-learn's SVC (LIBSVM) runs on one thread; KernelSVC on every core unless "
+    "marked 1 thread; oneDAL uses every core. Dual objective (binary sets): D(a) = sum a - 1/2 "
+    "a^T Q a (higher is better), computed the same way for every solver from its dual_coef_ and "
+    "support vectors; for the multi-class sets the accuracies are compared. Kernel rows: kernel "
+    "values computed / training rows (shrinking computes row prefixes). Times: wall-clock seconds "
+    "of a fit; the solvers alternate within a round; fits under 10 s are run 3 times and the "
+    "median is reported."
 )
 
 
 def load_average() -> str:
     try:
-        import os
-
         return ", ".join(f"{v:.2f}" for v in os.getloadavg())
     except OSError:
         return "?"
@@ -93,35 +107,44 @@ def prepare(name: str, cap: Optional[int]):
     return X, y, Xt, yt, n_full
 
 
-def run_fit(kind: str, X, y, Xt, yt, C: float, gamma: float, **kw: Any) -> Dict[str, Any]:
+def make(kind: str, C: float, gamma: float, **kw: Any) -> Any:
     if kind == "svc":
-        clf = SVC(C=C, gamma=gamma, tol=1e-3, cache_size=200)
-    elif kind == "sklearnex":
+        return SVC(C=C, gamma=gamma, tol=1e-3, cache_size=200)
+    if kind == "onedal":
         from sklearnex.svm import SVC as SVCX  # type: ignore[import-not-found]
 
-        clf = SVCX(C=C, gamma=gamma, tol=1e-3, cache_size=200)
-    else:
-        # ALFPGM's n_pairs goes into solver_options; n_jobs stays a constructor argument.
-        options = {"n_pairs": kw.pop("n_pairs")} if "n_pairs" in kw else None
-        if kind == "alfpgm1":
-            kw["n_jobs"] = 1
-        solver = "smo" if kind == "smo" else "alfpgm"
-        clf = KernelSVC(
-            C=C, gamma=gamma, tol=1e-3, cache_size=200, solver=solver, solver_options=options, **kw
-        )
+        return SVCX(C=C, gamma=gamma, tol=1e-3, cache_size=200)
+    options = {"n_pairs": kw.pop("n_pairs")} if "n_pairs" in kw else None
+    if kind == "alfpgm1":
+        kw["n_jobs"] = 1
+    if kind.endswith("_noshrink"):
+        kw["shrinking"] = False
+    solver = "smo" if kind.startswith("smo") else "alfpgm"
+    if solver == "smo":
+        options = None
+    return KernelSVC(
+        C=C, gamma=gamma, tol=1e-3, cache_size=200, solver=solver, solver_options=options, **kw
+    )
+
+
+def run_fit(kind: str, X, y, Xt, yt, C: float, gamma: float, **kw: Any) -> Dict[str, Any]:
+    clf = make(kind, C, gamma, **kw)
     t0 = time.perf_counter()
     clf.fit(X, y)
     seconds = time.perf_counter() - t0
     n_iter = getattr(clf, "n_iter_", None)
+    binary = len(clf.classes_) == 2
     out = dict(
         seconds=seconds,
-        dual=dual_objective(clf.dual_coef_, clf.support_vectors_, gamma),
+        dual=dual_objective(clf.dual_coef_, clf.support_vectors_, gamma) if binary else None,
         n_sv=int(clf.support_vectors_.shape[0]),
         accuracy=float(np.mean(clf.predict(Xt) == yt)),
         iterations=int(np.sum(n_iter)) if n_iter is not None else -1,
+        kernel_rows=None,
     )
-    if kind in ("alfpgm", "alfpgm1", "smo"):
+    if isinstance(clf, KernelSVC):
         out["stats"] = clf.fit_stats_
+        out["kernel_rows"] = clf.fit_stats_["kernel_values"] / X.shape[0]
     return out
 
 
@@ -132,7 +155,7 @@ def kernel_row_scaling(X, gamma: float, n_rows: int, repeats: int) -> Dict[int, 
     saved = budgetsvm.get_num_threads()
     times = {}
     try:
-        for threads in (1, 2):
+        for threads in sorted({1, os.cpu_count() or 1}):
             budgetsvm.set_num_threads(threads)
             best = float("inf")
             for _ in range(repeats):
@@ -144,14 +167,28 @@ def kernel_row_scaling(X, gamma: float, n_rows: int, repeats: int) -> Dict[int, 
     return times
 
 
-def fmt(v: float, digits: int = 2) -> str:
-    return f"{v:.{digits}f}"
+def fma_peak_per_second(cores: int) -> float:
+    """Nominal FMA peak: cores x 2 FMA units x f64 lanes (8 with AVX-512, 4 with AVX2) x clock."""
+    mhz = 0.0
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("cpu MHz"):
+                mhz = max(mhz, float(line.split(":")[1]))
+    except OSError:
+        pass
+    lanes = 8 if budgetsvm.simd_level() == "avx512" else 4
+    return cores * 2 * lanes * mhz * 1e6
+
+
+def fmt(v: Optional[float], digits: int = 2) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--datasets", nargs="*", default=DATASETS)
-    ap.add_argument("--pairs", nargs="*", type=int, default=[10, 25, 50, 100, 200])
+    ap.add_argument("--kinds", nargs="*", default=KINDS, help=f"solvers among {KINDS}")
+    ap.add_argument("--pairs", nargs="*", type=int, default=[25, 50, 100, 200])
     ap.add_argument(
         "--sweep-datasets",
         nargs="*",
@@ -160,10 +197,7 @@ def main() -> None:
     )
     ap.add_argument("--sweep-cap", type=int, default=20000, help="training rows in the p sweep")
     ap.add_argument("--cap", action="append", default=[], help="NAME=ROWS training subsample")
-    ap.add_argument(
-        "--best-p", type=int, default=None, help="p of the main table (default: best of the sweep)"
-    )
-    ap.add_argument("--smo", action="store_true", help="also time budgetsvm's own SMO")
+    ap.add_argument("--rounds", type=int, default=3, help="runs of fits under 10 s (median)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     caps = dict(DEFAULT_CAPS)
@@ -171,11 +205,12 @@ def main() -> None:
         name, rows = item.split("=")
         caps[name] = None if rows in ("all", "none") else int(rows)
     try:
-        import sklearnex  # type: ignore[import-not-found]  # noqa: F401
+        import sklearnex  # type: ignore[import-not-found]
 
-        have_sklearnex = True
+        onedal = f"scikit-learn-intelex {getattr(sklearnex, '__version__', '?')}"
     except ImportError:
-        have_sklearnex = False
+        onedal = None
+    kinds = [k for k in args.kinds if k != "onedal" or onedal]
     started = time.perf_counter()
     lines: List[str] = []
 
@@ -183,31 +218,140 @@ def main() -> None:
         print(text, flush=True)
         lines.append(text)
 
-    say("# ALFPGM (KernelSVC) vs scikit-learn SVC")
+    say("# KernelSVC (ALFPGM, SMO) vs scikit-learn's SVC and oneDAL's SVC")
     say()
     say(f"Command: `python {' '.join(sys.argv)}`  ")
     say(f"Machine: {machine()}; budgetsvm SIMD path {budgetsvm.simd_level()}  ")
-    say(
-        f"Load average at the start (1, 5, 15 min): {load_average()} (other jobs share this machine)  "
-    )
+    say(f"Load average at the start (1, 5, 15 min): {load_average()}  ")
     say(
         f"Date {datetime.date.today()}, Python {platform.python_version()}, scikit-learn "
         f"{sklearn.__version__}, budgetsvm {budgetsvm.__version__}, threads "
-        f"{budgetsvm.get_num_threads()}; scikit-learn-intelex "
-        f"{'installed' if have_sklearnex else 'not installed'}  "
+        f"{budgetsvm.get_num_threads()}; {onedal or 'scikit-learn-intelex not installed'}  "
     )
     say(NOTE)
     say()
 
-    # --- p sweep ---------------------------------------------------------------------------
+    # --- main table --------------------------------------------------------------------------
+    say("## Training time and solution quality")
+    say()
+    say(
+        "| data set | train rows | solver | time (s) | / SVC | / oneDAL | dual objective | SVs "
+        "| test accuracy | iterations | kernel rows |"
+    )
+    say("|---|---|---|---|---|---|---|---|---|---|---|")
+    results: Dict[str, Dict[str, Dict[str, Any]]] = {}
+    for name in args.datasets:
+        s = SETTINGS[name]
+        X, y, Xt, yt, n_full = prepare(name, caps.get(name))
+        first: Dict[str, Dict[str, Any]] = {}
+        times: Dict[str, List[float]] = {k: [] for k in kinds}
+        for round_ in range(args.rounds):
+            # Alternate: each round in a rotated order, only the fits under 10 s after round 1.
+            order = kinds[round_ % len(kinds) :] + kinds[: round_ % len(kinds)]
+            for kind in order:
+                if round_ > 0 and first[kind]["seconds"] >= REPEAT_BELOW:
+                    continue
+                r = run_fit(kind, X, y, Xt, yt, s["C"], s["gamma"])
+                first.setdefault(kind, r)
+                times[kind].append(r["seconds"])
+        for kind in kinds:
+            first[kind]["median"] = statistics.median(times[kind])
+            first[kind]["runs"] = len(times[kind])
+        results[name] = first
+        for kind in kinds:
+            r = first[kind]
+            t = r["median"]
+            ratio_svc = t / first["svc"]["median"] if "svc" in first else None
+            ratio_dal = t / first["onedal"]["median"] if "onedal" in first else None
+            dual = f"{r['dual']:.4f}" if r["dual"] is not None else "-"
+            say(
+                f"| {name} | {X.shape[0]} ({n_full}) | {LABELS[kind]} | {fmt(t)} | {fmt(ratio_svc)} "
+                f"| {fmt(ratio_dal)} | {dual} | {r['n_sv']} | {100 * r['accuracy']:.2f}% "
+                f"| {r['iterations']} | {fmt(r['kernel_rows'], 0)} |"
+            )
+    say()
+    if "onedal" in kinds and "alfpgm" in kinds:
+        say("### KernelSVC's defaults against oneDAL")
+        say()
+        say("| data set | KernelSVC (s) | oneDAL (s) | ratio | dual, relative to oneDAL's |")
+        say("|---|---|---|---|---|")
+        for name, r in results.items():
+            a, o = r["alfpgm"], r["onedal"]
+            rel = (
+                f"{(a['dual'] - o['dual']) / abs(o['dual']):+.1e}" if a["dual"] is not None else "-"
+            )
+            say(
+                f"| {name} | {fmt(a['median'])} | {fmt(o['median'])} | "
+                f"{fmt(a['median'] / o['median'])} | {rel} |"
+            )
+        say()
+
+    # --- threads -------------------------------------------------------------------------------
+    cores = os.cpu_count() or 1
+    say(f"## Threads: 1 vs {cores}")
+    say()
+    X, y, Xt, yt, _ = prepare("a9a", None)
+    s = SETTINGS["a9a"]
+    rows = kernel_row_scaling(X, s["gamma"], 400, 3)
+    say(
+        f"Kernel rows (a9a, {X.shape[0]} rows, CSR; 400 rows of length {X.shape[0]} in one batch, "
+        f"best of 3): 1 thread {fmt(rows[1], 3)} s, {cores} threads {fmt(rows[cores], 3)} s, "
+        f"speed-up {fmt(rows[1] / rows[cores])}x.  "
+    )
+    fits: Dict[int, List[float]] = {1: [], cores: []}
+    for _ in range(3):
+        for threads in sorted(fits):
+            fits[threads].append(
+                run_fit("alfpgm", X, y, Xt, yt, s["C"], s["gamma"], n_jobs=threads)["seconds"]
+            )
+    t1, tn = statistics.median(fits[1]), statistics.median(fits[cores])
+    say(
+        f"Whole KernelSVC fit (a9a, all {X.shape[0]} rows, defaults, median of 3 alternated): "
+        f"1 thread {fmt(t1)} s, {cores} threads {fmt(tn)} s, speed-up {fmt(t1 / tn)}x."
+    )
+    say()
+
+    # --- kernel rows against the FMA peak --------------------------------------------------------
+    say("## Kernel-row throughput against the FMA peak")
+    say()
+    peak = fma_peak_per_second(cores)
+    say(
+        f"Peak: {cores} cores x 2 FMA units x {8 if budgetsvm.simd_level() == 'avx512' else 4} "
+        f"f64 lanes x the clock in /proc/cpuinfo = {peak / 1e9:.1f} G FMA/s. A kernel value of "
+        "row x_i costs nnz(x_i) multiply-adds (the feature-major axpys; the column scatter of "
+        "sparse data does fewer, the shared non-zeros) and one exponential. 1000 rows in one batch "
+        "(best of 3), all threads."
+    )
+    say()
+    say("| data set | path | rows x length | seconds | G kernel values/s | G FMA/s | of peak |")
+    say("|---|---|---|---|---|---|---|")
+    for name in ("ijcnn1", "a9a", "w8a", "cod-rna"):
+        s = SETTINGS[name]
+        X, _, _, _, _ = prepare(name, None)
+        native = to_native(X)
+        idx = np.random.default_rng(2).choice(X.shape[0], size=1000, replace=False)
+        best = min(
+            _budgetsvm.kernel_rows(native, s["gamma"], idx.astype(np.int64))[1] for _ in range(3)
+        )
+        nnz = float(np.diff(X.indptr)[idx].mean()) if sp.issparse(X) else float(X.shape[1])
+        values = 1000 * X.shape[0]
+        path = "column scatter" if sp.issparse(X) and X.shape[1] > 128 else "feature-major axpy"
+        say(
+            f"| {name} | {path} | 1000 x {X.shape[0]} | {best:.3f} | {values / best / 1e9:.2f} | "
+            f"{values * nnz / best / 1e9:.2f} | {100 * values * nnz / best / peak:.0f}% |"
+        )
+    say()
+
+    # --- p sweep ---------------------------------------------------------------------------------
     sweep: Dict[str, Dict[int, Dict[str, Any]]] = {}
     if args.pairs and args.sweep_datasets:
         say("## Sweep of the number of pairs p (paper 003, figures 2-4)")
         say()
-        say(f"Training subsample of at most {args.sweep_cap} rows (seed 0).")
+        say(f"Training subsample of at most {args.sweep_cap} rows (seed 0); single fits.")
         say()
         say(
-            "| data set | n | p | time (s) | working sets | FISTA iterations | SMO fallbacks | kernel rows computed | dual objective |"
+            "| data set | n | p | time (s) | working sets | FISTA iterations | SMO fallbacks "
+            "| kernel rows | dual objective |"
         )
         say("|---|---|---|---|---|---|---|---|---|")
         for name in args.sweep_datasets:
@@ -220,80 +364,10 @@ def main() -> None:
                 st = r["stats"]
                 say(
                     f"| {name} | {X.shape[0]} | {p} | {fmt(r['seconds'])} | {r['iterations']} | "
-                    f"{st['inner_iterations']} | {st['fallback_steps']} | {st['cache_misses']} | "
-                    f"{r['dual']:.4f} |"
+                    f"{st['inner_iterations']} | {st['fallback_steps']} | {fmt(r['kernel_rows'], 0)} "
+                    f"| {r['dual']:.4f} |"
                 )
         say()
-    best_p = args.best_p
-    if best_p is None:
-        if sweep:
-            totals = {p: sum(sweep[d][p]["seconds"] for d in sweep) for p in args.pairs}
-            best_p = min(totals, key=totals.get)
-        else:
-            best_p = 50
-    say(
-        f"p used below: {best_p} ({'best total time in the sweep' if args.best_p is None and sweep else 'given'})."
-    )
-    say()
-
-    # --- main table --------------------------------------------------------------------------
-    say("## Training time and solution quality")
-    say()
-    kinds = (
-        ["svc"]
-        + (["sklearnex"] if have_sklearnex else [])
-        + ["alfpgm", "alfpgm1"]
-        + (["smo"] if args.smo else [])
-    )
-    say(
-        "| data set | train rows (of) | solver | time (s) | ratio to SVC | dual objective | SVs | test accuracy | iterations |"
-    )
-    say("|---|---|---|---|---|---|---|---|---|")
-    results: Dict[str, Dict[str, Dict[str, Any]]] = {}
-    for name in args.datasets:
-        s = SETTINGS[name]
-        X, y, Xt, yt, n_full = prepare(name, caps.get(name))
-        results[name] = {}
-        for kind in kinds:
-            kw = {"n_pairs": best_p} if kind in ("alfpgm", "alfpgm1") else {}
-            r = run_fit(kind, X, y, Xt, yt, s["C"], s["gamma"], **kw)
-            results[name][kind] = r
-            ratio = r["seconds"] / results[name]["svc"]["seconds"]
-            label = {
-                "svc": "sklearn SVC",
-                "sklearnex": "sklearnex SVC",
-                "alfpgm": f"ALFPGM p={best_p}",
-                "alfpgm1": f"ALFPGM p={best_p}, 1 thread",
-                "smo": "budgetsvm SMO",
-            }[kind]
-            say(
-                f"| {name} | {X.shape[0]} ({n_full}) | {label} | {fmt(r['seconds'])} | {fmt(ratio)} | "
-                f"{r['dual']:.4f} | {r['n_sv']} | {100 * r['accuracy']:.2f}% | {r['iterations']} |"
-            )
-    say()
-
-    # --- threads -------------------------------------------------------------------------------
-    say("## Threads: 1 vs 2")
-    say()
-    X, y, Xt, yt, _ = prepare("a9a", None)
-    s = SETTINGS["a9a"]
-    rows = kernel_row_scaling(X, s["gamma"], 400, 3)
-    say(
-        f"Kernel rows (a9a, {X.shape[0]} rows, CSR; 400 rows of length {X.shape[0]} in one batch, "
-        f"best of 3): 1 thread {fmt(rows[1], 3)} s, 2 threads {fmt(rows[2], 3)} s, "
-        f"speed-up {fmt(rows[1] / rows[2])}x.  "
-    )
-    Xs, ys, Xts, yts, _ = prepare("a9a", 10000)
-    fits = {}
-    for threads in (1, 2):
-        fits[threads] = run_fit(
-            "alfpgm", Xs, ys, Xts, yts, s["C"], s["gamma"], n_pairs=best_p, n_jobs=threads
-        )["seconds"]
-    say(
-        f"Whole ALFPGM fit (a9a, 10000 rows, p={best_p}): 1 thread {fmt(fits[1])} s, 2 threads "
-        f"{fmt(fits[2])} s, speed-up {fmt(fits[1] / fits[2])}x."
-    )
-    say()
     say(f"Total benchmark time {fmt(time.perf_counter() - started, 0)} s.  ")
     say(f"Load average at the end (1, 5, 15 min): {load_average()}.")
     say()

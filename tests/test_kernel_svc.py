@@ -72,15 +72,18 @@ def full_alpha(clf: KernelSVC, n: int) -> np.ndarray:
     n_pairs=st.integers(1, 60),
     pair_ratio=st.sampled_from([0.0, 0.5, 0.9]),
     sparse=st.booleans(),
+    shrinking=st.booleans(),
     seed=st.integers(0, 2**31 - 1),
 )
-def test_same_optimum_as_svc(solver, n, d, C, gamma, n_pairs, pair_ratio, sparse, seed):
+def test_same_optimum_as_svc(solver, n, d, C, gamma, n_pairs, pair_ratio, sparse, shrinking, seed):
     X, y = problem(n, d, seed, sparse_frac=0.4 if sparse else 0.0)
     Xin = sp.csr_matrix(X) if sparse else X
     tol = 1e-3
     ref = SVC(C=C, gamma=gamma, tol=tol).fit(X, y)
     options = dict(n_pairs=n_pairs, pair_ratio=pair_ratio) if solver == "alfpgm" else None
-    clf = KernelSVC(C=C, gamma=gamma, tol=tol, solver=solver, solver_options=options).fit(Xin, y)
+    clf = KernelSVC(
+        C=C, gamma=gamma, tol=tol, solver=solver, shrinking=shrinking, solver_options=options
+    ).fit(Xin, y)
     d_ref = dual_objective(ref.dual_coef_, ref.support_vectors_, gamma)
     d_ours = dual_objective(clf.dual_coef_, clf.support_vectors_, gamma)
     assert abs(d_ours - d_ref) <= 1e-3 * abs(d_ref) + 1e-9, (d_ours, d_ref)
@@ -105,6 +108,41 @@ def test_same_optimum_as_svc(solver, n, d, C, gamma, n_pairs, pair_ratio, sparse
 
 @pytest.mark.parametrize("solver", SOLVERS)
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_shrinking_on_and_off_reach_the_same_optimum(solver, sparse, weighted):
+    # Large enough for the active set to shrink (LIBSVM's pass every 1000 pairs), most rows at
+    # a bound; the small cache makes rows be cut by the position swaps and extended again.
+    X, y = problem(3000, 3, 7, sparse_frac=0.3 if sparse else 0.0)
+    Xin = sp.csr_matrix(X) if sparse else X
+    w = np.random.default_rng(1).uniform(0.2, 3.0, len(y)) if weighted else None
+    tol = 1e-3
+    fits = {}
+    for shrinking in (False, True):
+        clf = KernelSVC(C=5.0, gamma=1.0, tol=tol, solver=solver, shrinking=shrinking, cache_size=2)
+        fits[shrinking] = clf.fit(Xin, y, sample_weight=w)
+    on, off = fits[True], fits[False]
+    assert on.fit_stats_["min_active"][0] < len(y) / 2, on.fit_stats_["min_active"]
+    assert off.fit_stats_["min_active"] == [len(y)]
+    # Both stop at m - M < tol on all variables: their objectives differ by less than tol times
+    # the scale of the dual (sum of C_i), far less in practice.
+    d_on, d_off = on.dual_objective_[0], off.dual_objective_[0]
+    assert abs(d_on - d_off) <= 1e-5 * abs(d_off), (d_on, d_off)
+    assert on.fit_stats_["converged"] == [True]
+    # The KKT gap recomputed from scratch, with every variable.
+    C_i = 5.0 * (w if weighted else np.ones(len(y)))
+    ya = full_alpha(on, len(y))
+    ypm = np.where(y == on.classes_[1], 1.0, -1.0)
+    alpha = ypm * ya
+    G = ypm * (kernel(X, X, 1.0) @ ya) - 1.0
+    v = -ypm * G
+    up = ((ypm > 0) & (alpha < C_i * (1 - 1e-12))) | ((ypm < 0) & (alpha > 0))
+    low = ((ypm > 0) & (alpha > 0)) | ((ypm < 0) & (alpha < C_i * (1 - 1e-12)))
+    assert v[up].max() - v[low].min() < tol + 1e-5
+    assert np.mean(on.predict(X) == off.predict(X)) > 0.995
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
 @pytest.mark.parametrize("n_classes", [2, 3])
 def test_predictions_agree_with_svc(solver, sparse, n_classes):
     agree, total = 0, 0
@@ -120,9 +158,7 @@ def test_predictions_agree_with_svc(solver, sparse, n_classes):
         ref = SVC(C=10.0, gamma=2.0).fit(X_train, y_train)
         Xin = sp.csr_matrix(X_train) if sparse else X_train
         options = dict(n_pairs=20) if solver == "alfpgm" else None
-        clf = KernelSVC(C=10.0, gamma=2.0, solver=solver, solver_options=options).fit(
-            Xin, y_train
-        )
+        clf = KernelSVC(C=10.0, gamma=2.0, solver=solver, solver_options=options).fit(Xin, y_train)
         Xt = sp.csr_matrix(X_test) if sparse else X_test
         agree += int(np.sum(clf.predict(Xt) == ref.predict(X_test)))
         total += len(X_test)
@@ -204,9 +240,9 @@ def test_iteration_cap_warns(solver):
     X, y = problem(300, 2, seed=8)
     with pytest.warns(ConvergenceWarning, match="iteration cap"):
         options = dict(n_pairs=2) if solver == "alfpgm" else None
-        clf = KernelSVC(
-            C=100.0, gamma=5.0, solver=solver, max_iter=2, solver_options=options
-        ).fit(X, y)
+        clf = KernelSVC(C=100.0, gamma=5.0, solver=solver, max_iter=2, solver_options=options).fit(
+            X, y
+        )
     assert list(clf.n_iter_) == [2]
     assert clf.fit_stats_["converged"] == [False]
     ya = full_alpha(clf, 300)
@@ -306,6 +342,7 @@ def test_wrong_feature_count(data):
         (dict(solver_options=dict(fista_max_iter=0)), "fista_max_iter"),
         (dict(solver_options=dict(lipschitz_safety=0.5)), "lipschitz_safety"),
         (dict(verbose="yes"), "verbose"),
+        (dict(shrinking=1), "shrinking"),
         (dict(decision_function_shape="ovx"), "decision_function_shape"),
         (dict(solver_options=dict(n_pair=3)), "unknown keys"),
         (dict(solver_options=[("n_pairs", 3)]), "solver_options must be a dict"),

@@ -93,6 +93,7 @@ def fit_kernel_svc(
     c: float,
     gamma: float,
     solver: str = "alfpgm",
+    shrinking: bool = True,
     tol: float = 1e-3,
     cache_size: float = 200.0,
     max_iter: int = 0,

@@ -55,8 +55,8 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
     optimises ``n_pairs`` pairs of variables per step (pWSS selection, augmented Lagrangian with
     FISTA inner solves; Aregbesola & Griva 2022), the kernel rows of a step computed in parallel
     and kept in an LRU cache; ``solver='smo'`` is LIBSVM's SMO with second-order working-set
-    selection (without shrinking). More than two classes are trained one-vs-one like SVC, the
-    class pairs in parallel.
+    selection. Both shrink like LIBSVM (``shrinking=True``). More than two classes are trained
+    one-vs-one like SVC, the class pairs in parallel.
 
     Parameters
     ----------
@@ -65,6 +65,11 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
     gamma : {'scale', 'auto'} or float, default='scale'
         Kernel width in exp(-gamma ||x - x'||^2); 'scale' is 1 / (n_features * X.var()).
     solver : {'alfpgm', 'smo'}, default='alfpgm'
+    shrinking : bool, default=True
+        As SVC's: variables at a bound that cannot enter a violating pair leave the active set
+        (steps then select, update and compute kernel rows over the active variables only);
+        their gradient is reconstructed before the final optimality test, so the solution and
+        the stopping rule are those without shrinking.
     tol : float, default=1e-3
         Stop when m(a) - M(a) < tol (SVC's ``tol``).
     cache_size : float, default=200
@@ -103,7 +108,7 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
           The selection falls back to all variables when the limited sets have no violating
           pair; the stopping test always uses all variables.
         - ``alpha_delta_threshold`` (1e-5): see above.
-        - ``min_alpha_check`` (None: 4 * n_pairs): the j of each pair is searched among this
+        - ``min_alpha_check`` (None: all of I_low): the j of each pair is searched among this
           many of the most violating variables of I_low.
         - ``pair_ratio`` (0.5): pairs are added to a working set while their violation (after
           the look-ahead update by the pairs already chosen) is at least this fraction of the
@@ -138,8 +143,10 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
     dual_objective_ : ndarray of shape (n_classes * (n_classes - 1) / 2,)
         D(a) = e^T a - 1/2 a^T Q a per class pair (LIBSVM prints obj = -D).
     fit_stats_ : dict
-        Per-pair KKT gap, convergence flags, ALFPGM's SMO fallback steps and FISTA iterations,
-        kernel-row cache hits/misses and the seconds spent computing kernel rows, total seconds.
+        Per-pair KKT gap, convergence flags and smallest active set (``min_active``, shrinking),
+        ALFPGM's SMO fallback steps and FISTA iterations, kernel-row cache hits/misses, kernel
+        values computed (``kernel_values``; a full row is n of them) and the seconds spent
+        computing kernel rows, total seconds.
     n_features_in_ : int
     class_weight_ : ndarray of shape (n_classes,)
     probA_, probB_ : ndarray of shape (n_classes * (n_classes - 1) / 2,)
@@ -163,6 +170,7 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         C: float = 1.0,
         gamma: Any = "scale",
         solver: str = "alfpgm",
+        shrinking: bool = True,
         tol: float = 1e-3,
         cache_size: float = 200,
         max_iter: int = -1,
@@ -177,6 +185,7 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         self.C = C
         self.gamma = gamma
         self.solver = solver
+        self.shrinking = shrinking
         self.tol = tol
         self.cache_size = cache_size
         self.max_iter = max_iter
@@ -201,12 +210,15 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         check_choice("decision_function_shape", self.decision_function_shape, SHAPES)
         check_choice("verbose", self.verbose, (True, False))
         check_choice("probability", self.probability, (True, False))
+        if not isinstance(self.shrinking, (bool, np.bool_)):
+            raise ValueError(f"shrinking must be True or False, got {self.shrinking!r}")
         _check_int("max_iter", self.max_iter, -1)
         if self.max_iter == 0:
             raise ValueError("max_iter must be -1 (the solver's default) or >= 1, got 0")
         return dict(
             c=float(self.C),
             solver=self.solver,
+            shrinking=bool(self.shrinking),
             tol=float(self.tol),
             cache_size=float(self.cache_size),
             max_iter=0 if self.max_iter == -1 else int(self.max_iter),
@@ -318,6 +330,8 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
             "cache_hits": int(sum(p["cache_hits"] for p in pairs)),
             "cache_misses": int(sum(p["cache_misses"] for p in pairs)),
             "kernel_seconds": float(sum(p["kernel_seconds"] for p in pairs)),
+            "kernel_values": int(sum(p["kernel_values"] for p in pairs)),
+            "min_active": [p["min_active"] for p in pairs],
             "seconds": float(sum(p["seconds"] for p in pairs)),
         }
 

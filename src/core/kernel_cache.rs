@@ -26,6 +26,12 @@
 //!
 //! Eviction is least-recently-used over rows; a request that needs more rows than the budget
 //! holds grows the cache to that request (a working set must be resident as a whole).
+//!
+//! Shrinking (LIBSVM's): the solvers work on positions, not rows. `swap_positions` exchanges two
+//! positions (the data row behind each, its norm, its column of the feature-major copy and the
+//! entries of every resident row), so the variables still active are a prefix 0..active, and
+//! `rows_prefix(idx, len)` computes and keeps only the first `len` entries of a row. A row
+//! computed short is extended later (its missing tail only) when a longer prefix is asked for.
 
 use std::time::Instant;
 
@@ -34,7 +40,6 @@ use rayon::prelude::*;
 use crate::core::data::{finite_sq_norms, Rows};
 use crate::core::error::{Result, SvmError};
 use crate::core::kernel::check_gamma;
-use crate::core::sparse::ColumnIndex;
 use crate::core::{parallel, simd};
 
 const NONE: u32 = u32::MAX;
@@ -60,6 +65,8 @@ pub struct CacheStats {
     pub evictions: u64,
     /// Batches of missing rows computed (one per `rows` call with a miss).
     pub batches: u64,
+    /// Kernel values computed (a full row is n of them; shrunk problems compute prefixes).
+    pub values: u64,
     /// Wall seconds spent computing kernel rows.
     pub seconds: f64,
 }
@@ -73,8 +80,13 @@ pub struct KernelRowCache<'a, R: Rows> {
     max_slots: usize,
     /// Row storage, one allocation per slot made the first time the slot is used.
     storage: Vec<Vec<f32>>,
-    /// Per slot: the row it holds, or NONE.
+    /// Per slot: the position it holds, or NONE.
     slot_row: Vec<u32>,
+    /// Per slot: how many leading entries of its row are valid.
+    row_len: Vec<u32>,
+    /// Per position: the row of `x` there (positions move under shrinking), and its inverse.
+    perm: Vec<u32>,
+    pos_of: Vec<u32>,
     /// Per row: its slot, or NONE.
     row_slot: Vec<u32>,
     /// Doubly linked LRU list over slots: head = most recently used.
@@ -84,15 +96,18 @@ pub struct KernelRowCache<'a, R: Rows> {
     tail: u32,
     /// Per slot: its position in the batch being computed, or NONE.
     pending: Vec<u32>,
-    /// Rows of the batch being computed, in batch order.
+    /// Positions of the batch being computed, in batch order, and the first entry to compute.
     batch_rows: Vec<u32>,
+    batch_from: Vec<u32>,
+    /// Entries computed per row of the batch (the prefix asked for).
+    batch_len: usize,
     /// Densified rows of the batch (batch position * width).
     dense: Vec<f64>,
-    /// Dense data with few columns: a feature-major copy (column c of all rows contiguous), so
+    /// Data with few columns: a feature-major copy (column c of all rows contiguous), so
     /// a block of dot products is `width` vectorised axpys instead of one short dot per row.
     transposed: Option<Vec<f64>>,
     /// Wide sparse data: the rows by column.
-    columns: Option<ColumnIndex>,
+    columns: Option<SparseColumns>,
     /// Slots of the last request, in request order.
     result: Vec<u32>,
     stats: CacheStats,
@@ -102,13 +117,14 @@ pub struct KernelRowCache<'a, R: Rows> {
 pub struct CachedRows<'c> {
     storage: &'c [Vec<f32>],
     slots: &'c [u32],
+    len: usize,
 }
 
 impl<'c> CachedRows<'c> {
-    /// Kernel row of the k-th requested index (length n).
+    /// Kernel row of the k-th requested position, the prefix asked for (length n for `rows`).
     #[inline]
     pub fn row(&self, k: usize) -> &'c [f32] {
-        &self.storage[self.slots[k] as usize]
+        &self.storage[self.slots[k] as usize][..self.len]
     }
 
     pub fn len(&self) -> usize {
@@ -147,28 +163,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
             ));
         }
         let row_bytes = (n * std::mem::size_of::<f32>()).max(1);
-        let width = x.n_cols();
-        // Dense or CSR: a CSR row's gathered dot product costs several times an axpy lane. Only
-        // where the copy is small enough and can be had (no abort on a failed allocation).
-        let fits = n
-            .checked_mul(width)
-            .is_some_and(|cells| cells <= TRANSPOSE_MAX_BYTES / 8);
-        let transposed = (n > 0 && (1..=TRANSPOSE_MAX_COLS).contains(&width) && fits)
-            .then(|| {
-                let mut t = Vec::new();
-                t.try_reserve_exact(n * width).ok()?;
-                t.resize(n * width, 0.0);
-                for i in 0..n {
-                    x.for_each_nonzero(i, |c, v| {
-                        if c < width {
-                            t[c * n + i] = v;
-                        }
-                    });
-                }
-                Some(t)
-            })
-            .flatten();
-        let columns = (width > DENSIFY_MAX_COLS).then(|| ColumnIndex::from_rows(x));
+        let (transposed, columns) = choose_dot_path(x);
         let max_slots = (cache_bytes / row_bytes).clamp(2, n.max(2));
         Ok(KernelRowCache {
             x,
@@ -178,6 +173,9 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
             max_slots,
             storage: Vec::new(),
             slot_row: Vec::new(),
+            row_len: Vec::new(),
+            perm: (0..n as u32).collect(),
+            pos_of: (0..n as u32).collect(),
             row_slot: vec![NONE; n],
             prev: Vec::new(),
             next: Vec::new(),
@@ -185,6 +183,8 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
             tail: NONE,
             pending: Vec::new(),
             batch_rows: Vec::new(),
+            batch_from: Vec::new(),
+            batch_len: 0,
             dense: Vec::new(),
             transposed,
             columns,
@@ -263,6 +263,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
             let s = self.storage.len() as u32;
             self.storage.push(vec![0.0; self.n]);
             self.slot_row.push(NONE);
+            self.row_len.push(0);
             self.prev.push(NONE);
             self.next.push(NONE);
             self.pending.push(NONE);
@@ -276,29 +277,46 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
             self.stats.evictions += 1;
         }
         self.slot_row[s as usize] = NONE;
+        self.row_len[s as usize] = 0;
         s
     }
 
-    /// Makes the rows `idx` resident (computing the missing ones in one parallel batch) and
-    /// returns them in request order. Repeated indices are allowed.
+    /// Makes the full rows of the positions `idx` resident (computing the missing ones in one
+    /// parallel batch) and returns them in request order. Repeated indices are allowed.
     pub fn rows(&mut self, idx: &[usize]) -> Result<CachedRows<'_>> {
+        self.rows_prefix(idx, self.n)
+    }
+
+    /// The same for the first `len` entries of each row (the active positions of a shrunk
+    /// problem); rows resident with a shorter prefix get their missing entries computed.
+    pub fn rows_prefix(&mut self, idx: &[usize], len: usize) -> Result<CachedRows<'_>> {
         if let Some(&bad) = idx.iter().find(|&&i| i >= self.n) {
             return Err(SvmError::invalid_input(format!(
                 "kernel row {bad} requested from {} rows",
                 self.n
             )));
         }
+        let len = len.min(self.n);
         // Every requested row must fit at once.
         self.ensure_capacity(idx.len());
         self.result.clear();
         self.batch_rows.clear();
+        self.batch_from.clear();
         // Hits first, so that a miss never evicts a row this same request asks for.
         for &i in idx {
             let s = self.row_slot[i];
             if s != NONE && self.pending[s as usize] == NONE {
-                self.stats.hits += 1;
                 self.unlink(s);
                 self.push_front(s);
+                if self.row_len[s as usize] as usize >= len {
+                    self.stats.hits += 1;
+                } else {
+                    // Resident but short: its tail joins the batch.
+                    self.stats.misses += 1;
+                    self.pending[s as usize] = self.batch_rows.len() as u32;
+                    self.batch_rows.push(i as u32);
+                    self.batch_from.push(self.row_len[s as usize]);
+                }
             }
         }
         for &i in idx {
@@ -311,33 +329,100 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
                 self.push_front(s);
                 self.pending[s as usize] = self.batch_rows.len() as u32;
                 self.batch_rows.push(i as u32);
-            } else if self.pending[s as usize] != NONE {
+                self.batch_from.push(0);
+            } else if self.pending[s as usize] != NONE && self.result.contains(&s) {
                 // A repeated index whose row this request computes.
                 self.stats.hits += 1;
             }
             self.result.push(self.row_slot[i]);
         }
         if !self.batch_rows.is_empty() {
+            self.batch_len = len;
             self.compute_batch();
         }
         Ok(CachedRows {
             storage: &self.storage,
             slots: &self.result,
+            len,
         })
     }
 
-    /// Computes the rows of `batch_rows` into their (pending) slots.
+    /// Exchanges the positions of each pair (pairwise disjoint): the rows of `x` behind them,
+    /// their norms, their feature-major columns, their cached rows and, in every resident row,
+    /// the two entries. A row whose valid prefix holds only one of the two entries is cut back
+    /// to before it. One pass per resident row (the rows are long; the pairs are many).
+    pub fn swap_positions(&mut self, pairs: &[(usize, usize)]) {
+        if pairs.is_empty() {
+            return;
+        }
+        let n = self.n;
+        for &(a, b) in pairs {
+            debug_assert!(a < n && b < n);
+            self.perm.swap(a, b);
+            self.pos_of[self.perm[a] as usize] = a as u32;
+            self.pos_of[self.perm[b] as usize] = b as u32;
+            self.sq_norms.swap(a, b);
+            self.row_slot.swap(a, b);
+            for p in [a, b] {
+                let s = self.row_slot[p];
+                if s != NONE {
+                    self.slot_row[s as usize] = p as u32;
+                }
+            }
+        }
+        if let Some(t) = self.transposed.as_mut() {
+            parallel::install(|| {
+                t.par_chunks_mut(n).for_each(|col| {
+                    for &(a, b) in pairs {
+                        col.swap(a, b);
+                    }
+                })
+            });
+        }
+        let row_len = &mut self.row_len[..];
+        let slot_row = &self.slot_row[..];
+        parallel::install(|| {
+            self.storage
+                .par_iter_mut()
+                .zip(row_len.par_iter_mut())
+                .zip(slot_row.par_iter())
+                .filter(|(_, &r)| r != NONE)
+                .for_each(|((row, len), _)| {
+                    let mut valid = *len as usize;
+                    for &(a, b) in pairs {
+                        let (lo, hi) = (a.min(b), a.max(b));
+                        if hi < valid {
+                            row.swap(lo, hi);
+                        } else if lo < valid {
+                            valid = lo;
+                        }
+                    }
+                    *len = valid as u32;
+                })
+        });
+    }
+
+    /// The row of `x` at a position.
+    pub fn row_at(&self, position: usize) -> usize {
+        self.perm[position] as usize
+    }
+
+    /// Computes entries `batch_from[k]..batch_len` of the rows of `batch_rows` into their
+    /// (pending) slots.
     fn compute_batch(&mut self) {
         let start = Instant::now();
         let width = self.x.n_cols();
-        let densify = width <= DENSIFY_MAX_COLS;
+        let densify = width <= DENSIFY_MAX_COLS && self.columns.is_none();
         let b = self.batch_rows.len();
         if densify && self.dense.len() < b * width {
             self.dense.resize(b * width, 0.0);
         }
-        let (x, gamma, n) = (self.x, self.gamma, self.n);
+        let (x, gamma, n, len) = (self.x, self.gamma, self.n, self.batch_len);
         let norms = &self.sq_norms[..];
+        let perm = &self.perm[..];
+        let pos_of = &self.pos_of[..];
         let batch_rows = &self.batch_rows[..];
+        let batch_from = &self.batch_from[..];
         let pending = &self.pending[..];
         let dense = &mut self.dense[..];
         let storage = &mut self.storage[..];
@@ -348,63 +433,244 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
                 dense[..b * width]
                     .par_chunks_mut(width)
                     .zip(batch_rows.par_iter())
-                    .for_each(|(out, &i)| x.write_dense(i as usize, out));
+                    .for_each(|(out, &i)| x.write_dense(perm[i as usize] as usize, out));
             }
             let dense = &dense[..];
             storage
                 .par_iter_mut()
                 .zip(pending.par_iter())
                 .filter(|(_, &p)| p != NONE)
-                .for_each(|(row, &p)| {
+                .for_each_init(Vec::new, |scratch: &mut Vec<f64>, (row, &p)| {
                     let i = batch_rows[p as usize] as usize;
+                    let from = batch_from[p as usize] as usize;
+                    let sq_i = norms[i];
+                    let finish = |j0: usize, buf: &mut [f64], out: &mut [f32]| {
+                        simd::rbf_from_dots(gamma, sq_i, &norms[j0..j0 + out.len()], buf);
+                        for (o, v) in out.iter_mut().zip(buf.iter()) {
+                            *o = *v as f32;
+                        }
+                        if (j0..j0 + out.len()).contains(&i) {
+                            out[i - j0] = 1.0;
+                        }
+                    };
+                    if let (false, Some(columns)) = (densify, columns) {
+                        // Wide sparse data: one walk over the columns of x_i's non-zeros for
+                        // the whole range (the column lists are in row order, not position
+                        // order, so a block could not find its part of a list).
+                        scratch.clear();
+                        scratch.resize(len - from, 0.0);
+                        columns.dots(perm[i] as usize, pos_of, from, scratch);
+                        row[from..len]
+                            .par_chunks_mut(BLOCK)
+                            .zip(scratch.par_chunks_mut(BLOCK))
+                            .enumerate()
+                            .for_each(|(blk, (out, buf))| finish(from + blk * BLOCK, buf, out));
+                        return;
+                    }
                     let xi = if densify {
                         &dense[p as usize * width..(p as usize + 1) * width]
                     } else {
                         &[][..]
                     };
-                    let sq_i = norms[i];
-                    row[..n]
+                    row[from..len]
                         .par_chunks_mut(BLOCK)
                         .enumerate()
                         .for_each(|(blk, out)| {
-                            let j0 = blk * BLOCK;
+                            let j0 = from + blk * BLOCK;
                             let mut buf = [0.0f64; BLOCK];
                             let buf = &mut buf[..out.len()];
                             if let Some(xt) = transposed {
                                 buf.fill(0.0);
-                                let len = buf.len();
+                                let m = buf.len();
                                 for (c, &q) in xi.iter().enumerate() {
                                     if q != 0.0 {
-                                        simd::axpy(q, &xt[c * n + j0..c * n + j0 + len], buf);
+                                        simd::axpy(q, &xt[c * n + j0..c * n + j0 + m], buf);
                                     }
                                 }
                             } else if densify {
                                 for (t, v) in buf.iter_mut().enumerate() {
-                                    *v = x.dot_dense(j0 + t, xi);
+                                    *v = x.dot_dense(perm[j0 + t] as usize, xi);
                                 }
-                            } else if let Some(columns) = columns {
-                                columns.dots_with_row_block(x, i, j0, buf);
                             } else {
                                 for (t, v) in buf.iter_mut().enumerate() {
-                                    *v = x.dot_rows(i, j0 + t);
+                                    *v = x.dot_rows(perm[i] as usize, perm[j0 + t] as usize);
                                 }
                             }
-                            simd::rbf_from_dots(gamma, sq_i, &norms[j0..j0 + out.len()], buf);
-                            for (o, v) in out.iter_mut().zip(buf.iter()) {
-                                *o = *v as f32;
-                            }
-                            if (j0..j0 + out.len()).contains(&i) {
-                                out[i - j0] = 1.0;
-                            }
+                            finish(j0, buf, out);
                         });
                 });
         });
         for &i in &self.batch_rows {
             let s = self.row_slot[i as usize];
             self.pending[s as usize] = NONE;
+            self.row_len[s as usize] = len as u32;
         }
         self.stats.batches += 1;
+        self.stats.values += self
+            .batch_from
+            .iter()
+            .map(|&f| (len - f as usize) as u64)
+            .sum::<u64>();
         self.stats.seconds += start.elapsed().as_secs_f64();
+    }
+}
+
+/// Measured costs per operation (ns, AMD Zen 5 class, one thread; `docs/alfpgm.md`): a lane of
+/// the feature-major axpy, an entry of a column scatter, a non-zero of a gathered CSR dot.
+const NS_AXPY_LANE: f64 = 0.17;
+const NS_SCATTER: f64 = 2.5;
+const NS_GATHER: f64 = 1.3;
+
+/// How a block of dot products is taken, chosen once per data set by its estimated cost per
+/// kernel row: the feature-major copy (nnz_i x n axpy lanes; at most `TRANSPOSE_MAX_COLS`
+/// columns), the column scatter of sparse data (sum over x_i's columns of their lengths, on
+/// average sum_c len_c^2 / n), or else the row-wise dots (dense SIMD dots, or CSR gathers of
+/// nnz(X)). Data wider than `DENSIFY_MAX_COLS` always scatter. A failed allocation of a copy
+/// falls back to the row-wise dots (no abort).
+fn choose_dot_path<R: Rows>(x: &R) -> (Option<Vec<f64>>, Option<SparseColumns>) {
+    let (n, width) = (x.n_rows(), x.n_cols());
+    if n == 0 || width == 0 {
+        return (None, None);
+    }
+    let dense = x.dense_row(0).is_some();
+    let fits = n
+        .checked_mul(width)
+        .is_some_and(|cells| cells <= TRANSPOSE_MAX_BYTES / 8);
+    let can_transpose = width <= TRANSPOSE_MAX_COLS && fits;
+    if dense {
+        return (if can_transpose { transpose(x) } else { None }, None);
+    }
+    let Some(columns) = SparseColumns::build(x) else {
+        return (if can_transpose { transpose(x) } else { None }, None);
+    };
+    let nnz = columns.row_col.len() as f64;
+    let scatter = NS_SCATTER * columns.mean_work_per_row();
+    let other = if can_transpose {
+        NS_AXPY_LANE * nnz
+    } else {
+        NS_GATHER * nnz
+    };
+    if width > DENSIFY_MAX_COLS || scatter < other {
+        (None, Some(columns))
+    } else {
+        (if can_transpose { transpose(x) } else { None }, None)
+    }
+}
+
+/// Column c of all rows contiguous (n x width f64), or None when it cannot be allocated.
+fn transpose<R: Rows>(x: &R) -> Option<Vec<f64>> {
+    let (n, width) = (x.n_rows(), x.n_cols());
+    let mut t = Vec::new();
+    t.try_reserve_exact(n * width).ok()?;
+    t.resize(n * width, 0.0);
+    for i in 0..n {
+        x.for_each_nonzero(i, |c, v| {
+            if c < width {
+                t[c * n + i] = v;
+            }
+        });
+    }
+    Some(t)
+}
+
+/// Sparse rows by column, for dot products as scatters: for each non-zero (c, v) of x_i, v times
+/// each entry of column c lands at that entry's position. The work is the sum of the lengths of
+/// x_i's columns (the shared non-zeros), not n x nnz, and nothing of size n_features is made:
+/// columns get compact ids (only the columns that occur), rows keep theirs next to their values.
+struct SparseColumns {
+    /// Per row of x: compact column ids and values.
+    row_ptr: Vec<usize>,
+    row_col: Vec<u32>,
+    row_val: Vec<f64>,
+    /// Per compact column: the rows of x that hold it (ascending) and their values.
+    col_ptr: Vec<usize>,
+    col_row: Vec<u32>,
+    col_val: Vec<f64>,
+}
+
+impl SparseColumns {
+    /// None when the copy (24 bytes per non-zero) cannot be allocated.
+    fn build<R: Rows>(x: &R) -> Option<Self> {
+        let n = x.n_rows();
+        let nnz: usize = (0..n).map(|i| x.row_nnz(i)).sum();
+        let alloc = |len: usize| -> Option<(Vec<u32>, Vec<f64>)> {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            a.try_reserve_exact(len).ok()?;
+            b.try_reserve_exact(len).ok()?;
+            Some((a, b))
+        };
+        let (mut row_col, mut row_val) = alloc(nnz)?;
+        let mut row_ptr = Vec::with_capacity(n + 1);
+        row_ptr.push(0);
+        let mut id_of: std::collections::HashMap<usize, u32> = Default::default();
+        let mut count: Vec<usize> = Vec::new();
+        for i in 0..n {
+            x.for_each_nonzero(i, |c, v| {
+                let next = id_of.len() as u32;
+                let id = *id_of.entry(c).or_insert(next);
+                if id as usize == count.len() {
+                    count.push(0);
+                }
+                count[id as usize] += 1;
+                row_col.push(id);
+                row_val.push(v);
+            });
+            row_ptr.push(row_col.len());
+        }
+        let mut col_ptr = Vec::with_capacity(count.len() + 1);
+        col_ptr.push(0);
+        for &k in &count {
+            col_ptr.push(col_ptr.last().copied().unwrap_or(0) + k);
+        }
+        let (mut col_row, mut col_val) = alloc(nnz)?;
+        col_row.resize(nnz, 0);
+        col_val.resize(nnz, 0.0);
+        let mut fill = col_ptr[..count.len()].to_vec();
+        for i in 0..n {
+            for k in row_ptr[i]..row_ptr[i + 1] {
+                let id = row_col[k] as usize;
+                col_row[fill[id]] = i as u32;
+                col_val[fill[id]] = row_val[k];
+                fill[id] += 1;
+            }
+        }
+        Some(SparseColumns {
+            row_ptr,
+            row_col,
+            row_val,
+            col_ptr,
+            col_row,
+            col_val,
+        })
+    }
+
+    /// The scatter work of an average row: sum over columns of len_c^2, over n.
+    fn mean_work_per_row(&self) -> f64 {
+        let n = self.row_ptr.len().saturating_sub(1).max(1);
+        let sum: f64 = self
+            .col_ptr
+            .windows(2)
+            .map(|w| ((w[1] - w[0]) as f64).powi(2))
+            .sum();
+        sum / n as f64
+    }
+
+    /// out[p - from] = <x at position p, x_row> for the positions p in from..from + out.len(),
+    /// row r of x sitting at position `pos_of[r]` (out zeroed first).
+    fn dots(&self, row: usize, pos_of: &[u32], from: usize, out: &mut [f64]) {
+        out.fill(0.0);
+        let len = out.len();
+        for k in self.row_ptr[row]..self.row_ptr[row + 1] {
+            let (c, v) = (self.row_col[k] as usize, self.row_val[k]);
+            let (a, b) = (self.col_ptr[c], self.col_ptr[c + 1]);
+            for (&r, &w) in self.col_row[a..b].iter().zip(&self.col_val[a..b]) {
+                // Positions before `from` wrap around to large values and fail the test.
+                let p = (pos_of[r as usize] as usize).wrapping_sub(from);
+                if p < len {
+                    out[p] += v * w;
+                }
+            }
+        }
     }
 }
 
@@ -493,6 +759,74 @@ mod tests {
             }
             let idx: Vec<usize> = (0..n).filter(|i| i % 3 != 1).collect();
             check_rows(&SubsetRows::new(&csr, &idx).unwrap(), 1.7, 4 * n * 5, seed);
+        }
+    }
+
+    fn check_prefixes<R: Rows>(
+        cache: &mut KernelRowCache<'_, R>,
+        idx: &[usize],
+        len: usize,
+        perm: &[usize],
+        full: &[f64],
+    ) {
+        let n = perm.len();
+        let rows = cache.rows_prefix(idx, len).unwrap();
+        for (q, &p) in idx.iter().enumerate() {
+            let r = rows.row(q);
+            assert_eq!(r.len(), len);
+            for (col, &v) in r.iter().enumerate() {
+                let e = full[perm[p] * n + perm[col]];
+                assert!((f64::from(v) - e).abs() <= 1e-7, "{v} vs {e}");
+            }
+        }
+    }
+
+    /// Random prefix requests between random batches of disjoint position swaps, against the
+    /// kernel matrix read through the permutation: every path (feature-major copy, densified
+    /// row, column index), caches from two rows up.
+    #[test]
+    fn prefixes_and_swapped_positions_match_the_permuted_kernel_matrix() {
+        let mut rng = Rng::new(31);
+        let wide = DENSIFY_MAX_COLS + 3;
+        for (n, d, seed) in [(90, 3, 1), (1300, 150, 2), (1100, 0, 3)] {
+            let t = data(n, d.max(4), seed);
+            let dense = DenseView::new(&t.dense, t.n, t.d).unwrap();
+            // d = 0: the same rows as CSR in a space wider than DENSIFY_MAX_COLS.
+            let csr = CsrView::new(
+                &t.indptr,
+                &t.indices,
+                &t.values,
+                if d == 0 { wide } else { t.d },
+            )
+            .unwrap();
+            let mut full = vec![0.0; n * n];
+            kernel_matrix(&dense, &dense, 0.7, &mut full).unwrap();
+            for bytes in [0, 4 * n * 7, 1 << 24] {
+                let mut a = KernelRowCache::new(&dense, 0.7, bytes).unwrap();
+                let mut b = KernelRowCache::new(&csr, 0.7, bytes).unwrap();
+                let mut perm: Vec<usize> = (0..n).collect();
+                for _ in 0..40 {
+                    let k = 1 + rng.below(4);
+                    let idx: Vec<usize> = (0..k).map(|_| rng.below(n)).collect();
+                    let len = 1 + rng.below(n);
+                    check_prefixes(&mut a, &idx, len, &perm, &full);
+                    check_prefixes(&mut b, &idx, len, &perm, &full);
+                    // Disjoint swaps, as a shrinking pass makes them.
+                    let mut free: Vec<usize> = (0..n).collect();
+                    let mut pairs = Vec::new();
+                    for _ in 0..rng.below(n / 4) {
+                        let x = free.swap_remove(rng.below(free.len()));
+                        let y = free.swap_remove(rng.below(free.len()));
+                        pairs.push((x, y));
+                        perm.swap(x, y);
+                    }
+                    a.swap_positions(&pairs);
+                    b.swap_positions(&pairs);
+                    for (p, &r) in perm.iter().enumerate() {
+                        assert_eq!(a.row_at(p), r);
+                    }
+                }
+            }
         }
     }
 

@@ -497,28 +497,6 @@ impl ColumnIndex {
         Self::from_csr(&indptr, &indices, &values)
     }
 
-    /// out[t] = <vector j0 + t, row i of x> for the vectors j0..j0 + out.len() (out zeroed
-    /// first): each column's list is sorted by vector, so the block is a binary search and a
-    /// walk per non-zero of the row.
-    pub fn dots_with_row_block<R: Rows>(&self, x: &R, i: usize, j0: usize, out: &mut [f64]) {
-        out.fill(0.0);
-        let j1 = (j0 + out.len()) as u32;
-        let j0 = j0 as u32;
-        x.for_each_nonzero(i, |c, v| {
-            if let Some(&(a, b)) = self.range_of.get(&(c as u64)) {
-                let list = &self.vector[a..b];
-                let from = a + list.partition_point(|&j| j < j0);
-                for k in from..b {
-                    let j = self.vector[k];
-                    if j >= j1 {
-                        break;
-                    }
-                    out[(j - j0) as usize] += v * self.value[k];
-                }
-            }
-        });
-    }
-
     /// out[j] = <vector j, row i of x> (out zeroed first).
     pub fn dots_with_row<R: Rows>(&self, x: &R, i: usize, out: &mut [f64]) {
         out.fill(0.0);

@@ -653,7 +653,7 @@ impl BsgdStream {
 
 /// Trains the exact kernel SVC (one-vs-one pairs, ALFPGM or SMO); returns one dict per pair.
 #[pyfunction]
-#[pyo3(signature = (x, y, n_classes, *, c, gamma, solver = "alfpgm", tol = 1e-3, cache_size = 200.0, max_iter = 0, n_threads = None, n_pairs = 100, min_alpha_opt = 5, max_alpha_opt = 500, min_alpha_check = 0, pair_ratio = 0.5, alpha_delta_threshold = 1e-5, al_penalty = 0.0, al_max_iter = 20, fista_max_iter = 500, inner_tol_factor = 0.1, inner_rel = 0.1, power_iters = 8, lipschitz_safety = 1.1, restart = true, report_every = None, callback = None, sample_weight = None))]
+#[pyo3(signature = (x, y, n_classes, *, c, gamma, solver = "alfpgm", shrinking = true, tol = 1e-3, cache_size = 200.0, max_iter = 0, n_threads = None, n_pairs = 100, min_alpha_opt = 5, max_alpha_opt = 500, min_alpha_check = 0, pair_ratio = 0.5, alpha_delta_threshold = 1e-5, al_penalty = 0.0, al_max_iter = 20, fista_max_iter = 500, inner_tol_factor = 0.1, inner_rel = 0.1, power_iters = 8, lipschitz_safety = 1.1, restart = true, report_every = None, callback = None, sample_weight = None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_kernel_svc<'py>(
     py: Python<'py>,
@@ -663,6 +663,7 @@ fn fit_kernel_svc<'py>(
     c: f64,
     gamma: f64,
     solver: &str,
+    shrinking: bool,
     tol: f64,
     cache_size: f64,
     max_iter: u64,
@@ -697,6 +698,7 @@ fn fit_kernel_svc<'py>(
         cache_bytes: (cache_size * 1024.0 * 1024.0).min(usize::MAX as f64 / 2.0) as usize,
         max_iter,
         solver: ExactSolver::parse(solver)?,
+        shrinking,
         alfpgm: AlfpgmParams {
             n_pairs,
             min_alpha_opt,
@@ -739,6 +741,8 @@ fn fit_kernel_svc<'py>(
         d.set_item("cache_hits", p.cache.hits)?;
         d.set_item("cache_misses", p.cache.misses)?;
         d.set_item("kernel_seconds", p.cache.seconds)?;
+        d.set_item("kernel_values", p.cache.values)?;
+        d.set_item("min_active", p.min_active)?;
         d.set_item("seconds", p.seconds)?;
         d.set_item("n_rows", p.n_rows)?;
         out.append(d)?;

@@ -7,7 +7,9 @@
 //!
 //! One decomposition step:
 //! 1. **pWSS.** Up to p pairs (i, j) by repeated second-order selection. Candidates: the 4p
-//!    largest -y_t G_t of I_up and the `min_alpha_check` smallest of I_low (minAlphaCheck). Each
+//!    largest -y_t G_t of I_up and the `min_alpha_check` smallest of I_low (minAlphaCheck; by
+//!    default all of I_low [RECON: a list of 4p made j a poor second-order choice: cod-rna took
+//!    14,426 working sets and 6.2 s, with all of I_low 97 and 2.7 s; a9a 3,289 -> 238]). Each
 //!    pair is WSS2 on a look-ahead gradient: i = the largest violation among the candidates, j =
 //!    argmin -b_it^2 / a_it over the I_low candidates with b_it > 0; then the candidates'
 //!    violations are updated as if the pair's clipped SMO step had been taken (kernel rows of i
@@ -53,7 +55,8 @@ use crate::core::data::Rows;
 use crate::core::error::{Result, SvmError};
 use crate::core::kernel_cache::KernelRowCache;
 use crate::core::parallel;
-use crate::core::solvers::smo::{DualSolution, DualState, Reporter, TAU};
+use crate::core::solvers::shrinking::Shrinking;
+use crate::core::solvers::smo::{DualSolution, DualState, ExactRun, Reporter, TAU};
 
 /// ALFPGM's parameters (defaults in `Default`).
 #[derive(Debug, Clone, PartialEq)]
@@ -65,7 +68,7 @@ pub struct AlfpgmParams {
     pub min_alpha_opt: u32,
     /// Times an index may be in B before it is left out (until the unfiltered fallback).
     pub max_alpha_opt: u32,
-    /// Size of the j candidate list (the smallest -y G of I_low); 0 = 4 p.
+    /// Size of the j candidate list (the smallest -y G of I_low); 0 = all of I_low.
     pub min_alpha_check: usize,
     /// A pair is added only while its look-ahead violation is at least this fraction of the
     /// first pair's (p is then a cap): weak pairs cost a kernel row and a gradient update each
@@ -191,7 +194,7 @@ impl AlfpgmParams {
 
     fn candidates(&self) -> usize {
         if self.min_alpha_check == 0 {
-            4 * self.n_pairs
+            usize::MAX
         } else {
             self.min_alpha_check.max(1)
         }
@@ -228,7 +231,7 @@ impl Smallest {
             return;
         }
         self.buf.push((key, t));
-        if self.buf.len() >= 2 * self.k + 64 {
+        if self.buf.len() >= self.k.saturating_mul(2).saturating_add(64) {
             self.cut();
             self.threshold = self.buf[self.k - 1].0;
         }
@@ -254,6 +257,12 @@ impl Smallest {
     fn finish(&mut self) -> &[(f64, u32)] {
         self.cut();
         self.buf.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+        &self.buf
+    }
+
+    /// The best k in no particular order (no sort: with k = all, a whole index set).
+    fn finish_unordered(&mut self) -> &[(f64, u32)] {
+        self.cut();
         &self.buf
     }
 }
@@ -291,6 +300,8 @@ struct Work {
     v: Vec<f64>,
     w: Vec<f64>,
     coef: Vec<(f64, usize)>,
+    /// (position, a_t before) of the variables the last step moved.
+    moved: Vec<(usize, f64)>,
 }
 
 impl Work {
@@ -321,25 +332,36 @@ impl Work {
             v: Vec::with_capacity(m),
             w: Vec::with_capacity(m),
             coef: Vec::with_capacity(m),
+            moved: Vec::with_capacity(m),
         }
+    }
+
+    /// Follows a position swap of the shrinking.
+    fn swap(&mut self, a: usize, b: usize) {
+        self.count.swap(a, b);
+        self.last_change.swap(a, b);
+        self.in_b.swap(a, b);
+        self.flags.swap(a, b);
     }
 }
 
-/// Runs ALFPGM until m - M < tol or `max_iter` working sets.
+/// Runs ALFPGM until m - M < tol or `max_iter` working sets (the shrinking schedule counts
+/// variable pairs moved).
 pub fn solve_alfpgm<R: Rows>(
     cache: &mut KernelRowCache<'_, R>,
     y: Vec<f64>,
     upper: Vec<f64>,
-    tol: f64,
-    max_iter: u64,
+    run: &ExactRun,
     params: &AlfpgmParams,
     reporter: &mut Reporter<'_, '_>,
 ) -> Result<DualSolution> {
     params.check()?;
+    let (tol, max_iter, shrinking) = (run.tol, run.max_iter, run.shrinking);
     let start = Instant::now();
     let n = y.len();
     let p = params.n_pairs.min(n.div_ceil(2)).max(1);
     let mut state = DualState::new(y, upper);
+    let mut shrinker = Shrinking::new(shrinking, &mut state);
     let mut work = Work::new(n, p);
     cache.ensure_capacity(2 * p);
     let mut lambda = 0.0;
@@ -355,6 +377,10 @@ pub fn solve_alfpgm<R: Rows>(
         // One pass: the unfiltered m(a), M(a) and the limited candidate lists.
         let (m_up, m_low) = scan_candidates(&state, &mut work, params, p, prev, true);
         if m_up - m_low < tol {
+            if shrinker.unshrink(&mut state, cache)? {
+                prev = state.extremes();
+                continue;
+            }
             converged = true;
             break;
         }
@@ -371,7 +397,10 @@ pub fn solve_alfpgm<R: Rows>(
         if work.pairs_i.len() == 1 {
             // One pair: the subproblem's exact solution is the analytic SMO step.
             let (i, j) = (work.pairs_i[0], work.pairs_j[0]);
-            let rows = cache.rows(&[i, j])?;
+            work.moved.clear();
+            work.moved
+                .extend([(i, state.alpha[i]), (j, state.alpha[j])]);
+            let rows = cache.rows_prefix(&[i, j], state.active)?;
             let (di, dj) = state.smo_step(i, j, rows.row(0), rows.row(1));
             for (t, dt) in [(i, di), (j, dj)] {
                 work.count[t] = work.count[t].saturating_add(1);
@@ -379,38 +408,46 @@ pub fn solve_alfpgm<R: Rows>(
                 work.in_b[t] = false;
                 refresh_flags(&state, &mut work, params, t);
             }
-            iter += 1;
-            reporter.tick(&state, iter, false)?;
-            continue;
-        }
-        let rows = cache.rows(&work.b)?;
-        let decrease = solve_subproblem(&rows, &state, &mut work, params, tol, &mut lambda);
-        inner_iterations += decrease.1;
-        if decrease.0 < 0.0 {
-            apply_step(&rows, &mut state, &mut work);
-            for k in 0..work.b.len() {
-                let t = work.b[k];
-                refresh_flags(&state, &mut work, params, t);
-            }
         } else {
-            // No decrease from the multi-pair step: one WSS2 SMO step instead.
-            fallback_steps += 1;
-            for &t in &work.b {
-                work.in_b[t] = false;
+            let rows = cache.rows_prefix(&work.b, state.active)?;
+            let decrease = solve_subproblem(&rows, &state, &mut work, params, tol, &mut lambda);
+            inner_iterations += decrease.1;
+            if decrease.0 < 0.0 {
+                apply_step(&rows, &mut state, &mut work);
+                for k in 0..work.b.len() {
+                    let t = work.b[k];
+                    refresh_flags(&state, &mut work, params, t);
+                }
+            } else {
+                // No decrease from the multi-pair step: one WSS2 SMO step instead.
+                fallback_steps += 1;
+                for &t in &work.b {
+                    work.in_b[t] = false;
+                }
+                work.moved.clear();
+                if let Some(moved) = smo_fallback(cache, &mut state)? {
+                    work.moved.extend(moved);
+                    for (t, _) in moved {
+                        refresh_flags(&state, &mut work, params, t);
+                    }
+                }
             }
-            if let Some((i, j)) = smo_fallback(cache, &mut state)? {
-                refresh_flags(&state, &mut work, params, i);
-                refresh_flags(&state, &mut work, params, j);
-            }
+        }
+        shrinker.record_moves(&work.moved, &mut state, cache)?;
+        let pairs = work.moved.len().div_ceil(2);
+        for &(a, b) in shrinker.after_step(pairs, &mut state, cache, tol)? {
+            work.swap(a, b);
         }
         iter += 1;
         reporter.tick(&state, iter, false)?;
     }
+    shrinker.unshrink(&mut state, cache)?;
     if !converged {
         converged = state.gap() < tol;
     }
     let mut sol = DualSolution::from_state(state, iter, converged, start);
     sol.cache = cache.stats().clone();
+    sol.min_active = shrinker.min_active;
     sol.fallback_steps = fallback_steps;
     sol.inner_iterations = inner_iterations;
     reporter.finish(&sol)?;
@@ -455,7 +492,13 @@ fn scan_candidates(
     let half = 0.5 * (prev_up - prev_low);
     let skip = if filtered { LIMITED } else { 0 };
     let (mut m_up, mut m_low) = (f64::NEG_INFINITY, f64::INFINITY);
-    for (t, ((&f, &y), &g)) in work.flags.iter().zip(&state.y).zip(&state.grad).enumerate() {
+    let active = state.active;
+    for (t, ((&f, &y), &g)) in work.flags[..active]
+        .iter()
+        .zip(&state.y)
+        .zip(&state.grad)
+        .enumerate()
+    {
         let v = -y * g;
         if f & UP != 0 {
             m_up = m_up.max(v);
@@ -503,7 +546,7 @@ fn pick_pairs<R: Rows>(
     work.cand_up
         .extend(work.up.finish().iter().map(|&(key, t)| (-key, t)));
     work.cand_low.clear();
-    work.cand_low.extend_from_slice(work.low.finish());
+    work.cand_low.extend_from_slice(work.low.finish_unordered());
     let mut first_violation = 0.0;
     let pair_ratio = params.pair_ratio;
     while work.pairs_i.len() < p {
@@ -533,7 +576,7 @@ fn pick_pairs<R: Rows>(
             break;
         }
         let (j, b, a) = {
-            let rows = cache.rows(&[i])?;
+            let rows = cache.rows_prefix(&[i], state.active)?;
             let row = rows.row(0);
             let mut best = None;
             let mut best_obj = f64::INFINITY;
@@ -582,7 +625,7 @@ fn pick_pairs<R: Rows>(
         };
         let step = (b / a).min(room(i, true)).min(room(j, false)).max(0.0);
         if step > 0.0 {
-            let rows = cache.rows(&[i, j])?;
+            let rows = cache.rows_prefix(&[i, j], state.active)?;
             let (ri, rj) = (rows.row(0), rows.row(1));
             for e in work.cand_up.iter_mut().chain(work.cand_low.iter_mut()) {
                 let t = e.1 as usize;
@@ -856,6 +899,7 @@ fn apply_step(
     work: &mut Work,
 ) {
     work.coef.clear();
+    work.moved.clear();
     for (a, &ia) in work.b.iter().enumerate() {
         let da = work.d[a];
         let old = state.alpha[ia];
@@ -872,14 +916,15 @@ fn apply_step(
         work.last_change[ia] = change.abs();
         if change != 0.0 {
             work.coef.push((state.y[ia] * change, a));
+            work.moved.push((ia, old));
         }
         work.in_b[ia] = false;
     }
     let coef = &work.coef;
-    let y = &state.y;
+    let active = state.active;
+    let y = &state.y[..active];
     parallel::install(|| {
-        state
-            .grad
+        state.grad[..active]
             .par_chunks_mut(BLOCK)
             .zip(y.par_chunks(BLOCK))
             .enumerate()
@@ -905,18 +950,19 @@ fn apply_step(
 fn smo_fallback<R: Rows>(
     cache: &mut KernelRowCache<'_, R>,
     state: &mut DualState,
-) -> Result<Option<(usize, usize)>> {
+) -> Result<Option<[(usize, f64); 2]>> {
     let Some((i, gmax)) = state.select_i() else {
         return Ok(None);
     };
     let (j, _) = {
-        let rows = cache.rows(&[i])?;
+        let rows = cache.rows_prefix(&[i], state.active)?;
         state.select_j(gmax, rows.row(0))
     };
     if let Some(j) = j {
-        let rows = cache.rows(&[i, j])?;
+        let moved = [(i, state.alpha[i]), (j, state.alpha[j])];
+        let rows = cache.rows_prefix(&[i, j], state.active)?;
         state.smo_step(i, j, rows.row(0), rows.row(1));
-        return Ok(Some((i, j)));
+        return Ok(Some(moved));
     }
     Ok(None)
 }
@@ -930,6 +976,7 @@ mod tests {
     use crate::core::solvers::{no_monitor, Monitor, Progress};
     use std::sync::Mutex;
 
+    #[allow(clippy::too_many_arguments)] // the problem, the solver settings and the cache
     fn run<R: Rows>(
         x: &R,
         y: &[f64],
@@ -938,22 +985,19 @@ mod tests {
         tol: f64,
         params: &AlfpgmParams,
         cache_bytes: usize,
+        shrinking: Option<usize>,
     ) -> DualSolution {
         let mut cache = KernelRowCache::new(x, gamma, cache_bytes).unwrap();
         let mut mon = no_monitor;
         let m: Monitor<'_> = &mut mon;
         let monitor = Mutex::new(m);
         let mut rep = Reporter::new(&monitor, Progress::default(), None);
-        solve_alfpgm(
-            &mut cache,
-            y.to_vec(),
-            c.to_vec(),
+        let run = ExactRun {
             tol,
-            1_000_000,
-            params,
-            &mut rep,
-        )
-        .unwrap()
+            max_iter: 1_000_000,
+            shrinking,
+        };
+        solve_alfpgm(&mut cache, y.to_vec(), c.to_vec(), &run, params, &mut rep).unwrap()
     }
 
     #[test]
@@ -978,9 +1022,19 @@ mod tests {
                 ..Default::default()
             };
             let x = DenseView::new(&xs, n, d).unwrap();
-            let sol = run(&x, &y, &c, gamma, tol, &params, [0, 1 << 20][trial % 2]);
+            let shrinking = [None, Some(2), Some(0)][(trial / 7) % 3];
+            let sol = run(
+                &x,
+                &y,
+                &c,
+                gamma,
+                tol,
+                &params,
+                [0, 1 << 20][trial % 2],
+                shrinking,
+            );
             check_solution(&q, &sol, &c, tol);
-            let smo = run_smo(&xs, &y, d, &c, gamma, 1e-8);
+            let smo = run_smo(&xs, &y, d, &c, gamma, 1e-8, None);
             let scale = 1.0 + smo.objective.abs();
             assert!(
                 (sol.objective - smo.objective).abs() < 1e-5 * scale,
@@ -1036,8 +1090,8 @@ mod tests {
             n_pairs: 10,
             ..Default::default()
         };
-        let a = run(&csr, &y, &[3.0; 120], 1.0, 1e-4, &p, 1 << 20);
-        let b = run(&dv, &y, &[3.0; 120], 1.0, 1e-4, &p, 1 << 20);
+        let a = run(&csr, &y, &[3.0; 120], 1.0, 1e-4, &p, 1 << 20, Some(3));
+        let b = run(&dv, &y, &[3.0; 120], 1.0, 1e-4, &p, 1 << 20, Some(3));
         assert!((a.objective - b.objective).abs() < 1e-6 * (1.0 + b.objective.abs()));
         let q = q_matrix(&dense, &y, 4, 1.0);
         check_solution(&q, &a, &[3.0; 120], 1e-4);
@@ -1056,16 +1110,13 @@ mod tests {
             n_pairs: 2,
             ..Default::default()
         };
-        let sol = solve_alfpgm(
-            &mut cache,
-            y.clone(),
-            vec![100.0; 200],
-            1e-9,
-            2,
-            &p,
-            &mut rep,
-        )
-        .unwrap();
+        let run = ExactRun {
+            tol: 1e-9,
+            max_iter: 2,
+            shrinking: Some(1),
+        };
+        let sol =
+            solve_alfpgm(&mut cache, y.clone(), vec![100.0; 200], &run, &p, &mut rep).unwrap();
         assert_eq!(sol.iterations, 2);
         assert!(!sol.converged);
         let ya: f64 = sol.alpha.iter().zip(&y).map(|(a, y)| a * y).sum();

@@ -18,7 +18,7 @@ use crate::core::kernel::check_gamma;
 use crate::core::kernel_cache::{CacheStats, KernelRowCache};
 use crate::core::parallel;
 use crate::core::solvers::alfpgm::{solve_alfpgm, AlfpgmParams};
-use crate::core::solvers::smo::{solve_smo, DualSolution, Reporter};
+use crate::core::solvers::smo::{solve_smo, DualSolution, ExactRun, Reporter};
 use crate::core::solvers::{check_weights, Monitor, Progress};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +53,8 @@ pub struct KernelSvcParams {
     /// solver's default (SMO: max(10^7, 100 n) as LIBSVM; ALFPGM: max(10^5, n)).
     pub max_iter: u64,
     pub solver: ExactSolver,
+    /// LIBSVM's shrinking (`shrinking.rs`): same solution and stopping rule, fewer kernel values.
+    pub shrinking: bool,
     pub alfpgm: AlfpgmParams,
     /// Seconds between progress lines (verbose); None = none.
     pub report_every: Option<f64>,
@@ -69,6 +71,7 @@ impl Default for KernelSvcParams {
             cache_bytes: 200 << 20,
             max_iter: 0,
             solver: ExactSolver::Alfpgm,
+            shrinking: true,
             alfpgm: AlfpgmParams::default(),
             report_every: None,
             n_threads: None,
@@ -127,6 +130,8 @@ pub struct PairModel {
     pub inner_iterations: u64,
     pub cache: CacheStats,
     pub seconds: f64,
+    /// The smallest active set of the run (shrinking).
+    pub min_active: usize,
     /// Rows in this pair problem.
     pub n_rows: usize,
 }
@@ -155,11 +160,14 @@ pub fn solve_binary<R: Rows>(
     } else {
         p.max_iter
     };
+    let run = ExactRun {
+        tol: p.tol,
+        max_iter,
+        shrinking: p.shrinking.then_some(0),
+    };
     match p.solver {
-        ExactSolver::Smo => solve_smo(&mut cache, y, upper, p.tol, max_iter, reporter),
-        ExactSolver::Alfpgm => {
-            solve_alfpgm(&mut cache, y, upper, p.tol, max_iter, &p.alfpgm, reporter)
-        }
+        ExactSolver::Smo => solve_smo(&mut cache, y, upper, &run, reporter),
+        ExactSolver::Alfpgm => solve_alfpgm(&mut cache, y, upper, &run, &p.alfpgm, reporter),
     }
 }
 
@@ -254,6 +262,7 @@ pub fn train_kernel_svc<R: Rows>(
             inner_iterations: sol.inner_iterations,
             cache: sol.cache,
             seconds: sol.seconds,
+            min_active: sol.min_active,
             n_rows: rows.len(),
         })
     };

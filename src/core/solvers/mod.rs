@@ -4,6 +4,7 @@ pub mod alfpgm;
 pub mod bsca;
 pub mod bsgd;
 pub mod kernel_svc;
+pub mod shrinking;
 pub mod smo;
 
 use std::time::{Duration, Instant};

@@ -10,8 +10,11 @@
 //! when m(a) - M(a) < tol (LIBSVM's `Gmax + Gmax2 < eps`), or at the iteration cap, which is
 //! reported (`converged = false`), never looped past.
 //!
-//! Differences from LIBSVM: no shrinking (every step scans all n variables); kernel rows are
-//! K rows (the labels are applied on the fly), the diagonal is exactly 1 (Gaussian kernel).
+//! Shrinking as LIBSVM's (`shrinking.rs`): the state works on positions; variables 0..active
+//! are optimised, the others sit at a bound and are not expected to move, their gradient kept
+//! recoverable through G_bar and reconstructed before the final optimality test, so the stopping
+//! rule is the unshrunk solver's. Kernel rows are K rows (the labels are applied on the fly), the
+//! diagonal is exactly 1 (Gaussian kernel).
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -19,6 +22,7 @@ use std::time::{Duration, Instant};
 use crate::core::data::Rows;
 use crate::core::error::Result;
 use crate::core::kernel_cache::{CacheStats, KernelRowCache};
+use crate::core::solvers::shrinking::Shrinking;
 use crate::core::solvers::{Heartbeat, Monitor, Progress};
 
 /// LIBSVM's floor for a non-positive curvature a_ij.
@@ -33,6 +37,14 @@ pub struct DualState {
     pub grad: Vec<f64>,
     /// C_t, the upper bound of each a_t.
     pub upper: Vec<f64>,
+    /// Positions 0..active are optimised; the rest are shrunk (their gradient is stale until
+    /// `shrinking::reconstruct_gradient`). Every scan below covers the active positions only.
+    pub active: usize,
+    /// Position -> the variable's index in the problem as given (shrinking permutes positions).
+    pub index: Vec<u32>,
+    /// G_bar_t = sum over the variables s at their upper bound of C_s Q_ts (LIBSVM's G_bar);
+    /// empty when not shrinking.
+    pub grad_bar: Vec<f64>,
 }
 
 impl DualState {
@@ -45,7 +57,43 @@ impl DualState {
             alpha: vec![0.0; n],
             grad: vec![-1.0; n],
             upper,
+            active: n,
+            index: (0..n as u32).collect(),
+            grad_bar: Vec::new(),
         }
+    }
+
+    /// Exchanges the variables at two positions (the kernel-row cache must swap the same).
+    pub fn swap(&mut self, a: usize, b: usize) {
+        self.y.swap(a, b);
+        self.alpha.swap(a, b);
+        self.grad.swap(a, b);
+        self.upper.swap(a, b);
+        self.index.swap(a, b);
+        if !self.grad_bar.is_empty() {
+            self.grad_bar.swap(a, b);
+        }
+    }
+
+    /// Puts the variables back in the order they were given.
+    fn into_original_order(mut self) -> Self {
+        let index = std::mem::take(&mut self.index);
+        let unpermute = |v: &mut Vec<f64>| {
+            if v.len() == index.len() {
+                let mut out = vec![0.0; v.len()];
+                for (p, &k) in index.iter().enumerate() {
+                    out[k as usize] = v[p];
+                }
+                *v = out;
+            }
+        };
+        unpermute(&mut self.alpha);
+        unpermute(&mut self.y);
+        unpermute(&mut self.grad);
+        unpermute(&mut self.upper);
+        unpermute(&mut self.grad_bar);
+        self.index = (0..index.len() as u32).collect();
+        self
     }
 
     pub fn n(&self) -> usize {
@@ -70,10 +118,11 @@ impl DualState {
         }
     }
 
-    /// (m(a), M(a)) over the full (unfiltered) index sets; -inf / +inf for an empty set.
+    /// (m(a), M(a)) over the full (unfiltered) index sets of the active positions; -inf / +inf
+    /// for an empty set.
     pub fn extremes(&self) -> (f64, f64) {
         let (mut m, mut big_m) = (f64::NEG_INFINITY, f64::INFINITY);
-        for t in 0..self.n() {
+        for t in 0..self.active {
             let v = -self.y[t] * self.grad[t];
             if self.in_up(t) && v > m {
                 m = v;
@@ -96,7 +145,7 @@ impl DualState {
     pub fn rho(&self) -> f64 {
         let (mut ub, mut lb) = (f64::INFINITY, f64::NEG_INFINITY);
         let (mut n_free, mut sum_free) = (0usize, 0.0);
-        for t in 0..self.n() {
+        for t in 0..self.active {
             let yg = self.y[t] * self.grad[t];
             if self.alpha[t] >= self.upper[t] {
                 if self.y[t] < 0.0 {
@@ -140,7 +189,7 @@ impl DualState {
     pub fn select_i(&self) -> Option<(usize, f64)> {
         let mut best: Option<(usize, f64)> = None;
         let mut gmax = f64::NEG_INFINITY;
-        for t in 0..self.n() {
+        for t in 0..self.active {
             if self.in_up(t) {
                 let v = -self.y[t] * self.grad[t];
                 if v >= gmax {
@@ -160,7 +209,7 @@ impl DualState {
         let mut gmax2 = f64::NEG_INFINITY;
         let mut best = None;
         let mut obj_min = f64::INFINITY;
-        for t in 0..self.n() {
+        for t in 0..self.active {
             if !self.in_low(t) {
                 continue;
             }
@@ -182,8 +231,9 @@ impl DualState {
         (best, gmax2)
     }
 
-    /// LIBSVM's analytic two-variable step on (i, j) with their kernel rows, then the gradient
-    /// update G_k += y_k (y_i da_i K_ik + y_j da_j K_jk). Returns (da_i, da_j).
+    /// LIBSVM's analytic two-variable step on (i, j) with their kernel rows (at least the active
+    /// prefix), then the gradient update G_k += y_k (y_i da_i K_ik + y_j da_j K_jk) over the active
+    /// positions. Returns (da_i, da_j).
     pub fn smo_step(&mut self, i: usize, j: usize, row_i: &[f32], row_j: &[f32]) -> (f64, f64) {
         let (c_i, c_j) = (self.upper[i], self.upper[j]);
         let (yi, yj) = (self.y[i], self.y[j]);
@@ -248,10 +298,10 @@ impl DualState {
         self.alpha[j] = aj;
         let (di, dj) = (ai - old_i, aj - old_j);
         let (ci, cj) = (yi * di, yj * dj);
-        for ((g, &y), (&ki, &kj)) in self
-            .grad
+        let active = self.active;
+        for ((g, &y), (&ki, &kj)) in self.grad[..active]
             .iter_mut()
-            .zip(&self.y)
+            .zip(&self.y[..active])
             .zip(row_i.iter().zip(row_j))
         {
             *g += y * (ci * f64::from(ki) + cj * f64::from(kj));
@@ -279,12 +329,19 @@ pub struct DualSolution {
     pub fallback_steps: u64,
     /// ALFPGM only: FISTA iterations over all subproblems.
     pub inner_iterations: u64,
+    /// The smallest number of active (unshrunk) variables during the run.
+    pub min_active: usize,
 }
 
 impl DualSolution {
+    /// The solution of a state whose gradient is complete (nothing shrunk), in the variables'
+    /// original order.
     pub fn from_state(state: DualState, iterations: u64, converged: bool, start: Instant) -> Self {
+        debug_assert_eq!(state.active, state.n());
+        let state = state.into_original_order();
         let gap = state.gap();
         DualSolution {
+            min_active: state.n(),
             rho: state.rho(),
             objective: state.objective(),
             iterations,
@@ -379,47 +436,77 @@ impl<'m, 'a> Reporter<'m, 'a> {
     }
 }
 
+/// WSS2 SMO on the active positions: the working pair, or None when m - M < tol there.
+fn select_pair<R: Rows>(
+    cache: &mut KernelRowCache<'_, R>,
+    state: &DualState,
+    tol: f64,
+) -> Result<Option<(usize, usize)>> {
+    let Some((i, gmax)) = state.select_i() else {
+        return Ok(None);
+    };
+    let (j, gmax2) = {
+        let rows = cache.rows_prefix(&[i], state.active)?;
+        state.select_j(gmax, rows.row(0))
+    };
+    // No j with b_ij > 0 means no violating pair at all (LIBSVM returns "optimal" too).
+    match j {
+        Some(j) if gmax + gmax2 >= tol => Ok(Some((i, j))),
+        _ => Ok(None),
+    }
+}
+
+/// When an exact solver stops, and how it shrinks.
+#[derive(Debug, Clone, Copy)]
+pub struct ExactRun {
+    /// Stop when m(a) - M(a) < tol.
+    pub tol: f64,
+    /// Decomposition steps at most (reported as not converged when reached).
+    pub max_iter: u64,
+    /// `Shrinking::new`'s schedule: None = no shrinking.
+    pub shrinking: Option<usize>,
+}
+
 /// WSS2 SMO until m - M < tol or `max_iter` steps.
 pub fn solve_smo<R: Rows>(
     cache: &mut KernelRowCache<'_, R>,
     y: Vec<f64>,
     upper: Vec<f64>,
-    tol: f64,
-    max_iter: u64,
+    run: &ExactRun,
     reporter: &mut Reporter<'_, '_>,
 ) -> Result<DualSolution> {
     let start = Instant::now();
+    let (tol, max_iter, shrinking) = (run.tol, run.max_iter, run.shrinking);
     let mut state = DualState::new(y, upper);
+    let mut shrinker = Shrinking::new(shrinking, &mut state);
     let mut iter = 0u64;
     let mut converged = false;
     while iter < max_iter {
-        let Some((i, gmax)) = state.select_i() else {
-            converged = true;
-            break;
-        };
-        let (j, gmax2) = {
-            let rows = cache.rows(&[i])?;
-            state.select_j(gmax, rows.row(0))
-        };
-        // No j with b_ij > 0 means no violating pair at all (LIBSVM returns "optimal" too).
-        let Some(j) = j else {
-            converged = true;
-            break;
-        };
-        if gmax + gmax2 < tol {
-            converged = true;
-            break;
+        let mut pair = select_pair(cache, &state, tol)?;
+        if pair.is_none() && shrinker.unshrink(&mut state, cache)? {
+            pair = select_pair(cache, &state, tol)?;
         }
-        let rows = cache.rows(&[i, j])?;
-        state.smo_step(i, j, rows.row(0), rows.row(1));
+        let Some((i, j)) = pair else {
+            converged = true;
+            break;
+        };
+        let (old_i, old_j) = (state.alpha[i], state.alpha[j]);
+        {
+            let rows = cache.rows_prefix(&[i, j], state.active)?;
+            state.smo_step(i, j, rows.row(0), rows.row(1));
+        }
+        shrinker.record_moves(&[(i, old_i), (j, old_j)], &mut state, cache)?;
+        shrinker.after_step(1, &mut state, cache, tol)?;
         iter += 1;
         reporter.tick(&state, iter, true)?;
     }
+    shrinker.unshrink(&mut state, cache)?;
     if !converged && iter >= max_iter {
         converged = state.gap() < tol;
     }
     let mut sol = DualSolution::from_state(state, iter, converged, start);
     sol.cache = cache.stats().clone();
+    sol.min_active = shrinker.min_active;
     reporter.finish(&sol)?;
     Ok(sol)
 }
@@ -544,6 +631,7 @@ pub(crate) mod tests {
         c: &[f64],
         gamma: f64,
         tol: f64,
+        shrinking: Option<usize>,
     ) -> DualSolution {
         let n = y.len();
         let x = DenseView::new(xs, n, d).unwrap();
@@ -552,7 +640,12 @@ pub(crate) mod tests {
         let m: Monitor<'_> = &mut mon;
         let monitor = Mutex::new(m);
         let mut rep = Reporter::new(&monitor, Progress::default(), None);
-        solve_smo(&mut cache, y.to_vec(), c.to_vec(), tol, 1_000_000, &mut rep).unwrap()
+        let run = ExactRun {
+            tol,
+            max_iter: 1_000_000,
+            shrinking,
+        };
+        solve_smo(&mut cache, y.to_vec(), c.to_vec(), &run, &mut rep).unwrap()
     }
 
     /// Box bounds for a test problem: all C, or C times a random weight in [0.1, 3) per
@@ -614,7 +707,9 @@ pub(crate) mod tests {
             let c = bounds(n, c, trial % 2 == 1, trial as u64);
             let q = q_matrix(&xs, &y, d, gamma);
             let tol = 1e-6;
-            let sol = run_smo(&xs, &y, d, &c, gamma, tol);
+            // Shrinking off, every 3 pairs (many passes on a small problem), LIBSVM's period.
+            let shrinking = [None, Some(3), Some(0)][(trial / 2) % 3];
+            let sol = run_smo(&xs, &y, d, &c, gamma, tol, shrinking);
             check_solution(&q, &sol, &c, tol);
             let reference = reference_qp(&q, &y, &c, 5_000);
             let f_ref = objective(&q, &reference);
@@ -640,7 +735,12 @@ pub(crate) mod tests {
         let m: Monitor<'_> = &mut mon;
         let monitor = Mutex::new(m);
         let mut rep = Reporter::new(&monitor, Progress::default(), None);
-        let sol = solve_smo(&mut cache, y.clone(), vec![10.0; 80], 1e-8, 3, &mut rep).unwrap();
+        let run = ExactRun {
+            tol: 1e-8,
+            max_iter: 3,
+            shrinking: Some(1),
+        };
+        let sol = solve_smo(&mut cache, y.clone(), vec![10.0; 80], &run, &mut rep).unwrap();
         assert_eq!(sol.iterations, 3);
         assert!(!sol.converged);
         let ya: f64 = sol.alpha.iter().zip(&y).map(|(a, y)| a * y).sum();

@@ -1,0 +1,340 @@
+//! Shrinking for the exact solvers (SMO, ALFPGM), LIBSVM's `Solver::do_shrinking` restated.
+//!
+//! A variable at a bound whose gradient says it cannot enter a violating pair (at its lower
+//! bound in I_up only with -y_t G_t < M(a), or in I_low only with -y_t G_t > m(a)) is not expected
+//! to move; it leaves the active set: positions are swapped so that the active variables are a
+//! prefix 0..active (the kernel-row cache swaps the same positions and then computes row
+//! prefixes only), and steps scan, select and update the gradient over that prefix. The gradient
+//! of shrunk variables is kept recoverable: G_t = G_bar_t - 1 + sum over free s of a_s Q_ts,
+//! G_bar_t = sum over variables at their upper bound of C_s Q_ts, updated from full kernel rows
+//! whenever a variable reaches or leaves its upper bound. Before the final optimality test the
+//! gradient is reconstructed and every variable is active again, so the solution and the
+//! stopping rule are those of the unshrunk solver; once m - M falls to 10 tol on the active set,
+//! the gradient is reconstructed once and shrinking starts again from all variables (LIBSVM's
+//! `unshrink`).
+
+use crate::core::data::Rows;
+use crate::core::error::Result;
+use crate::core::kernel_cache::KernelRowCache;
+use crate::core::solvers::smo::DualState;
+
+/// Variable pairs moved between two shrinking passes (LIBSVM: min(n, 1000) SMO steps).
+const SHRINK_EVERY: usize = 1000;
+/// Kernel rows requested per batch while reconstructing the gradient.
+const RECONSTRUCT_BATCH: usize = 64;
+
+/// The shrinking schedule and scratch of one solver run.
+pub struct Shrinking {
+    enabled: bool,
+    /// Variable pairs still to move before the next pass.
+    countdown: usize,
+    every: usize,
+    /// Whether the one reconstruction at 10 tol has been done.
+    unshrunk: bool,
+    /// The smallest active set so far.
+    pub min_active: usize,
+    swaps: Vec<(usize, usize)>,
+    positions: Vec<usize>,
+    acc: Vec<f64>,
+}
+
+impl Shrinking {
+    /// `schedule`: None keeps every variable active (G_bar is then not maintained); Some(k) runs
+    /// a shrinking pass every k variable pairs moved (k = 0: LIBSVM's min(n, 1000)).
+    pub fn new(schedule: Option<usize>, state: &mut DualState) -> Self {
+        let n = state.n();
+        let enabled = schedule.is_some();
+        if enabled {
+            // a = 0: no variable at its upper bound (every C_t > 0).
+            state.grad_bar = vec![0.0; n];
+        }
+        let every = match schedule {
+            Some(k) if k > 0 => k,
+            _ => n.clamp(1, SHRINK_EVERY),
+        };
+        Shrinking {
+            enabled,
+            min_active: n,
+            countdown: every,
+            every,
+            unshrunk: false,
+            swaps: Vec::new(),
+            positions: Vec::new(),
+            acc: Vec::new(),
+        }
+    }
+
+    /// Counts `pairs` moved variable pairs; when a pass is due, shrinks and returns the position
+    /// swaps made (already applied to `state` and `cache`; the caller swaps its own per-position
+    /// arrays the same way).
+    pub fn after_step<R: Rows>(
+        &mut self,
+        pairs: usize,
+        state: &mut DualState,
+        cache: &mut KernelRowCache<'_, R>,
+        tol: f64,
+    ) -> Result<&[(usize, usize)]> {
+        self.swaps.clear();
+        if !self.enabled {
+            return Ok(&self.swaps);
+        }
+        self.countdown = self.countdown.saturating_sub(pairs.max(1));
+        if self.countdown == 0 {
+            self.countdown = self.every;
+            self.shrink(state, cache, tol)?;
+        }
+        Ok(&self.swaps)
+    }
+
+    /// Called when the active set looks optimal: reconstructs the gradient and makes every
+    /// variable active. Returns whether anything had been shrunk (then the optimality test must
+    /// be repeated on all variables, and the next step shrinks again).
+    pub fn unshrink<R: Rows>(
+        &mut self,
+        state: &mut DualState,
+        cache: &mut KernelRowCache<'_, R>,
+    ) -> Result<bool> {
+        if state.active == state.n() {
+            return Ok(false);
+        }
+        self.reconstruct_gradient(state, cache)?;
+        state.active = state.n();
+        // LIBSVM's counter = 1: shrink again right after the next step.
+        self.countdown = 1;
+        Ok(true)
+    }
+
+    /// Keeps G_bar current after a step: `moved` lists (position, a_t before the step) of the
+    /// variables the step changed. Variables that reached or left their upper bound add or
+    /// remove C_t Q_t. from G_bar, from their full kernel rows (one batch).
+    pub fn record_moves<R: Rows>(
+        &mut self,
+        moved: &[(usize, f64)],
+        state: &mut DualState,
+        cache: &mut KernelRowCache<'_, R>,
+    ) -> Result<()> {
+        if !self.enabled {
+            return Ok(());
+        }
+        self.positions.clear();
+        self.acc.clear();
+        for &(t, old) in moved {
+            let c = state.upper[t];
+            let (was, is) = (old >= c, state.alpha[t] >= c);
+            if was != is {
+                self.positions.push(t);
+                // C_t y_t, signed by entering (+) or leaving (-) the bound.
+                self.acc.push(if is { c } else { -c } * state.y[t]);
+            }
+        }
+        if self.positions.is_empty() {
+            return Ok(());
+        }
+        let rows = cache.rows(&self.positions)?;
+        for (k, &cy) in self.acc.iter().enumerate() {
+            let row = rows.row(k);
+            for ((gb, &y), &kv) in state.grad_bar.iter_mut().zip(&state.y).zip(row) {
+                *gb += cy * y * f64::from(kv);
+            }
+        }
+        Ok(())
+    }
+
+    /// LIBSVM's `do_shrinking`.
+    fn shrink<R: Rows>(
+        &mut self,
+        state: &mut DualState,
+        cache: &mut KernelRowCache<'_, R>,
+        tol: f64,
+    ) -> Result<()> {
+        // gmax1 = m(a) = max over I_up of -y G; gmax2 = -M(a) = max over I_low of y G.
+        let (m, big_m) = state.extremes();
+        let (gmax1, gmax2) = (m, -big_m);
+        if !self.unshrunk && gmax1 + gmax2 <= 10.0 * tol {
+            self.unshrunk = true;
+            self.reconstruct_gradient(state, cache)?;
+            state.active = state.n();
+        }
+        let shrinkable = |state: &DualState, t: usize| -> bool {
+            let (a, c, y, g) = (state.alpha[t], state.upper[t], state.y[t], state.grad[t]);
+            if a >= c {
+                if y > 0.0 {
+                    -g > gmax1
+                } else {
+                    -g > gmax2
+                }
+            } else if a <= 0.0 {
+                if y > 0.0 {
+                    g > gmax2
+                } else {
+                    g > gmax1
+                }
+            } else {
+                false
+            }
+        };
+        let mut active = state.active;
+        let mut i = 0;
+        while i < active {
+            if shrinkable(state, i) {
+                active -= 1;
+                while active > i {
+                    if !shrinkable(state, active) {
+                        self.swaps.push((i, active));
+                        state.swap(i, active);
+                        break;
+                    }
+                    active -= 1;
+                }
+            }
+            i += 1;
+        }
+        state.active = active;
+        self.min_active = self.min_active.min(active);
+        cache.swap_positions(&self.swaps);
+        Ok(())
+    }
+
+    /// G_t for the shrunk positions t from G_bar and the free variables, LIBSVM's
+    /// `reconstruct_gradient`: by the rows of the shrunk variables (active prefix) or by the full
+    /// rows of the free ones, whichever needs fewer kernel values.
+    fn reconstruct_gradient<R: Rows>(
+        &mut self,
+        state: &mut DualState,
+        cache: &mut KernelRowCache<'_, R>,
+    ) -> Result<()> {
+        let (n, active) = (state.n(), state.active);
+        if active == n {
+            return Ok(());
+        }
+        for t in active..n {
+            state.grad[t] = state.grad_bar[t] - 1.0;
+        }
+        self.positions.clear();
+        self.positions.extend(
+            (0..active).filter(|&s| state.alpha[s] > 0.0 && state.alpha[s] < state.upper[s]),
+        );
+        let n_free = self.positions.len();
+        if n_free == 0 {
+            return Ok(());
+        }
+        let batch = RECONSTRUCT_BATCH.min(cache.capacity()).max(1);
+        if n_free * n > 2 * active * (n - active) {
+            // Rows of the shrunk variables, their active prefix: G_t += y_t sum_s a_s y_s K_ts.
+            self.acc.clear();
+            self.acc.extend((0..active).map(|s| {
+                if state.alpha[s] > 0.0 && state.alpha[s] < state.upper[s] {
+                    state.alpha[s] * state.y[s]
+                } else {
+                    0.0
+                }
+            }));
+            let shrunk: Vec<usize> = (active..n).collect();
+            for chunk in shrunk.chunks(batch) {
+                let rows = cache.rows_prefix(chunk, active)?;
+                for (k, &t) in chunk.iter().enumerate() {
+                    let sum: f64 = rows
+                        .row(k)
+                        .iter()
+                        .zip(&self.acc)
+                        .map(|(&kv, &c)| c * f64::from(kv))
+                        .sum();
+                    state.grad[t] += state.y[t] * sum;
+                }
+            }
+        } else {
+            // Full rows of the free variables: G_t += y_t a_s y_s K_st for each shrunk t.
+            let free = std::mem::take(&mut self.positions);
+            for chunk in free.chunks(batch) {
+                let rows = cache.rows(chunk)?;
+                for (k, &s) in chunk.iter().enumerate() {
+                    let c = state.alpha[s] * state.y[s];
+                    let row = &rows.row(k)[active..];
+                    for ((g, &y), &kv) in state.grad[active..]
+                        .iter_mut()
+                        .zip(&state.y[active..])
+                        .zip(row)
+                    {
+                        *g += y * c * f64::from(kv);
+                    }
+                }
+            }
+            self.positions = free;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use crate::core::data::DenseView;
+    use crate::core::kernel_cache::KernelRowCache;
+    use crate::core::solvers::alfpgm::{solve_alfpgm, AlfpgmParams};
+    use crate::core::solvers::smo::tests::{bounds, check_solution, problem, q_matrix};
+    use crate::core::solvers::smo::{solve_smo, DualSolution, ExactRun, Reporter};
+    use crate::core::solvers::{no_monitor, Monitor, Progress};
+
+    fn solve(
+        x: &DenseView<'_>,
+        y: &[f64],
+        c: &[f64],
+        alfpgm: bool,
+        shrinking: Option<usize>,
+        cache_bytes: usize,
+    ) -> DualSolution {
+        let mut cache = KernelRowCache::new(x, 1.5, cache_bytes).unwrap();
+        let mut mon = no_monitor;
+        let m: Monitor<'_> = &mut mon;
+        let monitor = Mutex::new(m);
+        let mut rep = Reporter::new(&monitor, Progress::default(), None);
+        let (y, c) = (y.to_vec(), c.to_vec());
+        let run = ExactRun {
+            tol: 1e-4,
+            max_iter: 10_000_000,
+            shrinking,
+        };
+        if alfpgm {
+            let p = AlfpgmParams {
+                n_pairs: 20,
+                ..Default::default()
+            };
+            solve_alfpgm(&mut cache, y, c, &run, &p, &mut rep).unwrap()
+        } else {
+            solve_smo(&mut cache, y, c, &run, &mut rep).unwrap()
+        }
+    }
+
+    #[test]
+    fn shrinking_reaches_the_unshrunk_solution() {
+        // Many rows at a bound (noisy labels, few SVs in the bulk), a cache of 40 rows: row
+        // prefixes are computed short, cut by swaps and extended again.
+        let (n, d) = (1200, 2);
+        let (xs, y) = problem(n, d, 21);
+        let x = DenseView::new(&xs, n, d).unwrap();
+        let q = q_matrix(&xs, &y, d, 1.5);
+        for (weighted, alfpgm) in [(false, false), (true, false), (false, true), (true, true)] {
+            let c = bounds(n, 4.0, weighted, 5);
+            let plain = solve(&x, &y, &c, alfpgm, None, 1 << 24);
+            assert_eq!(plain.min_active, n);
+            for (schedule, bytes) in [(Some(0), 1 << 24), (Some(0), 40 * n * 4), (Some(7), 0)] {
+                let shrunk = solve(&x, &y, &c, alfpgm, schedule, bytes);
+                // ALFPGM moves up to 20 pairs a step and may finish before 1000 pairs.
+                assert!(
+                    shrunk.min_active < n / 2 || (alfpgm && schedule == Some(0)),
+                    "nothing shrunk: {} of {n} active",
+                    shrunk.min_active
+                );
+                check_solution(&q, &shrunk, &c, 1e-4);
+                let scale = 1.0 + plain.objective.abs();
+                assert!(
+                    (shrunk.objective - plain.objective).abs() < 1e-4 * scale,
+                    "alfpgm {alfpgm} weighted {weighted}: {} vs {}",
+                    shrunk.objective,
+                    plain.objective
+                );
+            }
+        }
+    }
+}
