@@ -118,7 +118,9 @@ def test_shrinking_on_and_off_reach_the_same_optimum(solver, sparse, weighted):
     tol = 1e-3
     fits = {}
     for shrinking in (False, True):
-        clf = KernelSVC(C=5.0, gamma=1.0, tol=tol, solver=solver, shrinking=shrinking, cache_size=2)
+        clf = KernelSVC(
+            C=50.0, gamma=4.0, tol=tol, solver=solver, shrinking=shrinking, cache_size=2
+        )
         fits[shrinking] = clf.fit(Xin, y, sample_weight=w)
     on, off = fits[True], fits[False]
     assert on.fit_stats_["min_active"][0] < len(y) / 2, on.fit_stats_["min_active"]
@@ -129,11 +131,11 @@ def test_shrinking_on_and_off_reach_the_same_optimum(solver, sparse, weighted):
     assert abs(d_on - d_off) <= 1e-5 * abs(d_off), (d_on, d_off)
     assert on.fit_stats_["converged"] == [True]
     # The KKT gap recomputed from scratch, with every variable.
-    C_i = 5.0 * (w if weighted else np.ones(len(y)))
+    C_i = 50.0 * (w if weighted else np.ones(len(y)))
     ya = full_alpha(on, len(y))
     ypm = np.where(y == on.classes_[1], 1.0, -1.0)
     alpha = ypm * ya
-    G = ypm * (kernel(X, X, 1.0) @ ya) - 1.0
+    G = ypm * (kernel(X, X, 4.0) @ ya) - 1.0
     v = -ypm * G
     up = ((ypm > 0) & (alpha < C_i * (1 - 1e-12))) | ((ypm < 0) & (alpha > 0))
     low = ((ypm > 0) & (alpha > 0)) | ((ypm < 0) & (alpha < C_i * (1 - 1e-12)))

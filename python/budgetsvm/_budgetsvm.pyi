@@ -112,6 +112,7 @@ def fit_kernel_svc(
     power_iters: int = 8,
     lipschitz_safety: float = 1.1,
     restart: bool = True,
+    inner: str = "smo",
     report_every: Optional[float] = None,
     callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
     sample_weight: Optional[npt.NDArray[np.float64]] = None,

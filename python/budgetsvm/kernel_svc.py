@@ -122,6 +122,10 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         - ``power_iters`` (8): power iterations for lambda_max(Q_BB) (the Lipschitz constant).
         - ``lipschitz_safety`` (1.1): factor on the power-method estimate.
         - ``restart`` (True): FISTA adaptive restart.
+        - ``inner`` ('smo'): the subproblem solver of a working set: 'smo' (second-order SMO
+          on the subproblem, O(|B|) per step) or 'fista' (the paper's augmented Lagrangian with
+          FISTA; the ``al_*``, ``fista_*``, ``power_iters``, ``lipschitz_safety`` and
+          ``restart`` options apply to it).
 
         Unknown keys, and any key with ``solver='smo'``, are errors.
 
@@ -412,6 +416,7 @@ ALFPGM_OPTIONS: Dict[str, Any] = dict(
     power_iters=8,
     lipschitz_safety=1.1,
     restart=True,
+    inner="smo",
 )
 
 
@@ -455,6 +460,7 @@ def _alfpgm_options(solver: str, given: Optional[Dict[str, Any]]) -> Dict[str, A
     check_positive("inner_rel", o["inner_rel"])
     check_positive("lipschitz_safety", o["lipschitz_safety"], minimum=1.0)
     check_choice("restart", o["restart"], (True, False))
+    check_choice("inner", o["inner"], ("smo", "fista"))
     return dict(
         n_pairs=int(o["n_pairs"]),
         min_alpha_opt=int(o["min_alpha_opt"]),
@@ -470,6 +476,7 @@ def _alfpgm_options(solver: str, given: Optional[Dict[str, Any]]) -> Dict[str, A
         power_iters=int(o["power_iters"]),
         lipschitz_safety=float(o["lipschitz_safety"]),
         restart=bool(o["restart"]),
+        inner=str(o["inner"]),
     )
 
 

@@ -22,7 +22,7 @@ use crate::core::error::SvmError;
 use crate::core::libsvm::{summarize_libsvm_file, LibsvmChunks, LibsvmData};
 use crate::core::merge::{search_pair, MergeSearch, MergeTable, DEFAULT_TABLE_SIZE};
 use crate::core::model::{BudgetModel, SvLayout, SvMatrix};
-use crate::core::solvers::alfpgm::AlfpgmParams;
+use crate::core::solvers::alfpgm::{AlfpgmParams, InnerSolver};
 use crate::core::solvers::bsca::{train_bsca, BscaParams, DualStep};
 use crate::core::solvers::bsgd::{train_bsgd_state, BsgdParams, BsgdState};
 use crate::core::solvers::kernel_svc::{train_kernel_svc, ExactSolver, KernelSvcParams};
@@ -653,7 +653,7 @@ impl BsgdStream {
 
 /// Trains the exact kernel SVC (one-vs-one pairs, ALFPGM or SMO); returns one dict per pair.
 #[pyfunction]
-#[pyo3(signature = (x, y, n_classes, *, c, gamma, solver = "alfpgm", shrinking = true, tol = 1e-3, cache_size = 200.0, max_iter = 0, n_threads = None, n_pairs = 100, min_alpha_opt = 5, max_alpha_opt = 500, min_alpha_check = 0, pair_ratio = 0.5, alpha_delta_threshold = 1e-5, al_penalty = 0.0, al_max_iter = 20, fista_max_iter = 500, inner_tol_factor = 0.1, inner_rel = 0.1, power_iters = 8, lipschitz_safety = 1.1, restart = true, report_every = None, callback = None, sample_weight = None))]
+#[pyo3(signature = (x, y, n_classes, *, c, gamma, solver = "alfpgm", shrinking = true, tol = 1e-3, cache_size = 200.0, max_iter = 0, n_threads = None, n_pairs = 100, min_alpha_opt = 5, max_alpha_opt = 500, min_alpha_check = 0, pair_ratio = 0.5, alpha_delta_threshold = 1e-5, al_penalty = 0.0, al_max_iter = 20, fista_max_iter = 500, inner_tol_factor = 0.1, inner_rel = 0.1, power_iters = 8, lipschitz_safety = 1.1, restart = true, inner = "smo", report_every = None, callback = None, sample_weight = None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_kernel_svc<'py>(
     py: Python<'py>,
@@ -682,6 +682,7 @@ fn fit_kernel_svc<'py>(
     power_iters: usize,
     lipschitz_safety: f64,
     restart: bool,
+    inner: &str,
     report_every: Option<f64>,
     callback: Option<Py<PyAny>>,
     sample_weight: Option<PyReadonlyArray1<'py, f64>>,
@@ -714,6 +715,7 @@ fn fit_kernel_svc<'py>(
             power_iters,
             lipschitz_safety,
             restart,
+            inner: InnerSolver::parse(inner)?,
         },
         report_every,
         n_threads,

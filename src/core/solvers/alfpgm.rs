@@ -92,6 +92,31 @@ pub struct AlfpgmParams {
     pub lipschitz_safety: f64,
     /// FISTA adaptive restart.
     pub restart: bool,
+    /// How the subproblem on B is solved.
+    pub inner: InnerSolver,
+}
+
+/// The subproblem solver of a working set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InnerSolver {
+    /// The paper's: augmented Lagrangian for y^T d = 0, FISTA on the box (steps 3-5).
+    Fista,
+    /// WSS2 SMO on the subproblem itself, O(|B|) per step from Q_BB [RECON: a9a took 1,365
+    /// FISTA iterations of O(|B|^2) per working set, 20% of a fit and all of it on one thread].
+    Smo,
+}
+
+impl InnerSolver {
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "fista" => Ok(InnerSolver::Fista),
+            "smo" => Ok(InnerSolver::Smo),
+            other => Err(SvmError::invalid_parameter(
+                "inner",
+                format!("must be 'fista' or 'smo', got {other:?}"),
+            )),
+        }
+    }
 }
 
 impl Default for AlfpgmParams {
@@ -111,6 +136,7 @@ impl Default for AlfpgmParams {
             power_iters: 8,
             lipschitz_safety: 1.1,
             restart: true,
+            inner: InnerSolver::Smo,
         }
     }
 }
@@ -549,6 +575,7 @@ fn pick_pairs<R: Rows>(
     work.cand_low.extend_from_slice(work.low.finish_unordered());
     let mut first_violation = 0.0;
     let pair_ratio = params.pair_ratio;
+    let mut lows = TwoSmallest::of(&work.cand_low, &work.in_b);
     while work.pairs_i.len() < p {
         // i: the largest look-ahead violation in I_up.
         let mut best_i = None;
@@ -561,21 +588,16 @@ fn pick_pairs<R: Rows>(
         }
         let Some(ki) = best_i else { break };
         let i = work.cand_up[ki].1 as usize;
-        let v_low_min = work
-            .cand_low
-            .iter()
-            .filter(|&&(_, t)| !work.in_b[t as usize] && t as usize != i)
-            .fold(f64::INFINITY, |m, &(v, _)| m.min(v));
         // Stop at pairs that violate much less than the first one: they cost a kernel row and
         // a gradient update each and gain next to nothing.
         let floor = match work.pairs_i.first() {
             Some(_) => tol.max(pair_ratio * first_violation),
             None => tol,
         };
-        if vi - v_low_min <= floor {
+        if vi - lows.without(i) <= floor {
             break;
         }
-        let (j, b, a) = {
+        let best = {
             let rows = cache.rows_prefix(&[i], state.active)?;
             let row = rows.row(0);
             let mut best = None;
@@ -594,13 +616,14 @@ fn pick_pairs<R: Rows>(
                     best = Some((t, b, a));
                 }
             }
-            match best {
-                Some(x) => x,
-                None => {
-                    // No partner for this i: drop it from the candidates.
-                    work.cand_up[ki].0 = f64::NEG_INFINITY;
-                    continue;
-                }
+            best
+        };
+        let (j, b, a) = match best {
+            Some(x) => x,
+            None => {
+                // No partner for this i: drop it from the candidates.
+                work.cand_up[ki].0 = f64::NEG_INFINITY;
+                continue;
             }
         };
         work.in_b[i] = true;
@@ -627,15 +650,74 @@ fn pick_pairs<R: Rows>(
         if step > 0.0 {
             let rows = cache.rows_prefix(&[i, j], state.active)?;
             let (ri, rj) = (rows.row(0), rows.row(1));
-            for e in work.cand_up.iter_mut().chain(work.cand_low.iter_mut()) {
+            for e in work.cand_up.iter_mut() {
                 let t = e.1 as usize;
                 e.0 -= (f64::from(ri[t]) - f64::from(rj[t])) * step;
             }
+            // The update and the next pair's stopping test in one pass.
+            lows = TwoSmallest::default();
+            for e in work.cand_low.iter_mut() {
+                let t = e.1 as usize;
+                e.0 -= (f64::from(ri[t]) - f64::from(rj[t])) * step;
+                if !work.in_b[t] {
+                    lows.push(e.0, e.1);
+                }
+            }
+        } else {
+            lows = TwoSmallest::of(&work.cand_low, &work.in_b);
         }
     }
     work.b.extend_from_slice(&work.pairs_i);
     work.b.extend_from_slice(&work.pairs_j);
     Ok(())
+}
+
+/// The two smallest violations of a candidate list (the smallest other than a given index is
+/// then one of them).
+#[derive(Clone, Copy)]
+struct TwoSmallest {
+    first: (f64, u32),
+    second: f64,
+}
+
+impl Default for TwoSmallest {
+    fn default() -> Self {
+        TwoSmallest {
+            first: (f64::INFINITY, u32::MAX),
+            second: f64::INFINITY,
+        }
+    }
+}
+
+impl TwoSmallest {
+    fn of(list: &[(f64, u32)], in_b: &[bool]) -> Self {
+        let mut two = TwoSmallest::default();
+        for &(v, t) in list {
+            if !in_b[t as usize] {
+                two.push(v, t);
+            }
+        }
+        two
+    }
+
+    #[inline]
+    fn push(&mut self, v: f64, t: u32) {
+        if v < self.first.0 {
+            self.second = self.first.0;
+            self.first = (v, t);
+        } else if v < self.second {
+            self.second = v;
+        }
+    }
+
+    /// The smallest violation of an index other than `i`.
+    fn without(&self, i: usize) -> f64 {
+        if self.first.1 as usize == i {
+            self.second
+        } else {
+            self.first.0
+        }
+    }
 }
 
 /// Builds and solves the subproblem on B; leaves the feasible step in `work.d`. Returns
@@ -693,6 +775,21 @@ fn solve_subproblem(
             low_min = low_min.min(va);
         }
     }
+    // Relative to the weakest selected pair: a tolerance relative to the strongest one let
+    // FISTA stop before the weaker pairs moved at all (ijcnn1: 25 pairs gained what one SMO
+    // step on the maximal pair gains).
+    let weakest = work.min_violation.min(up_max - low_min);
+    let eps_in = (params.inner_tol_factor * tol).max(params.inner_rel * weakest);
+    if params.inner == InnerSolver::Smo {
+        let steps = local_smo(q, g, yb, lo, hi, d, grad, m, eps_in);
+        // phi(d) = 1/2 d^T Q d + g^T d = sum d (g + G_local) / 2, G_local = g + Q d.
+        let phi = d
+            .iter()
+            .zip(g.iter().zip(grad.iter()))
+            .map(|(x, (g0, g1))| 0.5 * x * (g0 + g1))
+            .sum();
+        return (phi, steps);
+    }
     // lambda_max(Q_BB) by power iterations from the uniform vector (Q_BB is PSD).
     let mut vnorm = 1.0 / (m as f64).sqrt();
     v.fill(vnorm);
@@ -715,11 +812,6 @@ fn solve_subproblem(
         lam_max / m as f64
     };
     let lip = params.lipschitz_safety * lam_max + k * m as f64;
-    // Relative to the weakest selected pair: a tolerance relative to the strongest one let
-    // FISTA stop before the weaker pairs moved at all (ijcnn1: 25 pairs gained what one SMO
-    // step on the maximal pair gains).
-    let weakest = work.min_violation.min(up_max - low_min);
-    let eps_in = (params.inner_tol_factor * tol).max(params.inner_rel * weakest);
     let mut fista_iters = 0u64;
     // The multiplier of the subproblem's solution is -v of its free variables, which lies in
     // [M_B, m_B] of the violations on B (the step only reduces violations): the warm start and
@@ -763,6 +855,112 @@ fn solve_subproblem(
 }
 
 #[inline]
+/// WSS2 SMO on the subproblem min 1/2 d^T Q d + g^T d, y^T d = 0, lo <= d <= hi (Q with the
+/// labels folded in, Q_ab = y_a y_b K_ab), from d = 0 until its own m - M < eps or 50 m + 1000
+/// steps; leaves the gradient g + Q d in `gl`. Returns the steps taken. Each step moves along
+/// d_i += y_i s, d_j -= y_j s (y^T d unchanged) by the clipped minimiser s = b / a, and a
+/// variable the clip stops lands exactly on its bound.
+#[allow(clippy::too_many_arguments)] // the subproblem's arrays
+fn local_smo(
+    q: &[f64],
+    g: &[f64],
+    y: &[f64],
+    lo: &[f64],
+    hi: &[f64],
+    d: &mut [f64],
+    gl: &mut [f64],
+    m: usize,
+    eps: f64,
+) -> u64 {
+    d.fill(0.0);
+    gl.copy_from_slice(g);
+    // Room to move "up" (a_t y_t grows) and "down".
+    let up = |t: usize, d: &[f64]| {
+        if y[t] > 0.0 {
+            d[t] < hi[t]
+        } else {
+            d[t] > lo[t]
+        }
+    };
+    let low = |t: usize, d: &[f64]| {
+        if y[t] > 0.0 {
+            d[t] > lo[t]
+        } else {
+            d[t] < hi[t]
+        }
+    };
+    let cap = 50 * m as u64 + 1000;
+    let mut steps = 0u64;
+    while steps < cap {
+        let (mut i, mut vi) = (usize::MAX, f64::NEG_INFINITY);
+        for t in 0..m {
+            let v = -y[t] * gl[t];
+            if v > vi && up(t, d) {
+                (i, vi) = (t, v);
+            }
+        }
+        if i == usize::MAX {
+            break;
+        }
+        let (mut j, mut best, mut v_min) = (usize::MAX, f64::INFINITY, f64::INFINITY);
+        let row_i = &q[i * m..(i + 1) * m];
+        for t in 0..m {
+            if !low(t, d) {
+                continue;
+            }
+            let v = -y[t] * gl[t];
+            v_min = v_min.min(v);
+            let b = vi - v;
+            if b > 0.0 {
+                // a_it = K_ii + K_tt - 2 K_it, K_it = y_i y_t Q_it.
+                let a = q[i * m + i] + q[t * m + t] - 2.0 * y[i] * y[t] * row_i[t];
+                let a = if a > 0.0 { a } else { TAU };
+                let obj = -(b * b) / a;
+                if obj < best {
+                    (j, best) = (t, obj);
+                }
+            }
+        }
+        if j == usize::MAX || vi - v_min < eps {
+            break;
+        }
+        let b = vi - (-y[j] * gl[j]);
+        let a = (q[i * m + i] + q[j * m + j] - 2.0 * y[i] * y[j] * row_i[j]).max(TAU);
+        let room_i = if y[i] > 0.0 {
+            hi[i] - d[i]
+        } else {
+            d[i] - lo[i]
+        };
+        let room_j = if y[j] > 0.0 {
+            d[j] - lo[j]
+        } else {
+            hi[j] - d[j]
+        };
+        let step = (b / a).min(room_i).min(room_j);
+        if step <= 0.0 {
+            break;
+        }
+        let (old_i, old_j) = (d[i], d[j]);
+        d[i] = match (step >= room_i, y[i] > 0.0) {
+            (true, true) => hi[i],
+            (true, false) => lo[i],
+            (false, _) => old_i + y[i] * step,
+        };
+        d[j] = match (step >= room_j, y[j] > 0.0) {
+            (true, true) => lo[j],
+            (true, false) => hi[j],
+            (false, _) => old_j - y[j] * step,
+        };
+        let (di, dj) = (d[i] - old_i, d[j] - old_j);
+        let row_j = &q[j * m..(j + 1) * m];
+        for ((gk, &qi), &qj) in gl.iter_mut().zip(row_i).zip(row_j) {
+            *gk += qi * di + qj * dj;
+        }
+        steps += 1;
+    }
+    steps
+}
+
 fn matvec(q: &[f64], x: &[f64], out: &mut [f64], m: usize) {
     for (a, o) in out.iter_mut().enumerate() {
         *o = crate::core::simd::dot(&q[a * m..(a + 1) * m], x);

@@ -13,13 +13,18 @@
 //! the gradient is reconstructed once and shrinking starts again from all variables (LIBSVM's
 //! `unshrink`).
 
+use rayon::prelude::*;
+
 use crate::core::data::Rows;
 use crate::core::error::Result;
 use crate::core::kernel_cache::KernelRowCache;
+use crate::core::parallel;
 use crate::core::solvers::smo::DualState;
 
 /// Variable pairs moved between two shrinking passes (LIBSVM: min(n, 1000) SMO steps).
 const SHRINK_EVERY: usize = 1000;
+/// Entries of G_bar per parallel work item.
+const BLOCK: usize = 4096;
 /// Kernel rows requested per batch while reconstructing the gradient.
 const RECONSTRUCT_BATCH: usize = 64;
 
@@ -131,12 +136,24 @@ impl Shrinking {
             return Ok(());
         }
         let rows = cache.rows(&self.positions)?;
-        for (k, &cy) in self.acc.iter().enumerate() {
-            let row = rows.row(k);
-            for ((gb, &y), &kv) in state.grad_bar.iter_mut().zip(&state.y).zip(row) {
-                *gb += cy * y * f64::from(kv);
-            }
-        }
+        let coef = &self.acc;
+        let y = &state.y;
+        parallel::install(|| {
+            state
+                .grad_bar
+                .par_chunks_mut(BLOCK)
+                .zip(y.par_chunks(BLOCK))
+                .enumerate()
+                .for_each(|(blk, (gb, yb))| {
+                    let k0 = blk * BLOCK;
+                    for (k, &cy) in coef.iter().enumerate() {
+                        let row = &rows.row(k)[k0..k0 + gb.len()];
+                        for ((g, &yv), &kv) in gb.iter_mut().zip(yb).zip(row) {
+                            *g += cy * yv * f64::from(kv);
+                        }
+                    }
+                })
+        });
         Ok(())
     }
 
