@@ -98,7 +98,7 @@ def fit_kernel_svc(
     cache_size: float = 200.0,
     max_iter: int = 0,
     n_threads: Optional[int] = None,
-    n_pairs: int = 100,
+    n_pairs: int = 50,
     min_alpha_opt: int = 5,
     max_alpha_opt: int = 500,
     min_alpha_check: int = 0,

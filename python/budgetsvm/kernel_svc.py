@@ -52,10 +52,11 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
     Solves the same problem as scikit-learn's ``SVC(kernel='rbf')`` (LIBSVM): the dual
     min_a 1/2 a^T Q a - e^T a subject to y^T a = 0 and 0 <= a_i <= C, with the bias, to the
     tolerance ``tol`` on the maximal KKT violation m(a) - M(a). ``solver='alfpgm'`` (default)
-    optimises ``n_pairs`` pairs of variables per step (pWSS selection, augmented Lagrangian with
-    FISTA inner solves; Aregbesola & Griva 2022), the kernel rows of a step computed in parallel
-    and kept in an LRU cache; ``solver='smo'`` is LIBSVM's SMO with second-order working-set
-    selection. Both shrink like LIBSVM (``shrinking=True``). More than two classes are trained
+    optimises ``n_pairs`` pairs of variables per step (pWSS selection of Aregbesola & Griva
+    2022; the working set's subproblem solved by SMO on its kernel block, or by the paper's
+    augmented Lagrangian with FISTA, ``solver_options={'inner': 'fista'}``), the kernel rows of a
+    step computed in parallel and kept in an LRU cache; ``solver='smo'`` is LIBSVM's SMO with
+    second-order working-set selection. Both shrink like LIBSVM (``shrinking=True``). More than two classes are trained
     one-vs-one like SVC, the class pairs in parallel.
 
     Parameters
@@ -101,7 +102,7 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         ALFPGM's internals, for experiments (the defaults are the measured best; see
         ``docs/alfpgm_notes.md``). Keys, with their defaults:
 
-        - ``n_pairs`` (100): pairs per working set (at most 2 * n_pairs variables per step).
+        - ``n_pairs`` (50): pairs per working set (at most 2 * n_pairs variables per step).
         - ``min_alpha_opt``, ``max_alpha_opt`` (5, 500): the limiter; a variable leaves the
           selection after ``max_alpha_opt`` optimisations, or after ``min_alpha_opt`` when it
           sits at 0 or C and stopped changing (moved less than ``alpha_delta_threshold * C``).
@@ -402,7 +403,7 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
 
 #: ALFPGM's options (``solver_options``) and their defaults.
 ALFPGM_OPTIONS: Dict[str, Any] = dict(
-    n_pairs=100,
+    n_pairs=50,
     min_alpha_opt=5,
     max_alpha_opt=500,
     min_alpha_check=None,

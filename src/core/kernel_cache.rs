@@ -105,7 +105,7 @@ pub struct KernelRowCache<'a, R: Rows> {
     dense: Vec<f64>,
     /// Data with few columns: a feature-major copy (column c of all rows contiguous), so
     /// a block of dot products is `width` vectorised axpys instead of one short dot per row.
-    transposed: Option<Vec<f64>>,
+    transposed: Option<FeatureMajor>,
     /// Wide sparse data: the rows by column.
     columns: Option<SparseColumns>,
     /// Slots of the last request, in request order.
@@ -370,7 +370,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
                 }
             }
         }
-        if let Some(t) = self.transposed.as_mut() {
+        fn swap_in_columns<T: Send>(t: &mut [T], n: usize, pairs: &[(usize, usize)]) {
             parallel::install(|| {
                 t.par_chunks_mut(n).for_each(|col| {
                     for &(a, b) in pairs {
@@ -378,6 +378,11 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
                     }
                 })
             });
+        }
+        match self.transposed.as_mut() {
+            Some(FeatureMajor::F64(t)) => swap_in_columns(t, n, pairs),
+            Some(FeatureMajor::F32(t)) => swap_in_columns(t, n, pairs),
+            None => {}
         }
         let row_len = &mut self.row_len[..];
         let slot_row = &self.slot_row[..];
@@ -426,7 +431,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
         let pending = &self.pending[..];
         let dense = &mut self.dense[..];
         let storage = &mut self.storage[..];
-        let transposed = self.transposed.as_deref();
+        let transposed = self.transposed.as_ref();
         let columns = self.columns.as_ref();
         parallel::install(|| {
             if densify && width > 0 {
@@ -436,6 +441,46 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
                     .for_each(|(out, &i)| x.write_dense(perm[i as usize] as usize, out));
             }
             let dense = &dense[..];
+            if let Some(xt) = transposed {
+                // Block-major: the batch's rows meet each block of columns of the feature-major
+                // copy in turn, so the block (width x 1024 values, 1 MB for a9a) is read from
+                // memory once per batch and then from cache, instead of once per row.
+                let mut per_block: Vec<Vec<(usize, usize, &mut [f32])>> =
+                    (0..len.div_ceil(BLOCK)).map(|_| Vec::new()).collect();
+                for (row, &p) in storage.iter_mut().zip(pending.iter()) {
+                    if p == NONE {
+                        continue;
+                    }
+                    let mut j0 = batch_from[p as usize] as usize;
+                    let mut rest = &mut row[j0..len];
+                    while !rest.is_empty() {
+                        let take = ((j0 / BLOCK + 1) * BLOCK).min(len) - j0;
+                        let (head, tail) = std::mem::take(&mut rest).split_at_mut(take);
+                        per_block[j0 / BLOCK].push((p as usize, j0, head));
+                        rest = tail;
+                        j0 += take;
+                    }
+                }
+                per_block.into_par_iter().for_each(|items| {
+                    let mut buf = [0.0f64; BLOCK];
+                    for (p, j0, out) in items {
+                        let buf = &mut buf[..out.len()];
+                        buf.fill(0.0);
+                        let m = buf.len();
+                        for (c, &q) in dense[p * width..(p + 1) * width].iter().enumerate() {
+                            if q != 0.0 {
+                                xt.axpy_column(q, c * n + j0, buf);
+                            }
+                        }
+                        let i = batch_rows[p] as usize;
+                        kernel_values(gamma, norms[i], &norms[j0..j0 + m], buf, out);
+                        if (j0..j0 + m).contains(&i) {
+                            out[i - j0] = 1.0;
+                        }
+                    }
+                });
+                return;
+            }
             storage
                 .par_iter_mut()
                 .zip(pending.par_iter())
@@ -445,10 +490,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
                     let from = batch_from[p as usize] as usize;
                     let sq_i = norms[i];
                     let finish = |j0: usize, buf: &mut [f64], out: &mut [f32]| {
-                        simd::rbf_from_dots(gamma, sq_i, &norms[j0..j0 + out.len()], buf);
-                        for (o, v) in out.iter_mut().zip(buf.iter()) {
-                            *o = *v as f32;
-                        }
+                        kernel_values(gamma, sq_i, &norms[j0..j0 + out.len()], buf, out);
                         if (j0..j0 + out.len()).contains(&i) {
                             out[i - j0] = 1.0;
                         }
@@ -479,15 +521,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
                             let j0 = from + blk * BLOCK;
                             let mut buf = [0.0f64; BLOCK];
                             let buf = &mut buf[..out.len()];
-                            if let Some(xt) = transposed {
-                                buf.fill(0.0);
-                                let m = buf.len();
-                                for (c, &q) in xi.iter().enumerate() {
-                                    if q != 0.0 {
-                                        simd::axpy(q, &xt[c * n + j0..c * n + j0 + m], buf);
-                                    }
-                                }
-                            } else if densify {
+                            if densify {
                                 for (t, v) in buf.iter_mut().enumerate() {
                                     *v = x.dot_dense(perm[j0 + t] as usize, xi);
                                 }
@@ -515,6 +549,15 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
     }
 }
 
+/// Kernel values from a block of dot products, rounded once to the cache's f32.
+#[inline]
+fn kernel_values(gamma: f64, sq_i: f64, sq_j: &[f64], dots: &mut [f64], out: &mut [f32]) {
+    simd::rbf_from_dots(gamma, sq_i, sq_j, dots);
+    for (o, v) in out.iter_mut().zip(dots.iter()) {
+        *o = *v as f32;
+    }
+}
+
 /// Measured costs per operation (ns, AMD Zen 5 class, one thread; `docs/alfpgm.md`): a lane of
 /// the feature-major axpy, an entry of a column scatter, a non-zero of a gathered CSR dot.
 const NS_AXPY_LANE: f64 = 0.17;
@@ -527,7 +570,7 @@ const NS_GATHER: f64 = 1.3;
 /// average sum_c len_c^2 / n), or else the row-wise dots (dense SIMD dots, or CSR gathers of
 /// nnz(X)). Data wider than `DENSIFY_MAX_COLS` always scatter. A failed allocation of a copy
 /// falls back to the row-wise dots (no abort).
-fn choose_dot_path<R: Rows>(x: &R) -> (Option<Vec<f64>>, Option<SparseColumns>) {
+fn choose_dot_path<R: Rows>(x: &R) -> (Option<FeatureMajor>, Option<SparseColumns>) {
     let (n, width) = (x.n_rows(), x.n_cols());
     if n == 0 || width == 0 {
         return (None, None);
@@ -557,20 +600,54 @@ fn choose_dot_path<R: Rows>(x: &R) -> (Option<Vec<f64>>, Option<SparseColumns>) 
     }
 }
 
-/// Column c of all rows contiguous (n x width f64), or None when it cannot be allocated.
-fn transpose<R: Rows>(x: &R) -> Option<Vec<f64>> {
-    let (n, width) = (x.n_rows(), x.n_cols());
-    let mut t = Vec::new();
-    t.try_reserve_exact(n * width).ok()?;
-    t.resize(n * width, 0.0);
-    for i in 0..n {
-        x.for_each_nonzero(i, |c, v| {
-            if c < width {
-                t[c * n + i] = v;
-            }
-        });
+/// The feature-major copy: column c of all rows contiguous (n x width values), in f32 when
+/// every value is an f32 exactly (0/1 features, small integers: half the memory traffic, the
+/// same dot products), else in f64.
+enum FeatureMajor {
+    F64(Vec<f64>),
+    F32(Vec<f32>),
+}
+
+impl FeatureMajor {
+    /// buf += q * the values at `start..start + buf.len()` of the copy.
+    #[inline]
+    fn axpy_column(&self, q: f64, start: usize, buf: &mut [f64]) {
+        let end = start + buf.len();
+        match self {
+            FeatureMajor::F64(t) => simd::axpy(q, &t[start..end], buf),
+            FeatureMajor::F32(t) => simd::axpy_f32(q, &t[start..end], buf),
+        }
     }
-    Some(t)
+}
+
+/// The feature-major copy of `x`, or None when it cannot be allocated.
+fn transpose<R: Rows>(x: &R) -> Option<FeatureMajor> {
+    fn fill<R: Rows, T: Copy + Default>(x: &R, convert: impl Fn(f64) -> T) -> Option<Vec<T>> {
+        let (n, width) = (x.n_rows(), x.n_cols());
+        let mut t = Vec::new();
+        t.try_reserve_exact(n * width).ok()?;
+        t.resize(n * width, T::default());
+        for i in 0..n {
+            x.for_each_nonzero(i, |c, v| {
+                if c < width {
+                    t[c * n + i] = convert(v);
+                }
+            });
+        }
+        Some(t)
+    }
+    let mut exact = true;
+    for i in 0..x.n_rows() {
+        x.for_each_nonzero(i, |_, v| exact &= f64::from(v as f32) == v);
+        if !exact {
+            break;
+        }
+    }
+    if exact {
+        fill(x, |v| v as f32).map(FeatureMajor::F32)
+    } else {
+        fill(x, |v| v).map(FeatureMajor::F64)
+    }
 }
 
 /// Sparse rows by column, for dot products as scatters: for each non-zero (c, v) of x_i, v times
