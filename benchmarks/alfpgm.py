@@ -176,7 +176,7 @@ def fma_peak_per_second(cores: int) -> float:
                 mhz = max(mhz, float(line.split(":")[1]))
     except OSError:
         pass
-    lanes = 8 if budgetsvm.simd_level() == "avx512" else 4
+    lanes = 8 if budgetsvm.simd_level().startswith("avx512") else 4
     return cores * 2 * lanes * mhz * 1e6
 
 
@@ -205,9 +205,11 @@ def main() -> None:
         name, rows = item.split("=")
         caps[name] = None if rows in ("all", "none") else int(rows)
     try:
-        import sklearnex  # type: ignore[import-not-found]
+        from importlib.metadata import version
 
-        onedal = f"scikit-learn-intelex {getattr(sklearnex, '__version__', '?')}"
+        import sklearnex  # type: ignore[import-not-found]  # noqa: F401
+
+        onedal = f"scikit-learn-intelex {version('scikit-learn-intelex')}"
     except ImportError:
         onedal = None
     kinds = [k for k in args.kinds if k != "onedal" or onedal]
@@ -316,11 +318,13 @@ def main() -> None:
     say()
     peak = fma_peak_per_second(cores)
     say(
-        f"Peak: {cores} cores x 2 FMA units x {8 if budgetsvm.simd_level() == 'avx512' else 4} "
+        f"Peak: {cores} cores x 2 FMA units x "
+        f"{8 if budgetsvm.simd_level().startswith('avx512') else 4} "
         f"f64 lanes x the clock in /proc/cpuinfo = {peak / 1e9:.1f} G FMA/s. A kernel value of "
         "row x_i costs nnz(x_i) multiply-adds (the feature-major axpys; the column scatter of "
         "sparse data does fewer, the shared non-zeros) and one exponential. 1000 rows in one batch "
-        "(best of 3), all threads."
+        "(best of 3), all threads; each batch fills fresh row storage (first-touch page faults "
+        "included, as in the first fill of a fit's cache)."
     )
     say()
     say("| data set | path | rows x length | seconds | G kernel values/s | G FMA/s | of peak |")
@@ -347,10 +351,13 @@ def main() -> None:
     if args.pairs and args.sweep_datasets:
         say("## Sweep of the number of pairs p (paper 003, figures 2-4)")
         say()
-        say(f"Training subsample of at most {args.sweep_cap} rows (seed 0); single fits.")
+        say(
+            f"Training subsample of at most {args.sweep_cap} rows (seed 0); single fits. Inner "
+            "iterations: steps of the working sets' subproblem solver (SMO by default)."
+        )
         say()
         say(
-            "| data set | n | p | time (s) | working sets | FISTA iterations | SMO fallbacks "
+            "| data set | n | p | time (s) | working sets | inner iterations | SMO fallbacks "
             "| kernel rows | dual objective |"
         )
         say("|---|---|---|---|---|---|---|---|---|")
