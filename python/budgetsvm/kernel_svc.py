@@ -124,9 +124,9 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         - ``lipschitz_safety`` (1.1): factor on the power-method estimate.
         - ``restart`` (True): FISTA adaptive restart.
         - ``inner`` ('smo'): the subproblem solver of a working set: 'smo' (second-order SMO
-          on the subproblem, O(|B|) per step) or 'fista' (the paper's augmented Lagrangian with
-          FISTA; the ``al_*``, ``fista_*``, ``power_iters``, ``lipschitz_safety`` and
-          ``restart`` options apply to it).
+          on the subproblem, linear in the working set's size per step) or 'fista' (the
+          paper's augmented Lagrangian with FISTA; the ``al_*``, ``fista_*``,
+          ``power_iters``, ``lipschitz_safety`` and ``restart`` options apply to it).
 
         Unknown keys, and any key with ``solver='smo'``, are errors.
 

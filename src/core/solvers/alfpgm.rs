@@ -336,6 +336,8 @@ struct Work {
     coef: Vec<(f64, usize)>,
     /// (position, a_t before) of the variables the last step moved.
     moved: Vec<(usize, f64)>,
+    /// I_up / I_low membership within the working set (the SMO subproblem solver).
+    sub_sets: Vec<u8>,
 }
 
 impl Work {
@@ -367,6 +369,7 @@ impl Work {
             w: Vec::with_capacity(m),
             coef: Vec::with_capacity(m),
             moved: Vec::with_capacity(m),
+            sub_sets: Vec::with_capacity(m),
         }
     }
 
@@ -793,6 +796,7 @@ fn solve_subproblem(
         grad,
         v,
         w,
+        sub_sets,
         ..
     } = work;
     for buf in [
@@ -830,7 +834,7 @@ fn solve_subproblem(
     let weakest = work.min_violation.min(up_max - low_min);
     let eps_in = (params.inner_tol_factor * tol).max(params.inner_rel * weakest);
     if params.inner == InnerSolver::Smo {
-        let steps = local_smo(q, g, yb, lo, hi, d, grad, m, eps_in);
+        let steps = local_smo(q, g, yb, lo, hi, d, grad, v, sub_sets, m, eps_in);
         // phi(d) = 1/2 d^T Q d + g^T d = sum d (g + G_local) / 2, G_local = g + Q d.
         let phi = d
             .iter()
@@ -903,12 +907,13 @@ fn solve_subproblem(
     (phi, fista_iters)
 }
 
-#[inline]
 /// WSS2 SMO on the subproblem min 1/2 d^T Q d + g^T d, y^T d = 0, lo <= d <= hi (Q with the
 /// labels folded in, Q_ab = y_a y_b K_ab), from d = 0 until its own m - M < eps or 50 m + 1000
 /// steps; leaves the gradient g + Q d in `gl`. Returns the steps taken. Each step moves along
 /// d_i += y_i s, d_j -= y_j s (y^T d unchanged) by the clipped minimiser s = b / a, and a
-/// variable the clip stops lands exactly on its bound.
+/// variable the clip stops lands exactly on its bound. The violations -y_t gl_t (`viol`) and
+/// the I_up / I_low membership (`sets`, UP | LOW) are kept per variable and refreshed for i and
+/// j only, so the two scans of a step read two arrays each.
 #[allow(clippy::too_many_arguments)] // the subproblem's arrays
 fn local_smo(
     q: &[f64],
@@ -918,33 +923,33 @@ fn local_smo(
     hi: &[f64],
     d: &mut [f64],
     gl: &mut [f64],
+    viol: &mut [f64],
+    sets: &mut Vec<u8>,
     m: usize,
     eps: f64,
 ) -> u64 {
     d.fill(0.0);
     gl.copy_from_slice(g);
-    // Room to move "up" (a_t y_t grows) and "down".
-    let up = |t: usize, d: &[f64]| {
-        if y[t] > 0.0 {
-            d[t] < hi[t]
+    let membership = |t: usize, dt: f64| -> u8 {
+        // Room to move "up" (a_t y_t grows) and "down".
+        let (up, low) = if y[t] > 0.0 {
+            (dt < hi[t], dt > lo[t])
         } else {
-            d[t] > lo[t]
-        }
+            (dt > lo[t], dt < hi[t])
+        };
+        u8::from(up) * UP + u8::from(low) * LOW
     };
-    let low = |t: usize, d: &[f64]| {
-        if y[t] > 0.0 {
-            d[t] > lo[t]
-        } else {
-            d[t] < hi[t]
-        }
-    };
+    sets.clear();
+    sets.extend((0..m).map(|t| membership(t, 0.0)));
+    for t in 0..m {
+        viol[t] = -y[t] * gl[t];
+    }
     let cap = 50 * m as u64 + 1000;
     let mut steps = 0u64;
     while steps < cap {
         let (mut i, mut vi) = (usize::MAX, f64::NEG_INFINITY);
-        for t in 0..m {
-            let v = -y[t] * gl[t];
-            if v > vi && up(t, d) {
+        for (t, (&v, &f)) in viol.iter().zip(sets.iter()).enumerate() {
+            if f & UP != 0 && v > vi {
                 (i, vi) = (t, v);
             }
         }
@@ -953,16 +958,17 @@ fn local_smo(
         }
         let (mut j, mut best, mut v_min) = (usize::MAX, f64::INFINITY, f64::INFINITY);
         let row_i = &q[i * m..(i + 1) * m];
+        let (qii, yi) = (q[i * m + i], y[i]);
         for t in 0..m {
-            if !low(t, d) {
+            if sets[t] & LOW == 0 {
                 continue;
             }
-            let v = -y[t] * gl[t];
+            let v = viol[t];
             v_min = v_min.min(v);
             let b = vi - v;
             if b > 0.0 {
                 // a_it = K_ii + K_tt - 2 K_it, K_it = y_i y_t Q_it.
-                let a = q[i * m + i] + q[t * m + t] - 2.0 * y[i] * y[t] * row_i[t];
+                let a = qii + q[t * m + t] - 2.0 * yi * y[t] * row_i[t];
                 let a = if a > 0.0 { a } else { TAU };
                 let obj = -(b * b) / a;
                 if obj < best {
@@ -973,27 +979,19 @@ fn local_smo(
         if j == usize::MAX || vi - v_min < eps {
             break;
         }
-        let b = vi - (-y[j] * gl[j]);
-        let a = (q[i * m + i] + q[j * m + j] - 2.0 * y[i] * y[j] * row_i[j]).max(TAU);
-        let room_i = if y[i] > 0.0 {
-            hi[i] - d[i]
-        } else {
-            d[i] - lo[i]
-        };
-        let room_j = if y[j] > 0.0 {
-            d[j] - lo[j]
-        } else {
-            hi[j] - d[j]
-        };
+        let b = vi - viol[j];
+        let a = (qii + q[j * m + j] - 2.0 * yi * y[j] * row_i[j]).max(TAU);
+        let room_i = if yi > 0.0 { hi[i] - d[i] } else { d[i] - lo[i] };
+        let room_j = if y[j] > 0.0 { d[j] - lo[j] } else { hi[j] - d[j] };
         let step = (b / a).min(room_i).min(room_j);
         if step <= 0.0 {
             break;
         }
         let (old_i, old_j) = (d[i], d[j]);
-        d[i] = match (step >= room_i, y[i] > 0.0) {
+        d[i] = match (step >= room_i, yi > 0.0) {
             (true, true) => hi[i],
             (true, false) => lo[i],
-            (false, _) => old_i + y[i] * step,
+            (false, _) => old_i + yi * step,
         };
         d[j] = match (step >= room_j, y[j] > 0.0) {
             (true, true) => lo[j],
@@ -1002,14 +1000,24 @@ fn local_smo(
         };
         let (di, dj) = (d[i] - old_i, d[j] - old_j);
         let row_j = &q[j * m..(j + 1) * m];
-        for ((gk, &qi), &qj) in gl.iter_mut().zip(row_i).zip(row_j) {
+        for ((((gk, vk), &yk), &qi), &qj) in gl
+            .iter_mut()
+            .zip(viol.iter_mut())
+            .zip(y)
+            .zip(row_i)
+            .zip(row_j)
+        {
             *gk += qi * di + qj * dj;
+            *vk = -yk * *gk;
         }
+        sets[i] = membership(i, d[i]);
+        sets[j] = membership(j, d[j]);
         steps += 1;
     }
     steps
 }
 
+#[inline]
 fn matvec(q: &[f64], x: &[f64], out: &mut [f64], m: usize) {
     for (a, o) in out.iter_mut().enumerate() {
         *o = crate::core::simd::dot(&q[a * m..(a + 1) * m], x);
