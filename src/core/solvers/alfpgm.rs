@@ -982,7 +982,11 @@ fn local_smo(
         let b = vi - viol[j];
         let a = (qii + q[j * m + j] - 2.0 * yi * y[j] * row_i[j]).max(TAU);
         let room_i = if yi > 0.0 { hi[i] - d[i] } else { d[i] - lo[i] };
-        let room_j = if y[j] > 0.0 { d[j] - lo[j] } else { hi[j] - d[j] };
+        let room_j = if y[j] > 0.0 {
+            d[j] - lo[j]
+        } else {
+            hi[j] - d[j]
+        };
         let step = (b / a).min(room_i).min(room_j);
         if step <= 0.0 {
             break;
