@@ -103,6 +103,8 @@ pub struct KernelRowCache<'a, R: Rows> {
     batch_len: usize,
     /// Densified rows of the batch (batch position * width).
     dense: Vec<f64>,
+    /// Sparse data, batches smaller than the pool: one scatter buffer per thread.
+    scatter: Vec<f64>,
     /// Data with few columns: a feature-major copy (column c of all rows contiguous), so
     /// a block of dot products is `width` vectorised axpys instead of one short dot per row.
     transposed: Option<FeatureMajor>,
@@ -186,6 +188,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
             batch_from: Vec::new(),
             batch_len: 0,
             dense: Vec::new(),
+            scatter: Vec::new(),
             transposed,
             columns,
             result: Vec::new(),
@@ -430,6 +433,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
         let batch_from = &self.batch_from[..];
         let pending = &self.pending[..];
         let dense = &mut self.dense[..];
+        let scatter = &mut self.scatter;
         let storage = &mut self.storage[..];
         let transposed = self.transposed.as_ref();
         let columns = self.columns.as_ref();
@@ -441,6 +445,58 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
                     .for_each(|(out, &i)| x.write_dense(perm[i as usize] as usize, out));
             }
             let dense = &dense[..];
+            if let (false, Some(columns)) = (densify, columns) {
+                // Sparse data by column scatter, row after row (most requests are one row): a
+                // row's non-zeros are split into SCATTER_PARTS parts scattered in parallel, each
+                // into a buffer of its own, and the parts are summed block by block in a fixed
+                // order, so the values do not depend on the number of threads.
+                let parts_n = SCATTER_PARTS;
+                if scatter.len() < parts_n * n {
+                    scatter.resize(parts_n * n, 0.0);
+                }
+                for (row, &p) in storage.iter_mut().zip(pending.iter()) {
+                    if p == NONE {
+                        continue;
+                    }
+                    let i = batch_rows[p as usize] as usize;
+                    let from = batch_from[p as usize] as usize;
+                    let m = len - from;
+                    scatter
+                        .par_chunks_mut(n)
+                        .take(parts_n)
+                        .enumerate()
+                        .for_each(|(k, buf)| {
+                            columns.dots_part(
+                                perm[i] as usize,
+                                k,
+                                parts_n,
+                                pos_of,
+                                from,
+                                &mut buf[..m],
+                            )
+                        });
+                    let parts = &scatter[..parts_n * n];
+                    row[from..len]
+                        .par_chunks_mut(BLOCK)
+                        .enumerate()
+                        .for_each(|(blk, out)| {
+                            let r0 = blk * BLOCK;
+                            let mut buf = [0.0f64; BLOCK];
+                            let buf = &mut buf[..out.len()];
+                            for part in parts.chunks(n) {
+                                for (s, &v) in buf.iter_mut().zip(&part[r0..r0 + out.len()]) {
+                                    *s += v;
+                                }
+                            }
+                            let j0 = from + r0;
+                            kernel_values(gamma, norms[i], &norms[j0..j0 + out.len()], buf, out);
+                            if (j0..j0 + out.len()).contains(&i) {
+                                out[i - j0] = 1.0;
+                            }
+                        });
+                }
+                return;
+            }
             if let Some(xt) = transposed {
                 // Block-major: the batch's rows meet each block of columns of the feature-major
                 // copy in turn, so the block (width x 1024 values, 1 MB for a9a) is read from
@@ -485,7 +541,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
                 .par_iter_mut()
                 .zip(pending.par_iter())
                 .filter(|(_, &p)| p != NONE)
-                .for_each_init(Vec::new, |scratch: &mut Vec<f64>, (row, &p)| {
+                .for_each(|(row, &p)| {
                     let i = batch_rows[p as usize] as usize;
                     let from = batch_from[p as usize] as usize;
                     let sq_i = norms[i];
@@ -495,20 +551,6 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
                             out[i - j0] = 1.0;
                         }
                     };
-                    if let (false, Some(columns)) = (densify, columns) {
-                        // Wide sparse data: one walk over the columns of x_i's non-zeros for
-                        // the whole range (the column lists are in row order, not position
-                        // order, so a block could not find its part of a list).
-                        scratch.clear();
-                        scratch.resize(len - from, 0.0);
-                        columns.dots(perm[i] as usize, pos_of, from, scratch);
-                        row[from..len]
-                            .par_chunks_mut(BLOCK)
-                            .zip(scratch.par_chunks_mut(BLOCK))
-                            .enumerate()
-                            .for_each(|(blk, (out, buf))| finish(from + blk * BLOCK, buf, out));
-                        return;
-                    }
                     let xi = if densify {
                         &dense[p as usize * width..(p as usize + 1) * width]
                     } else {
@@ -557,6 +599,10 @@ fn kernel_values(gamma: f64, sq_i: f64, sq_j: &[f64], dots: &mut [f64], out: &mu
         *o = *v as f32;
     }
 }
+
+/// Parts a sparse row's column scatter is split into (threads per row; fixed, so that the sum
+/// of the parts is the same arithmetic on any number of threads).
+const SCATTER_PARTS: usize = 2;
 
 /// Measured costs per operation (ns, AMD Zen 5 class, one thread; `docs/alfpgm.md`): a lane of
 /// the feature-major axpy, an entry of a column scatter, a non-zero of a gathered CSR dot.
@@ -732,12 +778,27 @@ impl SparseColumns {
         sum / n as f64
     }
 
-    /// out[p - from] = <x at position p, x_row> for the positions p in from..from + out.len(),
-    /// row r of x sitting at position `pos_of[r]` (out zeroed first).
-    fn dots(&self, row: usize, pos_of: &[u32], from: usize, out: &mut [f64]) {
+    /// out[p - from] = the part of <x at position p, x_row> from part `part` of `parts` of the
+    /// row's non-zeros, for the positions p in from..from + out.len(), row r of x sitting at
+    /// position `pos_of[r]` (out zeroed first; the parts' outputs sum to the dot products, so
+    /// one row's scatter can run on several threads).
+    fn dots_part(
+        &self,
+        row: usize,
+        part: usize,
+        parts: usize,
+        pos_of: &[u32],
+        from: usize,
+        out: &mut [f64],
+    ) {
         out.fill(0.0);
         let len = out.len();
-        for k in self.row_ptr[row]..self.row_ptr[row + 1] {
+        let (k0, k1) = (self.row_ptr[row], self.row_ptr[row + 1]);
+        let (a0, a1) = (
+            k0 + (k1 - k0) * part / parts,
+            k0 + (k1 - k0) * (part + 1) / parts,
+        );
+        for k in a0..a1 {
             let (c, v) = (self.row_col[k] as usize, self.row_val[k]);
             let (a, b) = (self.col_ptr[c], self.col_ptr[c + 1]);
             for (&r, &w) in self.col_row[a..b].iter().zip(&self.col_val[a..b]) {
