@@ -196,6 +196,43 @@ def test_attributes_follow_svc_layout(n_classes):
     assert_allclose(clf.decision_function(X), ref.decision_function(X), atol=1e-3)
 
 
+@pytest.mark.parametrize("solver", SOLVERS)
+@given(
+    n_classes=st.integers(3, 6),
+    n=st.integers(40, 160),
+    sparse=st.booleans(),
+    shrinking=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_shared_kernel_rows_train_the_model_of_per_pair_rows(
+    solver, n_classes, n, sparse, shrinking, seed
+):
+    # Pairs reading the own-class part of their rows from the store shared by all pairs train
+    # the model of pairs computing every row themselves (same optimum to rounding), with fewer
+    # kernel values computed; and the same as SVC's decision values.
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1.0, 1.0, size=(n, 3))
+    y = np.floor((X[:, 0] + 1.0) * n_classes / 2.0).clip(0, n_classes - 1).astype(int)
+    y[:n_classes] = np.arange(n_classes)
+    Xin = sp.csr_matrix(X) if sparse else X
+    fits = {}
+    for shared in (False, True):
+        fits[shared] = KernelSVC(
+            C=4.0,
+            gamma=1.5,
+            tol=1e-5,
+            solver=solver,
+            shrinking=shrinking,
+            decision_function_shape="ovo",
+            solver_options=dict(shared_rows=shared),
+        ).fit(Xin, y)
+    own, shared = fits[False], fits[True]
+    assert_allclose(shared.decision_function(X), own.decision_function(X), atol=1e-6)
+    assert shared.fit_stats_["kernel_values"] <= own.fit_stats_["kernel_values"]
+    ref = SVC(C=4.0, gamma=1.5, tol=1e-5, decision_function_shape="ovo").fit(X, y)
+    assert_allclose(shared.decision_function(X), ref.decision_function(X), atol=2e-3)
+
+
 def test_one_thread_and_two_threads_give_the_same_model():
     X, y = problem(500, 4, seed=3)
     y3 = y + (X[:, 0] > 0.5)
@@ -349,6 +386,7 @@ def test_wrong_feature_count(data):
         (dict(solver_options=dict(n_pair=3)), "unknown keys"),
         (dict(solver_options=[("n_pairs", 3)]), "solver_options must be a dict"),
         (dict(solver="smo", solver_options=dict(n_pairs=3)), "ALFPGM"),
+        (dict(solver_options=dict(shared_rows="yes")), "shared_rows"),
     ],
     ids=lambda v: repr(v) if isinstance(v, dict) else "",
 )

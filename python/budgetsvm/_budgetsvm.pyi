@@ -94,6 +94,7 @@ def fit_kernel_svc(
     gamma: float,
     solver: str = "alfpgm",
     shrinking: bool = True,
+    shared_rows: bool = True,
     tol: float = 1e-3,
     cache_size: float = 200.0,
     max_iter: int = 0,

@@ -99,8 +99,15 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         As in SVC: 'ovr' turns the pairwise values into (n_samples, n_classes) one-vs-rest
         scores by votes plus confidences, 'ovo' returns the pairwise values.
     solver_options : dict or None, default=None
-        ALFPGM's internals, for experiments (the defaults are the measured best; see
-        ``docs/alfpgm_notes.md``). Keys, with their defaults:
+        Solver internals, for experiments (the defaults are the measured best; see
+        ``docs/alfpgm_notes.md``). For both solvers:
+
+        - ``shared_rows`` (True): with more than two classes, the class pairs take their
+          kernel rows from one store of ``cache_size`` shared by all pairs, where the part of a
+          row against the row's own class is computed once for every pair the row is in.
+          False gives each pair kernel rows of its own only, like LIBSVM.
+
+        ALFPGM's, with their defaults:
 
         - ``n_pairs`` (50): pairs per working set (at most 2 * n_pairs variables per step).
         - ``min_alpha_opt``, ``max_alpha_opt`` (5, 500): the limiter; a variable leaves the
@@ -401,6 +408,9 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         return self.classes_[np.argmax(votes, axis=1)]
 
 
+#: ``solver_options`` of both solvers and their defaults.
+SHARED_OPTIONS: Dict[str, Any] = dict(shared_rows=True)
+
 #: ALFPGM's options (``solver_options``) and their defaults.
 ALFPGM_OPTIONS: Dict[str, Any] = dict(
     n_pairs=50,
@@ -427,17 +437,20 @@ def _alfpgm_options(solver: str, given: Optional[Dict[str, Any]]) -> Dict[str, A
         given = {}
     if not isinstance(given, dict):
         raise ValueError(f"solver_options must be a dict or None, got {given!r}")
-    unknown = sorted(set(given) - set(ALFPGM_OPTIONS))
+    unknown = sorted(set(given) - set(ALFPGM_OPTIONS) - set(SHARED_OPTIONS))
     if unknown:
         raise ValueError(
-            f"solver_options has unknown keys {unknown}; the ALFPGM options are "
-            f"{sorted(ALFPGM_OPTIONS)}"
+            f"solver_options has unknown keys {unknown}; the options are "
+            f"{sorted(SHARED_OPTIONS)} and ALFPGM's {sorted(ALFPGM_OPTIONS)}"
         )
-    if given and solver != "alfpgm":
+    alfpgm_only = sorted(set(given) - set(SHARED_OPTIONS))
+    if alfpgm_only and solver != "alfpgm":
         raise ValueError(
-            f"solver_options {sorted(given)} are ALFPGM's; solver={solver!r} takes none"
+            f"solver_options {alfpgm_only} are ALFPGM's; solver={solver!r} takes only "
+            f"{sorted(SHARED_OPTIONS)}"
         )
-    o = {**ALFPGM_OPTIONS, **given}
+    o = {**SHARED_OPTIONS, **ALFPGM_OPTIONS, **given}
+    check_choice("shared_rows", o["shared_rows"], (True, False))
     _check_int("n_pairs", o["n_pairs"], 1)
     _check_int("min_alpha_opt", o["min_alpha_opt"], 0)
     _check_int("max_alpha_opt", o["max_alpha_opt"], 1)
@@ -463,6 +476,7 @@ def _alfpgm_options(solver: str, given: Optional[Dict[str, Any]]) -> Dict[str, A
     check_choice("restart", o["restart"], (True, False))
     check_choice("inner", o["inner"], ("smo", "fista"))
     return dict(
+        shared_rows=bool(o["shared_rows"]),
         n_pairs=int(o["n_pairs"]),
         min_alpha_opt=int(o["min_alpha_opt"]),
         max_alpha_opt=int(o["max_alpha_opt"]),

@@ -40,6 +40,7 @@ use rayon::prelude::*;
 use crate::core::data::{finite_sq_norms, Rows};
 use crate::core::error::{Result, SvmError};
 use crate::core::kernel::check_gamma;
+use crate::core::shared_rows::PairSegments;
 use crate::core::{parallel, simd};
 
 const NONE: u32 = u32::MAX;
@@ -73,10 +74,10 @@ pub struct CacheStats {
 
 /// The LRU kernel-row cache over the rows of `x`.
 pub struct KernelRowCache<'a, R: Rows> {
-    x: &'a R,
-    gamma: f64,
     n: usize,
-    sq_norms: Vec<f64>,
+    /// The data, norms and positions, and the path dot products take.
+    computer: RowComputer<'a, R>,
+    scratch: Scratch,
     max_slots: usize,
     /// Row storage, one allocation per slot made the first time the slot is used.
     storage: Vec<Vec<f32>>,
@@ -84,10 +85,7 @@ pub struct KernelRowCache<'a, R: Rows> {
     slot_row: Vec<u32>,
     /// Per slot: how many leading entries of its row are valid.
     row_len: Vec<u32>,
-    /// Per position: the row of `x` there (positions move under shrinking), and its inverse.
-    perm: Vec<u32>,
-    pos_of: Vec<u32>,
-    /// Per row: its slot, or NONE.
+    /// Per position: its slot, or NONE.
     row_slot: Vec<u32>,
     /// Doubly linked LRU list over slots: head = most recently used.
     prev: Vec<u32>,
@@ -101,15 +99,6 @@ pub struct KernelRowCache<'a, R: Rows> {
     batch_from: Vec<u32>,
     /// Entries computed per row of the batch (the prefix asked for).
     batch_len: usize,
-    /// Densified rows of the batch (batch position * width).
-    dense: Vec<f64>,
-    /// Sparse data, batches smaller than the pool: one scatter buffer per thread.
-    scatter: Vec<f64>,
-    /// Data with few columns: a feature-major copy (column c of all rows contiguous), so
-    /// a block of dot products is `width` vectorised axpys instead of one short dot per row.
-    transposed: Option<FeatureMajor>,
-    /// Wide sparse data: the rows by column.
-    columns: Option<SparseColumns>,
     /// Slots of the last request, in request order.
     result: Vec<u32>,
     stats: CacheStats,
@@ -152,32 +141,46 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
         sq_norms: Vec<f64>,
         cache_bytes: usize,
     ) -> Result<Self> {
-        check_gamma(gamma)?;
-        let n = x.n_rows();
-        if sq_norms.len() != n {
+        Ok(Self::with_computer(
+            RowComputer::for_data(x, gamma, sq_norms)?,
+            cache_bytes,
+        ))
+    }
+
+    /// A cache of one pair problem of a one-vs-one fit whose values come from the fit's shared
+    /// segments (`x`: the pair's rows, in the order `segments` maps).
+    pub fn with_segments(
+        x: &'a R,
+        gamma: f64,
+        sq_norms: Vec<f64>,
+        cache_bytes: usize,
+        segments: PairSegments<'a>,
+    ) -> Result<Self> {
+        if segments.n_rows() != x.n_rows() {
             return Err(SvmError::invalid_input(
-                "one squared norm per row is needed",
+                "the pair's segments map another number of rows",
             ));
         }
-        if n >= NONE as usize {
-            return Err(SvmError::invalid_input(
-                "too many rows for the kernel cache",
-            ));
-        }
+        let path = DotPath::Shared {
+            segments,
+            shrunk: Box::new(choose_dot_path(x)),
+        };
+        let computer = RowComputer::new(x, gamma, sq_norms, path)?;
+        Ok(Self::with_computer(computer, cache_bytes))
+    }
+
+    fn with_computer(computer: RowComputer<'a, R>, cache_bytes: usize) -> Self {
+        let n = computer.n;
         let row_bytes = (n * std::mem::size_of::<f32>()).max(1);
-        let (transposed, columns) = choose_dot_path(x);
         let max_slots = (cache_bytes / row_bytes).clamp(2, n.max(2));
-        Ok(KernelRowCache {
-            x,
-            gamma,
+        KernelRowCache {
             n,
-            sq_norms,
+            computer,
+            scratch: Scratch::default(),
             max_slots,
             storage: Vec::new(),
             slot_row: Vec::new(),
             row_len: Vec::new(),
-            perm: (0..n as u32).collect(),
-            pos_of: (0..n as u32).collect(),
             row_slot: vec![NONE; n],
             prev: Vec::new(),
             next: Vec::new(),
@@ -187,13 +190,9 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
             batch_rows: Vec::new(),
             batch_from: Vec::new(),
             batch_len: 0,
-            dense: Vec::new(),
-            scatter: Vec::new(),
-            transposed,
-            columns,
             result: Vec::new(),
             stats: CacheStats::default(),
-        })
+        }
     }
 
     /// Number of rows (and the length of each kernel row).
@@ -202,11 +201,11 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
     }
 
     pub fn gamma(&self) -> f64 {
-        self.gamma
+        self.computer.gamma
     }
 
     pub fn sq_norms(&self) -> &[f64] {
-        &self.sq_norms
+        &self.computer.sq_norms
     }
 
     /// How many rows the cache may hold.
@@ -361,10 +360,6 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
         let n = self.n;
         for &(a, b) in pairs {
             debug_assert!(a < n && b < n);
-            self.perm.swap(a, b);
-            self.pos_of[self.perm[a] as usize] = a as u32;
-            self.pos_of[self.perm[b] as usize] = b as u32;
-            self.sq_norms.swap(a, b);
             self.row_slot.swap(a, b);
             for p in [a, b] {
                 let s = self.row_slot[p];
@@ -373,20 +368,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
                 }
             }
         }
-        fn swap_in_columns<T: Send>(t: &mut [T], n: usize, pairs: &[(usize, usize)]) {
-            parallel::install(|| {
-                t.par_chunks_mut(n).for_each(|col| {
-                    for &(a, b) in pairs {
-                        col.swap(a, b);
-                    }
-                })
-            });
-        }
-        match self.transposed.as_mut() {
-            Some(FeatureMajor::F64(t)) => swap_in_columns(t, n, pairs),
-            Some(FeatureMajor::F32(t)) => swap_in_columns(t, n, pairs),
-            None => {}
-        }
+        self.computer.swap_positions(pairs);
         let row_len = &mut self.row_len[..];
         let slot_row = &self.slot_row[..];
         parallel::install(|| {
@@ -412,182 +394,345 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
 
     /// The row of `x` at a position.
     pub fn row_at(&self, position: usize) -> usize {
-        self.perm[position] as usize
+        self.computer.perm[position] as usize
     }
 
     /// Computes entries `batch_from[k]..batch_len` of the rows of `batch_rows` into their
     /// (pending) slots.
     fn compute_batch(&mut self) {
         let start = Instant::now();
-        let width = self.x.n_cols();
-        let densify = width <= DENSIFY_MAX_COLS && self.columns.is_none();
-        let b = self.batch_rows.len();
-        if densify && self.dense.len() < b * width {
-            self.dense.resize(b * width, 0.0);
-        }
-        let (x, gamma, n, len) = (self.x, self.gamma, self.n, self.batch_len);
-        let norms = &self.sq_norms[..];
-        let perm = &self.perm[..];
-        let pos_of = &self.pos_of[..];
+        let len = self.batch_len;
         let batch_rows = &self.batch_rows[..];
         let batch_from = &self.batch_from[..];
-        let pending = &self.pending[..];
-        let dense = &mut self.dense[..];
-        let scatter = &mut self.scatter;
-        let storage = &mut self.storage[..];
-        let transposed = self.transposed.as_ref();
-        let columns = self.columns.as_ref();
-        parallel::install(|| {
-            if densify && width > 0 {
-                dense[..b * width]
-                    .par_chunks_mut(width)
-                    .zip(batch_rows.par_iter())
-                    .for_each(|(out, &i)| x.write_dense(perm[i as usize] as usize, out));
-            }
-            let dense = &dense[..];
-            if let (false, Some(columns)) = (densify, columns) {
-                // Sparse data by column scatter, row after row (most requests are one row): a
-                // row's non-zeros are split into SCATTER_PARTS parts scattered in parallel, each
-                // into a buffer of its own, and the parts are summed block by block in a fixed
-                // order, so the values do not depend on the number of threads.
-                let parts_n = SCATTER_PARTS;
-                if scatter.len() < parts_n * n {
-                    scatter.resize(parts_n * n, 0.0);
-                }
-                for (row, &p) in storage.iter_mut().zip(pending.iter()) {
-                    if p == NONE {
-                        continue;
-                    }
-                    let i = batch_rows[p as usize] as usize;
-                    let from = batch_from[p as usize] as usize;
-                    let m = len - from;
-                    scatter
-                        .par_chunks_mut(n)
-                        .take(parts_n)
-                        .enumerate()
-                        .for_each(|(k, buf)| {
-                            columns.dots_part(
-                                perm[i] as usize,
-                                k,
-                                parts_n,
-                                pos_of,
-                                from,
-                                &mut buf[..m],
-                            )
-                        });
-                    let parts = &scatter[..parts_n * n];
-                    row[from..len]
-                        .par_chunks_mut(BLOCK)
-                        .enumerate()
-                        .for_each(|(blk, out)| {
-                            let r0 = blk * BLOCK;
-                            let mut buf = [0.0f64; BLOCK];
-                            let buf = &mut buf[..out.len()];
-                            for part in parts.chunks(n) {
-                                for (s, &v) in buf.iter_mut().zip(&part[r0..r0 + out.len()]) {
-                                    *s += v;
-                                }
-                            }
-                            let j0 = from + r0;
-                            kernel_values(gamma, norms[i], &norms[j0..j0 + out.len()], buf, out);
-                            if (j0..j0 + out.len()).contains(&i) {
-                                out[i - j0] = 1.0;
-                            }
-                        });
-                }
-                return;
-            }
-            if let Some(xt) = transposed {
-                // Block-major: the batch's rows meet each block of columns of the feature-major
-                // copy in turn, so the block (width x 1024 values, 1 MB for a9a) is read from
-                // memory once per batch and then from cache, instead of once per row.
-                let mut per_block: Vec<Vec<(usize, usize, &mut [f32])>> =
-                    (0..len.div_ceil(BLOCK)).map(|_| Vec::new()).collect();
-                for (row, &p) in storage.iter_mut().zip(pending.iter()) {
-                    if p == NONE {
-                        continue;
-                    }
-                    let mut j0 = batch_from[p as usize] as usize;
-                    let mut rest = &mut row[j0..len];
-                    while !rest.is_empty() {
-                        let take = ((j0 / BLOCK + 1) * BLOCK).min(len) - j0;
-                        let (head, tail) = std::mem::take(&mut rest).split_at_mut(take);
-                        per_block[j0 / BLOCK].push((p as usize, j0, head));
-                        rest = tail;
-                        j0 += take;
-                    }
-                }
-                per_block.into_par_iter().for_each(|items| {
-                    let mut buf = [0.0f64; BLOCK];
-                    for (p, j0, out) in items {
-                        let buf = &mut buf[..out.len()];
-                        buf.fill(0.0);
-                        let m = buf.len();
-                        for (c, &q) in dense[p * width..(p + 1) * width].iter().enumerate() {
-                            if q != 0.0 {
-                                xt.axpy_column(q, c * n + j0, buf);
-                            }
-                        }
-                        let i = batch_rows[p] as usize;
-                        kernel_values(gamma, norms[i], &norms[j0..j0 + m], buf, out);
-                        if (j0..j0 + m).contains(&i) {
-                            out[i - j0] = 1.0;
-                        }
-                    }
+        // Jobs in batch order (the order the densified rows of the batch are written in).
+        let mut jobs: Vec<Option<RowJob<'_>>> = (0..batch_rows.len()).map(|_| None).collect();
+        for (row, &p) in self.storage.iter_mut().zip(self.pending.iter()) {
+            if p != NONE {
+                let from = batch_from[p as usize] as usize;
+                jobs[p as usize] = Some(RowJob {
+                    pos: batch_rows[p as usize] as usize,
+                    from,
+                    out: &mut row[from..len],
                 });
-                return;
             }
-            storage
-                .par_iter_mut()
-                .zip(pending.par_iter())
-                .filter(|(_, &p)| p != NONE)
-                .for_each(|(row, &p)| {
-                    let i = batch_rows[p as usize] as usize;
-                    let from = batch_from[p as usize] as usize;
-                    let sq_i = norms[i];
-                    let finish = |j0: usize, buf: &mut [f64], out: &mut [f32]| {
-                        kernel_values(gamma, sq_i, &norms[j0..j0 + out.len()], buf, out);
-                        if (j0..j0 + out.len()).contains(&i) {
-                            out[i - j0] = 1.0;
-                        }
-                    };
-                    let xi = if densify {
-                        &dense[p as usize * width..(p as usize + 1) * width]
-                    } else {
-                        &[][..]
-                    };
-                    row[from..len]
-                        .par_chunks_mut(BLOCK)
-                        .enumerate()
-                        .for_each(|(blk, out)| {
-                            let j0 = from + blk * BLOCK;
-                            let mut buf = [0.0f64; BLOCK];
-                            let buf = &mut buf[..out.len()];
-                            if densify {
-                                for (t, v) in buf.iter_mut().enumerate() {
-                                    *v = x.dot_dense(perm[j0 + t] as usize, xi);
-                                }
-                            } else {
-                                for (t, v) in buf.iter_mut().enumerate() {
-                                    *v = x.dot_rows(perm[i] as usize, perm[j0 + t] as usize);
-                                }
-                            }
-                            finish(j0, buf, out);
-                        });
-                });
-        });
+        }
+        let jobs = jobs.into_iter().flatten().collect();
+        self.stats.values += self.computer.compute(jobs, &mut self.scratch);
         for &i in &self.batch_rows {
             let s = self.row_slot[i as usize];
             self.pending[s as usize] = NONE;
             self.row_len[s as usize] = len as u32;
         }
         self.stats.batches += 1;
-        self.stats.values += self
-            .batch_from
-            .iter()
-            .map(|&f| (len - f as usize) as u64)
-            .sum::<u64>();
         self.stats.seconds += start.elapsed().as_secs_f64();
+    }
+}
+
+/// Entries `from..from + out.len()` of the kernel row at position `pos`.
+pub(crate) struct RowJob<'o> {
+    pub pos: usize,
+    pub from: usize,
+    pub out: &'o mut [f32],
+}
+
+/// Scratch buffers of a computation (kept by their owner between calls).
+#[derive(Default)]
+pub(crate) struct Scratch {
+    /// Densified rows of a batch (job * width).
+    dense: Vec<f64>,
+    /// Column scatter: one buffer per part of a row's non-zeros.
+    scatter: Vec<f64>,
+}
+
+/// Where a cache's kernel values come from.
+pub(crate) enum DotPath<'a> {
+    /// A feature-major copy of the data: a block of dot products is one vectorised axpy per
+    /// non-zero of x_i.
+    FeatureMajor(FeatureMajor),
+    /// Sparse data by column: a scatter per non-zero of x_i over the rows sharing its column.
+    Columns(SparseColumns),
+    /// Row-wise dots: dense SIMD dots or CSR gathers against the densified x_i, sorted-index
+    /// merges for data wider than `DENSIFY_MAX_COLS`.
+    RowWise,
+    /// One pair of a one-vs-one fit: rows come from the fit's store shared by all pairs while
+    /// the positions are in order; once shrinking has moved them, a row's entries are scattered
+    /// over both classes and few, and are computed by the pair's own path, `shrunk`.
+    Shared {
+        segments: PairSegments<'a>,
+        shrunk: Box<DotPath<'a>>,
+    },
+}
+
+/// Kernel values by position for the rows of one matrix: the data, the kernel width, the
+/// squared norms and the rows behind the positions (which move under shrinking), and the path
+/// the dot products take. Shared read-only by the threads of a batch.
+pub(crate) struct RowComputer<'a, R: Rows> {
+    x: &'a R,
+    gamma: f64,
+    n: usize,
+    sq_norms: Vec<f64>,
+    /// Per position: the row of `x` there, and its inverse.
+    perm: Vec<u32>,
+    pos_of: Vec<u32>,
+    /// No positions swapped yet: position p holds row p.
+    in_order: bool,
+    path: DotPath<'a>,
+}
+
+impl<'a, R: Rows> RowComputer<'a, R> {
+    /// Positions start as the rows' own order. Fails for more rows than a u32 position holds.
+    pub(crate) fn new(x: &'a R, gamma: f64, sq_norms: Vec<f64>, path: DotPath<'a>) -> Result<Self> {
+        check_gamma(gamma)?;
+        let n = x.n_rows();
+        if sq_norms.len() != n {
+            return Err(SvmError::invalid_input(
+                "one squared norm per row is needed",
+            ));
+        }
+        if n >= NONE as usize {
+            return Err(SvmError::invalid_input(
+                "too many rows for the kernel cache",
+            ));
+        }
+        Ok(RowComputer {
+            x,
+            gamma,
+            n,
+            sq_norms,
+            perm: (0..n as u32).collect(),
+            pos_of: (0..n as u32).collect(),
+            in_order: true,
+            path,
+        })
+    }
+
+    /// Exchanges the positions of each pair (pairwise disjoint): rows, norms and the columns of
+    /// a feature-major copy.
+    fn swap_positions(&mut self, pairs: &[(usize, usize)]) {
+        let n = self.n;
+        self.in_order &= pairs.iter().all(|&(a, b)| a == b);
+        for &(a, b) in pairs {
+            self.perm.swap(a, b);
+            self.pos_of[self.perm[a] as usize] = a as u32;
+            self.pos_of[self.perm[b] as usize] = b as u32;
+            self.sq_norms.swap(a, b);
+        }
+        fn swap_in_columns<T: Send>(t: &mut [T], n: usize, pairs: &[(usize, usize)]) {
+            parallel::install(|| {
+                t.par_chunks_mut(n).for_each(|col| {
+                    for &(a, b) in pairs {
+                        col.swap(a, b);
+                    }
+                })
+            });
+        }
+        let path = match &mut self.path {
+            DotPath::Shared { shrunk, .. } => &mut **shrunk,
+            path => path,
+        };
+        match path {
+            DotPath::FeatureMajor(FeatureMajor::F64(t)) => swap_in_columns(t, n, pairs),
+            DotPath::FeatureMajor(FeatureMajor::F32(t)) => swap_in_columns(t, n, pairs),
+            _ => {}
+        }
+    }
+
+    /// The cheapest path for the data (`choose_dot_path`).
+    pub(crate) fn for_data(x: &'a R, gamma: f64, sq_norms: Vec<f64>) -> Result<Self> {
+        let path = choose_dot_path(x);
+        Self::new(x, gamma, sq_norms, path)
+    }
+
+    /// Fills the jobs, in parallel on the configured pool; returns the kernel values computed
+    /// for them (for shared segments: those computed because this call asked).
+    pub(crate) fn compute(&self, jobs: Vec<RowJob<'_>>, scratch: &mut Scratch) -> u64 {
+        self.compute_by(&self.path, jobs, scratch)
+    }
+
+    fn compute_by(
+        &self,
+        path: &DotPath<'_>,
+        mut jobs: Vec<RowJob<'_>>,
+        scratch: &mut Scratch,
+    ) -> u64 {
+        if let DotPath::Shared { segments, shrunk } = path {
+            return if self.in_order {
+                segments.fill(&mut jobs, &self.perm)
+            } else {
+                self.compute_by(shrunk, jobs, scratch)
+            };
+        }
+        let computed = jobs.iter().map(|j| j.out.len() as u64).sum();
+        let width = self.x.n_cols();
+        let (x, gamma, n) = (self.x, self.gamma, self.n);
+        let norms = &self.sq_norms[..];
+        let perm = &self.perm[..];
+        let pos_of = &self.pos_of[..];
+        let densify = match path {
+            DotPath::FeatureMajor(_) => true,
+            DotPath::RowWise => width <= DENSIFY_MAX_COLS,
+            DotPath::Columns(_) | DotPath::Shared { .. } => false,
+        };
+        let b = jobs.len();
+        if densify && scratch.dense.len() < b * width {
+            scratch.dense.resize(b * width, 0.0);
+        }
+        let dense = &mut scratch.dense[..];
+        let scatter = &mut scratch.scatter;
+        parallel::install(|| {
+            if densify && width > 0 {
+                if let [job] = &jobs[..] {
+                    x.write_dense(perm[job.pos] as usize, &mut dense[..width]);
+                } else {
+                    dense[..b * width]
+                        .par_chunks_mut(width)
+                        .zip(jobs.par_iter())
+                        .for_each(|(out, job)| x.write_dense(perm[job.pos] as usize, out));
+                }
+            }
+            let dense = &dense[..];
+            match path {
+                DotPath::Shared { .. } => unreachable!("shared rows are filled above"),
+                DotPath::Columns(columns) => {
+                    // Row after row (most requests are one row): a row's non-zeros are split
+                    // into SCATTER_PARTS parts scattered in parallel, each into a buffer of its
+                    // own, and the parts are summed block by block in a fixed order, so the
+                    // values do not depend on the number of threads.
+                    let parts_n = SCATTER_PARTS;
+                    for job in jobs.iter_mut() {
+                        let (i, from, m) = (job.pos, job.from, job.out.len());
+                        if m == 0 {
+                            continue;
+                        }
+                        if scatter.len() < parts_n * m {
+                            scatter.resize(parts_n * m, 0.0);
+                        }
+                        scatter
+                            .par_chunks_mut(m)
+                            .take(parts_n)
+                            .enumerate()
+                            .for_each(|(k, buf)| {
+                                columns.dots_part(perm[i] as usize, k, parts_n, pos_of, from, buf)
+                            });
+                        let parts = &scatter[..parts_n * m];
+                        job.out
+                            .par_chunks_mut(BLOCK)
+                            .enumerate()
+                            .for_each(|(blk, out)| {
+                                let r0 = blk * BLOCK;
+                                let mut buf = [0.0f64; BLOCK];
+                                let buf = &mut buf[..out.len()];
+                                for part in parts.chunks(m) {
+                                    for (s, &v) in buf.iter_mut().zip(&part[r0..r0 + out.len()]) {
+                                        *s += v;
+                                    }
+                                }
+                                let j0 = from + r0;
+                                kernel_values(
+                                    gamma,
+                                    norms[i],
+                                    &norms[j0..j0 + out.len()],
+                                    buf,
+                                    out,
+                                );
+                                if (j0..j0 + out.len()).contains(&i) {
+                                    out[i - j0] = 1.0;
+                                }
+                            });
+                    }
+                }
+                DotPath::FeatureMajor(xt) => {
+                    let block = |i: usize, xi: &[f64], j0: usize, out: &mut [f32]| {
+                        let mut buf = [0.0f64; BLOCK];
+                        let buf = &mut buf[..out.len()];
+                        for (c, &q) in xi.iter().enumerate() {
+                            if q != 0.0 {
+                                xt.axpy_column(q, c * n + j0, buf);
+                            }
+                        }
+                        kernel_values(gamma, norms[i], &norms[j0..j0 + out.len()], buf, out);
+                        if (j0..j0 + out.len()).contains(&i) {
+                            out[i - j0] = 1.0;
+                        }
+                    };
+                    if let [job] = &mut jobs[..] {
+                        // One row (the common request): its blocks in parallel, nothing to share.
+                        let (i, from) = (job.pos, job.from);
+                        if job.out.len() <= BLOCK {
+                            block(i, &dense[..width], from, job.out);
+                            return computed;
+                        }
+                        job.out
+                            .par_chunks_mut(BLOCK)
+                            .enumerate()
+                            .for_each(|(k, out)| block(i, &dense[..width], from + k * BLOCK, out));
+                        return computed;
+                    }
+                    // Block-major: the batch's rows meet each block of columns of the
+                    // feature-major copy in turn, so the block (width x 1024 values, 1 MB for
+                    // a9a) is read from memory once per batch and then from cache, instead of
+                    // once per row.
+                    let blocks = jobs
+                        .iter()
+                        .map(|j| (j.from + j.out.len()).div_ceil(BLOCK))
+                        .max()
+                        .unwrap_or(0);
+                    let mut per_block: Vec<Vec<(usize, usize, &mut [f32])>> =
+                        (0..blocks).map(|_| Vec::new()).collect();
+                    let positions: Vec<usize> = jobs.iter().map(|j| j.pos).collect();
+                    for (p, job) in jobs.iter_mut().enumerate() {
+                        let mut j0 = job.from;
+                        let end = job.from + job.out.len();
+                        let mut rest = &mut job.out[..];
+                        while !rest.is_empty() {
+                            let take = ((j0 / BLOCK + 1) * BLOCK).min(end) - j0;
+                            let (head, tail) = std::mem::take(&mut rest).split_at_mut(take);
+                            per_block[j0 / BLOCK].push((p, j0, head));
+                            rest = tail;
+                            j0 += take;
+                        }
+                    }
+                    per_block.into_par_iter().for_each(|items| {
+                        for (p, j0, out) in items {
+                            block(positions[p], &dense[p * width..(p + 1) * width], j0, out);
+                        }
+                    });
+                }
+                DotPath::RowWise => {
+                    jobs.par_iter_mut().enumerate().for_each(|(p, job)| {
+                        let (i, from) = (job.pos, job.from);
+                        let sq_i = norms[i];
+                        let xi = if densify {
+                            &dense[p * width..(p + 1) * width]
+                        } else {
+                            &[][..]
+                        };
+                        job.out
+                            .par_chunks_mut(BLOCK)
+                            .enumerate()
+                            .for_each(|(blk, out)| {
+                                let j0 = from + blk * BLOCK;
+                                let mut buf = [0.0f64; BLOCK];
+                                let buf = &mut buf[..out.len()];
+                                if densify {
+                                    for (t, v) in buf.iter_mut().enumerate() {
+                                        *v = x.dot_dense(perm[j0 + t] as usize, xi);
+                                    }
+                                } else {
+                                    for (t, v) in buf.iter_mut().enumerate() {
+                                        *v = x.dot_rows(perm[i] as usize, perm[j0 + t] as usize);
+                                    }
+                                }
+                                kernel_values(gamma, sq_i, &norms[j0..j0 + out.len()], buf, out);
+                                if (j0..j0 + out.len()).contains(&i) {
+                                    out[i - j0] = 1.0;
+                                }
+                            });
+                    });
+                }
+            }
+            computed
+        })
     }
 }
 
@@ -616,21 +761,25 @@ const NS_GATHER: f64 = 1.3;
 /// average sum_c len_c^2 / n), or else the row-wise dots (dense SIMD dots, or CSR gathers of
 /// nnz(X)). Data wider than `DENSIFY_MAX_COLS` always scatter. A failed allocation of a copy
 /// falls back to the row-wise dots (no abort).
-fn choose_dot_path<R: Rows>(x: &R) -> (Option<FeatureMajor>, Option<SparseColumns>) {
+fn choose_dot_path<'a, R: Rows>(x: &R) -> DotPath<'a> {
     let (n, width) = (x.n_rows(), x.n_cols());
     if n == 0 || width == 0 {
-        return (None, None);
+        return DotPath::RowWise;
     }
     let dense = x.dense_row(0).is_some();
     let fits = n
         .checked_mul(width)
         .is_some_and(|cells| cells <= TRANSPOSE_MAX_BYTES / 8);
     let can_transpose = width <= TRANSPOSE_MAX_COLS && fits;
+    let copy_or_rows = || match can_transpose.then(|| transpose(x)).flatten() {
+        Some(t) => DotPath::FeatureMajor(t),
+        None => DotPath::RowWise,
+    };
     if dense {
-        return (if can_transpose { transpose(x) } else { None }, None);
+        return copy_or_rows();
     }
     let Some(columns) = SparseColumns::build(x) else {
-        return (if can_transpose { transpose(x) } else { None }, None);
+        return copy_or_rows();
     };
     let nnz = columns.row_col.len() as f64;
     let scatter = NS_SCATTER * columns.mean_work_per_row();
@@ -640,16 +789,16 @@ fn choose_dot_path<R: Rows>(x: &R) -> (Option<FeatureMajor>, Option<SparseColumn
         NS_GATHER * nnz
     };
     if width > DENSIFY_MAX_COLS || scatter < other {
-        (None, Some(columns))
+        DotPath::Columns(columns)
     } else {
-        (if can_transpose { transpose(x) } else { None }, None)
+        copy_or_rows()
     }
 }
 
 /// The feature-major copy: column c of all rows contiguous (n x width values), in f32 when
 /// every value is an f32 exactly (0/1 features, small integers: half the memory traffic, the
 /// same dot products), else in f64.
-enum FeatureMajor {
+pub(crate) enum FeatureMajor {
     F64(Vec<f64>),
     F32(Vec<f32>),
 }
@@ -700,7 +849,7 @@ fn transpose<R: Rows>(x: &R) -> Option<FeatureMajor> {
 /// each entry of column c lands at that entry's position. The work is the sum of the lengths of
 /// x_i's columns (the shared non-zeros), not n x nnz, and nothing of size n_features is made:
 /// columns get compact ids (only the columns that occur), rows keep theirs next to their values.
-struct SparseColumns {
+pub(crate) struct SparseColumns {
     /// Per row of x: compact column ids and values.
     row_ptr: Vec<usize>,
     row_col: Vec<u32>,

@@ -11,6 +11,7 @@ pub mod merge;
 pub mod model;
 pub mod parallel;
 pub mod rng;
+pub mod shared_rows;
 pub mod simd;
 pub mod solvers;
 pub mod sparse;

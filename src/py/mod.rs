@@ -653,7 +653,7 @@ impl BsgdStream {
 
 /// Trains the exact kernel SVC (one-vs-one pairs, ALFPGM or SMO); returns one dict per pair.
 #[pyfunction]
-#[pyo3(signature = (x, y, n_classes, *, c, gamma, solver = "alfpgm", shrinking = true, tol = 1e-3, cache_size = 200.0, max_iter = 0, n_threads = None, n_pairs = 50, min_alpha_opt = 5, max_alpha_opt = 500, min_alpha_check = 0, pair_ratio = 0.5, alpha_delta_threshold = 1e-5, al_penalty = 0.0, al_max_iter = 20, fista_max_iter = 500, inner_tol_factor = 0.1, inner_rel = 0.1, power_iters = 8, lipschitz_safety = 1.1, restart = true, inner = "smo", report_every = None, callback = None, sample_weight = None))]
+#[pyo3(signature = (x, y, n_classes, *, c, gamma, solver = "alfpgm", shrinking = true, shared_rows = true, tol = 1e-3, cache_size = 200.0, max_iter = 0, n_threads = None, n_pairs = 50, min_alpha_opt = 5, max_alpha_opt = 500, min_alpha_check = 0, pair_ratio = 0.5, alpha_delta_threshold = 1e-5, al_penalty = 0.0, al_max_iter = 20, fista_max_iter = 500, inner_tol_factor = 0.1, inner_rel = 0.1, power_iters = 8, lipschitz_safety = 1.1, restart = true, inner = "smo", report_every = None, callback = None, sample_weight = None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_kernel_svc<'py>(
     py: Python<'py>,
@@ -664,6 +664,7 @@ fn fit_kernel_svc<'py>(
     gamma: f64,
     solver: &str,
     shrinking: bool,
+    shared_rows: bool,
     tol: f64,
     cache_size: f64,
     max_iter: u64,
@@ -700,6 +701,7 @@ fn fit_kernel_svc<'py>(
         max_iter,
         solver: ExactSolver::parse(solver)?,
         shrinking,
+        shared_rows,
         alfpgm: AlfpgmParams {
             n_pairs,
             min_alpha_opt,

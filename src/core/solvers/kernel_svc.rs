@@ -5,7 +5,10 @@
 //! Each pair (a, b), a < b, is the binary dual C-SVC (see `smo.rs`) on the rows of classes a and
 //! b in their original order, with y = +1 for class a, so its decision value
 //! sum_i a_i y_i k(x_i, x) - rho is positive for class a (LIBSVM's convention). Each pair has its
-//! own kernel-row cache of `cache_bytes` (as LIBSVM has one per pair problem).
+//! own kernel-row cache of `cache_bytes` (as LIBSVM has one per pair problem). With several
+//! pairs (`shared_rows`, the default) the pairs' caches fill their rows from one store of
+//! `cache_bytes` shared by all pairs (`shared_rows.rs`): the part of x_i's row against its own
+//! class is computed once for all the K - 1 pairs x_i belongs to.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -17,6 +20,7 @@ use crate::core::error::{Result, SvmError};
 use crate::core::kernel::check_gamma;
 use crate::core::kernel_cache::{CacheStats, KernelRowCache};
 use crate::core::parallel;
+use crate::core::shared_rows::{PairSegments, SharedKernelRows};
 use crate::core::solvers::alfpgm::{solve_alfpgm, AlfpgmParams};
 use crate::core::solvers::smo::{solve_smo, DualSolution, ExactRun, Reporter};
 use crate::core::solvers::{check_weights, Monitor, Progress};
@@ -55,6 +59,8 @@ pub struct KernelSvcParams {
     pub solver: ExactSolver,
     /// LIBSVM's shrinking (`shrinking.rs`): same solution and stopping rule, fewer kernel values.
     pub shrinking: bool,
+    /// Several classes: the pairs take their kernel rows from one shared store (`shared_rows.rs`).
+    pub shared_rows: bool,
     pub alfpgm: AlfpgmParams,
     /// Seconds between progress lines (verbose); None = none.
     pub report_every: Option<f64>,
@@ -72,6 +78,7 @@ impl Default for KernelSvcParams {
             max_iter: 0,
             solver: ExactSolver::Alfpgm,
             shrinking: true,
+            shared_rows: true,
             alfpgm: AlfpgmParams::default(),
             report_every: None,
             n_threads: None,
@@ -144,17 +151,21 @@ fn default_max_iter(solver: ExactSolver, n: usize) -> u64 {
 }
 
 /// Solves one binary dual on the rows `x` with labels `y` (+1/-1) and box bounds `upper`
-/// (C times each row's weight).
+/// (C times each row's weight); kernel rows computed from `x`, or gathered from `segments`.
 pub fn solve_binary<R: Rows>(
     x: &R,
     sq_norms: Vec<f64>,
     y: Vec<f64>,
     upper: Vec<f64>,
     params: &ValidKernelSvcParams,
+    segments: Option<PairSegments<'_>>,
     reporter: &mut Reporter<'_, '_>,
 ) -> Result<DualSolution> {
     let p = &params.0;
-    let mut cache = KernelRowCache::with_norms(x, p.gamma, sq_norms, p.cache_bytes)?;
+    let mut cache = match segments {
+        Some(s) => KernelRowCache::with_segments(x, p.gamma, sq_norms, p.cache_bytes, s)?,
+        None => KernelRowCache::with_norms(x, p.gamma, sq_norms, p.cache_bytes)?,
+    };
     let max_iter = if p.max_iter == 0 {
         default_max_iter(p.solver, y.len())
     } else {
@@ -220,10 +231,49 @@ pub fn train_kernel_svc<R: Rows>(
         }
     }
     let n_pairs = pairs.len();
+    // The rows grouped by class (stable), for the store shared by the pairs.
+    let mut class_start = vec![0usize; n_classes + 1];
+    for (c, &k) in counts.iter().enumerate() {
+        class_start[c + 1] = class_start[c] + k;
+    }
+    let mut order = vec![0usize; if p.shared_rows && n_pairs > 1 { n } else { 0 }];
+    let mut position = vec![0u32; order.len()];
+    let mut rank = vec![0u32; order.len()];
+    if !order.is_empty() {
+        let mut next = class_start[..n_classes].to_vec();
+        for (g, &c) in y.iter().enumerate() {
+            let at = &mut next[c as usize];
+            order[*at] = g;
+            position[g] = *at as u32;
+            rank[g] = (*at - class_start[c as usize]) as u32;
+            *at += 1;
+        }
+    }
+    let grouped = SubsetRows::new(x, &order)?;
+    let store = if order.is_empty() {
+        None
+    } else {
+        let grouped_norms = order.iter().map(|&g| norms[g]).collect();
+        Some(SharedKernelRows::new(
+            &grouped,
+            p.gamma,
+            grouped_norms,
+            class_start,
+            position,
+            p.cache_bytes,
+        )?)
+    };
     let monitor = Mutex::new(monitor);
     let report_every = p.report_every.map(Duration::from_secs_f64);
     let solve_pair = |k: usize, (a, b): (u32, u32)| -> Result<PairModel> {
-        let rows: Vec<usize> = (0..n).filter(|&i| y[i] == a || y[i] == b).collect();
+        // Several classes: class a's rows, then class b's (LIBSVM's order of a pair problem,
+        // and the layout of the shared store's segments).
+        let rows: Vec<usize> = if n_pairs == 1 {
+            (0..n).collect()
+        } else {
+            let of = |c: u32| (0..n).filter(move |&i| y[i] == c);
+            of(a).chain(of(b)).collect()
+        };
         let labels: Vec<f64> = rows
             .iter()
             .map(|&i| if y[i] == a { 1.0 } else { -1.0 })
@@ -240,15 +290,27 @@ pub fn train_kernel_svc<R: Rows>(
             ..Progress::default()
         };
         let mut reporter = Reporter::new(&monitor, template, report_every);
-        let sol = solve_binary(&sub, sub_norms, labels, upper, params, &mut reporter)?;
-        let mut support = Vec::new();
-        let mut coef = Vec::new();
-        for (t, &i) in rows.iter().enumerate() {
-            if sol.alpha[t] > 0.0 {
-                support.push(i);
-                coef.push(sol.y[t] * sol.alpha[t]);
-            }
-        }
+        let segments = match &store {
+            Some(store) => Some(PairSegments::new(store, (a, b), &rows, y, &rank)?),
+            None => None,
+        };
+        let sol = solve_binary(
+            &sub,
+            sub_norms,
+            labels,
+            upper,
+            params,
+            segments,
+            &mut reporter,
+        )?;
+        let mut by_row: Vec<(usize, f64)> = rows
+            .iter()
+            .enumerate()
+            .filter(|&(t, _)| sol.alpha[t] > 0.0)
+            .map(|(t, &i)| (i, sol.y[t] * sol.alpha[t]))
+            .collect();
+        by_row.sort_unstable_by_key(|&(i, _)| i);
+        let (support, coef): (Vec<usize>, Vec<f64>) = by_row.into_iter().unzip();
         Ok(PairModel {
             classes: (a, b),
             support,
@@ -346,6 +408,68 @@ mod tests {
         }
         // One thread or two: the same arithmetic, the same model.
         assert_eq!(results[1][0].coef, results[2][0].coef);
+    }
+
+    /// Pairs taking their rows from the shared store train the models of pairs computing their
+    /// own rows (dense and CSR data, both solvers, with and without shrinking), computing fewer
+    /// kernel values in all.
+    #[test]
+    fn shared_rows_train_the_models_of_per_pair_rows() {
+        let mut rng = Rng::new(21);
+        let (n, d, k) = (400, 3, 5);
+        let mut xs = Vec::new();
+        let mut ys = Vec::new();
+        for _ in 0..n {
+            let c = rng.below(k) as u32;
+            for f in 0..d {
+                let centre = (f64::from(c) * (f as f64 + 1.0)).sin();
+                xs.push(centre + 0.6 * (rng.next_f64() - 0.5));
+            }
+            ys.push(c);
+        }
+        let (mut indptr, mut indices) = (vec![0i32], vec![]);
+        for _ in 0..n {
+            indices.extend(0..d as i32);
+            indptr.push(indices.len() as i32);
+        }
+        let dense = DenseView::new(&xs, n, d).unwrap();
+        let csr = crate::core::data::CsrView::new(&indptr, &indices, &xs, d).unwrap();
+        for solver in [ExactSolver::Smo, ExactSolver::Alfpgm] {
+            for shrinking in [false, true] {
+                let fit = |shared_rows: bool, sparse: bool| {
+                    let params = KernelSvcParams {
+                        c: 10.0,
+                        gamma: 3.0,
+                        tol: 1e-4,
+                        solver,
+                        shrinking,
+                        shared_rows,
+                        ..Default::default()
+                    }
+                    .check()
+                    .unwrap();
+                    let got = if sparse {
+                        train_kernel_svc(&csr, &ys, None, k, &params, &mut no_monitor)
+                    } else {
+                        train_kernel_svc(&dense, &ys, None, k, &params, &mut no_monitor)
+                    };
+                    got.unwrap()
+                };
+                let own = fit(false, false);
+                for sparse in [false, true] {
+                    let shared = fit(true, sparse);
+                    assert_eq!(shared.len(), own.len());
+                    for (a, b) in shared.iter().zip(&own) {
+                        assert!(a.converged && b.converged);
+                        let scale = 1.0 + b.objective.abs();
+                        assert!((a.objective - b.objective).abs() < 1e-9 * scale);
+                        assert!((a.rho - b.rho).abs() < 1e-6, "{} vs {}", a.rho, b.rho);
+                    }
+                    let values = |m: &[PairModel]| m.iter().map(|p| p.cache.values).sum::<u64>();
+                    assert!(values(&shared) < values(&own));
+                }
+            }
+        }
     }
 
     #[test]

@@ -1,0 +1,540 @@
+//! One kernel-row store for all the pair problems of a one-vs-one fit.
+//!
+//! Pair (a, b) needs, for a row x_g of class a, the kernel values of x_g against the rows of
+//! class a and of class b. The part against its own class, k(x_g, x_h) for the rows h of class
+//! a, is the same in each of the K - 1 pairs x_g belongs to; the store keeps it (the row's
+//! *own-class segment*, in class order) in an LRU of `cache_bytes` shared by all pairs, computed
+//! once over the fit's rows grouped by class (one feature-major copy or column index for the
+//! whole fit, not one per pair). The part against the other class is needed by pair (a, b)
+//! alone and is computed straight into the pair's row. A pair problem holds class a's rows and
+//! then class b's (LIBSVM's order), so while its positions are in order its kernel row of x_g is
+//! a copy of the stored segment next to the computed one; once shrinking has swapped positions,
+//! the row is gathered through the permutation. A pair's own `KernelRowCache` (positions,
+//! prefixes, shrinking, as for a binary problem) keeps the rows as before.
+//!
+//! No value is computed that the pair alone would not have computed, and the values do not
+//! depend on which pair computed a segment or on the number of threads (the same arithmetic as a
+//! binary problem's row path, over the grouped data), so the pairs still run in parallel and a
+//! fit gives one model on any number of threads.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rayon::prelude::*;
+
+use crate::core::data::Rows;
+use crate::core::error::{Result, SvmError};
+use crate::core::kernel_cache::{RowComputer, RowJob, Scratch};
+
+/// Kernel values of the fit's rows against the rows of one class, by request.
+pub trait SegmentSource: Sync {
+    /// The own-class segment of fit row g: k(x_g, x_h) for the rows h of g's class in class
+    /// order, and how many values were computed to answer (0 when it was stored); None when
+    /// the store does not keep segments of g's class (they were seldom asked for again), and
+    /// the caller computes what it needs.
+    fn own_segment(&self, g: usize) -> Option<(Arc<[f32]>, u64)>;
+    /// Writes k(x_g, x_h) for the rows h of `class` from its `from`-th row on into `out`
+    /// (nothing stored); returns the values computed.
+    fn compute(&self, g: usize, class: u32, from: usize, out: &mut [f32]) -> u64;
+}
+
+/// The rows of one pair problem (a, b) on the shared store: class a's rows and then class
+/// b's, each in class order.
+pub struct PairSegments<'a> {
+    source: &'a dyn SegmentSource,
+    classes: [u32; 2],
+    /// Per row of the pair problem: the fit's row behind it.
+    global: Vec<u32>,
+    /// Rows of class a (the first ones).
+    first: usize,
+}
+
+impl<'a> PairSegments<'a> {
+    /// `rows`: the fit's rows of the pair problem, class a's (`class_of` each row's class)
+    /// and then class b's, each class in the order of the store's segments (`rank_in_class`:
+    /// each fit row's place among the rows of its class).
+    pub fn new(
+        source: &'a dyn SegmentSource,
+        classes: (u32, u32),
+        rows: &[usize],
+        class_of: &[u32],
+        rank_in_class: &[u32],
+    ) -> Result<Self> {
+        let first = rows
+            .iter()
+            .take_while(|&&g| class_of.get(g) == Some(&classes.0))
+            .count();
+        for (t, &g) in rows.iter().enumerate() {
+            let (class, rank) = if t < first {
+                (classes.0, t)
+            } else {
+                (classes.1, t - first)
+            };
+            if class_of.get(g) != Some(&class) || rank_in_class.get(g) != Some(&(rank as u32)) {
+                return Err(SvmError::invalid_input(format!(
+                    "row {g} is out of the class order of pair {classes:?}"
+                )));
+            }
+        }
+        if rows.len() > u32::MAX as usize || rows.iter().any(|&g| g > u32::MAX as usize) {
+            return Err(SvmError::invalid_input(
+                "too many rows for the shared store",
+            ));
+        }
+        Ok(PairSegments {
+            source,
+            classes: [classes.0, classes.1],
+            global: rows.iter().map(|&g| g as u32).collect(),
+            first,
+        })
+    }
+
+    /// Rows of the pair problem.
+    pub fn n_rows(&self) -> usize {
+        self.global.len()
+    }
+
+    /// Fills each job (a row of the pair problem at a position; positions in order, `perm` the
+    /// identity); returns the values computed for it.
+    pub(crate) fn fill(&self, jobs: &mut [RowJob<'_>], perm: &[u32]) -> u64 {
+        let (n, first) = (self.global.len(), self.first);
+        jobs.par_iter_mut()
+            .map(|job| {
+                let r = perm[job.pos] as usize;
+                let g = self.global[r] as usize;
+                let (from, len) = (job.from, job.out.len());
+                // The pair row's range [lo, hi) of g's own class, and of the other class.
+                let [a, b] = self.classes;
+                let ((own_lo, own_hi, own_class), (other_lo, other_hi, other_class)) = if r < first
+                {
+                    ((0, first, a), (first, n, b))
+                } else {
+                    ((first, n, b), (0, first, a))
+                };
+                let (own, mut computed) = match self.source.own_segment(g) {
+                    Some((own, computed)) => (Some(own), computed),
+                    None => (None, 0),
+                };
+                // Copy the stored part, compute the rest in place.
+                for (lo, hi, class) in [
+                    (own_lo, own_hi, own_class),
+                    (other_lo, other_hi, other_class),
+                ] {
+                    let (start, end) = (lo.max(from), hi.min(from + len));
+                    if start >= end {
+                        continue;
+                    }
+                    let out = &mut job.out[start - from..end - from];
+                    match &own {
+                        Some(own) if class == own_class => {
+                            out.copy_from_slice(&own[start - lo..end - lo])
+                        }
+                        _ => computed += self.source.compute(g, class, start - lo, out),
+                    }
+                }
+                computed
+            })
+            .sum()
+    }
+}
+
+/// Counters of a shared store's life.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SegmentStats {
+    /// Own-class segments asked for that were stored.
+    pub hits: u64,
+    /// Own-class segments computed.
+    pub misses: u64,
+    /// Segments dropped to make room.
+    pub evictions: u64,
+    /// Kernel values computed (own-class segments and other-class parts).
+    pub values: u64,
+}
+
+const NIL: u32 = u32::MAX;
+
+/// The stored own-class segments by fit row, least recently used last.
+struct Lru {
+    segment: Vec<Option<Arc<[f32]>>>,
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    head: u32,
+    tail: u32,
+    bytes: usize,
+    stats: SegmentStats,
+    /// Per class: segments stored, and segments found stored.
+    class_stored: Vec<u64>,
+    class_hits: Vec<u64>,
+}
+
+/// Bytes of a class's segments stored before their reuse is judged.
+const TRIAL_BYTES: u64 = 1 << 20;
+
+impl Lru {
+    /// Whether new segments of class c (of `len` values) are worth storing: storing costs an
+    /// allocation, its first touch and a copy into the pair's row, and the traffic pushes the
+    /// solver's arrays out of cache (shuttle's large class, segments of 34,108 values seldom
+    /// asked for again: pairs 30% slower when every one was stored), so after a trial of
+    /// `TRIAL_BYTES` a class is stored only while at least a quarter of its stored segments are
+    /// found again.
+    fn keeps(&self, c: usize, len: usize) -> bool {
+        let bytes = (len * std::mem::size_of::<f32>()) as u64;
+        let trial = self.class_stored[c] * bytes < TRIAL_BYTES;
+        trial || 4 * self.class_hits[c] >= self.class_stored[c]
+    }
+
+    fn unlink(&mut self, g: u32) {
+        let (p, q) = (self.prev[g as usize], self.next[g as usize]);
+        match p {
+            NIL => self.head = q,
+            p => self.next[p as usize] = q,
+        }
+        match q {
+            NIL => self.tail = p,
+            q => self.prev[q as usize] = p,
+        }
+    }
+
+    fn push_front(&mut self, g: u32) {
+        self.prev[g as usize] = NIL;
+        self.next[g as usize] = self.head;
+        if self.head != NIL {
+            self.prev[self.head as usize] = g;
+        }
+        self.head = g;
+        if self.tail == NIL {
+            self.tail = g;
+        }
+    }
+
+    /// Stores row g's segment (unless another thread stored it meanwhile) and evicts the least
+    /// recently used ones beyond `budget` bytes, never the newest.
+    fn insert(&mut self, g: u32, values: &Arc<[f32]>, budget: usize) {
+        if self.segment[g as usize].is_some() {
+            return;
+        }
+        self.segment[g as usize] = Some(Arc::clone(values));
+        self.push_front(g);
+        self.bytes += values.len() * std::mem::size_of::<f32>();
+        while self.bytes > budget && self.tail != g {
+            let old = self.tail;
+            self.unlink(old);
+            if let Some(gone) = self.segment[old as usize].take() {
+                self.bytes -= gone.len() * std::mem::size_of::<f32>();
+            }
+            self.stats.evictions += 1;
+        }
+    }
+}
+
+/// The store of a one-vs-one fit: the rows grouped by class, their own-class segments computed
+/// on demand and kept least-recently-used within a byte budget.
+pub struct SharedKernelRows<'s, R: Rows> {
+    /// Kernel values over the class-grouped rows (positions never move).
+    computer: RowComputer<'s, R>,
+    /// Class c's rows sit at grouped positions class_start[c]..class_start[c + 1].
+    class_start: Vec<usize>,
+    /// Per fit row: its grouped position, and its class.
+    position: Vec<u32>,
+    class_of: Vec<u32>,
+    budget_bytes: usize,
+    lru: Mutex<Lru>,
+    /// Kernel values computed (kept apart from the LRU's lock).
+    values: AtomicU64,
+}
+
+thread_local! {
+    /// Scratch of the store's computations on this thread.
+    static SCRATCH: RefCell<Scratch> = RefCell::default();
+}
+
+impl<'s, R: Rows> SharedKernelRows<'s, R> {
+    /// `grouped`: the fit's rows ordered by class (class c's rows at
+    /// `class_start[c]..class_start[c + 1]`, in their order), `sq_norms` theirs in that order,
+    /// `position[g]`: where fit row g sits in `grouped`.
+    pub fn new(
+        grouped: &'s R,
+        gamma: f64,
+        sq_norms: Vec<f64>,
+        class_start: Vec<usize>,
+        position: Vec<u32>,
+        budget_bytes: usize,
+    ) -> Result<Self> {
+        let n = grouped.n_rows();
+        let ordered = class_start.windows(2).all(|w| w[0] <= w[1]);
+        if class_start.first() != Some(&0) || class_start.last() != Some(&n) || !ordered {
+            return Err(SvmError::invalid_input(
+                "class starts must rise from 0 to the number of rows",
+            ));
+        }
+        if position.len() != n || position.iter().any(|&p| p as usize >= n) || n >= NIL as usize {
+            return Err(SvmError::invalid_input(
+                "one grouped position per row is needed",
+            ));
+        }
+        let mut class_of = vec![0u32; n];
+        for (c, w) in class_start.windows(2).enumerate() {
+            class_of[w[0]..w[1]].fill(c as u32);
+        }
+        let class_of = position.iter().map(|&p| class_of[p as usize]).collect();
+        let n_classes = class_start.len() - 1;
+        Ok(SharedKernelRows {
+            computer: RowComputer::for_data(grouped, gamma, sq_norms)?,
+            class_start,
+            position,
+            class_of,
+            budget_bytes,
+            lru: Mutex::new(Lru {
+                segment: vec![None; n],
+                prev: vec![NIL; n],
+                next: vec![NIL; n],
+                head: NIL,
+                tail: NIL,
+                bytes: 0,
+                stats: SegmentStats::default(),
+                class_stored: vec![0; n_classes],
+                class_hits: vec![0; n_classes],
+            }),
+            values: AtomicU64::new(0),
+        })
+    }
+
+    pub fn stats(&self) -> SegmentStats {
+        SegmentStats {
+            values: self.values.load(Ordering::Relaxed),
+            ..self.lock().stats.clone()
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Lru> {
+        // A panic elsewhere cannot leave the list half-updated in a way that matters here: at
+        // worst a segment is computed again.
+        self.lru.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Kernel values of row g against class `class`'s rows from its `from`-th on, into `out`.
+    fn compute_values(&self, g: usize, class: u32, from: usize, out: &mut [f32]) -> u64 {
+        let job = RowJob {
+            pos: self.position[g] as usize,
+            from: self.class_start[class as usize] + from,
+            out,
+        };
+        let computed = SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut scratch) => self.computer.compute(vec![job], &mut scratch),
+            // This thread is inside another computation (a task it took over while waiting
+            // in that one's parallel loop): scratch of its own.
+            Err(_) => self.computer.compute(vec![job], &mut Scratch::default()),
+        });
+        self.values.fetch_add(computed, Ordering::Relaxed);
+        computed
+    }
+}
+
+impl<R: Rows> SegmentSource for SharedKernelRows<'_, R> {
+    fn own_segment(&self, g: usize) -> Option<(Arc<[f32]>, u64)> {
+        let class = self.class_of[g];
+        let len = self.class_start[class as usize + 1] - self.class_start[class as usize];
+        {
+            let mut lru = self.lock();
+            if let Some(values) = lru.segment[g].clone() {
+                lru.unlink(g as u32);
+                lru.push_front(g as u32);
+                lru.stats.hits += 1;
+                lru.class_hits[class as usize] += 1;
+                return Some((values, 0));
+            }
+            if !lru.keeps(class as usize, len) {
+                return None;
+            }
+        }
+        // Computed outside the lock: other pairs go on meanwhile (two pairs asking for the same
+        // missing segment at once both compute it, with the same values).
+        let mut values: Arc<[f32]> = std::iter::repeat_n(0.0f32, len).collect();
+        let computed = match Arc::get_mut(&mut values) {
+            Some(out) => self.compute_values(g, class, 0, out),
+            None => 0,
+        };
+        let mut lru = self.lock();
+        lru.stats.misses += 1;
+        if lru.segment[g].is_none() {
+            lru.class_stored[class as usize] += 1;
+        }
+        lru.insert(g as u32, &values, self.budget_bytes);
+        Some((values, computed))
+    }
+
+    fn compute(&self, g: usize, class: u32, from: usize, out: &mut [f32]) -> u64 {
+        self.compute_values(g, class, from, out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::data::{finite_sq_norms, CsrView, DenseView, SubsetRows};
+    use crate::core::kernel::kernel_matrix;
+    use crate::core::kernel_cache::KernelRowCache;
+    use crate::core::rng::Rng;
+
+    /// The grouping a one-vs-one fit makes: rows by class (stable), class starts, positions,
+    /// each row's class and rank in it.
+    fn group(y: &[u32], k: usize) -> (Vec<usize>, Vec<usize>, Vec<u32>, Vec<u32>) {
+        let mut order: Vec<usize> = (0..y.len()).collect();
+        order.sort_by_key(|&i| y[i]);
+        let mut start = vec![0usize; k + 1];
+        for &c in y {
+            start[c as usize + 1] += 1;
+        }
+        for c in 0..k {
+            start[c + 1] += start[c];
+        }
+        let mut position = vec![0u32; y.len()];
+        let mut rank = vec![0u32; y.len()];
+        for (p, &g) in order.iter().enumerate() {
+            position[g] = p as u32;
+            rank[g] = (p - start[y[g] as usize]) as u32;
+        }
+        (order, start, position, rank)
+    }
+
+    fn check<R: Rows>(x: &R, y: &[u32], k: usize, budget: usize, seed: u64) {
+        let gamma = 0.6;
+        let n = x.n_rows();
+        let mut full = vec![0.0; n * n];
+        kernel_matrix(x, x, gamma, &mut full).unwrap();
+        let (order, start, position, rank) = group(y, k);
+        let grouped = SubsetRows::new(x, &order).unwrap();
+        let norms = finite_sq_norms(&grouped, "X").unwrap();
+        let store = SharedKernelRows::new(&grouped, gamma, norms, start, position, budget).unwrap();
+        let mut rng = Rng::new(seed);
+        let mut computed = 0;
+        let mut asked = 0;
+        for a in 0..k as u32 {
+            for b in a + 1..k as u32 {
+                let of = |c: u32| (0..n).filter(move |&i| y[i] == c);
+                let rows: Vec<usize> = of(a).chain(of(b)).collect();
+                let m = rows.len();
+                let sub = SubsetRows::new(x, &rows).unwrap();
+                let segments = PairSegments::new(&store, (a, b), &rows, y, &rank).unwrap();
+                let norms = finite_sq_norms(&sub, "X").unwrap();
+                let mut cache =
+                    KernelRowCache::with_segments(&sub, gamma, norms, 4 * m * 3, segments).unwrap();
+                let mut perm: Vec<usize> = (0..m).collect();
+                for _ in 0..12 {
+                    let idx: Vec<usize> = (0..1 + rng.below(3)).map(|_| rng.below(m)).collect();
+                    let len = 1 + rng.below(m);
+                    let got = cache.rows_prefix(&idx, len).unwrap();
+                    for (q, &p) in idx.iter().enumerate() {
+                        for (col, &v) in got.row(q).iter().enumerate() {
+                            let e = full[rows[perm[p]] * n + rows[perm[col]]];
+                            assert!((f64::from(v) - e).abs() <= 1e-7, "{v} vs {e}");
+                        }
+                    }
+                    // Shrinking's swaps move positions; the segments follow through perm.
+                    let (s, t) = (rng.below(m), rng.below(m));
+                    if s != t {
+                        cache.swap_positions(&[(s, t)]);
+                        perm.swap(s, t);
+                    }
+                    asked += 1;
+                }
+                computed += cache.stats().values;
+            }
+        }
+        let stats = store.stats();
+        assert!(
+            stats.values <= computed,
+            "the store computes only what pairs ask for"
+        );
+        assert!(stats.misses > 0 && asked > 0);
+    }
+
+    #[test]
+    fn pair_rows_from_segments_match_the_kernel_matrix() {
+        let mut rng = Rng::new(4);
+        for (n, d, k) in [(60, 3, 3), (300, 7, 5), (150, 40, 4)] {
+            let xs: Vec<f64> = (0..n * d)
+                .map(|_| {
+                    if rng.next_f64() < 0.3 {
+                        0.0
+                    } else {
+                        rng.next_f64() - 0.5
+                    }
+                })
+                .collect();
+            let y: Vec<u32> = (0..n).map(|i| (i % k) as u32).collect();
+            let dense = DenseView::new(&xs, n, d).unwrap();
+            let mut indptr = vec![0i32];
+            let (mut indices, mut values) = (vec![], vec![]);
+            for i in 0..n {
+                for c in 0..d {
+                    if xs[i * d + c] != 0.0 {
+                        indices.push(c as i32);
+                        values.push(xs[i * d + c]);
+                    }
+                }
+                indptr.push(indices.len() as i32);
+            }
+            let csr = CsrView::new(&indptr, &indices, &values, d).unwrap();
+            // Budgets: a few segments (evictions) and all of them.
+            for budget in [4 * n, 1 << 24] {
+                check(&dense, &y, k, budget, n as u64);
+                check(&csr, &y, k, budget, n as u64 + 1);
+            }
+        }
+    }
+
+    #[test]
+    fn own_class_segments_are_computed_once_for_all_pairs() {
+        let mut rng = Rng::new(5);
+        let (n, d, k) = (90usize, 2usize, 3usize);
+        let xs: Vec<f64> = (0..n * d).map(|_| rng.next_f64()).collect();
+        let y: Vec<u32> = (0..n).map(|i| (i % k) as u32).collect();
+        let x = DenseView::new(&xs, n, d).unwrap();
+        let (order, start, position, rank) = group(&y, k);
+        let grouped = SubsetRows::new(&x, &order).unwrap();
+        let norms = finite_sq_norms(&grouped, "X").unwrap();
+        let store = SharedKernelRows::new(&grouped, 1.0, norms, start, position, 1 << 20).unwrap();
+        // Row 0 (class 0) in pairs (0, 1) and (0, 2): its class-0 segment is computed once.
+        for b in [1u32, 2] {
+            let y = &y;
+            let of = |c: u32| (0..n).filter(move |&i| y[i] == c);
+            let rows: Vec<usize> = of(0).chain(of(b)).collect();
+            let segments = PairSegments::new(&store, (0, b), &rows, y, &rank).unwrap();
+            let sub = SubsetRows::new(&x, &rows).unwrap();
+            let norms = finite_sq_norms(&sub, "X").unwrap();
+            let mut cache =
+                KernelRowCache::with_segments(&sub, 1.0, norms, 1 << 20, segments).unwrap();
+            cache.rows(&[0]).unwrap();
+        }
+        let stats = store.stats();
+        // One own-class segment computed and then found; the two other-class parts computed.
+        assert_eq!((stats.misses, stats.hits), (1, 1));
+        assert_eq!(stats.values, 3 * 30);
+    }
+
+    #[test]
+    fn rejects_inconsistent_groupings() {
+        let xs = [0.0, 1.0, 2.0];
+        let x = DenseView::new(&xs, 3, 1).unwrap();
+        let norms = vec![0.0, 1.0, 4.0];
+        let bad_start = SharedKernelRows::new(&x, 1.0, norms.clone(), vec![0, 2], vec![0, 1, 2], 1);
+        assert!(bad_start.is_err());
+        let bad_pos = SharedKernelRows::new(&x, 1.0, norms, vec![0, 1, 3], vec![0, 1, 3], 1);
+        assert!(bad_pos.is_err());
+        let store = SharedKernelRows::new(
+            &x,
+            1.0,
+            vec![0.0, 1.0, 4.0],
+            vec![0, 1, 3],
+            vec![0, 1, 2],
+            1,
+        )
+        .unwrap();
+        // Row 2 is in class 1, not in pair (0, 2); rows of a class out of their order.
+        assert!(PairSegments::new(&store, (0, 2), &[0, 2], &[0, 1, 1], &[0, 0, 1]).is_err());
+        assert!(PairSegments::new(&store, (0, 1), &[0, 2, 1], &[0, 1, 1], &[0, 0, 1]).is_err());
+        assert!(PairSegments::new(&store, (0, 1), &[0, 1, 2], &[0, 1, 1], &[0, 0, 1]).is_ok());
+    }
+}
