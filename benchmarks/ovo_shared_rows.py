@@ -125,7 +125,7 @@ def main() -> None:
         for _ in range(args.rounds):
             for label, solver, shared, threads in CONFIGS:
                 runs[label].append(fit(X, y, C, gamma, solver, shared, threads))
-        for label, solver, shared, threads in CONFIGS:
+        for label, solver, _shared, _threads in CONFIGS:
             r = runs[label]
             clf = r[-1]["clf"]
             ref = runs[f"{solver.upper()}, rows per pair"][-1]["clf"]
