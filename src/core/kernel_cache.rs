@@ -692,9 +692,50 @@ impl<'a, R: Rows> RowComputer<'a, R> {
                             j0 += take;
                         }
                     }
-                    per_block.into_par_iter().for_each(|items| {
-                        for (p, j0, out) in items {
-                            block(positions[p], &dense[p * width..(p + 1) * width], j0, out);
+                    per_block.into_par_iter().for_each(|mut items| {
+                        // Rows in groups of eight over the same columns: register-blocked dots
+                        // where the rows are dense enough, else one axpy per non-zero and row.
+                        let mut q = Vec::new();
+                        let mut cols = Vec::new();
+                        let mut dots = Vec::new();
+                        while !items.is_empty() {
+                            let (j0, m) = (items[0].1, items[0].2.len());
+                            let take = items
+                                .iter()
+                                .take(simd::BLOCK_ROWS)
+                                .take_while(|it| it.1 == j0 && it.2.len() == m)
+                                .count();
+                            let group: Vec<_> = items.drain(..take).collect();
+                            let row = |p: usize| &dense[p * width..(p + 1) * width];
+                            let nnz: usize = group
+                                .iter()
+                                .map(|it| row(it.0).iter().filter(|&&v| v != 0.0).count())
+                                .sum();
+                            cols.clear();
+                            cols.extend(
+                                (0..width).filter(|&c| group.iter().any(|it| row(it.0)[c] != 0.0)),
+                            );
+                            if cols.len() * simd::BLOCK_ROWS > BLOCKED_FMA_RATIO * nnz {
+                                for (p, j0, out) in group {
+                                    block(positions[p], row(p), j0, out);
+                                }
+                                continue;
+                            }
+                            q.clear();
+                            q.resize(simd::BLOCK_ROWS * width, 0.0);
+                            for (g, it) in group.iter().enumerate() {
+                                q[g * width..(g + 1) * width].copy_from_slice(row(it.0));
+                            }
+                            dots.resize(simd::BLOCK_ROWS * m, 0.0);
+                            xt.dots_8_rows(&q, width, &cols, j0, n, m, &mut dots);
+                            for (g, (p, j0, out)) in group.into_iter().enumerate() {
+                                let i = positions[p];
+                                let d = &mut dots[g * m..(g + 1) * m];
+                                kernel_values(gamma, norms[i], &norms[j0..j0 + m], d, out);
+                                if (j0..j0 + m).contains(&i) {
+                                    out[i - j0] = 1.0;
+                                }
+                            }
                         }
                     });
                 }
@@ -744,6 +785,13 @@ fn kernel_values(gamma: f64, sq_i: f64, sq_j: &[f64], dots: &mut [f64], out: &mu
         *o = *v as f32;
     }
 }
+
+/// A group of rows takes the register-blocked dots when they cost at most this many times the
+/// multiply-adds of the per-row axpys (the blocked kernel also multiplies the zeros of columns
+/// some other row of the group uses, but loads each lane once for 8 rows instead of loading and
+/// storing the sums per column and row): dense ijcnn1-like rows, not a9a's 0/1 rows with 11%
+/// non-zeros (`benches/kernel_block.rs`).
+const BLOCKED_FMA_RATIO: usize = 3;
 
 /// Parts a sparse row's column scatter is split into (threads per row; fixed, so that the sum
 /// of the parts is the same arithmetic on any number of threads).
@@ -811,6 +859,25 @@ impl FeatureMajor {
         match self {
             FeatureMajor::F64(t) => simd::axpy(q, &t[start..end], buf),
             FeatureMajor::F32(t) => simd::axpy_f32(q, &t[start..end], buf),
+        }
+    }
+
+    /// Dots of 8 dense rows `q` (8 x width) with the copy's positions j0..j0 + m
+    /// (`simd::dots_8_rows`: the same values as `axpy_column` row by row).
+    #[allow(clippy::too_many_arguments)]
+    fn dots_8_rows(
+        &self,
+        q: &[f64],
+        width: usize,
+        cols: &[usize],
+        j0: usize,
+        n: usize,
+        m: usize,
+        dots: &mut [f64],
+    ) {
+        match self {
+            FeatureMajor::F64(t) => simd::dots_8_rows(q, width, cols, &t[j0..], n, m, dots),
+            FeatureMajor::F32(t) => simd::dots_8_rows(q, width, cols, &t[j0..], n, m, dots),
         }
     }
 }
@@ -1112,6 +1179,35 @@ mod tests {
                     for (p, &r) in perm.iter().enumerate() {
                         assert_eq!(a.row_at(p), r);
                     }
+                }
+            }
+        }
+    }
+
+    /// Batches take register-blocked dots for groups of dense rows: the same kernel values, bit
+    /// for bit, as the rows computed one at a time (dense, sparse, f32 and f64 copies, several
+    /// column blocks, prefixes).
+    #[test]
+    fn batched_rows_equal_rows_computed_one_at_a_time() {
+        for (n, d, seed) in [(2 * BLOCK + 77, 22, 1), (900, 6, 2), (1500, 40, 3)] {
+            let mut t = data(n, d, seed);
+            if seed == 2 {
+                // 0/1 data: the f32 copy.
+                for v in t.dense.iter_mut() {
+                    *v = f64::from(u8::from(*v != 0.0));
+                }
+                t.values.iter_mut().for_each(|v| *v = 1.0);
+            }
+            let dense = DenseView::new(&t.dense, t.n, t.d).unwrap();
+            let csr = CsrView::new(&t.indptr, &t.indices, &t.values, t.d).unwrap();
+            let idx: Vec<usize> = (0..19).map(|k| (k * 131 + 7) % n).collect();
+            for len in [n, n / 2 + 3] {
+                let mut batch = KernelRowCache::new(&dense, 0.3, 1 << 26).unwrap();
+                let mut single = KernelRowCache::new(&csr, 0.3, 1 << 26).unwrap();
+                let rows = batch.rows_prefix(&idx, len).unwrap();
+                for (k, &i) in idx.iter().enumerate() {
+                    let one = single.rows_prefix(&[i], len).unwrap();
+                    assert_eq!(rows.row(k), one.row(0), "row {i}, n {n}, len {len}");
                 }
             }
         }
