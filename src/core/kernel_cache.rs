@@ -1029,22 +1029,23 @@ impl SparseColumns {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::core::data::{CsrView, DenseView, SubsetRows};
     use crate::core::kernel::kernel_matrix;
     use crate::core::rng::Rng;
 
-    struct Data {
-        dense: Vec<f64>,
-        indptr: Vec<i32>,
-        indices: Vec<i32>,
-        values: Vec<f64>,
-        n: usize,
-        d: usize,
+    /// Random rows (40% zeros) as a dense buffer and as CSR parts of the same values.
+    pub(crate) struct Data {
+        pub dense: Vec<f64>,
+        pub indptr: Vec<i32>,
+        pub indices: Vec<i32>,
+        pub values: Vec<f64>,
+        pub n: usize,
+        pub d: usize,
     }
 
-    fn data(n: usize, d: usize, seed: u64) -> Data {
+    pub(crate) fn data(n: usize, d: usize, seed: u64) -> Data {
         let mut rng = Rng::new(seed);
         let mut dense: Vec<f64> = (0..n * d).map(|_| rng.next_f64() * 2.0 - 1.0).collect();
         for v in dense.iter_mut() {

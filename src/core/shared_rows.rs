@@ -452,31 +452,11 @@ mod tests {
 
     #[test]
     fn pair_rows_from_segments_match_the_kernel_matrix() {
-        let mut rng = Rng::new(4);
-        for (n, d, k) in [(60, 3, 3), (300, 7, 5), (150, 40, 4)] {
-            let xs: Vec<f64> = (0..n * d)
-                .map(|_| {
-                    if rng.next_f64() < 0.3 {
-                        0.0
-                    } else {
-                        rng.next_f64() - 0.5
-                    }
-                })
-                .collect();
+        for (n, d, k, seed) in [(60, 3, 3, 1), (300, 7, 5, 2), (150, 40, 4, 3)] {
+            let t = crate::core::kernel_cache::tests::data(n, d, seed);
             let y: Vec<u32> = (0..n).map(|i| (i % k) as u32).collect();
-            let dense = DenseView::new(&xs, n, d).unwrap();
-            let mut indptr = vec![0i32];
-            let (mut indices, mut values) = (vec![], vec![]);
-            for i in 0..n {
-                for c in 0..d {
-                    if xs[i * d + c] != 0.0 {
-                        indices.push(c as i32);
-                        values.push(xs[i * d + c]);
-                    }
-                }
-                indptr.push(indices.len() as i32);
-            }
-            let csr = CsrView::new(&indptr, &indices, &values, d).unwrap();
+            let dense = DenseView::new(&t.dense, n, d).unwrap();
+            let csr = CsrView::new(&t.indptr, &t.indices, &t.values, d).unwrap();
             // Budgets: a few segments (evictions) and all of them.
             for budget in [4 * n, 1 << 24] {
                 check(&dense, &y, k, budget, n as u64);
