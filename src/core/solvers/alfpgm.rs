@@ -297,9 +297,12 @@ impl Smallest {
     }
 }
 
-/// Candidate lists at least this long are scanned in parallel, in chunks of `SCAN_CHUNK`.
-const PARALLEL_SCAN: usize = 4096;
-const SCAN_CHUNK: usize = 2048;
+/// Candidate lists at least this long are scanned in parallel, in chunks of `SCAN_CHUNK`: small
+/// enough that a9a's I_low lists (4,400 candidates on average) are split over two threads in
+/// even parts (with 4096 / 2048 most of its scans ran on one thread: 0.45 s -> 0.30 s on two
+/// instead of 0.27 s).
+const PARALLEL_SCAN: usize = 1024;
+const SCAN_CHUNK: usize = 512;
 
 /// Gradient-update block (values of n per parallel work item).
 const BLOCK: usize = 4096;
