@@ -404,10 +404,21 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
         let len = self.batch_len;
         let batch_rows = &self.batch_rows[..];
         let batch_from = &self.batch_from[..];
-        // Jobs in batch order (the order the densified rows of the batch are written in).
+        // Jobs in batch order (the order the densified rows of the batch are written in),
+        // their rows split off the storage in slot order: work in the batch's size, not in the
+        // cache's slots (1,500 of them for a9a at 200 MB, walked twice per pair before).
+        let mut by_slot: Vec<(u32, u32)> = batch_rows
+            .iter()
+            .enumerate()
+            .map(|(p, &i)| (self.row_slot[i as usize], p as u32))
+            .collect();
+        by_slot.sort_unstable();
         let mut jobs: Vec<Option<RowJob<'_>>> = (0..batch_rows.len()).map(|_| None).collect();
-        for (row, &p) in self.storage.iter_mut().zip(self.pending.iter()) {
-            if p != NONE {
+        let mut rest = &mut self.storage[..];
+        let mut base = 0;
+        for (s, p) in by_slot {
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(s as usize + 1 - base);
+            if let Some(row) = head.last_mut() {
                 let from = batch_from[p as usize] as usize;
                 jobs[p as usize] = Some(RowJob {
                     pos: batch_rows[p as usize] as usize,
@@ -415,6 +426,8 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
                     out: &mut row[from..len],
                 });
             }
+            rest = tail;
+            base = s as usize + 1;
         }
         let jobs = jobs.into_iter().flatten().collect();
         self.stats.values += self.computer.compute(jobs, &mut self.scratch);
