@@ -839,20 +839,31 @@ fn choose_dot_path<'a, R: Rows>(x: &R) -> DotPath<'a> {
     if dense {
         return copy_or_rows();
     }
-    let Some(columns) = SparseColumns::build(x) else {
-        return copy_or_rows();
-    };
-    let nnz = columns.row_col.len() as f64;
-    let scatter = NS_SCATTER * columns.mean_work_per_row();
-    let other = if can_transpose {
-        NS_AXPY_LANE * nnz
-    } else {
-        NS_GATHER * nnz
-    };
-    if width > DENSIFY_MAX_COLS || scatter < other {
-        DotPath::Columns(columns)
-    } else {
-        copy_or_rows()
+    if width <= DENSIFY_MAX_COLS {
+        // The costs from the column lengths alone: the by-column copy (a hash map over the
+        // non-zeros, 15 ms for a9a) is built only if it wins.
+        let mut len = vec![0u64; width];
+        for i in 0..n {
+            x.for_each_nonzero(i, |c, _| {
+                if let Some(l) = len.get_mut(c) {
+                    *l += 1;
+                }
+            });
+        }
+        let nnz = len.iter().sum::<u64>() as f64;
+        let mean_work = len.iter().map(|&l| (l as f64).powi(2)).sum::<f64>() / n as f64;
+        let other = if can_transpose {
+            NS_AXPY_LANE * nnz
+        } else {
+            NS_GATHER * nnz
+        };
+        if NS_SCATTER * mean_work >= other {
+            return copy_or_rows();
+        }
+    }
+    match SparseColumns::build(x) {
+        Some(columns) => DotPath::Columns(columns),
+        None => copy_or_rows(),
     }
 }
 
@@ -994,17 +1005,6 @@ impl SparseColumns {
             col_row,
             col_val,
         })
-    }
-
-    /// The scatter work of an average row: sum over columns of len_c^2, over n.
-    fn mean_work_per_row(&self) -> f64 {
-        let n = self.row_ptr.len().saturating_sub(1).max(1);
-        let sum: f64 = self
-            .col_ptr
-            .windows(2)
-            .map(|w| ((w[1] - w[0]) as f64).powi(2))
-            .sum();
-        sum / n as f64
     }
 
     /// out[p - from] = the part of <x at position p, x_row> from part `part` of `parts` of the
