@@ -702,7 +702,7 @@ fn scan_low(
         }
         (two, best)
     };
-    let (two, best) = if cand_low.len() >= PARALLEL_SCAN {
+    let (two, best) = if cand_low.len() >= PARALLEL_SCAN && rayon::current_num_threads() > 1 {
         parallel::install(|| {
             cand_low
                 .par_chunks_mut(SCAN_CHUNK)
