@@ -97,6 +97,13 @@ fn current_pool() -> Option<Arc<ThreadPool>> {
     guard.as_ref().map(|p| Arc::clone(&p.pool))
 }
 
+/// The length of the parallel work items that split `len` elements into about eight per thread
+/// of the current pool, kept within `min..=max` (a few microseconds of work each: fewer items
+/// leave one thread idle at the end of a region, shorter ones cost more to hand out).
+pub fn item_len(len: usize, min: usize, max: usize) -> usize {
+    (len / (8 * rayon::current_num_threads())).clamp(min, max)
+}
+
 /// Runs `f` inside the configured pool (one thread per core until a count is set). Called
 /// from a worker thread of a pool (nested parallel work, or a fit run by `install_with`), it
 /// stays in that pool.

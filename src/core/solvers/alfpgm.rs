@@ -304,7 +304,7 @@ impl Smallest {
 const PARALLEL_SCAN: usize = 1024;
 const SCAN_CHUNK: usize = 512;
 
-/// Gradient-update block (values of n per parallel work item).
+/// The longest gradient-update work item (`parallel::item_len` sizes them).
 const BLOCK: usize = 4096;
 
 /// Scratch of one ALFPGM run, allocated once.
@@ -1186,12 +1186,13 @@ fn apply_step(
     let active = state.active;
     let y = &state.y[..active];
     parallel::install(|| {
+        let block = parallel::item_len(active, 512, BLOCK);
         state.grad[..active]
-            .par_chunks_mut(BLOCK)
-            .zip(y.par_chunks(BLOCK))
+            .par_chunks_mut(block)
+            .zip(y.par_chunks(block))
             .enumerate()
             .for_each(|(blk, (g, yk))| {
-                let k0 = blk * BLOCK;
+                let k0 = blk * block;
                 let len = g.len();
                 let mut acc = [0.0f64; BLOCK];
                 let acc = &mut acc[..len];

@@ -23,7 +23,7 @@ use crate::core::solvers::smo::DualState;
 
 /// Variable pairs moved between two shrinking passes (LIBSVM: min(n, 1000) SMO steps).
 const SHRINK_EVERY: usize = 1000;
-/// Entries of G_bar per parallel work item.
+/// The longest work item over G_bar or the gradient (`parallel::item_len` sizes them).
 const BLOCK: usize = 4096;
 /// Kernel rows requested per batch while reconstructing the gradient.
 const RECONSTRUCT_BATCH: usize = 64;
@@ -139,13 +139,14 @@ impl Shrinking {
         let coef = &self.acc;
         let y = &state.y;
         parallel::install(|| {
+            let block = parallel::item_len(y.len(), 512, BLOCK);
             state
                 .grad_bar
-                .par_chunks_mut(BLOCK)
-                .zip(y.par_chunks(BLOCK))
+                .par_chunks_mut(block)
+                .zip(y.par_chunks(block))
                 .enumerate()
                 .for_each(|(blk, (gb, yb))| {
-                    let k0 = blk * BLOCK;
+                    let k0 = blk * block;
                     for (k, &cy) in coef.iter().enumerate() {
                         let row = &rows.row(k)[k0..k0 + gb.len()];
                         for ((g, &yv), &kv) in gb.iter_mut().zip(yb).zip(row) {
@@ -247,34 +248,47 @@ impl Shrinking {
                 }
             }));
             let shrunk: Vec<usize> = (active..n).collect();
+            let acc = &self.acc;
             for chunk in shrunk.chunks(batch) {
                 let rows = cache.rows_prefix(chunk, active)?;
-                for (k, &t) in chunk.iter().enumerate() {
-                    let sum: f64 = rows
-                        .row(k)
-                        .iter()
-                        .zip(&self.acc)
-                        .map(|(&kv, &c)| c * f64::from(kv))
-                        .sum();
-                    state.grad[t] += state.y[t] * sum;
-                }
+                let t0 = chunk[0];
+                let (grad, y) = (&mut state.grad[t0..t0 + chunk.len()], &state.y[t0..]);
+                // One row per work item, each summed in order: the same values on any threads.
+                parallel::install(|| {
+                    grad.par_iter_mut().enumerate().for_each(|(k, g)| {
+                        let sum: f64 = rows
+                            .row(k)
+                            .iter()
+                            .zip(acc)
+                            .map(|(&kv, &c)| c * f64::from(kv))
+                            .sum();
+                        *g += y[k] * sum;
+                    })
+                });
             }
         } else {
             // Full rows of the free variables: G_t += y_t a_s y_s K_st for each shrunk t.
             let free = std::mem::take(&mut self.positions);
             for chunk in free.chunks(batch) {
                 let rows = cache.rows(chunk)?;
-                for (k, &s) in chunk.iter().enumerate() {
-                    let c = state.alpha[s] * state.y[s];
-                    let row = &rows.row(k)[active..];
-                    for ((g, &y), &kv) in state.grad[active..]
-                        .iter_mut()
-                        .zip(&state.y[active..])
-                        .zip(row)
-                    {
-                        *g += y * c * f64::from(kv);
-                    }
-                }
+                let coef: Vec<f64> = chunk.iter().map(|&s| state.alpha[s] * state.y[s]).collect();
+                let (grad, y) = (&mut state.grad[active..], &state.y[active..]);
+                // Blocks of the shrunk positions, each adding the rows in order.
+                parallel::install(|| {
+                    let block = parallel::item_len(grad.len(), 512, BLOCK);
+                    grad.par_chunks_mut(block)
+                        .zip(y.par_chunks(block))
+                        .enumerate()
+                        .for_each(|(blk, (g, yb))| {
+                            let k0 = active + blk * block;
+                            for (k, &c) in coef.iter().enumerate() {
+                                let row = &rows.row(k)[k0..k0 + g.len()];
+                                for ((g, &y), &kv) in g.iter_mut().zip(yb).zip(row) {
+                                    *g += y * c * f64::from(kv);
+                                }
+                            }
+                        })
+                });
             }
             self.positions = free;
         }
