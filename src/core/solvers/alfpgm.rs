@@ -57,7 +57,7 @@ use rayon::prelude::*;
 
 use crate::core::data::Rows;
 use crate::core::error::{Result, SvmError};
-use crate::core::kernel_cache::KernelRowCache;
+use crate::core::kernel_cache::{row_blocks, KernelRowCache, ROW_BLOCK};
 use crate::core::parallel;
 use crate::core::solvers::shrinking::Shrinking;
 use crate::core::solvers::smo::{DualSolution, DualState, ExactRun, Reporter, TAU};
@@ -296,13 +296,6 @@ impl Smallest {
         &self.buf
     }
 }
-
-/// Candidate lists at least this long are scanned in parallel, in chunks of `SCAN_CHUNK`: small
-/// enough that a9a's I_low lists (4,400 candidates on average) are split over two threads in
-/// even parts (with 4096 / 2048 most of its scans ran on one thread: 0.45 s -> 0.30 s on two
-/// instead of 0.27 s).
-const PARALLEL_SCAN: usize = 1024;
-const SCAN_CHUNK: usize = 512;
 
 /// The longest gradient-update work item (`parallel::item_len` sizes them).
 const BLOCK: usize = 4096;
@@ -566,14 +559,26 @@ fn pick_pairs<R: Rows>(
     p: usize,
     tol: f64,
 ) -> Result<()> {
-    for &t in &work.b {
-        work.in_b[t] = false;
+    let Work {
+        b,
+        in_b,
+        pairs_i,
+        pairs_j,
+        min_violation,
+        up,
+        low,
+        cand_up,
+        cand_low,
+        ..
+    } = work;
+    for &t in b.iter() {
+        in_b[t] = false;
     }
-    work.b.clear();
-    work.pairs_i.clear();
-    work.pairs_j.clear();
-    work.min_violation = f64::INFINITY;
-    if work.up.buf.is_empty() || work.low.buf.is_empty() {
+    b.clear();
+    pairs_i.clear();
+    pairs_j.clear();
+    *min_violation = f64::INFINITY;
+    if up.buf.is_empty() || low.buf.is_empty() {
         return Ok(());
     }
     // Repeated WSS2 on a look-ahead gradient: after each pair (i, j) is chosen, the violations
@@ -582,59 +587,91 @@ fn pick_pairs<R: Rows>(
     // and j. Without it, the p pairs of a cluster of similar points all carry the same large
     // violation and are picked together although one step fixes them all (ijcnn1: 25 such pairs
     // gained what one SMO step gains); with it each pair is the one SMO would take next.
-    work.cand_up.clear();
-    work.cand_up
-        .extend(work.up.finish().iter().map(|&(key, t)| (-key, t)));
-    work.cand_low.clear();
-    work.cand_low.extend_from_slice(work.low.finish_unordered());
+    cand_up.clear();
+    cand_up.extend(up.finish().iter().map(|&(key, t)| (-key, t)));
+    cand_low.clear();
+    cand_low.extend_from_slice(low.finish_unordered());
+    // The j candidates by position, cut into the runs of the kernel-row blocks: the scan of a
+    // block runs in the work item that computes (or reads) that block of row i.
+    if !cand_low.is_sorted_by_key(|e| e.1) {
+        cand_low.sort_unstable_by_key(|e| e.1);
+    }
+    let active = state.active;
+    let mut parts: Vec<LowPart<'_>> = Vec::with_capacity(row_blocks(active));
+    let mut rest = &mut cand_low[..];
+    let mut place = 0;
+    for blk in 0..row_blocks(active) {
+        let end = ((blk + 1) * ROW_BLOCK).min(active);
+        let take = rest.partition_point(|e| (e.1 as usize) < end);
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut(take);
+        parts.push((place, head));
+        place += take;
+        rest = tail;
+    }
     let mut first_violation = 0.0;
     let pair_ratio = params.pair_ratio;
     // The look-ahead update of the last pair (rows of i and j, step), applied to the j
     // candidates in the same pass as the next pair's j search.
     let mut pending: Option<(usize, usize, f64)> = None;
-    while work.pairs_i.len() < p {
+    while pairs_i.len() < p {
         // i: the largest look-ahead violation in I_up.
         let mut best_i = None;
         let mut vi = f64::NEG_INFINITY;
-        for (k, &(v, t)) in work.cand_up.iter().enumerate() {
-            if v > vi && !work.in_b[t as usize] {
+        for (k, &(v, t)) in cand_up.iter().enumerate() {
+            if v > vi && !in_b[t as usize] {
                 vi = v;
                 best_i = Some(k);
             }
         }
         let Some(ki) = best_i else { break };
-        let i = work.cand_up[ki].1 as usize;
+        let i = cand_up[ki].1 as usize;
         // Stop at pairs that violate much less than the first one: they cost a kernel row and
         // a gradient update each and gain next to nothing.
-        let floor = match work.pairs_i.first() {
+        let floor = match pairs_i.first() {
             Some(_) => tol.max(pair_ratio * first_violation),
             None => tol,
         };
-        let (lows, best) = {
-            let (rows, update) = match pending.take() {
-                Some((pi, pj, step)) => (cache.rows_prefix(&[i, pi, pj], state.active)?, step),
-                None => (cache.rows_prefix(&[i], state.active)?, 0.0),
-            };
-            let update = (update > 0.0).then(|| (rows.row(1), rows.row(2), update));
-            scan_low(&mut work.cand_low, &work.in_b, rows.row(0), i, vi, update)
+        let (idx, k_rows, step) = match pending.take() {
+            Some((pi, pj, step)) => ([i, pi, pj], 3, step),
+            None => ([i, i, i], 1, 0.0),
         };
+        let in_b_now = &*in_b;
+        let (_, (lows, best)) = cache.rows_prefix_blocks(
+            &idx[..k_rows],
+            active,
+            &mut parts,
+            |j0, rows, (place, part)| {
+                let update = (k_rows == 3).then(|| (rows[1], rows[2], step));
+                scan_low(*place, part, in_b_now, j0, rows[0], i, vi, update)
+            },
+            || (TwoSmallest::default(), NO_J),
+            |(ta, ba), (tb, bb)| {
+                let best = if bb.0 < ba.0 || (bb.0 == ba.0 && bb.1 > ba.1) {
+                    bb
+                } else {
+                    ba
+                };
+                (ta.merge(tb), best)
+            },
+        )?;
         if vi - lows.without(i) <= floor {
             break;
         }
-        let Some((j, b, a)) = best else {
+        if best.2 == usize::MAX {
             // No partner for this i: drop it from the candidates.
-            work.cand_up[ki].0 = f64::NEG_INFINITY;
+            cand_up[ki].0 = f64::NEG_INFINITY;
             continue;
-        };
-        work.in_b[i] = true;
-        work.in_b[j] = true;
-        work.pairs_i.push(i);
-        work.pairs_j.push(j);
-        work.min_violation = work.min_violation.min(b);
-        if work.pairs_i.len() == 1 {
-            first_violation = b;
         }
-        if work.pairs_i.len() == p {
+        let (j, b_ij, a_ij) = (best.2, best.3, best.4);
+        in_b[i] = true;
+        in_b[j] = true;
+        pairs_i.push(i);
+        pairs_j.push(j);
+        *min_violation = min_violation.min(b_ij);
+        if pairs_i.len() == 1 {
+            first_violation = b_ij;
+        }
+        if pairs_i.len() == p {
             break;
         }
         // The WSS2 step along (a_i += y_i s, a_j -= y_j s), clipped to the box.
@@ -646,87 +683,72 @@ fn pick_pairs<R: Rows>(
                 state.alpha[t]
             }
         };
-        let step = (b / a).min(room(i, true)).min(room(j, false)).max(0.0);
+        let step = (b_ij / a_ij)
+            .min(room(i, true))
+            .min(room(j, false))
+            .max(0.0);
         if step > 0.0 {
-            let rows = cache.rows_prefix(&[i, j], state.active)?;
+            let rows = cache.rows_prefix(&[i, j], active)?;
             let (ri, rj) = (rows.row(0), rows.row(1));
-            for e in work.cand_up.iter_mut() {
+            for e in cand_up.iter_mut() {
                 let t = e.1 as usize;
                 e.0 -= (f64::from(ri[t]) - f64::from(rj[t])) * step;
             }
             pending = Some((i, j, step));
         }
     }
-    work.b.extend_from_slice(&work.pairs_i);
-    work.b.extend_from_slice(&work.pairs_j);
+    b.extend_from_slice(pairs_i);
+    b.extend_from_slice(pairs_j);
     Ok(())
 }
 
-/// One pass over the j candidates (in parallel chunks when the list is long): first the
-/// look-ahead update of the previous pair (v_t -= (K_ti' - K_tj') s from their rows), then the
-/// two smallest violations outside B (the stopping test) and WSS2's j for i with violation vi
-/// and kernel row `row_i`: argmin over t outside B, t != i, b = vi - v_t > 0 of -b^2 / a_it.
-/// Ties go to the later place in the list, so any chunking gives the same j.
+/// A block's run of the j candidates: its place in the list and its entries.
+type LowPart<'c> = (usize, &'c mut [(f64, u32)]);
+
+/// The best j so far: (-b^2 / a, place in the list, index, b, a).
+type BestJ = (f64, usize, usize, f64, f64);
+const NO_J: BestJ = (f64::INFINITY, 0, usize::MAX, 0.0, 0.0);
+
+/// One pass over a run of the j candidates (those at positions j0.., `row_i` and the update
+/// rows starting at j0): first the look-ahead update of the previous pair
+/// (v_t -= (K_ti' - K_tj') s from their rows), then the two smallest violations outside B (the
+/// stopping test) and WSS2's j for i with violation vi: argmin over t outside B, t != i,
+/// b = vi - v_t > 0 of -b^2 / a_it. Ties go to the later place in the list, so any cut of the
+/// list into runs gives the same j.
+#[allow(clippy::too_many_arguments)] // the run, where it sits, and the pair's data
 fn scan_low(
-    cand_low: &mut [(f64, u32)],
+    place: usize,
+    run: &mut [(f64, u32)],
     in_b: &[bool],
+    j0: usize,
     row_i: &[f32],
     i: usize,
     vi: f64,
     update: Option<(&[f32], &[f32], f64)>,
-) -> (TwoSmallest, Option<(usize, f64, f64)>) {
-    type Best = (f64, usize, usize, f64, f64);
-    const NO_J: Best = (f64::INFINITY, 0, usize::MAX, 0.0, 0.0);
-    let pass = |k0: usize, chunk: &mut [(f64, u32)]| -> (TwoSmallest, Best) {
-        let mut two = TwoSmallest::default();
-        let mut best = NO_J;
-        for (k, e) in chunk.iter_mut().enumerate() {
-            let t = e.1 as usize;
-            if let Some((ri, rj, step)) = update {
-                e.0 -= (f64::from(ri[t]) - f64::from(rj[t])) * step;
-            }
-            if in_b[t] {
-                continue;
-            }
-            two.push(e.0, e.1);
-            let b = vi - e.0;
-            if b <= 0.0 || t == i {
-                continue;
-            }
-            let a = 2.0 - 2.0 * f64::from(row_i[t]);
-            let a = if a > 0.0 { a } else { TAU };
-            let obj = -(b * b) / a;
-            if obj <= best.0 {
-                best = (obj, k0 + k, t, b, a);
-            }
+) -> (TwoSmallest, BestJ) {
+    let mut two = TwoSmallest::default();
+    let mut best = NO_J;
+    for (k, e) in run.iter_mut().enumerate() {
+        let t = e.1 as usize;
+        if let Some((ri, rj, step)) = update {
+            e.0 -= (f64::from(ri[t - j0]) - f64::from(rj[t - j0])) * step;
         }
-        (two, best)
-    };
-    let (two, best) = if cand_low.len() >= PARALLEL_SCAN && rayon::current_num_threads() > 1 {
-        parallel::install(|| {
-            cand_low
-                .par_chunks_mut(SCAN_CHUNK)
-                .enumerate()
-                .map(|(c, chunk)| pass(c * SCAN_CHUNK, chunk))
-                .reduce(
-                    || (TwoSmallest::default(), NO_J),
-                    |(ta, ba), (tb, bb)| {
-                        let best = if bb.0 < ba.0 || (bb.0 == ba.0 && bb.1 > ba.1) {
-                            bb
-                        } else {
-                            ba
-                        };
-                        (ta.merge(tb), best)
-                    },
-                )
-        })
-    } else {
-        pass(0, cand_low)
-    };
-    (
-        two,
-        (best.2 != usize::MAX).then_some((best.2, best.3, best.4)),
-    )
+        if in_b[t] {
+            continue;
+        }
+        two.push(e.0, e.1);
+        let b = vi - e.0;
+        if b <= 0.0 || t == i {
+            continue;
+        }
+        let a = 2.0 - 2.0 * f64::from(row_i[t - j0]);
+        let a = if a > 0.0 { a } else { TAU };
+        let obj = -(b * b) / a;
+        if obj <= best.0 {
+            best = (obj, place + k, t, b, a);
+        }
+    }
+    (two, best)
 }
 
 /// The two smallest violations of a candidate list (the smallest other than a given index is
