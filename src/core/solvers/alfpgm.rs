@@ -59,6 +59,7 @@ use crate::core::data::Rows;
 use crate::core::error::{Result, SvmError};
 use crate::core::kernel_cache::{row_blocks, KernelRowCache, ROW_BLOCK};
 use crate::core::parallel;
+use crate::core::simd::{self, Level};
 use crate::core::solvers::shrinking::Shrinking;
 use crate::core::solvers::smo::{DualSolution, DualState, ExactRun, Reporter, TAU};
 
@@ -333,7 +334,7 @@ struct Work {
     /// (position, a_t before) of the variables the last step moved.
     moved: Vec<(usize, f64)>,
     /// I_up / I_low membership within the working set (the SMO subproblem solver).
-    sub_sets: Vec<u8>,
+    sub_smo: LocalSmoScratch,
 }
 
 impl Work {
@@ -365,7 +366,7 @@ impl Work {
             w: Vec::with_capacity(m),
             coef: Vec::with_capacity(m),
             moved: Vec::with_capacity(m),
-            sub_sets: Vec::with_capacity(m),
+            sub_smo: LocalSmoScratch::default(),
         }
     }
 
@@ -821,7 +822,7 @@ fn solve_subproblem(
         grad,
         v,
         w,
-        sub_sets,
+        sub_smo,
         ..
     } = work;
     for buf in [
@@ -859,7 +860,7 @@ fn solve_subproblem(
     let weakest = work.min_violation.min(up_max - low_min);
     let eps_in = (params.inner_tol_factor * tol).max(params.inner_rel * weakest);
     if params.inner == InnerSolver::Smo {
-        let steps = local_smo(q, g, yb, lo, hi, d, grad, v, sub_sets, m, eps_in);
+        let steps = local_smo(q, g, yb, lo, hi, d, grad, v, sub_smo, m, eps_in);
         // phi(d) = 1/2 d^T Q d + g^T d = sum d (g + G_local) / 2, G_local = g + Q d.
         let phi = d
             .iter()
@@ -932,13 +933,31 @@ fn solve_subproblem(
     (phi, fista_iters)
 }
 
+/// Per-variable arrays of `local_smo`, kept between calls.
+#[derive(Default)]
+struct LocalSmoScratch {
+    /// UP | LOW membership.
+    sets: Vec<u8>,
+    /// 0 for members of I_up (I_low), -inf (+inf) for the others: the violation plus this is
+    /// what the scan for i (j) compares, with no branch per entry.
+    up_pen: Vec<f64>,
+    low_pen: Vec<f64>,
+    /// WSS2's -b^2 / a per candidate j (+inf where b <= 0).
+    obj: Vec<f64>,
+    /// The diagonal of Q.
+    diag: Vec<f64>,
+}
+
 /// WSS2 SMO on the subproblem min 1/2 d^T Q d + g^T d, y^T d = 0, lo <= d <= hi (Q with the
 /// labels folded in, Q_ab = y_a y_b K_ab), from d = 0 until its own m - M < eps or 50 m + 1000
 /// steps; leaves the gradient g + Q d in `gl`. Returns the steps taken. Each step moves along
 /// d_i += y_i s, d_j -= y_j s (y^T d unchanged) by the clipped minimiser s = b / a, and a
 /// variable the clip stops lands exactly on its bound. The violations -y_t gl_t (`viol`) and
-/// the I_up / I_low membership (`sets`, UP | LOW) are kept per variable and refreshed for i and
-/// j only, so the two scans of a step read two arrays each.
+/// the I_up / I_low membership are kept per variable and refreshed for i and j only. The
+/// subproblem is serial work between parallel regions, so its passes are written without
+/// branches per entry and compiled for AVX-512 or AVX2 where the CPU has them (a9a, 83
+/// variables: 0.39 -> 0.18 us a step); every level takes the same steps (first index of the
+/// extreme value, the same arithmetic).
 #[allow(clippy::too_many_arguments)] // the subproblem's arrays
 fn local_smo(
     q: &[f64],
@@ -949,10 +968,146 @@ fn local_smo(
     d: &mut [f64],
     gl: &mut [f64],
     viol: &mut [f64],
-    sets: &mut Vec<u8>,
+    scratch: &mut LocalSmoScratch,
     m: usize,
     eps: f64,
 ) -> u64 {
+    local_smo_at(simd::level(), q, g, y, lo, hi, d, gl, viol, scratch, m, eps)
+}
+
+/// `local_smo` compiled for `level` (which must run here; lower levels fall back).
+#[allow(clippy::too_many_arguments)] // the subproblem's arrays
+fn local_smo_at(
+    level: Level,
+    q: &[f64],
+    g: &[f64],
+    y: &[f64],
+    lo: &[f64],
+    hi: &[f64],
+    d: &mut [f64],
+    gl: &mut [f64],
+    viol: &mut [f64],
+    scratch: &mut LocalSmoScratch,
+    m: usize,
+    eps: f64,
+) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        /// # Safety
+        /// AVX-512F must run here.
+        #[target_feature(enable = "avx512f")]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn avx512(
+            q: &[f64],
+            g: &[f64],
+            y: &[f64],
+            lo: &[f64],
+            hi: &[f64],
+            d: &mut [f64],
+            gl: &mut [f64],
+            viol: &mut [f64],
+            scratch: &mut LocalSmoScratch,
+            m: usize,
+            eps: f64,
+        ) -> u64 {
+            local_smo_body(q, g, y, lo, hi, d, gl, viol, scratch, m, eps)
+        }
+        /// # Safety
+        /// AVX2 must run here.
+        #[target_feature(enable = "avx2")]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn avx2(
+            q: &[f64],
+            g: &[f64],
+            y: &[f64],
+            lo: &[f64],
+            hi: &[f64],
+            d: &mut [f64],
+            gl: &mut [f64],
+            viol: &mut [f64],
+            scratch: &mut LocalSmoScratch,
+            m: usize,
+            eps: f64,
+        ) -> u64 {
+            local_smo_body(q, g, y, lo, hi, d, gl, viol, scratch, m, eps)
+        }
+        if level == Level::Avx512 && level.runs_here() {
+            // SAFETY: AVX-512F runs here.
+            return unsafe { avx512(q, g, y, lo, hi, d, gl, viol, scratch, m, eps) };
+        }
+        if level >= Level::Avx2 && Level::Avx2.runs_here() {
+            // SAFETY: AVX2 runs here.
+            return unsafe { avx2(q, g, y, lo, hi, d, gl, viol, scratch, m, eps) };
+        }
+    }
+    let _ = level;
+    local_smo_body(q, g, y, lo, hi, d, gl, viol, scratch, m, eps)
+}
+
+/// The first index of the largest value above -inf (NaN never wins), and that value.
+#[inline(always)]
+fn first_max(x: &[f64]) -> Option<(usize, f64)> {
+    let mut lanes = [f64::NEG_INFINITY; 8];
+    let chunks = x.chunks_exact(8);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (l, &v) in lanes.iter_mut().zip(c) {
+            *l = if v > *l { v } else { *l };
+        }
+    }
+    let top = lanes
+        .iter()
+        .chain(tail)
+        .fold(f64::NEG_INFINITY, |a, &v| if v > a { v } else { a });
+    if top == f64::NEG_INFINITY {
+        return None;
+    }
+    x.iter().position(|&v| v == top).map(|t| (t, top))
+}
+
+/// The first index of the smallest value below +inf (NaN never wins), and that value.
+#[inline(always)]
+fn first_min(x: &[f64]) -> Option<(usize, f64)> {
+    let mut lanes = [f64::INFINITY; 8];
+    let chunks = x.chunks_exact(8);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (l, &v) in lanes.iter_mut().zip(c) {
+            *l = if v < *l { v } else { *l };
+        }
+    }
+    let least = lanes
+        .iter()
+        .chain(tail)
+        .fold(f64::INFINITY, |a, &v| if v < a { v } else { a });
+    if least == f64::INFINITY {
+        return None;
+    }
+    x.iter().position(|&v| v == least).map(|t| (t, least))
+}
+
+#[allow(clippy::too_many_arguments)] // the subproblem's arrays
+#[inline(always)]
+fn local_smo_body(
+    q: &[f64],
+    g: &[f64],
+    y: &[f64],
+    lo: &[f64],
+    hi: &[f64],
+    d: &mut [f64],
+    gl: &mut [f64],
+    viol: &mut [f64],
+    scratch: &mut LocalSmoScratch,
+    m: usize,
+    eps: f64,
+) -> u64 {
+    let LocalSmoScratch {
+        sets,
+        up_pen,
+        low_pen,
+        obj,
+        diag,
+    } = scratch;
     d.fill(0.0);
     gl.copy_from_slice(g);
     let membership = |t: usize, dt: f64| -> u8 {
@@ -964,44 +1119,56 @@ fn local_smo(
         };
         u8::from(up) * UP + u8::from(low) * LOW
     };
+    let penalties = |f: u8| -> (f64, f64) {
+        (
+            if f & UP != 0 { 0.0 } else { f64::NEG_INFINITY },
+            if f & LOW != 0 { 0.0 } else { f64::INFINITY },
+        )
+    };
     sets.clear();
     sets.extend((0..m).map(|t| membership(t, 0.0)));
+    up_pen.clear();
+    low_pen.clear();
+    for &f in sets.iter() {
+        let (u, l) = penalties(f);
+        up_pen.push(u);
+        low_pen.push(l);
+    }
+    obj.clear();
+    obj.resize(m, f64::INFINITY);
+    diag.clear();
+    diag.extend((0..m).map(|t| q[t * m + t]));
     for t in 0..m {
         viol[t] = -y[t] * gl[t];
     }
+    // The scans read the violation plus the penalty: the violation itself for members (x + 0
+    // is x), +-inf for the others.
     let cap = 50 * m as u64 + 1000;
     let mut steps = 0u64;
     while steps < cap {
-        let (mut i, mut vi) = (usize::MAX, f64::NEG_INFINITY);
-        for (t, (&v, &f)) in viol.iter().zip(sets.iter()).enumerate() {
-            if f & UP != 0 && v > vi {
-                (i, vi) = (t, v);
-            }
+        for ((o, &v), &p) in obj.iter_mut().zip(viol.iter()).zip(up_pen.iter()) {
+            *o = v + p;
         }
-        if i == usize::MAX {
+        let Some((i, vi)) = first_max(obj) else {
             break;
-        }
-        let (mut j, mut best, mut v_min) = (usize::MAX, f64::INFINITY, f64::INFINITY);
+        };
         let row_i = &q[i * m..(i + 1) * m];
         let (qii, yi) = (q[i * m + i], y[i]);
-        for t in 0..m {
-            if sets[t] & LOW == 0 {
-                continue;
-            }
-            let v = viol[t];
-            v_min = v_min.min(v);
-            let b = vi - v;
-            if b > 0.0 {
-                // a_it = K_ii + K_tt - 2 K_it, K_it = y_i y_t Q_it.
-                let a = qii + q[t * m + t] - 2.0 * yi * y[t] * row_i[t];
-                let a = if a > 0.0 { a } else { TAU };
-                let obj = -(b * b) / a;
-                if obj < best {
-                    (j, best) = (t, obj);
-                }
-            }
+        for ((o, &v), &p) in obj.iter_mut().zip(viol.iter()).zip(low_pen.iter()) {
+            *o = v + p;
         }
-        if j == usize::MAX || vi - v_min < eps {
+        let v_min = first_min(obj).map_or(f64::INFINITY, |(_, v)| v);
+        for (((o, &yt), &qit), &qtt) in obj.iter_mut().zip(y).zip(row_i).zip(diag.iter()) {
+            let b = vi - *o;
+            // a_it = K_ii + K_tt - 2 K_it, K_it = y_i y_t Q_it.
+            let a = qii + qtt - 2.0 * yi * yt * qit;
+            let a = if a > 0.0 { a } else { TAU };
+            *o = if b > 0.0 { -(b * b) / a } else { f64::INFINITY };
+        }
+        let Some((j, _)) = first_min(obj) else {
+            break;
+        };
+        if vi - v_min < eps {
             break;
         }
         let b = vi - viol[j];
@@ -1039,8 +1206,10 @@ fn local_smo(
             *gk += qi * di + qj * dj;
             *vk = -yk * *gk;
         }
-        sets[i] = membership(i, d[i]);
-        sets[j] = membership(j, d[j]);
+        for t in [i, j] {
+            sets[t] = membership(t, d[t]);
+            (up_pen[t], low_pen[t]) = penalties(sets[t]);
+        }
         steps += 1;
     }
     steps
@@ -1407,6 +1576,80 @@ mod tests {
         let ya: f64 = sol.alpha.iter().zip(&y).map(|(a, y)| a * y).sum();
         assert!(ya.abs() < 1e-12);
         assert!(sol.alpha.iter().all(|&a| (0.0..=100.0).contains(&a)));
+    }
+
+    #[test]
+    fn local_smo_takes_the_same_steps_at_every_level() {
+        // Random subproblems (Gram matrices of random points with labels folded in, the boxes
+        // of random a in [0, C], random gradients): every SIMD level returns the same d, gradient and
+        // step count, bit for bit, and the result satisfies the box and y^T d = 0.
+        let mut rng = Rng::new(5);
+        let mut total_steps = 0;
+        for trial in 0..40 {
+            let m = [2, 7, 8, 9, 16, 33, 83][trial % 7];
+            let dim = 3;
+            let pts: Vec<f64> = (0..m * dim).map(|_| rng.next_f64()).collect();
+            let y: Vec<f64> = (0..m)
+                .map(|_| if rng.next_f64() < 0.5 { -1.0 } else { 1.0 })
+                .collect();
+            let mut q = vec![0.0; m * m];
+            for a in 0..m {
+                for b in 0..m {
+                    let d2: f64 = (0..dim)
+                        .map(|c| (pts[a * dim + c] - pts[b * dim + c]).powi(2))
+                        .sum();
+                    q[a * m + b] = y[a] * y[b] * (-2.0 * d2).exp();
+                }
+            }
+            let g: Vec<f64> = (0..m).map(|_| rng.next_f64() * 2.0 - 1.5).collect();
+            // a in [0, C]: d in [-a, C - a], some variables at a bound (one side empty).
+            let c = 2.0;
+            let alpha: Vec<f64> = (0..m)
+                .map(|_| match rng.below(4) {
+                    0 => 0.0,
+                    1 => c,
+                    _ => rng.next_f64() * c,
+                })
+                .collect();
+            let lo: Vec<f64> = alpha.iter().map(|a| -a).collect();
+            let hi: Vec<f64> = alpha.iter().map(|a| c - a).collect();
+            let mut results = Vec::new();
+            for level in simd::levels_here() {
+                let (mut d, mut gl, mut viol) = (vec![0.0; m], vec![0.0; m], vec![0.0; m]);
+                let mut scratch = LocalSmoScratch::default();
+                let steps = local_smo_at(
+                    level,
+                    &q,
+                    &g,
+                    &y,
+                    &lo,
+                    &hi,
+                    &mut d,
+                    &mut gl,
+                    &mut viol,
+                    &mut scratch,
+                    m,
+                    1e-6,
+                );
+                let ytd: f64 = y.iter().zip(&d).map(|(a, b)| a * b).sum();
+                assert!(ytd.abs() < 1e-9, "y^T d = {ytd}");
+                for t in 0..m {
+                    assert!(d[t] >= lo[t] && d[t] <= hi[t]);
+                }
+                results.push((level, steps, d, gl));
+            }
+            total_steps += results[0].1;
+            for r in &results[1..] {
+                assert_eq!(
+                    (r.1, &r.2, &r.3),
+                    (results[0].1, &results[0].2, &results[0].3),
+                    "{:?} against {:?}, m {m}",
+                    r.0,
+                    results[0].0
+                );
+            }
+        }
+        assert!(total_steps > 200, "{total_steps} steps in 40 subproblems");
     }
 
     #[test]
