@@ -860,7 +860,22 @@ fn solve_subproblem(
     let weakest = work.min_violation.min(up_max - low_min);
     let eps_in = (params.inner_tol_factor * tol).max(params.inner_rel * weakest);
     if params.inner == InnerSolver::Smo {
-        let steps = local_smo(q, g, yb, lo, hi, d, grad, v, sub_smo, m, eps_in);
+        let sub = LocalSmoInput {
+            q,
+            g,
+            y: yb,
+            lo,
+            hi,
+            m,
+            eps: eps_in,
+        };
+        let mut out = LocalSmoOutput {
+            d,
+            gl: grad,
+            viol: v,
+            scratch: sub_smo,
+        };
+        let steps = local_smo(simd::level(), sub, &mut out);
         // phi(d) = 1/2 d^T Q d + g^T d = sum d (g + G_local) / 2, G_local = g + Q d.
         let phi = d
             .iter()
@@ -958,149 +973,112 @@ struct LocalSmoScratch {
 /// branches per entry and compiled for AVX-512 or AVX2 where the CPU has them (a9a, 83
 /// variables: 0.39 -> 0.18 us a step); every level takes the same steps (first index of the
 /// extreme value, the same arithmetic).
-#[allow(clippy::too_many_arguments)] // the subproblem's arrays
-fn local_smo(
-    q: &[f64],
-    g: &[f64],
-    y: &[f64],
-    lo: &[f64],
-    hi: &[f64],
-    d: &mut [f64],
-    gl: &mut [f64],
-    viol: &mut [f64],
-    scratch: &mut LocalSmoScratch,
-    m: usize,
-    eps: f64,
-) -> u64 {
-    local_smo_at(simd::level(), q, g, y, lo, hi, d, gl, viol, scratch, m, eps)
-}
-
-/// `local_smo` compiled for `level` (which must run here; lower levels fall back).
-#[allow(clippy::too_many_arguments)] // the subproblem's arrays
-fn local_smo_at(
-    level: Level,
-    q: &[f64],
-    g: &[f64],
-    y: &[f64],
-    lo: &[f64],
-    hi: &[f64],
-    d: &mut [f64],
-    gl: &mut [f64],
-    viol: &mut [f64],
-    scratch: &mut LocalSmoScratch,
-    m: usize,
-    eps: f64,
-) -> u64 {
+/// Compiled for `level` (`simd::level()`; a level this CPU does not run falls back).
+fn local_smo(level: Level, sub: LocalSmoInput<'_>, out: &mut LocalSmoOutput<'_>) -> u64 {
     #[cfg(target_arch = "x86_64")]
     {
-        /// # Safety
-        /// AVX-512F must run here.
-        #[target_feature(enable = "avx512f")]
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn avx512(
-            q: &[f64],
-            g: &[f64],
-            y: &[f64],
-            lo: &[f64],
-            hi: &[f64],
-            d: &mut [f64],
-            gl: &mut [f64],
-            viol: &mut [f64],
-            scratch: &mut LocalSmoScratch,
-            m: usize,
-            eps: f64,
-        ) -> u64 {
-            local_smo_body(q, g, y, lo, hi, d, gl, viol, scratch, m, eps)
+        // The body compiled once more per instruction set (inlined into each wrapper).
+        macro_rules! compiled_for {
+            ($name:ident, $features:literal) => {
+                /// # Safety
+                /// The CPU must run `$features`.
+                #[target_feature(enable = $features)]
+                unsafe fn $name(sub: LocalSmoInput<'_>, out: &mut LocalSmoOutput<'_>) -> u64 {
+                    local_smo_body(sub, out)
+                }
+            };
         }
-        /// # Safety
-        /// AVX2 must run here.
-        #[target_feature(enable = "avx2")]
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn avx2(
-            q: &[f64],
-            g: &[f64],
-            y: &[f64],
-            lo: &[f64],
-            hi: &[f64],
-            d: &mut [f64],
-            gl: &mut [f64],
-            viol: &mut [f64],
-            scratch: &mut LocalSmoScratch,
-            m: usize,
-            eps: f64,
-        ) -> u64 {
-            local_smo_body(q, g, y, lo, hi, d, gl, viol, scratch, m, eps)
-        }
+        compiled_for!(avx512, "avx512f");
+        compiled_for!(avx2, "avx2");
         if level == Level::Avx512 && level.runs_here() {
             // SAFETY: AVX-512F runs here.
-            return unsafe { avx512(q, g, y, lo, hi, d, gl, viol, scratch, m, eps) };
+            return unsafe { avx512(sub, out) };
         }
         if level >= Level::Avx2 && Level::Avx2.runs_here() {
             // SAFETY: AVX2 runs here.
-            return unsafe { avx2(q, g, y, lo, hi, d, gl, viol, scratch, m, eps) };
+            return unsafe { avx2(sub, out) };
         }
     }
     let _ = level;
-    local_smo_body(q, g, y, lo, hi, d, gl, viol, scratch, m, eps)
+    local_smo_body(sub, out)
+}
+
+/// `local_smo`'s problem: Q (m x m, labels folded in), the gradient g at d = 0, the labels,
+/// the box, and the tolerance.
+#[derive(Clone, Copy)]
+struct LocalSmoInput<'a> {
+    q: &'a [f64],
+    g: &'a [f64],
+    y: &'a [f64],
+    lo: &'a [f64],
+    hi: &'a [f64],
+    m: usize,
+    eps: f64,
+}
+
+/// `local_smo`'s results (the step d, the gradient g + Q d, the violations) and scratch.
+struct LocalSmoOutput<'a> {
+    d: &'a mut [f64],
+    gl: &'a mut [f64],
+    viol: &'a mut [f64],
+    scratch: &'a mut LocalSmoScratch,
 }
 
 /// The first index of the largest value above -inf (NaN never wins), and that value.
 #[inline(always)]
 fn first_max(x: &[f64]) -> Option<(usize, f64)> {
-    let mut lanes = [f64::NEG_INFINITY; 8];
-    let chunks = x.chunks_exact(8);
-    let tail = chunks.remainder();
-    for c in chunks {
-        for (l, &v) in lanes.iter_mut().zip(c) {
-            *l = if v > *l { v } else { *l };
-        }
-    }
-    let top = lanes
-        .iter()
-        .chain(tail)
-        .fold(f64::NEG_INFINITY, |a, &v| if v > a { v } else { a });
-    if top == f64::NEG_INFINITY {
-        return None;
-    }
-    x.iter().position(|&v| v == top).map(|t| (t, top))
+    first_best(x, f64::NEG_INFINITY, |v, best| v > best)
 }
 
 /// The first index of the smallest value below +inf (NaN never wins), and that value.
 #[inline(always)]
 fn first_min(x: &[f64]) -> Option<(usize, f64)> {
-    let mut lanes = [f64::INFINITY; 8];
+    first_best(x, f64::INFINITY, |v, best| v < best)
+}
+
+/// The first index of the best value by `better` (a strict order) other than `worst`: the best
+/// value by eight independent lanes (no branch, vectorised), then its first place.
+#[inline(always)]
+fn first_best(
+    x: &[f64],
+    worst: f64,
+    better: impl Fn(f64, f64) -> bool + Copy,
+) -> Option<(usize, f64)> {
+    let mut lanes = [worst; 8];
     let chunks = x.chunks_exact(8);
     let tail = chunks.remainder();
     for c in chunks {
         for (l, &v) in lanes.iter_mut().zip(c) {
-            *l = if v < *l { v } else { *l };
+            *l = if better(v, *l) { v } else { *l };
         }
     }
-    let least = lanes
+    let best = lanes
         .iter()
         .chain(tail)
-        .fold(f64::INFINITY, |a, &v| if v < a { v } else { a });
-    if least == f64::INFINITY {
+        .fold(worst, |b, &v| if better(v, b) { v } else { b });
+    if best == worst {
         return None;
     }
-    x.iter().position(|&v| v == least).map(|t| (t, least))
+    x.iter().position(|&v| v == best).map(|t| (t, best))
 }
 
-#[allow(clippy::too_many_arguments)] // the subproblem's arrays
 #[inline(always)]
-fn local_smo_body(
-    q: &[f64],
-    g: &[f64],
-    y: &[f64],
-    lo: &[f64],
-    hi: &[f64],
-    d: &mut [f64],
-    gl: &mut [f64],
-    viol: &mut [f64],
-    scratch: &mut LocalSmoScratch,
-    m: usize,
-    eps: f64,
-) -> u64 {
+fn local_smo_body(sub: LocalSmoInput<'_>, out: &mut LocalSmoOutput<'_>) -> u64 {
+    let LocalSmoInput {
+        q,
+        g,
+        y,
+        lo,
+        hi,
+        m,
+        eps,
+    } = sub;
+    let LocalSmoOutput {
+        d,
+        gl,
+        viol,
+        scratch,
+    } = out;
     let LocalSmoScratch {
         sets,
         up_pen,
@@ -1617,20 +1595,22 @@ mod tests {
             for level in simd::levels_here() {
                 let (mut d, mut gl, mut viol) = (vec![0.0; m], vec![0.0; m], vec![0.0; m]);
                 let mut scratch = LocalSmoScratch::default();
-                let steps = local_smo_at(
-                    level,
-                    &q,
-                    &g,
-                    &y,
-                    &lo,
-                    &hi,
-                    &mut d,
-                    &mut gl,
-                    &mut viol,
-                    &mut scratch,
+                let sub = LocalSmoInput {
+                    q: &q,
+                    g: &g,
+                    y: &y,
+                    lo: &lo,
+                    hi: &hi,
                     m,
-                    1e-6,
-                );
+                    eps: 1e-6,
+                };
+                let mut out = LocalSmoOutput {
+                    d: &mut d,
+                    gl: &mut gl,
+                    viol: &mut viol,
+                    scratch: &mut scratch,
+                };
+                let steps = local_smo(level, sub, &mut out);
                 let ytd: f64 = y.iter().zip(&d).map(|(a, b)| a * b).sum();
                 assert!(ytd.abs() < 1e-9, "y^T d = {ytd}");
                 for t in 0..m {
