@@ -17,7 +17,7 @@ use rayon::prelude::*;
 
 use crate::core::data::Rows;
 use crate::core::error::Result;
-use crate::core::kernel_cache::KernelRowCache;
+use crate::core::kernel_cache::{CachedRows, KernelRowCache};
 use crate::core::parallel;
 use crate::core::solvers::smo::DualState;
 
@@ -136,25 +136,7 @@ impl Shrinking {
             return Ok(());
         }
         let rows = cache.rows(&self.positions)?;
-        let coef = &self.acc;
-        let y = &state.y;
-        parallel::install(|| {
-            let block = parallel::item_len(y.len(), 512, BLOCK);
-            state
-                .grad_bar
-                .par_chunks_mut(block)
-                .zip(y.par_chunks(block))
-                .enumerate()
-                .for_each(|(blk, (gb, yb))| {
-                    let k0 = blk * block;
-                    for (k, &cy) in coef.iter().enumerate() {
-                        let row = &rows.row(k)[k0..k0 + gb.len()];
-                        for ((g, &yv), &kv) in gb.iter_mut().zip(yb).zip(row) {
-                            *g += cy * yv * f64::from(kv);
-                        }
-                    }
-                })
-        });
+        add_scaled_rows(&mut state.grad_bar, &state.y, 0, &self.acc, &rows);
         Ok(())
     }
 
@@ -271,29 +253,44 @@ impl Shrinking {
             let free = std::mem::take(&mut self.positions);
             for chunk in free.chunks(batch) {
                 let rows = cache.rows(chunk)?;
-                let coef: Vec<f64> = chunk.iter().map(|&s| state.alpha[s] * state.y[s]).collect();
+                self.acc.clear();
+                self.acc
+                    .extend(chunk.iter().map(|&s| state.alpha[s] * state.y[s]));
                 let (grad, y) = (&mut state.grad[active..], &state.y[active..]);
-                // Blocks of the shrunk positions, each adding the rows in order.
-                parallel::install(|| {
-                    let block = parallel::item_len(grad.len(), 512, BLOCK);
-                    grad.par_chunks_mut(block)
-                        .zip(y.par_chunks(block))
-                        .enumerate()
-                        .for_each(|(blk, (g, yb))| {
-                            let k0 = active + blk * block;
-                            for (k, &c) in coef.iter().enumerate() {
-                                let row = &rows.row(k)[k0..k0 + g.len()];
-                                for ((g, &y), &kv) in g.iter_mut().zip(yb).zip(row) {
-                                    *g += y * c * f64::from(kv);
-                                }
-                            }
-                        })
-                });
+                add_scaled_rows(grad, y, active, &self.acc, &rows);
             }
             self.positions = free;
         }
         Ok(())
     }
+}
+
+/// target[t] += y[t] sum_k coef[k] K_k[first + t] for every t, `rows` holding the K_k: blocks of
+/// target in parallel, each adding the rows in order (the same values on any number of
+/// threads).
+fn add_scaled_rows(
+    target: &mut [f64],
+    y: &[f64],
+    first: usize,
+    coef: &[f64],
+    rows: &CachedRows<'_>,
+) {
+    parallel::install(|| {
+        let block = parallel::item_len(target.len(), 512, BLOCK);
+        target
+            .par_chunks_mut(block)
+            .zip(y.par_chunks(block))
+            .enumerate()
+            .for_each(|(blk, (g, yb))| {
+                let k0 = first + blk * block;
+                for (k, &c) in coef.iter().enumerate() {
+                    let row = &rows.row(k)[k0..k0 + g.len()];
+                    for ((g, &yv), &kv) in g.iter_mut().zip(yb).zip(row) {
+                        *g += c * yv * f64::from(kv);
+                    }
+                }
+            })
+    });
 }
 
 #[cfg(test)]
