@@ -128,6 +128,8 @@ def decision_function(
     x: _Features,
     *,
     n_threads: Optional[int] = None,
+    class_counts: Optional[npt.NDArray[np.int64]] = None,
+    intercept: Optional[npt.NDArray[np.float64]] = None,
 ) -> npt.NDArray[np.float64]: ...
 def load_libsvm(
     path: str,

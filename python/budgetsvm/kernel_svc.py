@@ -303,13 +303,13 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         position = np.full(X.shape[0], -1, dtype=np.int64)
         position[support] = np.arange(len(support))
         n_pairs = len(pairs)
-        pair_coef = np.zeros((len(support), n_pairs))
+        # LIBSVM's layout: row b - 1 holds class a's coefficients in pair (a, b), row a class
+        # b's; positive values vote for the pair's first class.
         dual_coef = np.zeros((max(n_classes - 1, 1), len(support)))
         rho = np.empty(n_pairs)
         for k, p in enumerate(pairs):
             a, b = p["classes"]
             cols = position[p["support"]]
-            pair_coef[cols, k] = p["coef"]
             rho[k] = p["rho"]
             of_a = y_index[p["support"]] == a
             dual_coef[b - 1, cols[of_a]] = p["coef"][of_a]
@@ -323,11 +323,10 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         else:
             self.support_vectors_ = np.ascontiguousarray(sv)
         self.n_support_ = np.bincount(y_index[support], minlength=n_classes).astype(np.int32)
-        self._pair_coef = pair_coef
         self._rho = rho
         if n_classes == 2:
             # SVC's binary convention: positive decision values mean classes_[1].
-            self.dual_coef_ = -pair_coef.T.copy()
+            self.dual_coef_ = -dual_coef
             self.intercept_ = rho.copy()
         else:
             self.dual_coef_ = dual_coef
@@ -354,14 +353,18 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C", reset=False)
         if self.support_vectors_.shape[0] == 0:
             return np.zeros((X.shape[0], len(self._rho))) - self._rho
-        values = _budgetsvm.decision_function(
+        # One-vs-one sums over the two classes of each pair only (LIBSVM's layout): a kernel
+        # value costs n_classes - 1 multiply-adds.
+        ovo_coef = -self.dual_coef_ if len(self.classes_) == 2 else self.dual_coef_
+        return _budgetsvm.decision_function(
             to_native(self.support_vectors_),
-            self._pair_coef,
+            np.ascontiguousarray(ovo_coef, dtype=np.float64),
             self.gamma_,
             to_native(X),
             n_threads=check_n_jobs(self.n_jobs),
+            class_counts=self.n_support_.astype(np.int64),
+            intercept=-self._rho,
         )
-        return values - self._rho
 
     def decision_function(self, X: Any) -> np.ndarray:
         """Decision values as SVC gives them.

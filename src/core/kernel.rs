@@ -5,8 +5,8 @@ use rayon::prelude::*;
 
 use crate::core::data::Rows;
 use crate::core::error::{Result, SvmError};
-use crate::core::sparse::RowProbe;
-use crate::core::{parallel, simd};
+use crate::core::kernel_block::{BlockScratch, KernelBlocks, BLOCK_ROWS};
+use crate::core::parallel;
 
 /// Checks that gamma is usable: positive and finite.
 pub fn check_gamma(gamma: f64) -> Result<()> {
@@ -21,8 +21,10 @@ pub fn check_gamma(gamma: f64) -> Result<()> {
 }
 
 /// Kernel matrix K[i, j] = k(x_i, y_j), row-major into `out` (len x.n_rows() * y.n_rows()),
-/// rows of X computed in parallel on the configured pool. Each worker densifies one row of X
-/// into a scratch buffer, so sparse-sparse products cost O(nnz(y_j)) per entry.
+/// blocks of rows of X computed in parallel on the configured pool as kernel blocks against Y
+/// (`kernel_block`: the routine prediction and the polish use). Rows whose squared norms
+/// overflow (values near 1e154) make the norm form NaN; those entries are taken from the
+/// explicit difference instead, which is exact there (and underflows to a kernel value of 0).
 pub fn kernel_matrix<X: Rows, Y: Rows>(x: &X, y: &Y, gamma: f64, out: &mut [f64]) -> Result<()> {
     check_gamma(gamma)?;
     let (n, m) = (x.n_rows(), y.n_rows());
@@ -31,84 +33,60 @@ pub fn kernel_matrix<X: Rows, Y: Rows>(x: &X, y: &Y, gamma: f64, out: &mut [f64]
             "kernel output buffer has the wrong size",
         ));
     }
-    if m == 0 {
+    if m == 0 || n == 0 {
         return Ok(());
     }
-    let y_norms = y.sq_norms();
-    let width = x.n_cols().max(y.n_cols());
-    if width > DENSE_SCRATCH_MAX_COLS {
-        return kernel_matrix_wide(x, y, gamma, &y_norms, out);
-    }
+    let blocks = KernelBlocks::new(y, gamma)?;
+    let x_norms = x.sq_norms();
     parallel::install(|| {
-        out.par_chunks_mut(m).enumerate().for_each_init(
-            || (vec![0.0; width], vec![0.0; width]),
-            |(scratch, other), (i, row)| {
-                x.write_dense(i, scratch);
-                for (j, o) in row.iter_mut().enumerate() {
-                    *o = y.dot_dense(j, scratch);
-                }
-                simd::rbf_from_dots(gamma, x.sq_norm(i), &y_norms, row);
-                // Squared norms that overflow (values near 1e154) make the norm form NaN; the
-                // explicit difference is exact there (and overflows to a kernel value of 0).
-                for (j, o) in row.iter_mut().enumerate() {
-                    if o.is_nan() {
-                        y.write_dense(j, other);
-                        let d2: f64 = scratch
-                            .iter()
-                            .zip(other.iter())
-                            .map(|(a, b)| (a - b) * (a - b))
-                            .sum();
-                        *o = (-gamma * d2).exp();
-                    }
-                }
-            },
-        );
-    });
-    Ok(())
-}
-
-/// Rows wider than this are not densified into per-worker scratch (it would cost memory and
-/// time in proportion to n_features); their dot products go through a hash probe of the row.
-const DENSE_SCRATCH_MAX_COLS: usize = 1 << 16;
-
-/// `kernel_matrix` for wide (sparse) rows: O(nnz) per entry, no n_features-sized buffer.
-fn kernel_matrix_wide<X: Rows, Y: Rows>(
-    x: &X,
-    y: &Y,
-    gamma: f64,
-    y_norms: &[f64],
-    out: &mut [f64],
-) -> Result<()> {
-    let m = y.n_rows();
-    let width = x.n_cols().max(y.n_cols());
-    parallel::install(|| {
-        out.par_chunks_mut(m)
+        out.par_chunks_mut(BLOCK_ROWS * m)
             .enumerate()
-            .for_each_init(RowProbe::new, |probe, (i, row)| {
-                probe.load_row(x, i, width);
-                for (j, o) in row.iter_mut().enumerate() {
-                    let mut s = 0.0;
-                    y.for_each_nonzero(j, |c, v| s += v * probe.get(c as u64));
-                    *o = s;
-                }
-                let x_norm = x.sq_norm(i);
-                simd::rbf_from_dots(gamma, x_norm, y_norms, row);
-                for (j, o) in row.iter_mut().enumerate() {
-                    if o.is_nan() {
-                        // d2 = sum over y's entries of (y_c - x_c)^2 + |x|^2 on x's other columns.
-                        let (mut d2, mut shared) = (0.0, 0.0);
-                        y.for_each_nonzero(j, |c, v| {
-                            let xc = probe.get(c as u64);
-                            d2 += (v - xc) * (v - xc);
-                            shared += xc * xc;
-                        });
-                        let own: f64 = probe.values().map(|v| v * v).sum();
-                        *o = (-gamma * (d2 + (own - shared).max(0.0))).exp();
+            .for_each_init(BlockScratch::default, |scratch, (b, block)| {
+                let first = b * BLOCK_ROWS;
+                let rows = first..first + block.len() / m;
+                blocks.fill_rows(x, rows.clone(), &x_norms[rows.clone()], block, scratch);
+                for (r, row) in block.chunks_mut(m).enumerate() {
+                    for (j, o) in row.iter_mut().enumerate() {
+                        if o.is_nan() {
+                            *o = (-gamma * explicit_sq_distance(x, first + r, y, j)).exp();
+                        }
                     }
                 }
             });
     });
     Ok(())
+}
+
+/// |x_i - y_j|^2 from the two rows' non-zeros (no norms involved).
+fn explicit_sq_distance<X: Rows, Y: Rows>(x: &X, i: usize, y: &Y, j: usize) -> f64 {
+    let mut a: Vec<(usize, f64)> = Vec::new();
+    x.for_each_nonzero(i, |c, v| a.push((c, v)));
+    let mut b: Vec<(usize, f64)> = Vec::new();
+    y.for_each_nonzero(j, |c, v| b.push((c, v)));
+    a.sort_by_key(|e| e.0);
+    b.sort_by_key(|e| e.0);
+    let (mut p, mut q, mut d2) = (0, 0, 0.0);
+    while p < a.len() || q < b.len() {
+        let ca = a.get(p).map_or(usize::MAX, |e| e.0);
+        let cb = b.get(q).map_or(usize::MAX, |e| e.0);
+        let diff = match ca.cmp(&cb) {
+            std::cmp::Ordering::Less => {
+                p += 1;
+                a[p - 1].1
+            }
+            std::cmp::Ordering::Greater => {
+                q += 1;
+                b[q - 1].1
+            }
+            std::cmp::Ordering::Equal => {
+                p += 1;
+                q += 1;
+                a[p - 1].1 - b[q - 1].1
+            }
+        };
+        d2 += diff * diff;
+    }
+    d2
 }
 
 #[cfg(test)]

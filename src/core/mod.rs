@@ -5,6 +5,7 @@ pub mod codec;
 pub mod data;
 pub mod error;
 pub mod kernel;
+pub mod kernel_block;
 pub mod kernel_cache;
 pub mod libsvm;
 pub mod merge;

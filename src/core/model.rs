@@ -1,14 +1,13 @@
 //! Support vectors with their coefficients: the working set a budgeted solver updates, and the
 //! finished model that predicts.
 
-use rayon::prelude::*;
-
 use crate::core::codec::{corrupt, Reader, Writer};
 use crate::core::data::{DenseView, Rows};
 use crate::core::error::{Result, SvmError};
 use crate::core::kernel::check_gamma;
-use crate::core::sparse::{ColumnIndex, RowProbe, SparseArena};
-use crate::core::{parallel, simd};
+use crate::core::kernel_block::{decision_values, KernelBlocks, Outputs};
+use crate::core::simd;
+use crate::core::sparse::{RowProbe, SparseArena};
 
 /// How the support vectors of a model under training are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1049,21 +1048,6 @@ impl BudgetModel {
         crate::core::data::check_finite(&self.coef, "coefficients")
     }
 
-    /// Squared norms of the support vectors.
-    fn sv_sq_norms(&self) -> Vec<f64> {
-        match &self.support_vectors {
-            SvMatrix::Dense(sv) => sv
-                .chunks(self.dim.max(1))
-                .take(self.n_sv())
-                .map(|r| r.iter().filter(|v| **v != 0.0).map(|v| v * v).sum())
-                .collect(),
-            SvMatrix::Sparse { indptr, values, .. } => indptr
-                .windows(2)
-                .map(|w| values[w[0]..w[1]].iter().map(|v| v * v).sum())
-                .collect(),
-        }
-    }
-
     /// Decision values, n_rows x n_out row-major, rows in parallel.
     pub fn decision_function<R: Rows>(&self, x: &R, out: &mut [f64]) -> Result<()> {
         self.decision_function_until(x, out, &|| false)
@@ -1078,70 +1062,45 @@ impl BudgetModel {
         stop: &(dyn Fn() -> bool + Sync),
     ) -> Result<()> {
         self.validate()?;
-        let n_out = self.n_out;
-        if out.len() != x.n_rows() * n_out {
-            return Err(SvmError::invalid_input(
-                "decision output buffer has the wrong size",
-            ));
-        }
-        let n_sv = self.n_sv();
-        crate::core::data::finite_sq_norms(x, "X")?;
-        let sv_norms = self.sv_sq_norms();
-        crate::core::data::check_sq_norms(&sv_norms, "support vector")?;
-        let columns = match &self.support_vectors {
-            SvMatrix::Sparse {
-                indptr,
-                indices,
-                values,
-            } => Some(ColumnIndex::from_csr(indptr, indices, values)),
-            SvMatrix::Dense(_) => None,
+        let outputs = Outputs::PerVector {
+            coef: &self.coef,
+            n_out: self.n_out,
         };
-        // Blocks of rows between checks of `stop`: big enough that the per-block scratch and
-        // the hand-off to the pool are noise.
-        let block_rows = (1 << 20) / (n_sv * self.dim.min(64)).max(1);
-        let block_rows = block_rows.clamp(256, 1 << 16);
-        parallel::install(|| -> Result<()> {
-            for (b, block) in out.chunks_mut(block_rows * n_out).enumerate() {
-                if stop() {
-                    return Err(SvmError::Interrupted);
-                }
-                let first = b * block_rows;
-                self.decision_block(x, first, block, &sv_norms, columns.as_ref());
-            }
-            Ok(())
-        })
+        decision_of_expansion(
+            &self.support_vectors,
+            self.dim,
+            self.gamma,
+            &outputs,
+            None,
+            x,
+            out,
+            stop,
+        )
     }
+}
 
-    /// Decision values of rows `first..` into `out` (n_out per row), rows in parallel;
-    /// `columns` is the inverted index of sparse support vectors.
-    fn decision_block<R: Rows>(
-        &self,
-        x: &R,
-        first: usize,
-        out: &mut [f64],
-        sv_norms: &[f64],
-        columns: Option<&ColumnIndex>,
-    ) {
-        let (n_out, n_sv, dim) = (self.n_out, self.n_sv(), self.dim);
-        out.par_chunks_mut(n_out).enumerate().for_each_init(
-            || vec![0.0; n_sv],
-            |kvals, (k, o)| {
-                let i = first + k;
-                match (&self.support_vectors, columns) {
-                    (SvMatrix::Dense(sv), _) => {
-                        for (j, k) in kvals.iter_mut().enumerate() {
-                            *k = x.dot_dense(i, &sv[j * dim..(j + 1) * dim]);
-                        }
-                    }
-                    (SvMatrix::Sparse { .. }, Some(columns)) => columns.dots_with_row(x, i, kvals),
-                    // Sparse models always come with their index (built above).
-                    (SvMatrix::Sparse { .. }, None) => kvals.fill(0.0),
-                }
-                simd::rbf_from_dots(self.gamma, x.sq_norm(i), sv_norms, kvals);
-                simd::weighted_row_sum(simd::level(), &self.coef, n_out, kvals, o);
-            },
-        );
-    }
+/// Decision values of the kernel expansion over `support_vectors` (n_sv x dim) with the given
+/// outputs and intercept, for every row of `x` (kernel_block::decision_values), after checking
+/// that no row of either side has a squared norm where kernel values overflow.
+#[allow(clippy::too_many_arguments)]
+pub fn decision_of_expansion<R: Rows>(
+    support_vectors: &SvMatrix,
+    dim: usize,
+    gamma: f64,
+    outputs: &Outputs<'_>,
+    intercept: Option<&[f64]>,
+    x: &R,
+    out: &mut [f64],
+    stop: &(dyn Fn() -> bool + Sync),
+) -> Result<()> {
+    let n_sv = match support_vectors {
+        SvMatrix::Dense(v) => v.len().checked_div(dim).unwrap_or(0),
+        SvMatrix::Sparse { indptr, .. } => indptr.len().saturating_sub(1),
+    };
+    let x_norms = crate::core::data::finite_sq_norms(x, "X")?;
+    let blocks = KernelBlocks::from_sv_matrix(support_vectors, n_sv, dim, gamma)?;
+    crate::core::data::check_sq_norms(blocks.sq_norms(), "support vector")?;
+    decision_values(&blocks, outputs, intercept, x, &x_norms, out, stop)
 }
 
 #[cfg(test)]

@@ -19,9 +19,10 @@ use crate::core::budget::Maintenance;
 use crate::core::budget::MaintenanceStats;
 use crate::core::data::{check_finite, AnyRows, Rows};
 use crate::core::error::SvmError;
+use crate::core::kernel_block::Outputs;
 use crate::core::libsvm::{summarize_libsvm_file, LibsvmChunks, LibsvmData};
 use crate::core::merge::{search_pair, MergeSearch, MergeTable, DEFAULT_TABLE_SIZE};
-use crate::core::model::{BudgetModel, SvLayout, SvMatrix};
+use crate::core::model::{decision_of_expansion, BudgetModel, SvLayout, SvMatrix};
 use crate::core::solvers::alfpgm::{AlfpgmParams, InnerSolver};
 use crate::core::solvers::bsca::{train_bsca, BscaParams, DualStep};
 use crate::core::solvers::bsgd::{train_bsgd_state, BsgdParams, BsgdState};
@@ -786,9 +787,13 @@ fn kernel_rows<'py>(
 }
 
 /// Decision values of a kernel expansion: (n_rows, n_out), on `n_threads` threads (None: the
-/// process-wide setting, 0: one per core).
+/// process-wide setting, 0: one per core). `coef` is n_sv x n_out (one coefficient per output
+/// and vector), or, with `class_counts` (the vectors grouped by class, LIBSVM's layout),
+/// (n_classes - 1) x n_sv one-vs-one coefficients giving one output per class pair. `intercept`
+/// (n_out) is added.
 #[pyfunction]
-#[pyo3(signature = (support_vectors, coef, gamma, x, *, n_threads = None))]
+#[pyo3(signature = (support_vectors, coef, gamma, x, *, n_threads = None, class_counts = None, intercept = None))]
+#[allow(clippy::too_many_arguments)]
 fn decision_function<'py>(
     py: Python<'py>,
     support_vectors: &Bound<'py, PyAny>,
@@ -796,21 +801,60 @@ fn decision_function<'py>(
     gamma: f64,
     x: &Bound<'py, PyAny>,
     n_threads: Option<usize>,
+    class_counts: Option<PyReadonlyArray1<'py, i64>>,
+    intercept: Option<PyReadonlyArray1<'py, f64>>,
 ) -> PyResult<Bound<'py, PyArray2<f64>>> {
     let (support_vectors, n_sv, dim) = sv_matrix(support_vectors)?;
-    let n_out = coef.shape()[1];
-    if coef.shape()[0] != n_sv {
-        return Err(PyValueError::new_err(
-            "coef must have one row per support vector",
-        ));
-    }
-    let model = BudgetModel {
-        dim,
-        n_out,
-        gamma,
-        support_vectors,
-        coef: coef.as_array().iter().copied().collect(),
+    let coef_values: Vec<f64> = coef.as_array().iter().copied().collect();
+    check_finite(&coef_values, "coefficients")?;
+    let starts = match &class_counts {
+        None => {
+            if coef.shape()[0] != n_sv {
+                return Err(PyValueError::new_err(
+                    "coef must have one row per support vector",
+                ));
+            }
+            None
+        }
+        Some(counts) => {
+            let mut starts = vec![0usize];
+            for &c in convert::slice1(counts)? {
+                let c = usize::try_from(c)
+                    .map_err(|_| PyValueError::new_err("class_counts must be non-negative"))?;
+                let last = *starts.last().unwrap_or(&0);
+                starts.push(
+                    last.checked_add(c)
+                        .ok_or_else(|| PyValueError::new_err("class_counts overflow"))?,
+                );
+            }
+            if starts.last() != Some(&n_sv) || starts.len() < 3 {
+                return Err(PyValueError::new_err(
+                    "class_counts must give at least two classes and add up to the support vectors",
+                ));
+            }
+            if coef.shape()[0] != starts.len() - 2 || coef.shape()[1] != n_sv {
+                return Err(PyValueError::new_err(
+                    "one-vs-one coef must be (n_classes - 1) x n_support_vectors",
+                ));
+            }
+            Some(starts)
+        }
     };
+    let outputs = match &starts {
+        None => Outputs::PerVector {
+            coef: &coef_values,
+            n_out: coef.shape()[1],
+        },
+        Some(starts) => Outputs::OneVsOne {
+            starts,
+            coef: &coef_values,
+        },
+    };
+    let n_out = outputs.n_out();
+    let intercept = intercept.as_ref().map(convert::slice1).transpose()?;
+    if let Some(b) = intercept {
+        check_finite(b, "intercept")?;
+    }
     let features = Features::extract(x)?;
     let rows = features.rows()?;
     let n = rows.n_rows();
@@ -819,7 +863,16 @@ fn decision_function<'py>(
         no_panic(|| {
             let mut out = vec![0.0; n * n_out];
             parallel::install_with(n_threads, || {
-                model.decision_function_until(&rows, &mut out, &|| cancel.load(Ordering::Relaxed))
+                decision_of_expansion(
+                    &support_vectors,
+                    dim,
+                    gamma,
+                    &outputs,
+                    intercept,
+                    &rows,
+                    &mut out,
+                    &|| cancel.load(Ordering::Relaxed),
+                )
             })??;
             Ok(out)
         })
