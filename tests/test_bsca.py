@@ -120,7 +120,14 @@ def test_without_budget_matches_sklearn_svc_on_a_symmetric_problem():
     svc = SVC(C=C, gamma=gamma, tol=1e-10).fit(X, y)
     assert abs(svc.intercept_[0]) < 1e-6
     clf = BudgetSVC(
-        C=C, gamma=gamma, budget=1000, epochs=500, solver="bsca", dual_step="full", random_state=0
+        C=C,
+        gamma=gamma,
+        budget=1000,
+        epochs=500,
+        solver="bsca",
+        dual_step="full",
+        random_state=0,
+        polish=False,
     )
     clf.fit(X, y)
     X_test = rng.normal(scale=2.0, size=(200, 2))
@@ -226,7 +233,7 @@ def test_multiclass_is_one_vs_rest_on_one_shared_budget():
     centers = rng.normal(scale=3.0, size=(3, 2))
     y = rng.integers(0, 3, 600)
     X = centers[y] + rng.normal(size=(600, 2))
-    kw = dict(C=1.0, gamma=0.5, epochs=4, solver="bsca", random_state=0, average=False)
+    kw = dict(C=1.0, gamma=0.5, epochs=4, solver="bsca", random_state=0, average=False, polish=False)
     clf = BudgetSVC(budget=1000, **kw).fit(X, y)
     assert clf.dual_coef_.shape[0] == 3
     for k in range(3):
@@ -274,7 +281,10 @@ def test_history_records_every_epoch(solver, n_classes):
     X = rng.normal(size=(500, 3))
     y = rng.integers(0, n_classes, 500)
     X_val, y_val = X[:100] + 0.01, y[:100]
-    clf = BudgetSVC(budget=15, epochs=4, solver=solver, record_history=True, random_state=0)
+    # The history describes the budgeted pass; without the polish its last entry is the model.
+    clf = BudgetSVC(
+        budget=15, epochs=4, solver=solver, record_history=True, random_state=0, polish=False
+    )
     clf.fit(X, y, eval_set=(X_val, y_val))
     h = clf.history_
     assert set(h) == HISTORY_KEYS
@@ -296,7 +306,9 @@ def test_history_records_every_epoch(solver, n_classes):
 def test_history_primal_is_the_c_form_objective_of_the_returned_model():
     X, y = xor_data(300, seed=120)
     C = 3.0
-    clf = BudgetSVC(C=C, gamma=2.0, budget=10, epochs=2, solver="bsca", record_history=True)
+    clf = BudgetSVC(
+        C=C, gamma=2.0, budget=10, epochs=2, solver="bsca", record_history=True, polish=False
+    )
     clf.fit(X, y)
     sv, beta = clf.support_vectors_, clf.dual_coef_[0]
     w_sq = beta @ rbf_kernel(sv, sv, gamma=2.0) @ beta

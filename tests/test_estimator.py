@@ -42,11 +42,12 @@ STATS_KEYS = {
 
 
 def decision_in_numpy(clf: BudgetSVC, X) -> np.ndarray:
-    """sum_j dual_coef_[k, j] exp(-gamma_ |sv_j - x|^2), computed directly (no norm expansion)."""
+    """sum_j dual_coef_[k, j] exp(-gamma_ |sv_j - x|^2) + intercept_[k], computed directly (no
+    norm expansion)."""
     Xd = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
     diff = Xd[:, None, :] - clf.support_vectors_[None, :, :]
     K = np.exp(-clf.gamma_ * np.sum(diff**2, axis=2))
-    values = K @ clf.dual_coef_.T
+    values = K @ clf.dual_coef_.T + clf.intercept_
     return values[:, 0] if clf.dual_coef_.shape[0] == 1 else values
 
 
@@ -323,13 +324,19 @@ def test_pipeline_and_grid_search():
 # --- verbose, statistics ------------------------------------------------------------------------
 
 
-def test_verbose_prints_one_line_per_epoch(capsys):
+def test_verbose_prints_one_line_per_epoch_and_polish_iteration(capsys):
     X, y = xor_data(300, seed=23)
-    BudgetSVC(budget=10, epochs=4, random_state=0, verbose=True).fit(X, y)
+    clf = BudgetSVC(budget=10, epochs=4, random_state=0, verbose=True).fit(X, y)
     lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
-    assert len(lines) == 4
-    for i, line in enumerate(lines, start=1):
+    epochs = [line for line in lines if "epoch" in line]
+    polish = [line for line in lines if "polish iteration" in line]
+    assert len(epochs) == 4 and len(lines) == 4 + len(polish)
+    for i, line in enumerate(epochs, start=1):
         assert f"epoch {i}/4" in line
+    assert len(polish) == clf.fit_stats_["polish"]["iterations"] >= 1
+    assert "objective" in polish[-1]
+    BudgetSVC(budget=10, epochs=2, random_state=0, verbose=True, polish=False).fit(X, y)
+    assert len(capsys.readouterr().out.strip().splitlines()) == 2
 
 
 def test_not_verbose_prints_nothing(capsys):

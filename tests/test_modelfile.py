@@ -69,7 +69,9 @@ def test_header_is_documented_json(tmp_path):
     with zipfile.ZipFile(tmp_path / "m") as z:
         assert sorted(z.namelist()) == ["dual_coef.npy", "header.json", "support_vectors.npy"]
         header = json.loads(z.read("header.json"))
-    assert header["format"] == "budgetsvm-model" and header["version"] == 1
+    # A polished model has an intercept: version 3.
+    assert header["format"] == "budgetsvm-model" and header["version"] == 3
+    assert header["intercept"] == clf.intercept_.tolist()
     assert header["kernel"] == {"name": "rbf", "gamma": 2.0}
     assert header["classes"] == {"dtype": "<i8", "values": [0, 1]}
     assert header["params"]["budget"] == 10 and header["lambda"] == 1e-3
@@ -225,12 +227,12 @@ def test_newer_version(saved, tmp_path):
     def bump(name, data):
         if name == "header.json":
             h = json.loads(data)
-            h["version"] = 3
+            h["version"] = 4
             return json.dumps(h).encode()
         return data
 
-    with pytest.raises(ModelFormatError, match="newer budgetsvm.*version 3"):
-        load_model(rewrite(saved, tmp_path / "v3", bump))
+    with pytest.raises(ModelFormatError, match="newer budgetsvm.*version 4"):
+        load_model(rewrite(saved, tmp_path / "v4", bump))
     assert issubclass(ModelFormatError, ValueError)
 
 

@@ -56,7 +56,7 @@ def test_fit_releases_the_gil(monkeypatch, solver):
 
     class Recorder:
         def write(self, text: str) -> int:
-            if text.strip():
+            if "epoch" in text:  # the budgeted pass's lines (the polish prints its own after)
                 marks.append(counter[0])
             return len(text)
 

@@ -164,7 +164,9 @@ def test_dense_models_are_still_written_as_version_1(tmp_path):
     import zipfile
 
     X, y = text_like(100, 50, 7)
-    clf = BudgetSVC(budget=10, epochs=1, gamma=0.8, random_state=0).fit(X.toarray(), y)
+    # Unpolished (no intercept): the format every budgetsvm reads.
+    clf = BudgetSVC(budget=10, epochs=1, gamma=0.8, random_state=0, polish=False)
+    clf.fit(X.toarray(), y)
     save_model(clf, tmp_path / "d.bsvm")
     with zipfile.ZipFile(tmp_path / "d.bsvm") as z:
         assert json.loads(z.read("header.json"))["version"] == 1
@@ -216,7 +218,7 @@ def test_corrupted_sparse_model_files_are_rejected(tmp_path, corrupt):
 def test_partial_fit_stays_sparse_and_equals_fit():
     X, y = text_like(400, 20_000, 9)
     params = dict(C=5.0, gamma=0.8, budget=15, epochs=1, shuffle=False, random_state=0)
-    full = BudgetSVC(**params).fit(X, y)
+    full = BudgetSVC(**params, polish=False).fit(X, y)
     stream = BudgetSVC(**params)
     for start in range(0, 400, 100):
         stream.partial_fit(

@@ -43,7 +43,7 @@ def test_partial_fit_over_chunks_equals_fit_on_concatenation(maintenance, n_clas
         random_state=3,
         lam=1e-3 if use_lam else None,
     )
-    whole = BudgetSVC(**params).fit(X, y)
+    whole = BudgetSVC(**params, polish=False).fit(X, y)
     stream = BudgetSVC(**params)
     for a, b in CHUNKS:
         stream.partial_fit(X[a:b], y[a:b], classes=np.unique(y), n_samples=len(y))
@@ -52,6 +52,11 @@ def test_partial_fit_over_chunks_equals_fit_on_concatenation(maintenance, n_clas
     assert_array_equal(stream.predict(X), whole.predict(X))
     assert stream.fit_stats_["iterations"] == whole.fit_stats_["iterations"] == 1200
     assert stream.lambda_ == whole.lambda_
+    # The stream polished on all its rows is the polished fit.
+    polished = BudgetSVC(**params).fit(X, y)
+    stream.polish_coef(X, y)
+    assert_array_equal(stream.dual_coef_, polished.dual_coef_)
+    assert_array_equal(stream.intercept_, polished.intercept_)
 
 
 def test_partial_fit_sparse_chunks_equal_dense():

@@ -203,7 +203,9 @@ def test_fit_file_class_weight_equals_fit(tmp_path, class_weight):
     a = BudgetSVC(class_weight=class_weight, **kw).fit_file(path, chunk_rows=70)
     b = BudgetSVC(class_weight=class_weight, **kw).fit(X, y.astype(float))
     assert_allclose(a.class_weight_, b.class_weight_)
-    assert_allclose(a.decision_function(X), b.decision_function(X), rtol=1e-12, atol=1e-12)
+    # dump_svmlight_file writes 16 significant digits, so the file's rows differ from X in the
+    # last bit, which the polish's Newton solve amplifies a little.
+    assert_allclose(a.decision_function(X), b.decision_function(X), rtol=1e-9, atol=1e-9)
 
 
 @pytest.mark.parametrize("make", [lambda: BudgetSVC(), lambda: KernelSVC()], ids=["budget", "kernel"])

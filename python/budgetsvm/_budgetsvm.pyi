@@ -22,6 +22,8 @@ __all__ = [
     "kernel_rows",
     "load_libsvm",
     "merge_search",
+    "polish",
+    "polish_file",
     "rbf_kernel",
     "set_num_threads",
     "simd_level",
@@ -118,6 +120,39 @@ def fit_kernel_svc(
     callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
     sample_weight: Optional[npt.NDArray[np.float64]] = None,
 ) -> List[Dict[str, Any]]: ...
+def polish(
+    support_vectors: _Features,
+    coef: npt.NDArray[np.float64],
+    gamma: float,
+    x: _Features,
+    y: npt.NDArray[np.uint32],
+    n_classes: int,
+    *,
+    c: float,
+    tol: float = 1e-6,
+    max_iter: int = 50,
+    cache_size: float = 1024.0,
+    intercept: Optional[npt.NDArray[np.float64]] = None,
+    sample_weight: Optional[npt.NDArray[np.float64]] = None,
+    callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
+) -> Dict[str, Any]: ...
+def polish_file(
+    path: str,
+    chunk_rows: int,
+    width: int,
+    classes: npt.NDArray[np.float64],
+    support_vectors: _Features,
+    coef: npt.NDArray[np.float64],
+    gamma: float,
+    *,
+    c: float,
+    tol: float = 1e-6,
+    max_iter: int = 50,
+    cache_size: float = 1024.0,
+    intercept: Optional[npt.NDArray[np.float64]] = None,
+    class_weights: Optional[npt.NDArray[np.float64]] = None,
+    callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
+) -> Dict[str, Any]: ...
 def kernel_rows(
     x: _Features, gamma: float, rows: npt.NDArray[np.int64]
 ) -> Tuple[npt.NDArray[np.float32], float]: ...

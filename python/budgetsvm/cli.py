@@ -162,6 +162,7 @@ def _estimator(args: argparse.Namespace) -> Any:
         merge=args.merge,
         epochs=args.epochs,
         average=not args.no_average,
+        polish=not args.no_polish,
         shuffle=not args.no_shuffle,
         dual_step=args.dual_step,
         random_state=args.seed,
@@ -461,6 +462,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument("-s", "--seed", type=int, default=0, help="random seed (default 0)")
     g.add_argument("--no-average", action="store_true", help="BSGD: return the last iterate")
+    g.add_argument(
+        "--no-polish",
+        action="store_true",
+        help="keep the budgeted pass's coefficients (default: solve them and an intercept "
+        "exactly over the support vectors, about the budgeted pass's time again)",
+    )
     g.add_argument("--no-shuffle", action="store_true", help="keep the file's row order")
     g.add_argument(
         "--dual-step",

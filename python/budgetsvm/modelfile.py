@@ -4,7 +4,8 @@ A model file is a zip archive (see ``docs/model_format.md``) holding ``header.js
 name and version, classes, kernel, training parameters, statistics) and the arrays
 ``dual_coef.npy`` and either ``support_vectors.npy`` (dense) or, for a model with sparse
 support vectors (version 2), ``support_vectors_data.npy``, ``support_vectors_indices.npy`` and
-``support_vectors_indptr.npy`` (CSR), all little-endian and read with ``allow_pickle=False``. Everything read is checked: a truncated, corrupted, foreign or
+``support_vectors_indptr.npy`` (CSR); a polished model's intercepts are in the header
+(version 3). Arrays are little-endian and read with ``allow_pickle=False``. Everything read is checked: a truncated, corrupted, foreign or
 newer-version file raises :class:`ModelFormatError` (a ``ValueError``) with a message that
 says which, and reading never executes code from the file.
 """
@@ -22,8 +23,9 @@ import numpy as np
 import scipy.sparse as sp
 
 FORMAT_NAME = "budgetsvm-model"
-# Version 2 adds sparse (CSR) support vectors; version 1 files (dense only) still load.
-FORMAT_VERSION = 2
+# Version 2 adds sparse (CSR) support vectors, version 3 an intercept per output (the polish);
+# version 1 and 2 files (no intercept) still load.
+FORMAT_VERSION = 3
 HEADER = "header.json"
 ARRAYS = ("support_vectors", "dual_coef")
 # Label dtypes a model file can hold (numpy kinds): signed/unsigned integers, floats, unicode
@@ -132,6 +134,11 @@ def save_model(clf: Any, path: PathLike) -> None:
         header["version"] = 2
         header["arrays"]["support_vectors_format"] = "csr"
         header["arrays"]["support_vectors_nnz"] = int(sv.nnz)
+    intercept = np.asarray(getattr(clf, "intercept_", np.zeros(clf.dual_coef_.shape[0])))
+    if np.any(intercept != 0):
+        # An older reader would drop the intercept and predict differently: version 3.
+        header["version"] = 3
+        header["intercept"] = [float(v) for v in intercept]
     if hasattr(clf, "class_weight_"):
         header["class_weight"] = _json_value(np.asarray(clf.class_weight_).tolist())
     if hasattr(clf, "probA_"):
@@ -319,6 +326,8 @@ def _build(cls: Any, z: zipfile.ZipFile, header: Dict[str, Any]) -> Any:
     dual_coef = _read_array(z, "dual_coef", coef_shape)
     known = cls().get_params()
     params = {k: v for k, v in dict(header.get("params", {})).items() if k in known}
+    # Files from before the polish hold unpolished models.
+    params.setdefault("polish", False)
     if isinstance(params.get("class_weight"), list):
         params["class_weight"] = {label: float(w) for label, w in params["class_weight"]}
     clf = cls(**params)
@@ -331,6 +340,11 @@ def _build(cls: Any, z: zipfile.ZipFile, header: Dict[str, Any]) -> Any:
     clf.classes_ = classes
     clf.support_vectors_ = support_vectors
     clf.dual_coef_ = dual_coef
+    clf.intercept_ = (
+        _finite_floats(header["intercept"], n_out, "intercept")
+        if "intercept" in header
+        else np.zeros(n_out)
+    )
     clf.gamma_ = gamma
     clf.n_features_in_ = int(n_features)
     clf.n_iter_ = int(header.get("n_iter", 0))

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import numbers
 import os
 import stat
 import sys
+import warnings
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
@@ -51,6 +54,14 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
     ``budget`` support vectors, each with one coefficient per class. When a step would exceed
     the budget, the support vector with the smallest coefficient is merged with its best
     partner (default), removed or projected.
+
+    The budgeted pass chooses the support vectors well and their coefficients poorly (noisy
+    steps, perturbed by every merge). With ``polish=True`` (the default) the coefficients and an
+    intercept are then solved exactly over the kept support vectors on all training rows: the
+    squared-hinge SVM restricted to the span of the support vectors, by primal Newton steps
+    (Keerthi, Chapelle & DeCoste 2006; ``docs/polish.md``), one-vs-rest for several classes.
+    That costs about as much as the budgeted pass and brings the model to within a point of the
+    exact SVM's accuracy at budget 100 (ijcnn1: 93-96% unpolished, 98% polished).
 
     Parameters
     ----------
@@ -123,9 +134,23 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         pair on the score differences f_a - f_b, coupled as LIBSVM (Wu, Lin & Weng 2004).
         Seeded by ``random_state``. Not with ``partial_fit`` or ``fit_file``.
     n_jobs : int or None, default=None
-        Threads for this estimator's parallel work (predictions, the history's kernel values;
-        the training steps themselves are sequential); None uses ``budgetsvm.set_num_threads``
-        (default all cores), -1 all cores.
+        Threads for this estimator's parallel work (predictions, the polish, the history's
+        kernel values; the budgeted steps themselves are sequential); None uses
+        ``budgetsvm.set_num_threads`` (default all cores), -1 all cores.
+    polish : bool, default=True
+        After the budgeted pass, solve the coefficients and an intercept exactly over its
+        support vectors (see above): min 1/2 beta^T K_SS beta + C sum_i w_i max(0, 1 - y_i f(x_i))^2
+        with f(x) = sum_j beta_j k(x, s_j) + b, the same C, class and sample weights. False keeps
+        the budgeted pass's coefficients (no intercept). ``polish_coef`` does it for a model
+        built by ``partial_fit``.
+    polish_tol : float, default=1e-6
+        The polish stops when a Newton iteration lowers the objective by less than this,
+        relative (or once an iteration leaves the active set unchanged: the exact solution).
+    polish_max_iter : int, default=50
+        Newton iterations of the polish at most (a ``ConvergenceWarning`` when reached).
+    polish_cache_size : float, default=1024
+        MB of kernel values K(X, S) the polish keeps between its iterations; rows beyond it are
+        recomputed in every pass, so memory stays bounded for any number of rows.
 
     Attributes
     ----------
@@ -134,6 +159,8 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         CSR with the sparse storage (see ``sv_storage``), a dense array otherwise.
     dual_coef_ : ndarray of shape (1, n_SV) for two classes, (n_classes, n_SV) otherwise
         Coefficient of each support vector in the decision function (per class).
+    intercept_ : ndarray of shape (1,) for two classes, (n_classes,) otherwise
+        The constant of the decision function (per class): the polish's, zeros without it.
     gamma_ : float
         The kernel width used.
     n_features_in_ : int
@@ -144,7 +171,10 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         maintenance vs total, mean weight degradation per event, ``mean_sv_nnz`` (stored
         non-zeros per support vector: merging makes sparse vectors denser). BSCA adds ``updates`` (steps
         that changed a dual variable) and ``dropped_svs`` (SVs whose coefficients returned to 0);
-        one iteration is a visit of a row, which steps every one-vs-rest problem.
+        one iteration is a visit of a row, which steps every one-vs-rest problem. With the
+        polish, ``fit_stats_['polish']``: its objective before and after (per output), Newton
+        iterations, rows that changed active sets, cached rows, passes over the rows, seconds
+        (kernel values, Gram updates, factorisations, all).
     lambda_ : float
         The regularisation lambda used (BSGD; for BSCA 1 / (n_samples * C)).
     class_weight_ : ndarray of shape (n_classes,)
@@ -196,6 +226,10 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         class_weight: Any = None,
         probability: bool = False,
         n_jobs: Optional[int] = None,
+        polish: bool = True,
+        polish_tol: float = 1e-6,
+        polish_max_iter: int = 50,
+        polish_cache_size: float = 1024.0,
     ) -> None:
         self.C = C
         self.gamma = gamma
@@ -212,6 +246,10 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         self.class_weight = class_weight
         self.probability = probability
         self.n_jobs = n_jobs
+        self.polish = polish
+        self.polish_tol = polish_tol
+        self.polish_max_iter = polish_max_iter
+        self.polish_cache_size = polish_cache_size
         self.random_state = random_state
         self.verbose = verbose
         self.record_history = record_history
@@ -237,6 +275,24 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         check_choice("sv_storage", self.sv_storage, SV_STORAGES)
         check_choice("probability", self.probability, (True, False))
         check_n_jobs(self.n_jobs)
+        check_choice("polish", self.polish, (True, False))
+        self._check_polish_params()
+
+    def _check_polish_params(self) -> None:
+        if isinstance(self.polish_tol, bool) or not isinstance(self.polish_tol, numbers.Real):
+            raise ValueError(f"polish_tol must be a number, got {self.polish_tol!r}")
+        if not (np.isfinite(self.polish_tol) and self.polish_tol >= 0):
+            raise ValueError(f"polish_tol must be finite and >= 0, got {self.polish_tol!r}")
+        check_positive("polish_max_iter", self.polish_max_iter, integer=True, minimum=1)
+        if isinstance(self.polish_cache_size, bool) or not isinstance(
+            self.polish_cache_size, numbers.Real
+        ):
+            raise ValueError(f"polish_cache_size must be a number, got {self.polish_cache_size!r}")
+        if not (np.isfinite(self.polish_cache_size) and self.polish_cache_size >= 0):
+            raise ValueError(
+                f"polish_cache_size must be a finite number of MB >= 0, got "
+                f"{self.polish_cache_size!r}"
+            )
 
     def _seed(self) -> int:
         if isinstance(self.random_state, (int, np.integer)) and not isinstance(
@@ -348,6 +404,8 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         # BSGD's run, which partial_fit continues; BSCA has none.
         self._stream = result.pop("state", None)
         self._set_model(result)
+        if self.polish:
+            self._polish_rows(X_native, rows.y_index, rows.weights, C, _callback)
         if _compare_with is not None:
             # NaN when no merge was compared (no merges, or multi-class, where GSS is the only search).
             compared = result["compared_merges"]
@@ -363,12 +421,99 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         stored = sv.nnz if sp.issparse(sv) else np.count_nonzero(sv)
         result["mean_sv_nnz"] = stored / n_sv if n_sv else 0.0
         self.dual_coef_ = np.ascontiguousarray(result.pop("coef").T)
+        # The budgeted pass's model has no intercept; the polish gives it one.
+        self.intercept_ = np.zeros(self.dual_coef_.shape[0])
         self.n_iter_ = result["epochs"]
         events = result["maintenance_events"]
         result["mean_weight_degradation"] = (
             result["total_weight_degradation"] / events if events else 0.0
         )
         self.fit_stats_ = result
+
+    def _polish_rows(
+        self,
+        X_native: Any,
+        y_index: np.ndarray,
+        weights: Optional[np.ndarray],
+        C: float,
+        _callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
+    ) -> None:
+        """Polishes the current model on rows already validated (see ``polish``)."""
+        result = _budgetsvm.polish(
+            to_native(self.support_vectors_),
+            np.ascontiguousarray(self.dual_coef_.T),
+            self.gamma_,
+            X_native,
+            y_index,
+            len(self.classes_),
+            c=float(C),
+            tol=float(self.polish_tol),
+            max_iter=int(self.polish_max_iter),
+            cache_size=float(self.polish_cache_size),
+            intercept=np.ascontiguousarray(self.intercept_, dtype=np.float64),
+            sample_weight=weights,
+            callback=_polish_callback(self.verbose, _callback),
+        )
+        self._apply_polish(result)
+
+    def _apply_polish(self, result: Dict[str, Any]) -> None:
+        self.dual_coef_ = np.ascontiguousarray(result.pop("coef").T)
+        self.intercept_ = np.asarray(result.pop("intercept"), dtype=np.float64)
+        stats = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in result.items()}
+        self.fit_stats_["polish"] = stats
+        if not stats["converged"]:
+            warnings.warn(
+                f"the polish stopped after polish_max_iter={self.polish_max_iter} Newton "
+                "iterations before converging; the model is kept (raise polish_max_iter)",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+
+    @fit_guard
+    def polish_coef(self, X: Any, y: Any, sample_weight: Any = None) -> BudgetSVC:
+        """Solve the coefficients and intercepts of the fitted model exactly on (X, y), keeping
+        its support vectors: the polish of ``polish=True`` (see the class doc) for a model
+        built otherwise, e.g. by ``partial_fit`` on a stream whose rows (or a large sample of
+        them) fit in memory, or to re-fit the coefficients on other data.
+
+        Uses the model's C (lambda = 1 / (n C) with ``lam`` and these rows), ``class_weight_``,
+        ``polish_tol``, ``polish_max_iter`` and ``polish_cache_size``, and warm-starts from the
+        current coefficients. A later ``partial_fit`` continues the budgeted run, whose model
+        replaces the polished one.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training rows.
+        y : array-like of shape (n_samples,)
+            Their labels, all among ``classes_``.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Multiplies C for each row, as in ``fit``; rows of weight 0 are left out.
+
+        Returns
+        -------
+        self : BudgetSVC
+        """
+        check_is_fitted(self)
+        self._check_polish_params()
+        X, y = validate_data(
+            self, X, y, accept_sparse="csr", dtype=np.float64, order="C", reset=False
+        )
+        y_index = _class_indices(self.classes_, y)
+        class_w = getattr(self, "class_weight_", np.ones(len(self.classes_)))
+        weights = _batch_weights(sample_weight, X, y_index, np.asarray(class_w, dtype=np.float64))
+        if weights is not None and not np.all(weights > 0):
+            keep = np.flatnonzero(weights > 0)
+            if len(keep) == 0:
+                raise ValueError("sample_weight leaves no rows to polish on (all weights are 0)")
+            X, y_index, weights = X[keep], y_index[keep], weights[keep]
+        if X.shape[0] == 0:
+            raise ValueError("polish_coef needs at least one row")
+        C = float(self.C) if self.lam is None else 1.0 / (X.shape[0] * float(self.lam))
+        if not hasattr(self, "intercept_"):  # a model unpickled from before the polish
+            self.intercept_ = np.zeros(self.dual_coef_.shape[0])
+        self._polish_rows(to_native(X), y_index, weights, C)
+        return self
 
     @available_if(lambda self: self.solver == "bsgd" and not self.probability)
     @fit_guard
@@ -522,6 +667,11 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         order, and the model, differ. ``gamma='scale'`` uses the variance of the file's
         entries computed from running sums, equal to ``fit``'s up to rounding.
 
+        With ``polish=True`` the file is then read again for the polish: once for its labels,
+        and once per pass of the solve in chunks (about two passes per Newton iteration while
+        K(X, S) exceeds ``polish_cache_size``, none once it fits), so memory stays one chunk
+        plus the cache, plus a few numbers per row (labels, decision values).
+
         ``n_features`` widens the model to at least that many features (a test file may lack
         the last ones). ``class_weight`` applies as in ``fit`` ('balanced' from the first
         pass's class counts). ``progress(rows_done, rows_total)`` is called after every chunk, over
@@ -639,6 +789,27 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         self._set_model(stream.result())
         self.n_iter_ = epochs
         self.fit_stats_["epochs"] = epochs
+        if self.polish:
+            C = float(self.C) if self.lam is None else 1.0 / (n_rows * float(self.lam))
+            result = _budgetsvm.polish_file(
+                path,
+                int(chunk_rows),
+                width,
+                np.ascontiguousarray(classes, dtype=np.float64),
+                to_native(self.support_vectors_),
+                np.ascontiguousarray(self.dual_coef_.T),
+                self.gamma_,
+                c=C,
+                tol=float(self.polish_tol),
+                max_iter=int(self.polish_max_iter),
+                cache_size=float(self.polish_cache_size),
+                intercept=np.ascontiguousarray(self.intercept_),
+                class_weights=None
+                if row_class_weights is None
+                else np.ascontiguousarray(row_class_weights, dtype=np.float64),
+                callback=_polish_callback(self.verbose, None),
+            )
+            self._apply_polish(result)
         return self
 
     def save(self, path: Any) -> None:
@@ -736,12 +907,14 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C", reset=False)
+        intercept = getattr(self, "intercept_", None)
         values = _budgetsvm.decision_function(
             to_native(self.support_vectors_),
             np.ascontiguousarray(self.dual_coef_.T),
             self.gamma_,
             to_native(X),
             n_threads=check_n_jobs(self.n_jobs),
+            intercept=None if intercept is None else np.ascontiguousarray(intercept, np.float64),
         )
         return values[:, 0] if values.shape[1] == 1 else values
 
@@ -837,7 +1010,25 @@ def _epoch_callback(
     return both
 
 
+def _polish_callback(
+    verbose: bool, extra: Optional[Callable[[Dict[str, Any]], Any]]
+) -> Optional[Callable[[Dict[str, Any]], Any]]:
+    """The polish's per-iteration callback: the verbose line; a caller's hook (the CLI's) only
+    if it asks for polish lines."""
+    if verbose:
+        return _print_epoch
+    return extra if getattr(extra, "wants_polish", False) else None
+
+
 def _print_epoch(info: Dict[str, Any]) -> None:
+    if info.get("polish"):
+        print(
+            f"[budgetsvm] polish iteration {info['epoch']}: objective {info['objective']:.6g}, "
+            f"{info['iteration']} active-set changes so far, {info['seconds']:.2f} s",
+            file=sys.stdout,
+            flush=True,
+        )
+        return
     print(
         f"[budgetsvm] epoch {info['epoch']}/{info['epochs']}: {info['iteration']} steps, "
         f"{info['n_sv']} SVs, {info['maintenance_events']} budget maintenance events, "

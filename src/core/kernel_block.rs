@@ -72,8 +72,8 @@ pub struct BlockScratch {
     values: Vec<f64>,
 }
 
-/// The support vectors of a model as `Rows` (for `KernelBlocks::from_sv_matrix`).
-struct SvRows<'a> {
+/// The support vectors of a model as `Rows`.
+pub struct SvRows<'a> {
     sv: &'a SvMatrix,
     n_sv: usize,
     dim: usize,
@@ -122,6 +122,11 @@ impl Rows for SvRows<'_> {
         });
         s
     }
+}
+
+/// A model's support vectors (n_sv rows of `dim` features) as `Rows`.
+pub fn sv_rows(sv: &SvMatrix, n_sv: usize, dim: usize) -> SvRows<'_> {
+    SvRows { sv, n_sv, dim }
 }
 
 impl KernelBlocks {

@@ -27,6 +27,9 @@ use crate::core::solvers::alfpgm::{AlfpgmParams, InnerSolver};
 use crate::core::solvers::bsca::{train_bsca, BscaParams, DualStep};
 use crate::core::solvers::bsgd::{train_bsgd_state, BsgdParams, BsgdState};
 use crate::core::solvers::kernel_svc::{train_kernel_svc, ExactSolver, KernelSvcParams};
+use crate::core::solvers::polish::{
+    polish as polish_solve, InMemory, LibsvmFileRows, PolishParams, PolishResult,
+};
 use crate::core::solvers::{EpochObserver, EpochSnapshot, Monitor, Progress};
 use crate::core::{kernel, parallel, simd};
 use convert::Features;
@@ -62,6 +65,12 @@ impl PythonMonitor<'_> {
                     info.set_item("seconds", p.seconds)?;
                     if let Some(gap) = p.gap {
                         info.set_item("gap", gap)?;
+                    }
+                    if p.polish {
+                        info.set_item("polish", true)?;
+                    }
+                    if let Some(objective) = p.objective {
+                        info.set_item("objective", objective)?;
                     }
                     cb.call1(py, (info,))?;
                 }
@@ -880,6 +889,178 @@ fn decision_function<'py>(
     out.into_pyarray(py).reshape([n, n_out])
 }
 
+/// The polish: the exact solve of a budgeted model's coefficients (and intercepts) over its
+/// support vectors on the training rows `x` with class indices `y` (`solvers::polish`). Returns
+/// a dict: coef (n_sv, n_out), intercept (n_out), objectives, iterations, statistics.
+#[pyfunction]
+#[pyo3(signature = (support_vectors, coef, gamma, x, y, n_classes, *, c, tol = 1e-6, max_iter = 50, cache_size = 1024.0, intercept = None, sample_weight = None, callback = None))]
+#[allow(clippy::too_many_arguments)]
+fn polish<'py>(
+    py: Python<'py>,
+    support_vectors: &Bound<'py, PyAny>,
+    coef: PyReadonlyArray2<'py, f64>,
+    gamma: f64,
+    x: &Bound<'py, PyAny>,
+    y: PyReadonlyArray1<'py, u32>,
+    n_classes: usize,
+    c: f64,
+    tol: f64,
+    max_iter: usize,
+    cache_size: f64,
+    intercept: Option<PyReadonlyArray1<'py, f64>>,
+    sample_weight: Option<PyReadonlyArray1<'py, f64>>,
+    callback: Option<Py<PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (model, params) =
+        polish_inputs(support_vectors, coef, gamma, c, tol, max_iter, cache_size)?;
+    let n_sv = model.n_sv();
+    let y = convert::slice1(&y)?;
+    let weights = sample_weight.as_ref().map(convert::slice1).transpose()?;
+    let start = intercept.as_ref().map(convert::slice1).transpose()?;
+    let r = run_solver(py, x, callback, None, |rows, monitor, _| {
+        let mut source = InMemory(*rows);
+        polish_solve(
+            &model,
+            start,
+            &mut source,
+            y,
+            weights,
+            n_classes,
+            &params,
+            monitor,
+        )
+    })?;
+    polish_result(py, &r, n_sv, model.n_out)
+}
+
+/// The model and settings of a polish from the binding's arguments.
+fn polish_inputs(
+    support_vectors: &Bound<'_, PyAny>,
+    coef: PyReadonlyArray2<'_, f64>,
+    gamma: f64,
+    c: f64,
+    tol: f64,
+    max_iter: usize,
+    cache_size: f64,
+) -> PyResult<(BudgetModel, PolishParams)> {
+    if !(cache_size.is_finite() && cache_size >= 0.0) {
+        return Err(PyValueError::new_err(format!(
+            "cache_size must be a number of MB >= 0, got {cache_size}"
+        )));
+    }
+    let (support_vectors, n_sv, dim) = sv_matrix(support_vectors)?;
+    if coef.shape()[0] != n_sv {
+        return Err(PyValueError::new_err(
+            "coef must have one row per support vector",
+        ));
+    }
+    let model = BudgetModel {
+        dim,
+        n_out: coef.shape()[1],
+        gamma,
+        support_vectors,
+        coef: coef.as_array().iter().copied().collect(),
+    };
+    let params = PolishParams {
+        c,
+        tol,
+        max_iter,
+        cache_bytes: (cache_size * 1024.0 * 1024.0).min(usize::MAX as f64 / 2.0) as usize,
+    };
+    Ok((model, params))
+}
+
+/// The polish's result as a dict.
+fn polish_result<'py>(
+    py: Python<'py>,
+    r: &PolishResult,
+    n_sv: usize,
+    n_out: usize,
+) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    out.set_item(
+        "coef",
+        PyArray1::from_slice(py, &r.coef).reshape([n_sv, n_out])?,
+    )?;
+    out.set_item("intercept", PyArray1::from_slice(py, &r.intercept))?;
+    out.set_item(
+        "objective_start",
+        PyArray1::from_slice(py, &r.objective_start),
+    )?;
+    out.set_item("objective", PyArray1::from_slice(py, &r.objective))?;
+    out.set_item("iterations", r.iterations)?;
+    out.set_item("converged", r.converged)?;
+    out.set_item("cached_rows", r.cached_rows)?;
+    out.set_item("passes", r.passes)?;
+    out.set_item("active_changes", r.active_changes)?;
+    out.set_item("kernel_seconds", r.kernel_seconds)?;
+    out.set_item("gram_seconds", r.gram_seconds)?;
+    out.set_item("solve_seconds", r.solve_seconds)?;
+    out.set_item("seconds", r.seconds)?;
+    Ok(out)
+}
+
+/// The polish of a model trained on a LIBSVM file (`fit_file`): the file is read once for its
+/// labels, then again in chunks of `chunk_rows` lines on every pass of the solve, never whole.
+/// `classes` are the model's sorted labels; `class_weights` (one per class) weigh the rows.
+#[pyfunction]
+#[pyo3(signature = (path, chunk_rows, width, classes, support_vectors, coef, gamma, *, c, tol = 1e-6, max_iter = 50, cache_size = 1024.0, intercept = None, class_weights = None, callback = None))]
+#[allow(clippy::too_many_arguments)]
+fn polish_file<'py>(
+    py: Python<'py>,
+    path: std::path::PathBuf,
+    chunk_rows: usize,
+    width: usize,
+    classes: PyReadonlyArray1<'py, f64>,
+    support_vectors: &Bound<'py, PyAny>,
+    coef: PyReadonlyArray2<'py, f64>,
+    gamma: f64,
+    c: f64,
+    tol: f64,
+    max_iter: usize,
+    cache_size: f64,
+    intercept: Option<PyReadonlyArray1<'py, f64>>,
+    class_weights: Option<PyReadonlyArray1<'py, f64>>,
+    callback: Option<Py<PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (model, params) =
+        polish_inputs(support_vectors, coef, gamma, c, tol, max_iter, cache_size)?;
+    let classes = convert::slice1(&classes)?;
+    let class_weights = class_weights.as_ref().map(convert::slice1).transpose()?;
+    if class_weights.is_some_and(|w| w.len() != classes.len()) {
+        return Err(PyValueError::new_err(
+            "one class weight per class is needed",
+        ));
+    }
+    let start = intercept.as_ref().map(convert::slice1).transpose()?;
+    let cancel = AtomicBool::new(false);
+    let mut monitor = PythonMonitor {
+        callback,
+        error: None,
+        cancel: &cancel,
+    };
+    let result = run_interruptibly(py, &cancel, || {
+        no_panic(|| {
+            let (mut source, y) = LibsvmFileRows::open(&path, chunk_rows, width, classes)?;
+            let weights: Option<Vec<f64>> =
+                class_weights.map(|w| y.iter().map(|&k| w[k as usize]).collect());
+            let mut m = |p: &Progress| monitor.check(p);
+            polish_solve(
+                &model,
+                start,
+                &mut source,
+                &y,
+                weights.as_deref(),
+                classes.len(),
+                &params,
+                &mut m,
+            )
+        })
+    });
+    let r = monitor.finish(result)?;
+    polish_result(py, &r, model.n_sv(), model.n_out)
+}
+
 /// Reads a LIBSVM/svmlight file (plain, gzip, bzip2 or xz): (data, indices, indptr, labels, n_features).
 #[pyfunction]
 fn load_libsvm(py: Python<'_>, path: std::path::PathBuf) -> PyResult<CsrChunk<'_>> {
@@ -1006,8 +1187,8 @@ mod _budgetsvm {
     #[pymodule_export]
     use super::{
         decision_function, feature_variance, fit_bsca, fit_bsgd, fit_kernel_svc, get_num_threads,
-        kernel_rows, load_libsvm, merge_search, rbf_kernel, set_num_threads, simd_level,
-        summarize_libsvm, BsgdStream, LibsvmChunkReader,
+        kernel_rows, load_libsvm, merge_search, polish, polish_file, rbf_kernel, set_num_threads,
+        simd_level, summarize_libsvm, BsgdStream, LibsvmChunkReader,
     };
 
     #[pymodule_init]

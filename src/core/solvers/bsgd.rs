@@ -318,7 +318,7 @@ impl BsgdState {
                     maintenance_events: self.maintainer.stats.events,
                     seconds: self.seconds + start.elapsed().as_secs_f64(),
                     epoch_done: false,
-                    gap: None,
+                    ..Progress::default()
                 })?;
             }
         }
@@ -352,7 +352,7 @@ impl BsgdState {
             maintenance_events: self.maintainer.stats.events,
             seconds: self.seconds,
             epoch_done: true,
-            gap: None,
+            ..Progress::default()
         }
     }
 

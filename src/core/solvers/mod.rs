@@ -4,6 +4,7 @@ pub mod alfpgm;
 pub mod bsca;
 pub mod bsgd;
 pub mod kernel_svc;
+pub mod polish;
 pub mod shrinking;
 pub mod smo;
 
@@ -29,6 +30,11 @@ pub struct Progress {
     pub epoch_done: bool,
     /// Exact solvers: the KKT gap m(a) - M(a) when known.
     pub gap: Option<f64>,
+    /// The polish: true for its iterations (`epoch` is then the Newton iteration, `iteration`
+    /// the rows that entered or left the active sets so far).
+    pub polish: bool,
+    /// The objective, when known (the polish's).
+    pub objective: Option<f64>,
 }
 
 /// A monitor callback: sees progress, may abort.
