@@ -1,9 +1,32 @@
-"""budgetsvm: Gaussian-kernel SVMs on a budget of support vectors, with a Rust engine."""
+"""budgetsvm: Gaussian-kernel SVMs on a budget of support vectors, with a Rust engine.
 
-from budgetsvm._budgetsvm import __version__, get_num_threads, set_num_threads, simd_level
-from budgetsvm.kernel_svc import KernelSVC
-from budgetsvm.modelfile import ModelFormatError, load_model, save_model
-from budgetsvm.svm import BudgetSVC
+The names below load on first use (PEP 562), so that ``import budgetsvm`` and the command
+line's ``--help``, ``predict`` and ``evaluate`` do not pay for importing scikit-learn, which
+only the estimators need.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from budgetsvm._budgetsvm import __version__, get_num_threads, set_num_threads, simd_level
+    from budgetsvm.kernel_svc import KernelSVC
+    from budgetsvm.modelfile import ModelFormatError, load_model, save_model
+    from budgetsvm.svm import BudgetSVC
+
+_WHERE = {
+    "BudgetSVC": "budgetsvm.svm",
+    "KernelSVC": "budgetsvm.kernel_svc",
+    "ModelFormatError": "budgetsvm.modelfile",
+    "load_model": "budgetsvm.modelfile",
+    "save_model": "budgetsvm.modelfile",
+    "__version__": "budgetsvm._budgetsvm",
+    "get_num_threads": "budgetsvm._budgetsvm",
+    "set_num_threads": "budgetsvm._budgetsvm",
+    "simd_level": "budgetsvm._budgetsvm",
+}
 
 __all__ = [
     "BudgetSVC",
@@ -16,3 +39,16 @@ __all__ = [
     "set_num_threads",
     "simd_level",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'budgetsvm' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(__all__))

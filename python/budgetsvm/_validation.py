@@ -10,7 +10,6 @@ from typing import Any, Callable, NamedTuple, Optional, TypeVar, Union
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.utils.multiclass import check_classification_targets
 
 from budgetsvm import _budgetsvm
 
@@ -207,6 +206,9 @@ def training_rows(
     they were not in the data (so they add no class either); nothing the caller gave is
     modified. ``class_weight`` is None, a dict label -> weight (labels not given weigh 1), or
     'balanced': n_rows / (n_classes * weight of the class's rows)."""
+    # Imported here: the command line's predictions use this module without scikit-learn.
+    from sklearn.utils.multiclass import check_classification_targets
+
     check_classification_targets(y)
     given_y = y
     kept = None

@@ -257,9 +257,11 @@ def _chunks(path: str, chunk_rows: int, n_features: int):
 
 
 def _load_model(path: str) -> Any:
-    from budgetsvm import BudgetSVC
+    # The model file's arrays predict through the engine directly: no estimator, so no
+    # scikit-learn import (a prediction starts at once, like LIBSVM's svm-predict).
+    from budgetsvm.modelfile import read_model
 
-    return BudgetSVC.load(path)
+    return read_model(path)
 
 
 def _check_chunk_rows(args: argparse.Namespace) -> None:
@@ -287,7 +289,7 @@ def _predict(args: argparse.Namespace) -> int:
     bar = Progress("predicting", _progress_enabled(args))
     done = 0
     try:
-        for X, _ in _chunks(args.test_file, args.chunk_rows, clf.n_features_in_):
+        for X, _ in _chunks(args.test_file, args.chunk_rows, clf.n_features):
             if args.values:
                 values = clf.decision_function(X)
                 values = values[:, None] if values.ndim == 1 else values
@@ -310,16 +312,16 @@ def _evaluate(args: argparse.Namespace) -> int:
     _check_chunk_rows(args)
     _set_threads(args)
     clf = _load_model(args.model)
-    classes = list(clf.classes_.tolist())
+    classes = list(clf.classes.tolist())
     index = {c: k for k, c in enumerate(classes)}
     extra: List[Any] = []  # true labels the model does not know
     counts: dict = {}
     bar = Progress("evaluating", _progress_enabled(args))
     n = 0
     try:
-        for X, y in _chunks(args.test_file, args.chunk_rows, clf.n_features_in_):
-            if clf.classes_.dtype.kind in "iu":
-                y = y.astype(clf.classes_.dtype) if np.all(y == np.round(y)) else y
+        for X, y in _chunks(args.test_file, args.chunk_rows, clf.n_features):
+            if clf.classes.dtype.kind in "iu":
+                y = y.astype(clf.classes.dtype) if np.all(y == np.round(y)) else y
             pred = clf.predict(X)
             for t, p in zip(y.tolist(), pred.tolist()):
                 counts[(t, p)] = counts.get((t, p), 0) + 1

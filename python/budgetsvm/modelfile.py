@@ -20,7 +20,6 @@ import zipfile
 from typing import Any, Dict, Union
 
 import numpy as np
-import scipy.sparse as sp
 
 FORMAT_NAME = "budgetsvm-model"
 # Version 2 adds sparse (CSR) support vectors, version 3 an intercept per output (the polish);
@@ -126,6 +125,8 @@ def save_model(clf: Any, path: PathLike) -> None:
             "dual_coef": list(clf.dual_coef_.shape),
         },
     }
+    import scipy.sparse as sp
+
     sparse = sp.issparse(clf.support_vectors_)
     if sparse:
         sv = sp.csr_matrix(clf.support_vectors_)
@@ -194,8 +195,9 @@ def _read_array(z: zipfile.ZipFile, name: str, shape: tuple, kind: str = "f") ->
     return np.ascontiguousarray(a, dtype=want)
 
 
-def _read_csr(z: zipfile.ZipFile, shape: tuple, nnz: Any) -> Any:
-    """The CSR support vectors of a version 2 file, every invariant checked."""
+def _read_csr(z: zipfile.ZipFile, shape: tuple, nnz: Any) -> tuple:
+    """The CSR support vectors of a version 2 file, every invariant checked, as the parts
+    (data, indices, indptr, n_cols) the engine takes."""
     if not isinstance(nnz, int) or isinstance(nnz, bool) or nnz < 0:
         raise ValueError(f"bad support_vectors_nnz {nnz!r}")
     n_rows, n_cols = shape
@@ -213,11 +215,52 @@ def _read_csr(z: zipfile.ZipFile, shape: tuple, nnz: Any) -> Any:
     steps[row_starts] = True
     if not np.all(steps):
         raise ValueError("support_vectors_indices are not sorted and distinct within rows")
-    return sp.csr_matrix((data, indices, indptr), shape=shape)
+    return (data, indices, indptr, n_cols)
 
 
-def load_model(path: PathLike) -> Any:
-    """Read a model file written by :func:`save_model`; returns a fitted ``BudgetSVC``.
+class SavedModel:
+    """What a model file holds, read and checked without scikit-learn: the arrays that predict
+    and the header. ``decision_function`` and ``predict`` give what the saved estimator gives
+    (the command line predicts with it; :func:`load_model` makes the estimator from it)."""
+
+    def __init__(self, header: Dict[str, Any], classes: np.ndarray, support_vectors: Any,
+                 dual_coef: np.ndarray, intercept: np.ndarray) -> None:
+        self.header = header
+        self.classes = classes
+        #: dense ndarray, or CSR parts (data, indices, indptr, n_cols)
+        self.support_vectors = support_vectors
+        self.dual_coef = dual_coef
+        self.intercept = intercept
+        self.gamma = float(header["kernel"]["gamma"])
+        self.n_features = int(header["n_features"])
+
+    def decision_function(self, X: Any, n_threads: Any = None) -> np.ndarray:
+        """Decision values of validated rows (a float64 array or a CSR matrix of
+        ``n_features`` columns): one per row for two classes, one per class otherwise."""
+        from budgetsvm import _budgetsvm
+        from budgetsvm._validation import to_native
+
+        values = _budgetsvm.decision_function(
+            self.support_vectors,
+            np.ascontiguousarray(self.dual_coef.T),
+            self.gamma,
+            to_native(X),
+            n_threads=n_threads,
+            intercept=self.intercept,
+        )
+        return values[:, 0] if values.shape[1] == 1 else values
+
+    def predict(self, X: Any, n_threads: Any = None) -> np.ndarray:
+        """Labels: the sign of the decision value, or the class of the largest score."""
+        values = self.decision_function(X, n_threads)
+        if values.ndim == 1:
+            return self.classes[(values > 0).astype(np.intp)]
+        return self.classes[np.argmax(values, axis=1)]
+
+
+def read_model(path: PathLike) -> SavedModel:
+    """Read and check a model file without making an estimator (no scikit-learn import): the
+    command line's fast path. Raises as :func:`load_model` does.
 
     Parameters
     ----------
@@ -226,19 +269,9 @@ def load_model(path: PathLike) -> Any:
 
     Returns
     -------
-    BudgetSVC
-        The fitted estimator; it predicts exactly as the saved one did.
-
-    Raises
-    ------
-    FileNotFoundError, OSError
-        The file cannot be opened.
-    ModelFormatError
-        The file is truncated or corrupted, is not a budgetsvm model file, or was written in a
-        newer format version.
+    SavedModel
+        The file's arrays and header.
     """
-    from budgetsvm.svm import BudgetSVC
-
     path = os.fspath(path)
     with open(path, "rb") as raw:  # OSError / FileNotFoundError as they are
         data = raw.read()
@@ -271,11 +304,41 @@ def load_model(path: PathLike) -> Any:
                 f"budgetsvm reads versions up to {FORMAT_VERSION}: upgrade budgetsvm",
             )
         try:
-            return _build(BudgetSVC, z, header)
+            return _read(z, header)
         except ModelFormatError:
             raise
         except Exception as e:  # anything inconsistent: a clear error, never a crash
             raise _fail(path, f"corrupted model file ({type(e).__name__}: {e})") from None
+
+
+def load_model(path: PathLike) -> Any:
+    """Read a model file written by :func:`save_model`; returns a fitted ``BudgetSVC``.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The model file.
+
+    Returns
+    -------
+    BudgetSVC
+        The fitted estimator; it predicts exactly as the saved one did.
+
+    Raises
+    ------
+    FileNotFoundError, OSError
+        The file cannot be opened.
+    ModelFormatError
+        The file is truncated or corrupted, is not a budgetsvm model file, or was written in a
+        newer format version.
+    """
+    from budgetsvm.svm import BudgetSVC
+
+    saved = read_model(path)
+    try:
+        return _estimator(BudgetSVC, saved)
+    except Exception as e:  # anything inconsistent: a clear error, never a crash
+        raise _fail(os.fspath(path), f"corrupted model file ({type(e).__name__}: {e})") from None
 
 
 def _finite_floats(values: Any, length: int, what: str) -> np.ndarray:
@@ -285,7 +348,7 @@ def _finite_floats(values: Any, length: int, what: str) -> np.ndarray:
     return out
 
 
-def _build(cls: Any, z: zipfile.ZipFile, header: Dict[str, Any]) -> Any:
+def _read(z: zipfile.ZipFile, header: Dict[str, Any]) -> SavedModel:
     arrays = header["arrays"]
     sv_shape = _shape(arrays["support_vectors"], 2)
     coef_shape = _shape(arrays["dual_coef"], 2)
@@ -324,6 +387,20 @@ def _build(cls: Any, z: zipfile.ZipFile, header: Dict[str, Any]) -> Any:
     else:
         raise ValueError(f"unknown support_vectors_format {sv_format!r}")
     dual_coef = _read_array(z, "dual_coef", coef_shape)
+    intercept = (
+        _finite_floats(header["intercept"], n_out, "intercept")
+        if "intercept" in header
+        else np.zeros(n_out)
+    )
+    return SavedModel(header, classes, support_vectors, dual_coef, intercept)
+
+
+def _estimator(cls: Any, saved: SavedModel) -> Any:
+    """The fitted estimator of a read model file."""
+    import scipy.sparse as sp
+
+    header, classes = saved.header, saved.classes
+    n_features = saved.n_features
     known = cls().get_params()
     params = {k: v for k, v in dict(header.get("params", {})).items() if k in known}
     # Files from before the polish hold unpolished models.
@@ -338,14 +415,14 @@ def _build(cls: Any, z: zipfile.ZipFile, header: Dict[str, Any]) -> Any:
         clf.probA_ = _finite_floats(header["probability"]["A"], n_pairs, "probability A")
         clf.probB_ = _finite_floats(header["probability"]["B"], n_pairs, "probability B")
     clf.classes_ = classes
-    clf.support_vectors_ = support_vectors
-    clf.dual_coef_ = dual_coef
-    clf.intercept_ = (
-        _finite_floats(header["intercept"], n_out, "intercept")
-        if "intercept" in header
-        else np.zeros(n_out)
-    )
-    clf.gamma_ = gamma
+    sv = saved.support_vectors
+    if isinstance(sv, tuple):
+        data, indices, indptr, n_cols = sv
+        sv = sp.csr_matrix((data, indices, indptr), shape=(len(indptr) - 1, n_cols))
+    clf.support_vectors_ = sv
+    clf.dual_coef_ = saved.dual_coef
+    clf.intercept_ = saved.intercept
+    clf.gamma_ = saved.gamma
     clf.n_features_in_ = int(n_features)
     clf.n_iter_ = int(header.get("n_iter", 0))
     clf.fit_stats_ = dict(header.get("fit_stats") or {})

@@ -23,12 +23,12 @@ use rayon::prelude::*;
 use crate::core::error::{Result, SvmError};
 use crate::core::parallel;
 
-/// Precision of the golden section search in BSGD's reference implementation.
-pub const GSS_EPS: f64 = 0.01;
-/// Precision used to build the lookup tables (and the `gss-precise` search).
-pub const GSS_PRECISE_EPS: f64 = 1e-10;
-/// Grid size of the default lookup tables (paper 000 uses 400 x 400).
-pub const DEFAULT_TABLE_SIZE: usize = 400;
+/// Grid size of the default lookup tables (paper 000 uses 400 x 400; `build.rs` embeds them).
+pub use crate::core::merge_math::DEFAULT_TABLE_SIZE;
+pub use crate::core::merge_math::{
+    golden_section_max, gss_h, merged_value, weight_degradation, GSS_EPS, GSS_PRECISE_EPS,
+};
+use crate::core::merge_math::{gss_h_and_value, table_row, wd_from_merged_value};
 /// The largest grid a table may have: 4096 x 4096 is two tables of 128 MB, past any accuracy gain.
 pub const MAX_TABLE_SIZE: usize = 4096;
 
@@ -75,88 +75,6 @@ impl MergeSearch {
     }
 }
 
-/// Golden section search for the maximum of a unimodal function on [lo, hi], to interval width
-/// `eps`. Returns (argmax, max) at the midpoint of the final interval.
-pub fn golden_section_max(f: impl Fn(f64) -> f64, lo: f64, hi: f64, eps: f64) -> (f64, f64) {
-    const INV_PHI: f64 = 0.618_033_988_749_894_8; // 1/phi
-    let (mut a, mut b) = (lo, hi);
-    let mut c = b - INV_PHI * (b - a);
-    let mut d = a + INV_PHI * (b - a);
-    let (mut fc, mut fd) = (f(c), f(d));
-    while b - a > eps {
-        if fc >= fd {
-            b = d;
-            d = c;
-            fd = fc;
-            c = b - INV_PHI * (b - a);
-            fc = f(c);
-        } else {
-            a = c;
-            c = d;
-            fc = fd;
-            d = a + INV_PHI * (b - a);
-            fd = f(d);
-        }
-    }
-    let x = 0.5 * (a + b);
-    (x, f(x))
-}
-
-/// s(h) = m kappa^((1-h)^2) + (1-m) kappa^(h^2), with ln(kappa) precomputed.
-#[inline]
-fn merged_value_ln(m: f64, ln_kappa: f64, h: f64) -> f64 {
-    let g = 1.0 - h;
-    m * (g * g * ln_kappa).exp() + (1.0 - m) * (h * h * ln_kappa).exp()
-}
-
-/// s(h): the coefficient a_z of the merged point divided by (a1 + a2).
-pub fn merged_value(m: f64, kappa: f64, h: f64) -> f64 {
-    if kappa <= 0.0 {
-        // kappa^0 = 1 and kappa^p = 0 otherwise.
-        return m * f64::from(h == 1.0) + (1.0 - m) * f64::from(h == 0.0);
-    }
-    merged_value_ln(m, kappa.ln(), h)
-}
-
-/// Normalised weight degradation for merge coefficient h: |Delta|^2 / (a1 + a2)^2.
-pub fn weight_degradation(m: f64, kappa: f64, h: f64) -> f64 {
-    wd_from_merged_value(m, kappa, merged_value(m, kappa, h))
-}
-
-/// Normalised weight degradation from s(h).
-#[inline]
-fn wd_from_merged_value(m: f64, kappa: f64, s: f64) -> f64 {
-    (m * m + (1.0 - m) * (1.0 - m) + 2.0 * m * (1.0 - m) * kappa - s * s).max(0.0)
-}
-
-/// The optimal h and s(h) by golden section search on the half of [0, 1] that holds the global
-/// maximum.
-fn gss_h_and_value(m: f64, kappa: f64, eps: f64) -> (f64, f64) {
-    if kappa <= 0.0 {
-        let h = if m >= 0.5 { 1.0 } else { 0.0 };
-        return (h, merged_value(m, kappa, h));
-    }
-    if kappa >= 1.0 {
-        // x1 == x2: every h gives the same point; s(h) = 1 everywhere.
-        return (m, 1.0);
-    }
-    let ln_kappa = kappa.ln();
-    // The maximiser lies between m and the end of its half: for m <= 1/2 a stationary point
-    // solves h / (1 - h) = m / (1 - m) kappa^(1 - 2h) <= m / (1 - m), so h <= m (h >= m for
-    // m >= 1/2 by symmetry). Searching [0, m] to a width relative to it keeps h precise when m
-    // is tiny (a fresh SV merged into an old one, m ~ 1e-4, h ~ kappa m): an absolute width of
-    // `eps` put z up to eps / 2 away from where it belongs there, a degradation far above the
-    // optimum's (which scales like m^2), and ranked partners by that error.
-    let (lo, hi) = if m >= 0.5 { (m, 1.0) } else { (0.0, m) };
-    let width = eps * (hi - lo) / 0.5;
-    golden_section_max(|h| merged_value_ln(m, ln_kappa, h), lo, hi, width)
-}
-
-/// The optimal h by golden section search to interval width `eps`.
-pub fn gss_h(m: f64, kappa: f64, eps: f64) -> f64 {
-    gss_h_and_value(m, kappa, eps).0
-}
-
 /// Lookup tables of h*(m, kappa) and wd(m, kappa) with bilinear interpolation.
 ///
 /// The grid is n x n over (m, kappa) in [0, 1/2] x [0, 1]; m > 1/2 is answered by the symmetry
@@ -199,32 +117,36 @@ impl MergeTable {
                 ),
             ));
         }
-        let step = 1.0 / (n - 1) as f64;
         let mut h = vec![0.0; n * n];
         let mut wd = vec![0.0; n * n];
         parallel::install(|| {
             h.par_chunks_mut(n)
                 .zip(wd.par_chunks_mut(n))
                 .enumerate()
-                .for_each(|(i, (hrow, wdrow))| {
-                    // Just below 1/2 at the last row: the limit from the side this table covers.
-                    let m = if i == n - 1 {
-                        0.5 - 1e-12
-                    } else {
-                        0.5 * i as f64 * step
-                    };
-                    for j in 0..n {
-                        let kappa = j as f64 * step;
-                        let hs = gss_h(m, kappa, GSS_PRECISE_EPS);
-                        hrow[j] = hs;
-                        wdrow[j] = if i == 0 {
-                            wd_over_m2_at_zero(kappa)
-                        } else {
-                            weight_degradation(m, kappa, hs) / (m * m)
-                        };
-                    }
-                });
+                .for_each(|(i, (hrow, wdrow))| table_row(i, n, hrow, wdrow));
         });
+        Ok(Self::from_grids(n, h, wd))
+    }
+
+    /// The default table, computed when the crate was built (`build.rs` runs the same
+    /// `table_row`), so no fit pays for building it.
+    fn embedded() -> Self {
+        const BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/merge_table.bin"));
+        let n = DEFAULT_TABLE_SIZE;
+        let values: Vec<f64> = BYTES
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+            .collect();
+        assert_eq!(
+            values.len(),
+            2 * n * n,
+            "the embedded merge table has the wrong size"
+        );
+        let (h, wd) = values.split_at(n * n);
+        Self::from_grids(n, h.to_vec(), wd.to_vec())
+    }
+
+    fn from_grids(n: usize, h: Vec<f64>, wd: Vec<f64>) -> Self {
         // A bilinear interpolation is a convex combination of its cell's corners, so the least
         // corner of a cell bounds it from below; the running minimum over the cells of smaller
         // kappa makes the bound monotone.
@@ -235,7 +157,7 @@ impl MergeTable {
             running = running.min(cell.fold(f64::INFINITY, f64::min).max(0.0));
             *floor = running;
         }
-        Ok(MergeTable { n, h, wd, wd_floor })
+        MergeTable { n, h, wd, wd_floor }
     }
 
     /// The first kappa cell whose lower bound of wd / m^2 is at most `limit` (n - 1 if none):
@@ -245,12 +167,11 @@ impl MergeTable {
         self.wd_floor.partition_point(|&b| b > limit)
     }
 
-    /// The process-wide default 400 x 400 table, built on first use.
+    /// The process-wide default 400 x 400 table, embedded at build time (decoded on first use,
+    /// well under a millisecond).
     pub fn shared() -> &'static MergeTable {
         static TABLE: OnceLock<MergeTable> = OnceLock::new();
-        TABLE.get_or_init(|| {
-            MergeTable::build(DEFAULT_TABLE_SIZE).unwrap_or_else(|_| unreachable!("size >= 2"))
-        })
+        TABLE.get_or_init(MergeTable::embedded)
     }
 
     pub fn size(&self) -> usize {
@@ -288,15 +209,6 @@ impl MergeTable {
         let mh = if m > 0.5 { 1.0 - m } else { m };
         mh * mh * self.interpolate(&self.wd, mh, kappa).max(0.0)
     }
-}
-
-/// lim_{m -> 0} wd(m, kappa) / m^2 = 1 - kappa^2 + 2 kappa^2 ln(kappa) (1 at kappa = 0).
-fn wd_over_m2_at_zero(kappa: f64) -> f64 {
-    if kappa <= 0.0 {
-        return 1.0;
-    }
-    let k2 = kappa * kappa;
-    (1.0 - k2 + 2.0 * k2 * kappa.ln()).max(0.0)
 }
 
 /// The merge of one candidate pair: its coefficient h and normalised weight degradation.
@@ -404,6 +316,7 @@ pub fn merge_multiclass_bound(aa: f64, bb: f64, ab: f64, kappa: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::merge_math::wd_over_m2_at_zero;
     use crate::core::rng::Rng;
 
     /// |a1 phi(x1) + a2 phi(x2) - az phi(z)|^2 through kernel values of explicit vectors.
@@ -614,6 +527,25 @@ mod tests {
             let (_, wd) = merge_multiclass(&a1, &a2, kappa, GSS_EPS);
             assert!(bound <= wd + tol);
         }
+    }
+
+    /// The table embedded at build time is the one built at run time, value for value.
+    #[test]
+    fn embedded_table_equals_the_built_one() {
+        let built = MergeTable::build(DEFAULT_TABLE_SIZE).unwrap();
+        let embedded = MergeTable::shared();
+        assert_eq!(embedded.n, built.n);
+        assert!(embedded
+            .h
+            .iter()
+            .zip(&built.h)
+            .all(|(a, b)| a.to_bits() == b.to_bits()));
+        assert!(embedded
+            .wd
+            .iter()
+            .zip(&built.wd)
+            .all(|(a, b)| a.to_bits() == b.to_bits()));
+        assert_eq!(embedded.wd_floor, built.wd_floor);
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod kernel_block;
 pub mod kernel_cache;
 pub mod libsvm;
 pub mod merge;
+pub mod merge_math;
 pub mod model;
 pub mod parallel;
 pub mod rng;
