@@ -409,3 +409,31 @@ def test_interrupted_partial_fit_leaves_the_run_as_it_was(tmp_path):
     first, rc, out, err = interrupt_after_first_line(code, tmp_path, wait=120)
     assert first.startswith("fitting")
     assert "intact" in out, (out, err)
+
+
+def test_interrupted_polish_leaves_the_model_as_it_was(tmp_path):
+    # Ctrl-C in the middle of the polish (between its passes over the rows): KeyboardInterrupt,
+    # and the estimator keeps the coefficients it had.
+    from conftest import interrupt_after_first_line
+
+    code = (
+        "import numpy as np\n"
+        "from budgetsvm import BudgetSVC\n"
+        "rng = np.random.default_rng(0)\n"
+        "X = rng.normal(size=(300_000, 8)); y = (X[:, 0] * X[:, 1] > 0).astype(int)\n"
+        "clf = BudgetSVC(budget=300, epochs=1, random_state=0, polish=False)\n"
+        "clf.fit(X[:20_000], y[:20_000])\n"
+        "before = clf.dual_coef_.copy()\n"
+        "# No cache: every pass recomputes the kernel values, so the solve takes seconds.\n"
+        "clf.set_params(verbose=True, polish_cache_size=0, polish_tol=0.0)\n"
+        "try:\n"
+        "    clf.polish_coef(X, y)\n"
+        "    print('not interrupted')\n"
+        "except KeyboardInterrupt:\n"
+        "    assert np.array_equal(clf.dual_coef_, before)\n"
+        "    assert np.all(clf.intercept_ == 0)\n"
+        "    print('intact')\n"
+    )
+    first, rc, out, err = interrupt_after_first_line(code, tmp_path, wait=120)
+    assert first.startswith("[budgetsvm] polish iteration 1"), (first, err)
+    assert "intact" in out, (out, err)

@@ -190,7 +190,9 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         cost O(n^2) kernel values), ``train_accuracy``, ``val_accuracy`` (NaN without
         ``eval_set``), ``maintenance_fraction`` (share of the epoch's steps that triggered
         budget maintenance), ``n_sv`` and ``mean_sv_nnz``. For BSGD with ``average=True`` the entries before the
-        last epoch describe the last iterate, the last one the returned average. None when off.
+        last epoch describe the last iterate, the last one the returned average. The entries
+        describe the budgeted pass: with the polish, the returned model is the polished one
+        (``fit_stats_['polish']`` has its objective). None when off.
 
     Examples
     --------

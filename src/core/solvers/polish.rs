@@ -586,7 +586,6 @@ fn segment_pass<T: Send>(
     let first_pass = segments.spans.is_empty();
     let mut next_segment = 0;
     let mut visit = |first: usize, rows: &AnyRows<'_>| -> Result<()> {
-        monitor(progress)?;
         let len = rows.n_rows();
         // This block's segments.
         let ids: Vec<usize> = (0..len.div_ceil(SEGMENT_ROWS))
@@ -613,6 +612,8 @@ fn segment_pass<T: Send>(
         // Waves of a few segments per thread bound the memory of results held at once.
         let wave = 4 * rayon::current_num_threads().max(1);
         for group in todo.chunks(wave) {
+            // Ctrl-C between waves of a long pass.
+            monitor(progress)?;
             let spans = &segments.spans;
             let cache = &segments.cache;
             let results: Vec<(T, Option<Vec<f64>>, f64)> = parallel::install(|| {
