@@ -24,6 +24,10 @@ __all__ = [
     "merge_search",
     "polish",
     "polish_file",
+    "polish_newton_point",
+    "add_gram_change",
+    "reduce_budget",
+    "PolishPartition",
     "rbf_kernel",
     "set_num_threads",
     "simd_level",
@@ -153,6 +157,63 @@ def polish_file(
     class_weights: Optional[npt.NDArray[np.float64]] = None,
     callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
 ) -> Dict[str, Any]: ...
+def polish_newton_point(
+    kss: npt.NDArray[np.float64],
+    gram: npt.NDArray[np.float64],
+    s: npt.NDArray[np.float64],
+    u: npt.NDArray[np.float64],
+    sw: float,
+    swy: float,
+    c: float,
+) -> npt.NDArray[np.float64]: ...
+def add_gram_change(
+    gram: npt.NDArray[np.float64],
+    *,
+    packed: Optional[npt.NDArray[np.float64]] = None,
+    weights: Optional[npt.NDArray[np.float64]] = None,
+    rows: Optional[npt.NDArray[np.float64]] = None,
+) -> None: ...
+def reduce_budget(
+    support_vectors: _Features,
+    coef: npt.NDArray[np.float64],
+    gamma: float,
+    budget: int,
+    *,
+    maintenance: str = "merge",
+    merge: str = "lookup-wd",
+    sv_storage: str = "auto",
+) -> Tuple[Any, npt.NDArray[np.float64], float]: ...
+
+@final
+class PolishPartition:
+    def __new__(
+        cls,
+        support_vectors: _Features,
+        gamma: float,
+        x: _Features,
+        y: npt.NDArray[np.uint32],
+        n_classes: int,
+        *,
+        sample_weight: Optional[npt.NDArray[np.float64]] = None,
+    ) -> PolishPartition: ...
+    @property
+    def nbytes(self) -> int: ...
+    def line_sums(
+        self,
+        counted_coef: npt.NDArray[np.float64],
+        counted_intercept: npt.NDArray[np.float64],
+        dir_coef: npt.NDArray[np.float64],
+        dir_intercept: npt.NDArray[np.float64],
+        ts: npt.NDArray[np.float64],
+    ) -> Dict[str, Any]: ...
+    def sums(
+        self,
+        trial_coef: npt.NDArray[np.float64],
+        trial_intercept: npt.NDArray[np.float64],
+        counted_coef: Optional[npt.NDArray[np.float64]] = None,
+        counted_intercept: Optional[npt.NDArray[np.float64]] = None,
+    ) -> Dict[str, Any]: ...
+
 def kernel_rows(
     x: _Features, gamma: float, rows: npt.NDArray[np.int64]
 ) -> Tuple[npt.NDArray[np.float32], float]: ...

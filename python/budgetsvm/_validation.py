@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import functools
 import numbers
+import sys
 import threading
 import weakref
 from typing import Any, Callable, NamedTuple, Optional, TypeVar, Union
 
 import numpy as np
-import scipy.sparse as sp
 
 from budgetsvm import _budgetsvm
 
@@ -23,7 +23,10 @@ def to_native(X: Any) -> NativeX:
     a CSR matrix with duplicate entries is summed into a copy, and its buffers are otherwise passed
     through without copying.
     """
-    if sp.issparse(X):
+    # scipy.sparse is imported only where it is used: X can only be one of its matrices if it
+    # is already loaded (a Dask worker or the command line's predictions never load it).
+    sp = sys.modules.get("scipy.sparse")
+    if sp is not None and sp.issparse(X):
         X = X.tocsr() if X.format != "csr" else X
         if not X.has_canonical_format:
             X = X.copy()
@@ -42,6 +45,8 @@ def sv_from_native(sv: NativeX) -> Any:
     ``scipy.sparse.csr_matrix`` (sparse storage: no array of n_features per vector)."""
     if isinstance(sv, tuple):
         data, indices, indptr, n_cols = sv
+        import scipy.sparse as sp
+
         return sp.csr_matrix((data, indices, indptr), shape=(len(indptr) - 1, int(n_cols)))
     return sv
 

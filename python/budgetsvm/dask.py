@@ -7,12 +7,18 @@ fitted estimator over the row blocks of a dask array (``map_blocks``) or the par
 dask dataframe (``map_partitions``); the estimator is pickled to the workers once per task
 graph, and the result is a lazy dask collection.
 
-Training is sequential by nature (BSGD updates one model example by example), so
-:func:`fit_incremental` walks the collection's chunks in order, has the cluster compute
-(load, preprocess) each chunk, and feeds it to ``BudgetSVC.partial_fit`` in this process. It is
-the pattern of dask-ml's ``Incremental`` wrapper: the cluster does the data work, memory in this
-process stays at about two chunks plus the budget, and the result is the model that
-``partial_fit`` over the same chunks in the same order gives.
+Training across the cluster: :func:`fit` runs the budgeted pass on every partition in
+parallel (each worker on the partitions it holds), pools the partitions' support vectors and
+reduces the pool to the budget with the same budget maintenance a fit uses, then polishes the
+coefficients exactly over all rows, each Newton iteration a map over the partitions (their
+kernel values K(X_p, S) kept on the workers that hold them) and a reduce on this process:
+O(B^2) bytes per partition and iteration, never rows. The result is a plain fitted
+``BudgetSVC``.
+
+:func:`fit_incremental` is the sequential alternative: it walks the collection's chunks in
+order, has the cluster compute (load, preprocess) each chunk, and feeds it to
+``BudgetSVC.partial_fit`` in this process (dask-ml's ``Incremental`` pattern): one core trains,
+and the result is the model that ``partial_fit`` over the same chunks in the same order gives.
 """
 
 from __future__ import annotations
@@ -31,7 +37,16 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
         "(dask[array,dataframe,distributed])"
     ) from e
 
-__all__ = ["decision_function", "fit_incremental", "predict"]
+from budgetsvm._dask_tasks import (
+    PolishActor,
+    _block_facts,
+    _fit_partition,
+    _forget,
+    _polish_group,
+)
+from budgetsvm._validation import fit_guard
+
+__all__ = ["decision_function", "fit", "fit_incremental", "predict"]
 
 
 def _rows_only(X: Any) -> Any:
@@ -242,3 +257,471 @@ def fit_incremental(
             else:
                 clf.partial_fit(Xb, yb)
     return clf
+
+
+# --- Training across the cluster -----------------------------------------------------------------
+
+def _collections(X: Any, y: Any, sample_weight: Any) -> tuple:
+    """(X, y, weights) as dask arrays chunked alike along rows (weights None), and the
+    dataframe's column names (None for arrays)."""
+    columns = None
+    if isinstance(X, dd.DataFrame):
+        if not isinstance(y, (dd.Series, dd.DataFrame)):
+            raise TypeError("with a dask dataframe X, y must be a dask Series")
+        if X.npartitions != y.npartitions:
+            raise ValueError(
+                f"X has {X.npartitions} partitions but y has {y.npartitions}; "
+                "they must be partitioned alike"
+            )
+        columns = list(X.columns)
+        import warnings
+
+        with warnings.catch_warnings():
+            # String labels become an object array, which is what the labels need.
+            warnings.filterwarnings("ignore", "Dask currently has limited support", UserWarning)
+            X = X.to_dask_array(lengths=True)
+            y = y.to_dask_array(lengths=True)
+            if sample_weight is not None:
+                if not isinstance(sample_weight, (dd.Series, dd.DataFrame)):
+                    raise TypeError("with a dask dataframe X, sample_weight must be a dask Series")
+                sample_weight = sample_weight.to_dask_array(lengths=True)
+    elif not isinstance(X, da.Array):
+        raise TypeError(f"X must be a dask array or dask dataframe, got {type(X).__name__}")
+    elif not isinstance(y, da.Array) or y.ndim != 1:
+        raise TypeError("with a dask array X, y must be a 1-D dask array")
+    X = _rows_only(X)
+    if np.isnan(X.shape[0]) or X.shape[0] != y.shape[0]:
+        raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
+    y = y.rechunk((X.chunks[0],))
+    if sample_weight is not None:
+        if not isinstance(sample_weight, da.Array) or sample_weight.ndim != 1:
+            raise TypeError("sample_weight must be a 1-D dask array (or Series) like y")
+        if sample_weight.shape[0] != X.shape[0]:
+            raise ValueError(
+                f"sample_weight has {sample_weight.shape[0]} values for {X.shape[0]} rows"
+            )
+        sample_weight = sample_weight.rechunk((X.chunks[0],))
+    return X, y, sample_weight, columns
+
+
+def fit(clf: Any, X: Any, y: Any, sample_weight: Any = None) -> Any:
+    """Train a ``BudgetSVC`` across the cluster of the current ``dask.distributed`` client.
+
+    1. Every partition (row block) runs the estimator's budgeted pass (``solver``, ``budget``,
+       ``epochs``, merging...) on its own rows, in parallel on the workers that hold them, with
+       the estimator's C (and ``lam``), a seed derived from ``random_state`` and the partition's
+       index.
+    2. The partitions' support vectors are pooled, each model weighted by its share of the rows
+       (the average of the partitions' decision functions), and the pool is reduced to
+       ``budget`` by the estimator's budget maintenance (merging by weight degradation; with
+       ``maintenance='project'``, merging), in partition order.
+    3. With ``polish=True`` the coefficients and intercepts are solved exactly over all rows:
+       Newton iterations (two rounds each: the line search's sums at a grid of steps, then the
+       iteration's sums at the step found) whose sums over rows are maps over
+       the partitions, each partition's K(X_p, S) computed once and kept on its worker (within
+       ``polish_cache_size`` MB per partition), reduced on this process in partition order.
+
+    The result depends on the partitioning and the seed, not on the number of workers; it is a
+    plain fitted ``BudgetSVC`` (it pickles, saves to a model file and predicts without a
+    cluster). ``fit_stats_['dask']`` reports the partitions, the pooled support vectors, the
+    rounds and bytes moved and the time of each stage.
+
+    Parameters
+    ----------
+    clf : BudgetSVC
+        The estimator, with its parameters (not with ``probability=True``: its
+        cross-validation needs the rows in one process).
+    X : dask.array.Array or dask.dataframe.DataFrame
+        Training rows (dense), in row blocks.
+    y : dask.array.Array or dask.dataframe.Series
+        Labels, chunked or partitioned like X.
+    sample_weight : dask.array.Array or dask.dataframe.Series, default=None
+        Multiplies C for each row, as in ``fit``; rows of weight 0 are left out.
+
+    Returns
+    -------
+    clf : BudgetSVC
+        Fitted.
+    """
+    import time
+
+    from distributed import default_client
+
+    from budgetsvm.svm import BudgetSVC
+
+    if not isinstance(clf, BudgetSVC):
+        raise TypeError(f"budgetsvm.dask.fit trains a BudgetSVC, not {type(clf).__name__}")
+    clf._check_params()
+    if clf.probability:
+        raise ValueError(
+            "probability=True needs its cross-validation on rows in one process; fit with "
+            "probability=False on the cluster"
+        )
+    try:
+        client = default_client()
+    except ValueError:
+        raise ValueError(
+            "budgetsvm.dask.fit needs a dask.distributed Client (e.g. Client(LocalCluster()))"
+        ) from None
+    start = time.perf_counter()
+    X, y, sample_weight, columns = _collections(X, y, sample_weight)
+    xs = list(X.to_delayed()[:, 0])
+    ys = list(y.to_delayed())
+    ws = list(sample_weight.to_delayed()) if sample_weight is not None else [None] * len(xs)
+    # The blocks computed once and held by the workers for every stage.
+    x_parts = client.compute(xs)
+    y_parts = client.compute(ys)
+    w_parts = client.compute(ws) if sample_weight is not None else [None] * len(xs)
+    try:
+        return _fit_on_parts(clf, client, x_parts, y_parts, w_parts, columns, start)
+    except BaseException as e:
+        from distributed.scheduler import KilledWorker
+
+        if isinstance(e, KilledWorker):
+            raise RuntimeError(
+                f"a Dask worker died while training ({e}); the cluster lost the task more "
+                "often than distributed's allowed-failures setting allows"
+            ) from e
+        raise
+    finally:
+        client.cancel([f for f in [*x_parts, *y_parts, *w_parts] if f is not None])
+
+
+@fit_guard
+def _fit_on_parts(clf, client, x_parts, y_parts, w_parts, columns, start):
+    """The stages of ``fit`` (a failed or interrupted fit leaves the estimator as it was)."""
+    import time
+    import uuid
+
+    from budgetsvm import _budgetsvm
+    from budgetsvm._validation import class_weights
+
+    facts = client.gather(client.map(_block_facts, x_parts, y_parts, pure=False))
+    n_rows = int(sum(f[0] for f in facts))
+    if n_rows == 0:
+        raise ValueError("the collection holds no rows")
+    width = max(f[1] for f in facts)
+    if width == 0:
+        raise ValueError("X has no features (0 columns)")
+    labels = np.concatenate([f[2] for f in facts if len(f[2])])
+    classes = np.unique(labels)
+    counts = np.zeros(len(classes))
+    for f in facts:
+        if len(f[2]):
+            counts[np.searchsorted(classes, f[2])] += f[3]
+    if len(classes) < 2:
+        raise ValueError(
+            f"BudgetSVC needs samples of at least two classes; the data contain only one class: "
+            f"{classes[0]!r}"
+        )
+    from sklearn.utils.multiclass import check_classification_targets
+
+    check_classification_targets(classes)
+    class_w = class_weights(clf.class_weight, classes, np.arange(len(classes)), counts)
+    if isinstance(clf.gamma, str) and clf.gamma == "scale":
+        total, total_sq = sum(f[4] for f in facts), sum(f[5] for f in facts)
+        count = float(n_rows) * width
+        var = total_sq / count - (total / count) ** 2
+        gamma = 1.0 / (width * var) if var > 0 else 1.0
+    elif isinstance(clf.gamma, str) and clf.gamma == "auto":
+        gamma = 1.0 / width
+    else:
+        gamma = float(clf.gamma)
+    seed = clf._seed()
+    params = dict(
+        C=float(clf.C),
+        lam=None if clf.lam is None else float(clf.lam),
+        gamma=gamma,
+        budget=int(clf.budget),
+        epochs=int(clf.epochs),
+        maintenance="merge" if clf.maintenance == "project" else clf.maintenance,
+        merge=clf.merge,
+        shuffle=bool(clf.shuffle),
+        solver=clf.solver,
+        dual_step=clf.dual_step,
+        average=bool(clf.average),
+        n_rows=n_rows,
+    )
+    setup_seconds = time.perf_counter() - start
+    t0 = time.perf_counter()
+    seeds = [(seed + 7919 * k) % (2**31 - 1) for k in range(len(x_parts))]
+    models = client.gather(
+        [
+            client.submit(_fit_partition, xp, yp, wp, params, sd, classes, class_w, pure=False)
+            for xp, yp, wp, sd in zip(x_parts, y_parts, w_parts, seeds)
+        ]
+    )
+    basis_seconds = time.perf_counter() - t0
+    kept = [m for m in models if m is not None]
+    used = sum(m[2] for m in kept)
+    pool_sv = np.vstack([m[0] for m in kept])
+    pool_coef = np.vstack([m[1] * (m[2] / used) for m in kept])
+    t0 = time.perf_counter()
+    sv, coef, pool_wd = _budgetsvm.reduce_budget(
+        np.ascontiguousarray(pool_sv), np.ascontiguousarray(pool_coef), gamma, int(clf.budget),
+        maintenance=params["maintenance"], merge=clf.merge, sv_storage="dense",
+    )
+    reduce_seconds = time.perf_counter() - t0
+    clf.classes_ = classes
+    clf.class_weight_ = class_w
+    clf.gamma_ = gamma
+    clf.n_features_in_ = int(width)
+    if columns is not None and all(isinstance(c, str) for c in columns):
+        clf.feature_names_in_ = np.asarray(columns, dtype=object)
+    elif hasattr(clf, "feature_names_in_"):
+        del clf.feature_names_in_
+    C = float(clf.C) if clf.lam is None else 1.0 / (used * float(clf.lam))
+    clf.lambda_ = 1.0 / (used * C) if clf.lam is None else float(clf.lam)
+    clf.support_vectors_ = np.asarray(sv)
+    clf.dual_coef_ = np.ascontiguousarray(np.asarray(coef).T)
+    clf.intercept_ = np.zeros(clf.dual_coef_.shape[0])
+    clf.n_iter_ = int(clf.epochs)
+    clf.history_ = None
+    clf._stream = None
+    stats = dict(
+        partitions=len(x_parts),
+        empty_partitions=len(models) - len(kept),
+        pooled_support_vectors=int(pool_sv.shape[0]),
+        pool_weight_degradation=float(pool_wd),
+        setup_seconds=setup_seconds,
+        basis_seconds=basis_seconds,
+        reduce_seconds=reduce_seconds,
+        rows=int(used),
+    )
+    clf.fit_stats_ = {"dask": stats, "iterations": int(clf.epochs) * int(used)}
+    if clf.polish:
+        t0 = time.perf_counter()
+        token = uuid.uuid4().hex
+        try:
+            polish_stats = _distributed_polish(
+                clf, client, x_parts, y_parts, w_parts, classes, class_w, C, token
+            )
+        finally:
+            # The workers' kernel values of this fit are dropped.
+            client.run(_forget, token)
+        stats["polish_seconds"] = time.perf_counter() - t0
+        clf.fit_stats_["polish"] = polish_stats
+    stats["seconds"] = time.perf_counter() - start
+    clf.fit_stats_["seconds"] = stats["seconds"]
+    return clf
+
+
+# Called as _AFTER_ROUND(round, client) before every polish round (tests kill a worker there).
+_AFTER_ROUND: Any = None
+
+# Steps at which the distributed line search evaluates the objective's slope in one round.
+_LINE_STEPS = (0.0, 1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 3 / 8, 1 / 2, 5 / 8, 3 / 4, 7 / 8,
+               1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 8.0)
+
+
+def _line_step(steps: np.ndarray, dphi: np.ndarray, flips: np.ndarray) -> float:
+    """The step from the slopes phi'(t) at the grid of steps (phi convex, piecewise quadratic):
+    1 when no row changes activity up to it (the objective is the Newton step's quadratic
+    there, whose minimiser is t = 1), else the root of phi' interpolated linearly in the first
+    bracket where it turns non-negative (exact where no row changes activity inside it), the
+    last step when it never does, 0 when phi'(0) >= 0 (no descent)."""
+    if dphi[0] >= 0:
+        return 0.0
+    one = int(np.flatnonzero(steps == 1.0)[0])
+    if flips[one] == 0:
+        return 1.0
+    above = np.flatnonzero(dphi >= 0)
+    if len(above) == 0:
+        return float(steps[-1])
+    j = int(above[0])
+    t0, t1, d0, d1 = steps[j - 1], steps[j], dphi[j - 1], dphi[j]
+    return float(t0 - d0 * (t1 - t0) / (d1 - d0))
+
+
+def _nbytes(value: Any) -> int:
+    """Bytes of the arrays in a (nested) result."""
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if isinstance(value, dict):
+        return sum(_nbytes(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_nbytes(v) for v in value)
+    return 0
+
+
+def _distributed_polish(clf, client, x_parts, y_parts, w_parts, classes, class_w, C, token):
+    """Newton iterations of the polish (``solvers::polish``), the sums over rows mapped over
+    the partitions and added here in partition order; the step from the line search's grid
+    (sufficient decrease), per output. Sets ``dual_coef_`` and ``intercept_``."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    from budgetsvm import _budgetsvm
+    from budgetsvm._validation import _aligned
+
+    S = np.ascontiguousarray(clf.support_vectors_)
+    m = S.shape[0]
+    q = clf.dual_coef_.shape[0]
+    kss = _budgetsvm.rbf_kernel(S, S, clf.gamma_)
+    # What every round needs and never changes, sent once.
+    context = client.scatter(
+        dict(
+            token=token,
+            basis=S,
+            gamma=clf.gamma_,
+            classes=classes,
+            class_w=class_w,
+            cache_bytes=float(clf.polish_cache_size) * 1024 * 1024,
+        ),
+        broadcast=True,
+    )
+    # One task per worker and round, over the partitions it holds (placement read once; a
+    # partition that moves, e.g. after a worker died, is found by the scheduler anyway).
+    holders = client.who_has(x_parts)
+    groups: dict = {}
+    for k, xp in enumerate(x_parts):
+        # A partition held by several workers (copied for an earlier task) goes to the one
+        # with the fewest so far: the rounds wait for the busiest worker.
+        where = sorted(holders.get(xp.key) or ("",), key=lambda a: (len(groups.get(a, [])), a))
+        groups.setdefault(where[0], []).append(k)
+    groups = dict(sorted(groups.items(), key=lambda item: item[1][0]))
+    moved = {"bytes": 0, "rounds": 0}
+    actors: list = []
+
+    def round_trip(request):
+        """The request answered by every worker, their results in the order of their first
+        partitions."""
+        moved["rounds"] += 1
+        if _AFTER_ROUND is not None:  # tests: kill a worker between rounds
+            _AFTER_ROUND(moved["rounds"], client)
+        if actors:
+            try:
+                calls = [a.run(request) for a in actors]
+                results = [c.result() for c in calls]
+            except Exception as e:
+                raise RuntimeError(
+                    "a Dask worker holding a part of the polish was lost (or failed) during "
+                    f"budgetsvm.dask.fit: {type(e).__name__}: {e}; the fit stopped, the "
+                    "estimator is unchanged; fit again"
+                ) from e
+        else:
+            futures = [
+                client.submit(
+                    _polish_group,
+                    context,
+                    [(k, x_parts[k], y_parts[k], w_parts[k]) for k in ks],
+                    request,
+                    workers=[address] if address else None,
+                    allow_other_workers=True,
+                    pure=False,
+                )
+                for address, ks in groups.items()
+            ]
+            done = client.gather(futures)
+            if all(r["cached"] and r["address"] for r in done):
+                # Every partition's kernel values stayed on the worker that computed them:
+                # later rounds call actors there directly, without the scheduler.
+                made = [
+                    client.submit(
+                        PolishActor, token, r["indices"], m, actor=True, workers=[r["address"]],
+                        allow_other_workers=False, pure=False,
+                    )
+                    for r in done
+                ]
+                actors.extend(f.result() for f in made)
+            results = [r["result"] for r in done]
+        results = [r for r in results if r is not None]
+        moved["bytes"] += sum(_nbytes(r) for r in results)
+        return results
+
+    def regulariser(coef_t, k):
+        beta = coef_t[:, k]
+        return 0.5 * beta @ kss @ beta
+
+    coef = np.ascontiguousarray(clf.dual_coef_.T)  # m x q
+    b = np.zeros(q)
+    gram = np.zeros((q, m, m))
+    s = np.zeros((q, m))
+    u = np.zeros((q, m))
+    sw = np.zeros(q)
+    swy = np.zeros(q)
+
+    def add(parts, k):
+        for p in parts:
+            # Arrays off the network may be misaligned: aligned copies where needed.
+            if p["gram"][k] is not None:
+                _budgetsvm.add_gram_change(gram[k], packed=_aligned(p["gram"][k]))
+            elif p["factor"][k] is not None:
+                weights, rows = p["factor"][k]
+                _budgetsvm.add_gram_change(gram[k], weights=_aligned(weights), rows=_aligned(rows))
+            s[k] += p["s"][k]
+            u[k] += p["u"][k]
+            sw[k] += p["sw"][k]
+            swy[k] += p["swy"][k]
+
+    first = round_trip(("sums", (coef, b), None))
+    obj = np.array(
+        [regulariser(coef, k) + C * sum(p["loss_trial"][k] for p in first) for k in range(q)]
+    )
+    for k in range(q):
+        add(first, k)
+    start_obj = obj.copy()
+    done = np.zeros(q, dtype=bool)
+    iterations = 0
+    tol = float(clf.polish_tol)
+    steps = np.array(_LINE_STEPS)
+    while not done.all() and iterations < int(clf.polish_max_iter):
+        iterations += 1
+        direction = np.zeros((m, q))
+        db = np.zeros(q)
+        for k in np.flatnonzero(~done):
+            x = _budgetsvm.polish_newton_point(
+                kss, gram[k], s[k], u[k], float(sw[k]), float(swy[k]), C
+            )
+            direction[:, k] = x[:m] - coef[:, k]
+            db[k] = x[m] - b[k]
+        # The exact line search's sums at a grid of steps in one round, the step from their
+        # piecewise-linear slope, then the iteration's sums at that step in a second round.
+        line = round_trip(("line", (coef, b), (direction, db), steps))
+        slope = sum(r["slope"] for r in line)
+        flips = sum(r["flips"] for r in line)
+        t = np.zeros(q)
+        for k in np.flatnonzero(~done):
+            a1 = coef[:, k] @ kss @ direction[:, k]
+            a2 = direction[:, k] @ kss @ direction[:, k]
+            dphi = a1 + steps * a2 - 2 * C * slope[:, k]
+            t[k] = _line_step(steps, dphi, flips[:, k])
+            if t[k] == 0.0:  # no descent left: converged to rounding
+                done[k] = True
+        live = ~done
+        if not live.any():
+            break
+        trial_c = np.ascontiguousarray(coef + direction * (t * live))
+        trial_b = b + db * t * live
+        parts = round_trip(("sums", (trial_c, trial_b), (coef, b)))
+        for k in np.flatnonzero(live):
+            new_obj = regulariser(trial_c, k) + C * sum(p["loss_trial"][k] for p in parts)
+            add(parts, k)
+            changed = sum(int(p["flips"][k]) for p in parts)
+            decrease = obj[k] - new_obj
+            coef[:, k] = trial_c[:, k]
+            b[k] = trial_b[k]
+            obj[k] = new_obj
+            # A full Newton step that changed no row's activity reached the optimum.
+            if (t[k] == 1.0 and changed == 0) or decrease <= tol * abs(new_obj):
+                done[k] = True
+    converged = bool(done.all())
+    clf.dual_coef_ = np.ascontiguousarray(coef.T)
+    clf.intercept_ = b
+    stats = dict(
+        objective_start=start_obj.tolist(),
+        objective=obj.tolist(),
+        iterations=iterations,
+        converged=converged,
+        rounds=moved["rounds"],
+        bytes_moved=int(moved["bytes"]),
+    )
+    if not converged:
+        warnings.warn(
+            f"the polish stopped after polish_max_iter={clf.polish_max_iter} Newton iterations "
+            "before converging; the model is kept (raise polish_max_iter)",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+    return stats

@@ -10,9 +10,7 @@ use crate::core::merge::{
     coefficient_sums, merge_multiclass_bound, merge_multiclass_sums, search_pair,
     weight_degradation, MergeSearch, MergeTable, GSS_EPS, GSS_PRECISE_EPS, MERGE_MIN_KAPPA,
 };
-use crate::core::model::SupportVectors;
-#[cfg(test)]
-use crate::core::model::SvLayout;
+use crate::core::model::{BudgetModel, SupportVectors, SvLayout};
 use crate::core::simd;
 
 /// What a budget maintenance event does with the smallest support vector.
@@ -614,6 +612,44 @@ impl BudgetMaintainer {
     }
 }
 
+/// Reduces a model of more than `budget` support vectors to `budget` by the same budget
+/// maintenance a fit uses (the smallest SV merged with its best partner, or removed), one event
+/// at a time: the pooled support vectors of several budgeted passes (`budgetsvm.dask.fit`)
+/// become one budgeted model. Deterministic for a given order of the vectors. Projection keeps
+/// a matrix of the whole pool's kernel values, so it is not offered here (an error).
+pub fn reduce_to_budget(
+    model: &BudgetModel,
+    budget: usize,
+    maintenance: Maintenance,
+    layout: SvLayout,
+) -> Result<(BudgetModel, MaintenanceStats)> {
+    model.validate()?;
+    if budget < 1 {
+        return Err(SvmError::invalid_parameter("budget", "must be at least 1"));
+    }
+    if maintenance == Maintenance::Project {
+        return Err(SvmError::invalid_parameter(
+            "maintenance",
+            "projection needs the kernel matrix of the whole pool; use merge or remove",
+        ));
+    }
+    let n = model.n_sv();
+    let rows = crate::core::kernel_block::sv_rows(&model.support_vectors, n, model.dim);
+    let mut svs = SupportVectors::new(model.dim, n, model.n_out, layout)?;
+    for j in 0..n {
+        svs.push_row(
+            &rows,
+            j,
+            &model.coef[j * model.n_out..(j + 1) * model.n_out],
+        )?;
+    }
+    let mut maintainer = BudgetMaintainer::new(maintenance, model.gamma, None);
+    while svs.len() > budget {
+        maintainer.reduce(&mut svs);
+    }
+    Ok((svs.to_model(model.gamma), maintainer.stats))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -843,6 +879,55 @@ mod tests {
                 assert_eq!(svs.coef(0)[0] * svs.scale(), 0.7);
                 assert!((m.stats.total_weight_degradation - 0.09).abs() < 1e-15);
             }
+        }
+    }
+
+    /// A model pooled with itself at half weight reduces back to itself: with coefficients
+    /// within a factor 2 of each other the halves are the smallest, and each merges with its
+    /// copy (kappa = 1) at no degradation.
+    #[test]
+    fn reducing_a_doubled_pool_gives_the_model_back() {
+        let mut rng = Rng::new(61);
+        for (n_out, layout) in [
+            (1, SvLayout::Dense),
+            (3, SvLayout::Dense),
+            (1, SvLayout::Sparse),
+        ] {
+            let (svs, xs) = random_svs(&mut rng, 12, 3, n_out, true, layout);
+            let mut model = svs.to_model(0.7);
+            model
+                .coef
+                .iter_mut()
+                .for_each(|c| *c = c.signum() * (1.0 + 0.8 * c.abs()));
+            let mut pooled = model.clone();
+            pooled.coef.iter_mut().for_each(|c| *c *= 0.5);
+            let half = pooled.clone();
+            pooled
+                .support_vectors
+                .append(&half.support_vectors)
+                .unwrap();
+            pooled.coef.extend_from_slice(&half.coef);
+            let (reduced, stats) = reduce_to_budget(
+                &pooled,
+                12,
+                Maintenance::Merge(MergeSearch::LookupWd),
+                layout,
+            )
+            .unwrap();
+            assert_eq!(reduced.n_sv(), 12);
+            assert!(
+                stats.total_weight_degradation < 1e-20,
+                "{}",
+                stats.total_weight_degradation
+            );
+            let x = DenseView::new(&xs, 12, 3).unwrap();
+            let (mut a, mut b) = (vec![0.0; 12 * n_out], vec![0.0; 12 * n_out]);
+            model.decision_function(&x, &mut a).unwrap();
+            reduced.decision_function(&x, &mut b).unwrap();
+            for (u, v) in a.iter().zip(&b) {
+                assert!((u - v).abs() < 1e-9 * (1.0 + u.abs()));
+            }
+            assert!(reduce_to_budget(&pooled, 12, Maintenance::Project, layout).is_err());
         }
     }
 

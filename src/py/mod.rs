@@ -15,10 +15,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
+use crate::core::budget::reduce_to_budget;
 use crate::core::budget::Maintenance;
 use crate::core::budget::MaintenanceStats;
 use crate::core::data::{check_finite, AnyRows, Rows};
 use crate::core::error::SvmError;
+use crate::core::kernel_block::KernelBlocks;
 use crate::core::kernel_block::Outputs;
 use crate::core::libsvm::{summarize_libsvm_file, LibsvmChunks, LibsvmData};
 use crate::core::merge::{search_pair, MergeSearch, MergeTable, DEFAULT_TABLE_SIZE};
@@ -28,7 +30,8 @@ use crate::core::solvers::bsca::{train_bsca, BscaParams, DualStep};
 use crate::core::solvers::bsgd::{train_bsgd_state, BsgdParams, BsgdState};
 use crate::core::solvers::kernel_svc::{train_kernel_svc, ExactSolver, KernelSvcParams};
 use crate::core::solvers::polish::{
-    polish as polish_solve, InMemory, LibsvmFileRows, PolishParams, PolishResult,
+    add_gram_factor, polish as polish_solve, ActiveSums, GramFactor, InMemory, LibsvmFileRows,
+    PartitionRows, PolishParams, PolishResult,
 };
 use crate::core::solvers::{EpochObserver, EpochSnapshot, Monitor, Progress};
 use crate::core::{kernel, parallel, simd};
@@ -1061,6 +1064,272 @@ fn polish_file<'py>(
     polish_result(py, &r, model.n_sv(), model.n_out)
 }
 
+/// One partition's rows of a distributed polish, kept on the worker that holds them: their
+/// kernel values against the basis, computed once (`solvers::polish::PartitionRows`).
+#[pyclass(module = "budgetsvm._budgetsvm")]
+struct PolishPartition {
+    rows: PartitionRows,
+    m: usize,
+    n_out: usize,
+}
+
+#[pymethods]
+impl PolishPartition {
+    #[new]
+    #[pyo3(signature = (support_vectors, gamma, x, y, n_classes, *, sample_weight = None))]
+    fn new(
+        py: Python<'_>,
+        support_vectors: &Bound<'_, PyAny>,
+        gamma: f64,
+        x: &Bound<'_, PyAny>,
+        y: PyReadonlyArray1<'_, u32>,
+        n_classes: usize,
+        sample_weight: Option<PyReadonlyArray1<'_, f64>>,
+    ) -> PyResult<Self> {
+        let (sv, n_sv, dim) = sv_matrix(support_vectors)?;
+        let features = Features::extract(x)?;
+        let xr = features.rows()?;
+        if let AnyRows::Dense(d) = &xr {
+            check_finite(d.data(), "X")?;
+        }
+        if xr.n_cols() != dim {
+            return Err(PyValueError::new_err(format!(
+                "X has {} features, the support vectors {dim}",
+                xr.n_cols()
+            )));
+        }
+        let y = convert::slice1(&y)?;
+        let weights = sample_weight.as_ref().map(convert::slice1).transpose()?;
+        let rows = py.detach(|| {
+            no_panic(|| {
+                let blocks = KernelBlocks::from_sv_matrix(&sv, n_sv, dim, gamma)?;
+                crate::core::data::check_sq_norms(blocks.sq_norms(), "support vector")?;
+                PartitionRows::new(&blocks, &xr, y, weights, n_classes)
+            })
+        })?;
+        Ok(PolishPartition {
+            rows,
+            m: n_sv,
+            n_out: if n_classes == 2 { 1 } else { n_classes },
+        })
+    }
+
+    /// Bytes of kernel values held.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.rows.nbytes()
+    }
+
+    /// The line search's sums along (dir_coef, dir_intercept) from the counted point at each
+    /// step of `ts`: a dict of loss, slope and flips, each (len(ts), n_out)
+    /// (`PartitionRows::line_sums`).
+    fn line_sums<'py>(
+        &self,
+        py: Python<'py>,
+        counted_coef: PyReadonlyArray2<'py, f64>,
+        counted_intercept: PyReadonlyArray1<'py, f64>,
+        dir_coef: PyReadonlyArray2<'py, f64>,
+        dir_intercept: PyReadonlyArray1<'py, f64>,
+        ts: PyReadonlyArray1<'py, f64>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let cc: Vec<f64> = counted_coef.as_array().iter().copied().collect();
+        let dc: Vec<f64> = dir_coef.as_array().iter().copied().collect();
+        let (cb, db) = (
+            convert::slice1(&counted_intercept)?,
+            convert::slice1(&dir_intercept)?,
+        );
+        let ts = convert::slice1(&ts)?;
+        let r = py.detach(|| no_panic(|| self.rows.line_sums((&cc, cb), (&dc, db), ts)))?;
+        let (g, q) = (ts.len(), self.n_out);
+        let out = PyDict::new(py);
+        out.set_item("loss", r.loss.into_pyarray(py).reshape([g, q])?)?;
+        out.set_item("slope", r.slope.into_pyarray(py).reshape([g, q])?)?;
+        out.set_item("flips", r.flips.into_pyarray(py).reshape([g, q])?)?;
+        Ok(out)
+    }
+
+    /// The partition's sums between the counted point (None: no row counted yet) and the
+    /// trial point: a dict of loss_counted, loss_trial, slope, flips (n_out each), s and u
+    /// (n_out, m), sw and swy (n_out), and per output the change of M as `gram` (the upper
+    /// triangle packed row by row, m (m + 1) / 2 values) or as `factor` (signed weights and
+    /// the changed rows' kernel values, c x m, when fewer bytes), the other None.
+    #[pyo3(signature = (trial_coef, trial_intercept, counted_coef = None, counted_intercept = None))]
+    fn sums<'py>(
+        &self,
+        py: Python<'py>,
+        trial_coef: PyReadonlyArray2<'py, f64>,
+        trial_intercept: PyReadonlyArray1<'py, f64>,
+        counted_coef: Option<PyReadonlyArray2<'py, f64>>,
+        counted_intercept: Option<PyReadonlyArray1<'py, f64>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let tc: Vec<f64> = trial_coef.as_array().iter().copied().collect();
+        let tb = convert::slice1(&trial_intercept)?;
+        let cc: Option<Vec<f64>> = counted_coef.map(|c| c.as_array().iter().copied().collect());
+        let cb = counted_intercept
+            .as_ref()
+            .map(convert::slice1)
+            .transpose()?;
+        let counted = match (&cc, cb) {
+            (Some(c), Some(b)) => Some((&c[..], b)),
+            (None, None) => None,
+            _ => {
+                return Err(PyValueError::new_err(
+                    "counted_coef and counted_intercept go together",
+                ))
+            }
+        };
+        let r = py.detach(|| no_panic(|| self.rows.sums(counted, (&tc, tb))))?;
+        let (m, q) = (self.m, self.n_out);
+        let flat = |f: &dyn Fn(&ActiveSums) -> &[f64]| -> Vec<f64> {
+            r.change.iter().flat_map(|c| f(c).iter().copied()).collect()
+        };
+        let grams = pyo3::types::PyList::empty(py);
+        let factors = pyo3::types::PyList::empty(py);
+        for (c, f) in r.change.iter().zip(&r.factors) {
+            match f {
+                Some(f) => {
+                    grams.append(py.None())?;
+                    let rows = PyArray1::from_slice(py, &f.rows).reshape([f.weights.len(), m])?;
+                    factors.append((PyArray1::from_slice(py, &f.weights), rows))?;
+                }
+                None => {
+                    let packed: Vec<f64> = (0..m)
+                        .flat_map(|i| c.gram[i * m + i..(i + 1) * m].iter().copied())
+                        .collect();
+                    grams.append(packed.into_pyarray(py))?;
+                    factors.append(py.None())?;
+                }
+            }
+        }
+        let out = PyDict::new(py);
+        out.set_item("gram", grams)?;
+        out.set_item("factor", factors)?;
+        out.set_item("loss_counted", PyArray1::from_slice(py, &r.loss_counted))?;
+        out.set_item("loss_trial", PyArray1::from_slice(py, &r.loss_trial))?;
+        out.set_item("slope", PyArray1::from_slice(py, &r.slope))?;
+        out.set_item("flips", PyArray1::from_slice(py, &r.flips))?;
+        out.set_item("s", flat(&|c| &c.s).into_pyarray(py).reshape([q, m])?)?;
+        out.set_item("u", flat(&|c| &c.u).into_pyarray(py).reshape([q, m])?)?;
+        let sw: Vec<f64> = r.change.iter().map(|c| c.sw).collect();
+        let swy: Vec<f64> = r.change.iter().map(|c| c.swy).collect();
+        out.set_item("sw", PyArray1::from_slice(py, &sw))?;
+        out.set_item("swy", PyArray1::from_slice(py, &swy))?;
+        Ok(out)
+    }
+}
+
+/// Adds a partition's change of M (`PolishPartition.sums`: a packed upper triangle, or a
+/// factor of signed weights and rows) to `gram` (m x m, upper triangle), in place.
+#[pyfunction]
+#[pyo3(signature = (gram, *, packed = None, weights = None, rows = None))]
+fn add_gram_change<'py>(
+    py: Python<'py>,
+    mut gram: numpy::PyReadwriteArray2<'py, f64>,
+    packed: Option<PyReadonlyArray1<'py, f64>>,
+    weights: Option<PyReadonlyArray1<'py, f64>>,
+    rows: Option<PyReadonlyArray2<'py, f64>>,
+) -> PyResult<()> {
+    let m = gram.shape()[0];
+    if gram.shape()[1] != m {
+        return Err(PyValueError::new_err("gram must be square"));
+    }
+    let g = gram
+        .as_slice_mut()
+        .map_err(|_| PyValueError::new_err("gram must be C-contiguous"))?;
+    match (packed, weights, rows) {
+        (Some(p), None, None) => {
+            let p = convert::slice1(&p)?;
+            if p.len() != m * (m + 1) / 2 {
+                return Err(PyValueError::new_err(
+                    "a packed triangle of an m x m matrix has m (m + 1) / 2 values",
+                ));
+            }
+            let mut k = 0;
+            for i in 0..m {
+                for v in &mut g[i * m + i..(i + 1) * m] {
+                    *v += p[k];
+                    k += 1;
+                }
+            }
+            Ok(())
+        }
+        (None, Some(w), Some(r)) => {
+            let factor = GramFactor {
+                weights: convert::slice1(&w)?.to_vec(),
+                rows: r.as_array().iter().copied().collect(),
+            };
+            py.detach(|| no_panic(|| add_gram_factor(g, m, &factor)))
+        }
+        _ => Err(PyValueError::new_err(
+            "give either packed, or weights and rows",
+        )),
+    }
+}
+
+/// The minimiser (beta, b) of the polish's quadratic model for the active-set sums given
+/// (`ActiveSums::newton_point`, the serial solve's own): m + 1 values.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn polish_newton_point<'py>(
+    py: Python<'py>,
+    kss: PyReadonlyArray2<'py, f64>,
+    gram: PyReadonlyArray2<'py, f64>,
+    s: PyReadonlyArray1<'py, f64>,
+    u: PyReadonlyArray1<'py, f64>,
+    sw: f64,
+    swy: f64,
+    c: f64,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let sums = ActiveSums {
+        gram: gram.as_array().iter().copied().collect(),
+        s: convert::slice1(&s)?.to_vec(),
+        u: convert::slice1(&u)?.to_vec(),
+        sw,
+        swy,
+    };
+    let kss: Vec<f64> = kss.as_array().iter().copied().collect();
+    let x = py.detach(|| no_panic(|| sums.newton_point(&kss, c)))?;
+    Ok(x.into_pyarray(py))
+}
+
+/// Reduces a model (support vectors and coef (n_sv, n_out)) to at most `budget` support
+/// vectors by budget maintenance (`budget::reduce_to_budget`): (support_vectors, coef, total
+/// weight degradation).
+#[pyfunction]
+#[pyo3(signature = (support_vectors, coef, gamma, budget, *, maintenance = "merge", merge = "lookup-wd", sv_storage = "auto"))]
+#[allow(clippy::too_many_arguments)]
+fn reduce_budget<'py>(
+    py: Python<'py>,
+    support_vectors: &Bound<'py, PyAny>,
+    coef: PyReadonlyArray2<'py, f64>,
+    gamma: f64,
+    budget: usize,
+    maintenance: &str,
+    merge: &str,
+    sv_storage: &str,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray2<f64>>, f64)> {
+    let sparse_input = !support_vectors.is_instance_of::<numpy::PyUntypedArray>();
+    let (sv, n_sv, dim) = sv_matrix(support_vectors)?;
+    if coef.shape()[0] != n_sv {
+        return Err(PyValueError::new_err(
+            "coef must have one row per support vector",
+        ));
+    }
+    let model = BudgetModel {
+        dim,
+        n_out: coef.shape()[1],
+        gamma,
+        support_vectors: sv,
+        coef: coef.as_array().iter().copied().collect(),
+    };
+    let maintenance = Maintenance::parse(maintenance, merge)?;
+    let layout = SvLayout::choose(sv_storage, sparse_input, dim)?;
+    let (reduced, stats) =
+        py.detach(|| no_panic(|| reduce_to_budget(&model, budget, maintenance, layout)))?;
+    let (sv, coef) = model_arrays(py, &reduced)?;
+    Ok((sv, coef, stats.total_weight_degradation))
+}
+
 /// Reads a LIBSVM/svmlight file (plain, gzip, bzip2 or xz): (data, indices, indptr, labels, n_features).
 #[pyfunction]
 fn load_libsvm(py: Python<'_>, path: std::path::PathBuf) -> PyResult<CsrChunk<'_>> {
@@ -1186,9 +1455,10 @@ fn simd_level() -> &'static str {
 mod _budgetsvm {
     #[pymodule_export]
     use super::{
-        decision_function, feature_variance, fit_bsca, fit_bsgd, fit_kernel_svc, get_num_threads,
-        kernel_rows, load_libsvm, merge_search, polish, polish_file, rbf_kernel, set_num_threads,
-        simd_level, summarize_libsvm, BsgdStream, LibsvmChunkReader,
+        add_gram_change, decision_function, feature_variance, fit_bsca, fit_bsgd, fit_kernel_svc,
+        get_num_threads, kernel_rows, load_libsvm, merge_search, polish, polish_file,
+        polish_newton_point, rbf_kernel, reduce_budget, set_num_threads, simd_level,
+        summarize_libsvm, BsgdStream, LibsvmChunkReader, PolishPartition,
     };
 
     #[pymodule_init]

@@ -225,6 +225,326 @@ impl RowSource for LibsvmFileRows {
     }
 }
 
+/// One partition's rows in a distributed polish (`budgetsvm.dask.fit`): their kernel values
+/// against S, computed once by the worker that holds the rows and kept there, and the sums an
+/// iteration asks of them. `sums` is a pure function of its arguments and the rows, so a
+/// retried task gives the same sums; the driver adds the partitions' sums in partition order
+/// and solves the Newton system as the serial solver does.
+pub struct PartitionRows {
+    k: Vec<f64>,
+    m: usize,
+    y: Vec<u32>,
+    w: Option<Vec<f64>>,
+    n_out: usize,
+}
+
+/// A partition's part of one iteration, per output.
+#[derive(Debug, Clone)]
+pub struct PartitionSums {
+    /// sum w max(0, 1 - y f)^2 at the counted point and at the trial point.
+    pub loss_counted: Vec<f64>,
+    pub loss_trial: Vec<f64>,
+    /// sum w y (f_trial - f_counted) max(0, 1 - y f_counted): times -2C, the loss term's
+    /// derivative along the step at the counted point.
+    pub slope: Vec<f64>,
+    /// Rows whose active state differs between the two points.
+    pub flips: Vec<u64>,
+    /// The change of the active-set sums from the counted point's active set to the trial
+    /// point's (rows entering added, rows leaving subtracted, in row order). Its M part is
+    /// either in `gram` (upper triangle) or, when fewer rows changed than half of m (fewer
+    /// bytes), left empty and given as `factors[k]`: the changed rows' kernel values and signed
+    /// weights, for `add_gram_factor`.
+    pub change: Vec<ActiveSums>,
+    pub factors: Vec<Option<GramFactor>>,
+}
+
+/// A partition's line-search sums (`PartitionRows::line_sums`), step-major (steps x n_out).
+#[derive(Debug, Clone)]
+pub struct LineSums {
+    pub loss: Vec<f64>,
+    pub slope: Vec<f64>,
+    pub flips: Vec<u64>,
+}
+
+/// Rows' kernel values (c x m, row-major) and signed weights whose sum w k k^T is a change of M.
+#[derive(Debug, Clone, Default)]
+pub struct GramFactor {
+    pub weights: Vec<f64>,
+    pub rows: Vec<f64>,
+}
+
+/// gram (upper triangle, m x m) += sum_r weights[r] rows[r] rows[r]^T, in batches of
+/// `GRAM_BATCH` rows in order (the serial solve's own Gram update).
+pub fn add_gram_factor(gram: &mut [f64], m: usize, factor: &GramFactor) -> Result<()> {
+    let c = factor.weights.len();
+    if gram.len() != m * m || factor.rows.len() != c * m {
+        return Err(SvmError::invalid_input(
+            "a Gram factor must be c x m rows with c weights for an m x m matrix",
+        ));
+    }
+    let mut staging = Staging::default();
+    for (r, &w) in factor.weights.iter().enumerate() {
+        staging.push(w, &factor.rows[r * m..(r + 1) * m]);
+        if staging.weights.len() == GRAM_BATCH {
+            staging.flush(gram, m);
+        }
+    }
+    staging.flush(gram, m);
+    Ok(())
+}
+
+impl PartitionRows {
+    /// The kernel values of `x`'s rows against the basis of `blocks` (rows in parallel), with
+    /// their class indices and weights.
+    pub fn new<R: Rows>(
+        blocks: &KernelBlocks,
+        x: &R,
+        y: &[u32],
+        weights: Option<&[f64]>,
+        n_classes: usize,
+    ) -> Result<Self> {
+        let n = x.n_rows();
+        if y.len() != n {
+            return Err(SvmError::invalid_input(format!(
+                "X has {n} rows but y has {} labels",
+                y.len()
+            )));
+        }
+        check_classes(n_classes, None)?;
+        if let Some(bad) = y.iter().find(|&&c| c as usize >= n_classes) {
+            return Err(SvmError::invalid_input(format!(
+                "class index {bad} out of range for {n_classes} classes"
+            )));
+        }
+        check_weights(weights, n)?;
+        let m = blocks.n_basis();
+        let norms = crate::core::data::finite_sq_norms(x, "X")?;
+        let mut k = Vec::new();
+        k.try_reserve_exact(n * m).map_err(|_| {
+            SvmError::invalid_input("not enough memory for the partition's kernel values")
+        })?;
+        k.resize(n * m, 0.0);
+        if m > 0 {
+            parallel::install(|| {
+                k.par_chunks_mut(SEGMENT_ROWS * m)
+                    .enumerate()
+                    .for_each_init(BlockScratch::default, |scratch, (b, out)| {
+                        let first = b * SEGMENT_ROWS;
+                        let rows = first..first + out.len() / m;
+                        blocks.fill_rows(x, rows.clone(), &norms[rows], out, scratch);
+                    })
+            });
+        }
+        Ok(PartitionRows {
+            k,
+            m,
+            y: y.to_vec(),
+            w: weights.map(<[f64]>::to_vec),
+            n_out: if n_classes == 2 { 1 } else { n_classes },
+        })
+    }
+
+    /// Rows of the partition.
+    pub fn n_rows(&self) -> usize {
+        self.y.len()
+    }
+
+    /// Bytes held (the kernel values).
+    pub fn nbytes(&self) -> usize {
+        self.k.len() * 8
+    }
+
+    fn target(&self, k: usize, i: usize) -> f64 {
+        let positive = if self.n_out == 1 {
+            self.y[i] == 1
+        } else {
+            self.y[i] as usize == k
+        };
+        if positive {
+            1.0
+        } else {
+            -1.0
+        }
+    }
+
+    /// f = K coef + intercept for every row and output (row-major n x n_out).
+    fn values(&self, coef: &[f64], intercept: &[f64]) -> Vec<f64> {
+        self.values_of(coef, intercept, self.n_out)
+    }
+
+    /// `values` for q columns of coefficients (m x q, vector-major).
+    fn values_of(&self, coef: &[f64], intercept: &[f64], q: usize) -> Vec<f64> {
+        let m = self.m;
+        let mut f = vec![0.0; self.n_rows() * q];
+        if m == 0 {
+            f.chunks_mut(q).for_each(|o| o.copy_from_slice(intercept));
+            return f;
+        }
+        let level = simd::level();
+        parallel::install(|| {
+            f.par_chunks_mut(q)
+                .zip(self.k.par_chunks(m))
+                .for_each(|(o, row)| {
+                    simd::weighted_row_sum(level, coef, q, row, o);
+                    o.iter_mut().zip(intercept).for_each(|(v, b)| *v += b);
+                })
+        });
+        f
+    }
+
+    /// The line search's sums along a direction from the counted point, at every step t of
+    /// `ts`: per t and output (t-major, ts.len() x n_out) sum w max(0, 1 - y f_t)^2,
+    /// sum w y delta max(0, 1 - y f_t) (times -2C, the loss term's slope at t) and the rows
+    /// whose active state differs from the counted point's, with f_t = f + t delta and
+    /// delta = K d + db. One pass over the kernel values for all the steps.
+    pub fn line_sums(
+        &self,
+        counted: (&[f64], &[f64]),
+        direction: (&[f64], &[f64]),
+        ts: &[f64],
+    ) -> Result<LineSums> {
+        let (m, q) = (self.m, self.n_out);
+        let check = |(c, b): (&[f64], &[f64])| c.len() == m * q && b.len() == q;
+        if !check(counted) || !check(direction) || ts.iter().any(|t| !t.is_finite()) {
+            return Err(SvmError::invalid_input(format!(
+                "the line search needs {m} x {q} coefficients, {q} intercepts and finite steps"
+            )));
+        }
+        let n = self.n_rows();
+        let mut coef = vec![0.0; m * 2 * q];
+        for j in 0..m {
+            coef[j * 2 * q..j * 2 * q + q].copy_from_slice(&counted.0[j * q..(j + 1) * q]);
+            coef[j * 2 * q + q..(j + 1) * 2 * q].copy_from_slice(&direction.0[j * q..(j + 1) * q]);
+        }
+        let intercept: Vec<f64> = counted.1.iter().chain(direction.1).copied().collect();
+        let both = self.values_of(&coef, &intercept, 2 * q);
+        let g = ts.len();
+        let mut out = LineSums {
+            loss: vec![0.0; g * q],
+            slope: vec![0.0; g * q],
+            flips: vec![0; g * q],
+        };
+        for i in 0..n {
+            let w = self.w.as_ref().map_or(1.0, |w| w[i]);
+            for k in 0..q {
+                let (f, delta) = (both[i * 2 * q + k], both[i * 2 * q + q + k]);
+                let y = self.target(k, i);
+                let active = 1.0 - y * f > 0.0;
+                for (j, &t) in ts.iter().enumerate() {
+                    let xi = 1.0 - y * (f + t * delta);
+                    if xi > 0.0 {
+                        out.loss[j * q + k] += w * xi * xi;
+                        out.slope[j * q + k] += w * y * delta * xi;
+                    }
+                    if (xi > 0.0) != active {
+                        out.flips[j * q + k] += 1;
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The sums of one iteration between the counted point (whose active set the driver's M
+    /// holds; None: no row is counted yet) and the trial point. Points are (coef, intercept):
+    /// coef m x n_out vector-major, intercept n_out.
+    pub fn sums(
+        &self,
+        counted: Option<(&[f64], &[f64])>,
+        trial: (&[f64], &[f64]),
+    ) -> Result<PartitionSums> {
+        let (m, q) = (self.m, self.n_out);
+        let check = |(c, b): (&[f64], &[f64])| c.len() == m * q && b.len() == q;
+        if !check(trial) || counted.is_some_and(|p| !check(p)) {
+            return Err(SvmError::invalid_input(format!(
+                "a point of the polish needs {m} x {q} coefficients and {q} intercepts"
+            )));
+        }
+        let n = self.n_rows();
+        // Both points' values in one pass over the kernel values (the pass is memory-bound).
+        let (f_trial, f_counted) = match counted {
+            None => (self.values(trial.0, trial.1), None),
+            Some((cc, cb)) => {
+                let mut coef = vec![0.0; m * 2 * q];
+                for j in 0..m {
+                    coef[j * 2 * q..j * 2 * q + q].copy_from_slice(&trial.0[j * q..(j + 1) * q]);
+                    coef[j * 2 * q + q..(j + 1) * 2 * q].copy_from_slice(&cc[j * q..(j + 1) * q]);
+                }
+                let intercept: Vec<f64> = trial.1.iter().chain(cb).copied().collect();
+                let both = self.values_of(&coef, &intercept, 2 * q);
+                let (mut ft, mut fc) = (Vec::with_capacity(n * q), Vec::with_capacity(n * q));
+                for row in both.chunks(2 * q) {
+                    ft.extend_from_slice(&row[..q]);
+                    fc.extend_from_slice(&row[q..]);
+                }
+                (ft, Some(fc))
+            }
+        };
+        let weight = |i: usize| self.w.as_ref().map_or(1.0, |w| w[i]);
+        let mut out = PartitionSums {
+            loss_counted: vec![0.0; q],
+            loss_trial: vec![0.0; q],
+            slope: vec![0.0; q],
+            flips: vec![0; q],
+            change: (0..q).map(|_| ActiveSums::new(m)).collect(),
+            factors: vec![None; q],
+        };
+        for k in 0..q {
+            let mut staging = Staging::default();
+            let mut changed: Vec<usize> = Vec::new();
+            for i in 0..n {
+                let (y, w) = (self.target(k, i), weight(i));
+                let ft = f_trial[i * q + k];
+                let xi_t = 1.0 - y * ft;
+                let active_t = xi_t > 0.0;
+                if active_t {
+                    out.loss_trial[k] += w * xi_t * xi_t;
+                }
+                let active_c = match &f_counted {
+                    Some(fc) => {
+                        let xi_c = 1.0 - y * fc[i * q + k];
+                        if xi_c > 0.0 {
+                            out.loss_counted[k] += w * xi_c * xi_c;
+                            out.slope[k] += w * y * (ft - fc[i * q + k]) * xi_c;
+                        }
+                        xi_c > 0.0
+                    }
+                    None => false,
+                };
+                if active_t != active_c {
+                    out.flips[k] += 1;
+                    changed.push(i);
+                }
+            }
+            let mut factor = GramFactor::default();
+            let as_factor = 2 * changed.len() < m + 1;
+            let change = &mut out.change[k];
+            for &i in &changed {
+                let (y, w, ft) = (self.target(k, i), weight(i), f_trial[i * q + k]);
+                let g = if 1.0 - y * ft > 0.0 { w } else { -w };
+                let row = &self.k[i * m..(i + 1) * m];
+                if as_factor {
+                    simd::axpy(g, row, &mut change.s);
+                    simd::axpy(g * y, row, &mut change.u);
+                    change.sw += g;
+                    change.swy += g * y;
+                    factor.weights.push(g);
+                    factor.rows.extend_from_slice(row);
+                } else {
+                    change.add_row(g, y, row, &mut staging);
+                }
+            }
+            if as_factor {
+                change.gram = Vec::new();
+                out.factors[k] = Some(factor);
+            } else {
+                staging.flush(&mut change.gram, m);
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// One output's Newton state.
 struct Output {
     beta: Vec<f64>,
@@ -232,14 +552,9 @@ struct Output {
     /// f_i = k_i . beta + b, and the change along the current direction.
     f: Vec<f64>,
     delta: Vec<f64>,
-    /// Rows counted in M, s, u.
+    /// Rows counted in `sums`.
     counted: Vec<bool>,
-    /// M (upper triangle, full storage m x m), s, u, sw, swy over the counted rows.
-    gram: Vec<f64>,
-    s: Vec<f64>,
-    u: Vec<f64>,
-    sw: f64,
-    swy: f64,
+    sums: ActiveSums,
     /// The direction.
     d: Vec<f64>,
     db: f64,
@@ -345,11 +660,7 @@ pub fn polish(
             f: vec![0.0; n],
             delta: vec![0.0; n],
             counted: vec![false; n],
-            gram: vec![0.0; m * m],
-            s: vec![0.0; m],
-            u: vec![0.0; m],
-            sw: 0.0,
-            swy: 0.0,
+            sums: ActiveSums::new(m),
             d: vec![0.0; m],
             db: 0.0,
             objective: 0.0,
@@ -794,23 +1105,84 @@ fn gram_pass(
             let o = &mut outputs[k];
             for (t, (&g, &i)) in part.signs.iter().zip(&part.rows).enumerate() {
                 let row = &part.values[t * m..(t + 1) * m];
-                let y = target(k, i);
-                simd::axpy(g, row, &mut o.s);
-                simd::axpy(g * y, row, &mut o.u);
-                o.sw += g;
-                o.swy += g * y;
+                o.sums.add_row(g, target(k, i), row, &mut staged[k]);
                 o.counted[i] = !o.counted[i];
-                staged[k].push(g, row);
-                if staged[k].weights.len() == GRAM_BATCH {
-                    staged[k].flush(&mut o.gram, m);
-                }
             }
         }
     }
     for (k, st) in staged.iter_mut().enumerate() {
-        st.flush(&mut outputs[k].gram, m);
+        st.flush(&mut outputs[k].sums.gram, m);
     }
     Ok(())
+}
+
+/// M = sum w k k^T (upper triangle, full storage m x m), s = sum w k, u = sum w y k, sw = sum w
+/// and swy = sum w y over a set of rows: what the Newton system needs of the active set. The
+/// serial solve keeps one per output; a distributed one adds the partitions' changes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActiveSums {
+    pub gram: Vec<f64>,
+    pub s: Vec<f64>,
+    pub u: Vec<f64>,
+    pub sw: f64,
+    pub swy: f64,
+}
+
+impl ActiveSums {
+    pub fn new(m: usize) -> Self {
+        ActiveSums {
+            gram: vec![0.0; m * m],
+            s: vec![0.0; m],
+            u: vec![0.0; m],
+            sw: 0.0,
+            swy: 0.0,
+        }
+    }
+
+    /// Adds row `row` (label y) with signed weight g (negative: the row leaves); its part of M
+    /// waits in `staging`, which is flushed every `GRAM_BATCH` rows (and must be at the end).
+    fn add_row(&mut self, g: f64, y: f64, row: &[f64], staging: &mut Staging) {
+        simd::axpy(g, row, &mut self.s);
+        simd::axpy(g * y, row, &mut self.u);
+        self.sw += g;
+        self.swy += g * y;
+        staging.push(g, row);
+        if staging.weights.len() == GRAM_BATCH {
+            staging.flush(&mut self.gram, self.s.len());
+        }
+    }
+
+    /// self += a partition's change (its M part dense, or as a factor).
+    pub fn add_change(&mut self, change: &ActiveSums, factor: Option<&GramFactor>) -> Result<()> {
+        if let Some(f) = factor {
+            let m = self.s.len();
+            add_gram_factor(&mut self.gram, m, f)?;
+        }
+        self.add(change);
+        Ok(())
+    }
+
+    /// self += other (the partitions' parts, added in partition order); an empty `other.gram`
+    /// adds nothing to M.
+    pub fn add(&mut self, other: &ActiveSums) {
+        for (a, b) in self.gram.iter_mut().zip(&other.gram) {
+            *a += b;
+        }
+        for (a, b) in self.s.iter_mut().zip(&other.s) {
+            *a += b;
+        }
+        for (a, b) in self.u.iter_mut().zip(&other.u) {
+            *a += b;
+        }
+        self.sw += other.sw;
+        self.swy += other.swy;
+    }
+
+    /// The minimiser (beta, b) of the quadratic model whose active set these sums describe:
+    /// [K_SS + 2C M, 2C s; 2C s^T, 2C sw] (beta, b) = (2C u, 2C swy), m + 1 values.
+    pub fn newton_point(&self, kss: &[f64], c: f64) -> Result<Vec<f64>> {
+        newton_point(kss, self, c, self.s.len())
+    }
 }
 
 /// Rows waiting to be added to a Gram matrix.
@@ -868,6 +1240,20 @@ impl Staging {
 /// The minimiser of the quadratic model on the current active set, as a direction from the
 /// current point (d, db).
 fn newton_direction(kss: &[f64], o: &mut Output, c: f64, m: usize) -> Result<()> {
+    let x = newton_point(kss, &o.sums, c, m)?;
+    for ((d, xj), bj) in o.d.iter_mut().zip(&x).zip(&o.beta) {
+        *d = xj - bj;
+    }
+    o.db = x[m] - o.b;
+    Ok(())
+}
+
+fn newton_point(kss: &[f64], o: &ActiveSums, c: f64, m: usize) -> Result<Vec<f64>> {
+    if kss.len() != m * m || o.gram.len() != m * m || o.u.len() != m {
+        return Err(SvmError::invalid_input(
+            "the Newton system's arrays do not fit the support vectors",
+        ));
+    }
     let p = m + 1;
     let two_c = 2.0 * c;
     // Lower triangle of the system, row-major p x p.
@@ -910,11 +1296,7 @@ fn newton_direction(kss: &[f64], o: &mut Output, c: f64, m: usize) -> Result<()>
                 let fix = cholesky_solve(&l, p, &residual);
                 x.iter_mut().zip(&fix).for_each(|(v, d)| *v += d);
             }
-            for ((d, xj), bj) in o.d.iter_mut().zip(&x).zip(&o.beta) {
-                *d = xj - bj;
-            }
-            o.db = x[m] - o.b;
-            return Ok(());
+            return Ok(x);
         }
         ridge *= 10.0;
     }
@@ -1242,6 +1624,130 @@ mod tests {
         assert!(rel < 1e-9);
         for (a, b) in weighted.coef.iter().zip(&repeated.coef) {
             assert!((a - b).abs() < 1e-6 * (1.0 + b.abs()));
+        }
+    }
+
+    /// The distributed form (partitions' sums added by a driver running Newton steps with
+    /// Armijo backtracking) reaches the serial solve's optimum.
+    #[test]
+    #[allow(clippy::needless_range_loop)] // outputs index several arrays at once
+    fn partition_sums_reach_the_serial_optimum() {
+        for (n_classes, c) in [(2, 3.0), (3, 1.0)] {
+            let (x, y, model) = problem(11, 900, 25, n_classes);
+            let serial = run(&x, &y, None, n_classes, &model, &params(c));
+            let m = model.n_sv();
+            let q = model.n_out;
+            let blocks =
+                KernelBlocks::from_sv_matrix(&model.support_vectors, m, 2, model.gamma).unwrap();
+            let SvMatrix::Dense(sv) = &model.support_vectors else {
+                unreachable!()
+            };
+            let mut kss = vec![0.0; m * m];
+            let s = DenseView::new(sv, m, 2).unwrap();
+            kernel_matrix(&s, &s, model.gamma, &mut kss).unwrap();
+            // Three uneven partitions, one empty.
+            let cuts = [0, 100, 100, 600, 900];
+            let parts: Vec<PartitionRows> = cuts
+                .windows(2)
+                .map(|w| {
+                    let view = DenseView::new(&x[2 * w[0]..2 * w[1]], w[1] - w[0], 2).unwrap();
+                    PartitionRows::new(&blocks, &view, &y[w[0]..w[1]], None, n_classes).unwrap()
+                })
+                .collect();
+            let all = |counted: Option<(&[f64], &[f64])>, trial: (&[f64], &[f64])| {
+                parts
+                    .iter()
+                    .map(|p| p.sums(counted, trial).unwrap())
+                    .collect::<Vec<_>>()
+            };
+            let reg = |coef: &[f64], k: usize| {
+                let beta: Vec<f64> = (0..m).map(|j| coef[j * q + k]).collect();
+                0.5 * quad_form(&kss, &beta, &beta)
+            };
+            let mut coef = model.coef.clone();
+            let mut b = vec![0.0; q];
+            let first = all(None, (&coef, &b));
+            let mut sums: Vec<ActiveSums> = (0..q).map(|_| ActiveSums::new(m)).collect();
+            let mut obj: Vec<f64> = (0..q).map(|k| reg(&coef, k)).collect();
+            for p in &first {
+                for k in 0..q {
+                    sums[k]
+                        .add_change(&p.change[k], p.factors[k].as_ref())
+                        .unwrap();
+                    obj[k] += c * p.loss_trial[k];
+                }
+            }
+            for _ in 0..60 {
+                // Newton points per output, then one step for all with per-output backtracking.
+                let mut dir = vec![0.0; m * q];
+                let mut db = vec![0.0; q];
+                for k in 0..q {
+                    let xk = sums[k].newton_point(&kss, c).unwrap();
+                    for j in 0..m {
+                        dir[j * q + k] = xk[j] - coef[j * q + k];
+                    }
+                    db[k] = xk[m] - b[k];
+                }
+                let mut t = vec![1.0; q];
+                let mut done = vec![false; q];
+                let mut moved = false;
+                for _ in 0..30 {
+                    let trial_c: Vec<f64> =
+                        (0..m * q).map(|i| coef[i] + t[i % q] * dir[i]).collect();
+                    let trial_b: Vec<f64> = (0..q).map(|k| b[k] + t[k] * db[k]).collect();
+                    let r = all(Some((&coef, &b)), (&trial_c, &trial_b));
+                    let mut again = false;
+                    for k in 0..q {
+                        if done[k] {
+                            continue;
+                        }
+                        let loss: f64 = r.iter().map(|p| p.loss_trial[k]).sum();
+                        let slope: f64 = r.iter().map(|p| p.slope[k]).sum();
+                        let new_obj = reg(&trial_c, k) + c * loss;
+                        // phi'(0) t = reg part + loss part, both along the step taken.
+                        let beta: Vec<f64> = (0..m).map(|j| coef[j * q + k]).collect();
+                        let step: Vec<f64> = (0..m).map(|j| t[k] * dir[j * q + k]).collect();
+                        let dphi = quad_form(&kss, &beta, &step) - 2.0 * c * slope;
+                        if new_obj <= obj[k] + 1e-4 * dphi || t[k] < 1e-10 {
+                            for j in 0..m {
+                                coef[j * q + k] = trial_c[j * q + k];
+                            }
+                            b[k] = trial_b[k];
+                            for p in &r {
+                                sums[k]
+                                    .add_change(&p.change[k], p.factors[k].as_ref())
+                                    .unwrap();
+                            }
+                            moved |= obj[k] - new_obj > 1e-15 * obj[k];
+                            obj[k] = new_obj;
+                            done[k] = true;
+                            // Later rounds leave this output where it is.
+                            for j in 0..m {
+                                dir[j * q + k] = 0.0;
+                            }
+                            db[k] = 0.0;
+                        } else {
+                            t[k] *= 0.5;
+                            again = true;
+                        }
+                    }
+                    if !again {
+                        break;
+                    }
+                }
+                if !moved {
+                    break;
+                }
+            }
+            for k in 0..q {
+                let rel = (obj[k] - serial.objective[k]).abs() / serial.objective[k];
+                assert!(
+                    rel < 1e-9,
+                    "classes {n_classes} output {k}: {} vs {}",
+                    obj[k],
+                    serial.objective[k]
+                );
+            }
         }
     }
 

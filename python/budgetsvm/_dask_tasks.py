@@ -1,0 +1,247 @@
+"""What the Dask workers run for ``budgetsvm.dask.fit``: the budgeted pass on a partition, the
+polish's sums over a worker's partitions. A module of its own that imports nothing but numpy and
+the engine, so that a fresh worker process starts these tasks without importing pandas,
+dask.dataframe, scipy or scikit-learn."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def _aligned(a: Any) -> np.ndarray:
+    """C-contiguous and aligned (arrays off the network may be misaligned)."""
+    a = np.ascontiguousarray(a)
+    return a if a.flags.aligned else a.copy()
+
+# Partitions' kernel values for the polish, kept in the worker process that computed them,
+# keyed by (fit token, partition index). A lost worker loses its entries; the retried task
+# recomputes them (the sums are a pure function of the partition and the point).
+_WORKER_CACHE: dict = {}
+
+
+def _forget(token: str) -> None:
+    for key in [k for k in _WORKER_CACHE if k[0] == token]:
+        del _WORKER_CACHE[key]
+
+
+def _use_worker_threads() -> None:
+    """The engine's pool sized to the worker's threads (a worker process per core must not run
+    a pool of every core each)."""
+    from budgetsvm import _budgetsvm
+
+    try:
+        from distributed import get_worker
+
+        n = get_worker().state.nthreads
+    except (ImportError, ValueError, AttributeError):
+        return
+    if n and _budgetsvm.get_num_threads() != n:
+        _budgetsvm.set_num_threads(int(n))
+
+
+def _partition_rows(X: Any, y: Any, w: Any, classes: np.ndarray, class_w: np.ndarray):
+    """A partition's rows as the engine takes them: (X native, class indices, weights or None),
+    rows of weight 0 left out."""
+    # Nothing here imports scikit-learn: a worker process would pay a second for it.
+    from budgetsvm._validation import check_sample_weight, to_native
+
+    X = np.asarray(X.to_numpy() if hasattr(X, "to_numpy") else X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"a partition of X is not 2-D ({X.ndim} dimensions)")
+    y = np.ravel(y.to_numpy() if hasattr(y, "to_numpy") else np.asarray(y))
+    if len(y) != X.shape[0]:
+        raise ValueError(f"a partition has {X.shape[0]} rows of X but {len(y)} labels")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("Input X contains NaN or infinity")
+    pos = np.minimum(np.searchsorted(classes, y), len(classes) - 1)
+    if len(y) and np.any(classes[pos] != y):
+        raise ValueError(f"y contains labels not in classes: {np.unique(y[classes[pos] != y])!r}")
+    y_index = np.ascontiguousarray(pos, dtype=np.uint32)
+    weights = None
+    uniform = bool(np.all(class_w == 1.0))
+    if w is not None or not uniform:
+        weights = np.ones(len(y))
+        if w is not None:
+            w = np.ravel(w.to_numpy() if hasattr(w, "to_numpy") else np.asarray(w))
+            weights = check_sample_weight(w, len(y))
+        weights = np.ascontiguousarray(weights * class_w[y_index])
+        keep = weights > 0
+        if not np.all(keep):
+            X, y_index, weights = X[keep], y_index[keep], weights[keep]
+    return to_native(np.ascontiguousarray(X)), np.ascontiguousarray(y_index), weights
+
+
+def _block_facts(X: Any, y: Any) -> tuple:
+    """Rows, labels, and the sums of the entries for gamma='scale'."""
+    X = np.asarray(X.to_numpy() if hasattr(X, "to_numpy") else X, dtype=np.float64)
+    y = np.ravel(y.to_numpy() if hasattr(y, "to_numpy") else np.asarray(y))
+    labels, counts = np.unique(y, return_counts=True) if len(y) else (y[:0], np.zeros(0, int))
+    return X.shape[0], X.shape[1] if X.ndim == 2 else 0, labels, counts, float(X.sum()), float((X * X).sum())
+
+
+def _fit_partition(X: Any, y: Any, w: Any, params: dict, seed: int, classes, class_w) -> Any:
+    """The budgeted pass on one partition: (support vectors, coef, rows used) or None."""
+    from budgetsvm import _budgetsvm
+
+    _use_worker_threads()
+    Xn, y_index, weights = _partition_rows(X, y, w, classes, class_w)
+    n = len(y_index)
+    if n == 0:
+        return None
+    common = dict(
+        c=params["C"] if params["lam"] is None else 1.0 / (n * params["lam"]),
+        gamma=params["gamma"],
+        budget=params["budget"],
+        epochs=params["epochs"],
+        maintenance=params["maintenance"],
+        merge=params["merge"],
+        seed=seed,
+        shuffle=params["shuffle"],
+        sv_storage="dense",
+        sample_weight=weights,
+    )
+    if params["solver"] == "bsca":
+        r = _budgetsvm.fit_bsca(
+            Xn, y_index, len(classes), dual_step=params["dual_step"], average=params["average"], **common
+        )
+    else:
+        r = _budgetsvm.fit_bsgd(
+            Xn, y_index, len(classes), average=params["average"], lambda_=params["lam"], **common
+        )
+    return np.asarray(r["support_vectors"]), np.asarray(r["coef"]), n
+
+
+def _aligned_request(request: tuple) -> tuple:
+    """A polish request with its arrays aligned (arrays off the network may not be):
+    ("sums", trial point, counted point or None) or ("line", counted point, direction, steps),
+    a point being (coef, intercept)."""
+    from budgetsvm._validation import to_native
+
+    def point(p: Any) -> Any:
+        return None if p is None else tuple(to_native(np.asarray(a)) for a in p)
+
+    if request[0] == "sums":
+        return ("sums", point(request[1]), point(request[2]))
+    return ("line", point(request[1]), point(request[2]), to_native(np.asarray(request[3])))
+
+
+def _answer(part: Any, request: tuple) -> Any:
+    if request[0] == "sums":
+        _, trial, counted = request
+        return part.sums(*trial) if counted is None else part.sums(*trial, *counted)
+    _, counted, direction, steps = request
+    return part.line_sums(*counted, *direction, steps)
+
+
+def _combine(results: list, request: tuple, m: int) -> Any:
+    if request[0] == "sums":
+        return combine_sums(results, m)
+    if not results:
+        return None
+    return {key: sum(r[key] for r in results) for key in ("loss", "slope", "flips")}
+
+
+def _polish_group(context: dict, parts: list, request: tuple) -> Any:
+    """A polish request (see ``_aligned_request``: an iteration's sums, or the line search's)
+    answered over the partitions this worker holds and added here in partition order: one task
+    per worker and round, and one result, O(B^2) bytes whatever its rows (None without rows).
+    Each partition's kernel values are computed on the first call and kept in this worker while
+    they fit the cache."""
+    from budgetsvm import _budgetsvm
+    from budgetsvm._validation import to_native
+
+    _use_worker_threads()
+    request = _aligned_request(request)
+    results = []
+    cached = True
+    for index, X, y, w in sorted(parts, key=lambda p: p[0]):
+        key = (context["token"], index)
+        part = _WORKER_CACHE.get(key)
+        if part is None:
+            Xn, y_index, weights = _partition_rows(
+                X, y, w, context["classes"], context["class_w"]
+            )
+            if len(y_index) == 0:
+                continue
+            part = _budgetsvm.PolishPartition(
+                to_native(np.asarray(context["basis"])),
+                context["gamma"],
+                Xn,
+                y_index,
+                len(context["classes"]),
+                sample_weight=weights,
+            )
+            if part.nbytes <= context["cache_bytes"]:
+                _WORKER_CACHE[key] = part
+            else:
+                cached = False
+        results.append(_answer(part, request))
+    try:
+        from distributed import get_worker
+
+        address = get_worker().address
+    except (ImportError, ValueError):
+        address = None
+    return dict(
+        result=_combine(results, request, len(context["basis"])),
+        cached=cached,
+        address=address,
+        indices=[p[0] for p in parts],
+    )
+
+
+class PolishActor:
+    """The later rounds of a worker's polish without the scheduler (a Dask actor on the worker
+    whose cache holds the partitions' kernel values, built by the first round's task): a round
+    costs a direct call, about a millisecond, instead of a task."""
+
+    def __init__(self, token: str, indices: list, m: int) -> None:
+        self.keys = [(token, k) for k in sorted(indices)]
+        self.m = m
+
+    def run(self, request: tuple) -> Any:
+        """The request answered over this worker's cached partitions, as ``_polish_group``."""
+        _use_worker_threads()
+        request = _aligned_request(request)
+        results = []
+        for key in self.keys:
+            part = _WORKER_CACHE.get(key)
+            if part is not None:
+                results.append(_answer(part, request))
+        return _combine(results, request, self.m)
+
+
+def combine_sums(results: list, m: int) -> Any:
+    """Several partitions' sums as one, in the order given: scalars and vectors added; each
+    output's change of M as one factor (the changed rows of all) while that has fewer values
+    than the packed triangle, else as the packed triangle of their sum."""
+    from budgetsvm import _budgetsvm
+
+    if not results:
+        return None
+    if len(results) == 1:
+        return results[0]
+    out = {key: sum(r[key] for r in results) for key in ("loss_counted", "loss_trial", "slope", "flips", "s", "u", "sw", "swy")}
+    grams, factors = [], []
+    upper = np.triu_indices(m)
+    for k in range(len(out["sw"])):
+        parts_f = [r["factor"][k] for r in results]
+        if all(f is not None for f in parts_f) and 2 * sum(len(f[0]) for f in parts_f) < m + 1:
+            factors.append(
+                (np.concatenate([f[0] for f in parts_f]), np.vstack([f[1] for f in parts_f]))
+            )
+            grams.append(None)
+            continue
+        gram = np.zeros((m, m))
+        for r in results:
+            if r["gram"][k] is not None:
+                _budgetsvm.add_gram_change(gram, packed=_aligned(r["gram"][k]))
+            elif r["factor"][k] is not None:
+                weights, rows = r["factor"][k]
+                _budgetsvm.add_gram_change(gram, weights=_aligned(weights), rows=_aligned(rows))
+        grams.append(np.ascontiguousarray(gram[upper]))
+        factors.append(None)
+    out["gram"], out["factor"] = grams, factors
+    return out

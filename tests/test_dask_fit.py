@@ -1,0 +1,176 @@
+"""budgetsvm.dask.fit against LocalClusters of worker processes (1 and 2 workers)."""
+
+from __future__ import annotations
+
+import os
+import pickle
+
+import numpy as np
+import pytest
+from budgetsvm import BudgetSVC
+from conftest import xor_data
+from numpy.testing import assert_allclose, assert_array_equal
+
+pytest.importorskip("dask")
+distributed = pytest.importorskip("distributed")
+pd = pytest.importorskip("pandas")
+import dask.array as da  # noqa: E402
+import dask.dataframe as dd  # noqa: E402
+from budgetsvm import dask as bdask  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def _cluster(n_workers: int):
+    return distributed.LocalCluster(
+        n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0"
+    )
+
+
+@pytest.fixture(scope="module")
+def clusters():
+    """(1-worker cluster, 2-worker cluster) of processes, for the whole module."""
+    with _cluster(1) as one, _cluster(2) as two:
+        yield one, two
+
+
+def fit_on(cluster, clf, *args, **kwargs):
+    with distributed.Client(cluster):
+        return bdask.fit(clf, *args, **kwargs)
+
+
+def objective(clf, X, y, w=None):
+    """The polish's objective (squared hinge, one-vs-rest) of the fitted model on (X, y)."""
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    S = clf.support_vectors_
+    kss = rbf_kernel(S, S, gamma=clf.gamma_)
+    f = rbf_kernel(X, S, gamma=clf.gamma_) @ clf.dual_coef_.T + clf.intercept_
+    w = np.ones(len(y)) if w is None else w
+    w = w * clf.class_weight_[np.searchsorted(clf.classes_, y)]
+    total = 0.0
+    for k in range(clf.dual_coef_.shape[0]):
+        t = np.where(y == clf.classes_[1 if clf.dual_coef_.shape[0] == 1 else k], 1.0, -1.0)
+        xi = np.maximum(0.0, 1.0 - t * f[:, k])
+        total += 0.5 * clf.dual_coef_[k] @ kss @ clf.dual_coef_[k] + clf.C * np.sum(w * xi * xi)
+    return total
+
+
+# Uneven row blocks with an empty one.
+CHUNKS = (700, 0, 1300, 450, 1050, 500)
+
+
+def test_one_and_two_workers_give_the_same_model_at_the_optimum(clusters):
+    X, y = xor_data(sum(CHUNKS), 1)
+    dX = da.from_array(X, chunks=(CHUNKS, (2,)))
+    dy = da.from_array(y, chunks=(CHUNKS,))
+    params = dict(C=4.0, gamma=2.0, budget=40, epochs=3, random_state=0)
+    one = fit_on(clusters[0], BudgetSVC(**params), dX, dy)
+    two = fit_on(clusters[1], BudgetSVC(**params), dX, dy)
+    # The basis comes from the same partitions and seeds: identical. The polish reaches the
+    # same optimum within its tolerance (the workers' sums are added in another grouping, and
+    # on a nearly singular basis the coefficients themselves are poorly determined: compare
+    # the objective and the function).
+    assert_array_equal(one.support_vectors_, two.support_vectors_)
+    assert_allclose(objective(two, X, y), objective(one, X, y), rtol=1e-6)
+    f1, f2 = one.decision_function(X), two.decision_function(X)
+    assert np.abs(f1 - f2).max() < 1e-3 * np.abs(f1).max()
+    stats = one.fit_stats_["dask"]
+    assert stats["partitions"] == len(CHUNKS) and stats["empty_partitions"] == 1
+    assert stats["pooled_support_vectors"] > 40 >= one.support_vectors_.shape[0]
+    assert one.fit_stats_["polish"]["converged"]
+    assert one.fit_stats_["polish"]["bytes_moved"] > 0
+    # The distributed polish reached the optimum: the serial polish from it changes nothing.
+    before = objective(one, X, y)
+    again = pickle.loads(pickle.dumps(one)).polish_coef(X, y)
+    assert objective(again, X, y) >= before * (1 - 1e-9)
+    # A plain estimator: it predicts without a cluster and pickles.
+    assert one.score(X, y) > 0.95
+    assert_array_equal(pickle.loads(pickle.dumps(one)).predict(X), one.predict(X))
+
+
+def test_dataframes_with_named_columns_weights_and_several_classes(clusters):
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 1, size=(3000, 3))
+    y = np.array(["a", "b", "c"])[(np.floor(2 * X[:, 0] + 2).astype(int) + (X[:, 1] > 0)) % 3]
+    w = rng.uniform(0.5, 2.0, len(y))
+    w[::7] = 0.0  # left out
+    frame = pd.DataFrame(X, columns=["u", "v", "z"])
+    dX = dd.from_pandas(frame, npartitions=5)
+    dy = dd.from_pandas(pd.Series(y), npartitions=5)
+    dw = dd.from_pandas(pd.Series(w), npartitions=5)
+    params = dict(C=3.0, gamma=3.0, budget=60, epochs=2, random_state=1, class_weight={"b": 2.0})
+    clf = fit_on(clusters[1], BudgetSVC(**params), dX, dy, sample_weight=dw)
+    assert list(clf.feature_names_in_) == ["u", "v", "z"]
+    assert clf.dual_coef_.shape[0] == 3 and clf.intercept_.shape == (3,)
+    assert_array_equal(clf.classes_, ["a", "b", "c"])
+    assert clf.score(frame, y) > 0.9
+    # Weights of 0 are dropped rows: the same model as the data without them (same blocks).
+    keep = w > 0
+    ends = np.cumsum(np.asarray(dX.map_partitions(len).compute()))
+    sizes = [int(keep[a:b].sum()) for a, b in zip(np.r_[0, ends[:-1]], ends)]
+    dX2 = da.from_array(X[keep], chunks=(tuple(sizes), (3,)))
+    dy2 = da.from_array(y[keep], chunks=(tuple(sizes),))
+    dw2 = da.from_array(w[keep], chunks=(tuple(sizes),))
+    other = fit_on(clusters[1], BudgetSVC(**params), dX2, dy2, sample_weight=dw2)
+    assert_array_equal(other.support_vectors_, clf.support_vectors_)
+    assert_allclose(other.decision_function(X), clf.decision_function(frame), rtol=1e-6, atol=1e-6)
+
+
+def test_bsca_and_no_polish(clusters):
+    X, y = xor_data(2000, 5)
+    dX = da.from_array(X, chunks=(500, 2))
+    dy = da.from_array(y, chunks=(500,))
+    clf = fit_on(
+        clusters[1], BudgetSVC(C=2.0, gamma=2.0, budget=30, solver="bsca", polish=False), dX, dy
+    )
+    assert "polish" not in clf.fit_stats_ and np.all(clf.intercept_ == 0)
+    assert clf.support_vectors_.shape[0] <= 30
+    assert clf.score(X, y) > 0.85
+
+
+def test_errors_leave_the_estimator_as_it_was(clusters):
+    X, y = xor_data(600, 2)
+    dX = da.from_array(X, chunks=(200, 2))
+    dy = da.from_array(y, chunks=(200,))
+    with pytest.raises(TypeError, match="BudgetSVC"):
+        fit_on(clusters[1], object(), dX, dy)
+    with pytest.raises(ValueError, match="probability"):
+        fit_on(clusters[1], BudgetSVC(probability=True), dX, dy)
+    with pytest.raises(ValueError, match="rows"):
+        fit_on(clusters[1], BudgetSVC(), dX, dy[:500])
+    with pytest.raises(ValueError, match="two classes"):
+        fit_on(clusters[1], BudgetSVC(), dX, da.zeros(600, chunks=200))
+    with pytest.raises(ValueError, match="Client"):
+        bdask.fit(BudgetSVC(), dX, dy)
+    bad = X.copy()
+    bad[5, 0] = np.nan
+    clf = BudgetSVC(gamma=2.0, budget=20, epochs=1, random_state=0).fit(X, y)
+    before = clf.dual_coef_.copy()
+    with pytest.raises(ValueError, match="NaN"):
+        fit_on(clusters[1], clf, da.from_array(bad, chunks=(200, 2)), dy)
+    assert_array_equal(clf.dual_coef_, before)
+
+
+def test_a_worker_killed_mid_fit_is_a_clear_error(clusters):
+    X, y = xor_data(3000, 4)
+    dX = da.from_array(X, chunks=(500, 2))
+    dy = da.from_array(y, chunks=(500,))
+
+    def kill_one(round_no, client):
+        if round_no == 3:
+            address = sorted(client.scheduler_info()["workers"])[0]
+            try:
+                client.run(os._exit, 1, workers=[address])
+            except Exception:  # the worker died before answering
+                pass
+
+    clf = BudgetSVC(C=4.0, gamma=2.0, budget=40, epochs=2, random_state=0)
+    bdask._AFTER_ROUND = kill_one
+    try:
+        with _cluster(2) as cluster, distributed.Client(cluster):
+            with pytest.raises(RuntimeError, match="worker"):
+                bdask.fit(clf, dX, dy)
+    finally:
+        bdask._AFTER_ROUND = None
+    assert not hasattr(clf, "support_vectors_")
