@@ -497,8 +497,13 @@ def _fit_on_parts(clf, client, x_parts, y_parts, w_parts, columns, start):
                 clf, client, x_parts, y_parts, w_parts, classes, class_w, C, token
             )
         finally:
-            # The workers' kernel values of this fit are dropped.
-            client.run(_forget, token)
+            # The workers' kernel values of this fit are dropped; nothing waits for it.
+            from distributed import fire_and_forget
+
+            for address in client.scheduler_info()["workers"]:
+                fire_and_forget(
+                    client.submit(_forget, token, workers=[address], allow_other_workers=False, pure=False)
+                )
         stats["polish_seconds"] = time.perf_counter() - t0
         clf.fit_stats_["polish"] = polish_stats
     stats["seconds"] = time.perf_counter() - start
@@ -666,6 +671,7 @@ def _distributed_polish(clf, client, x_parts, y_parts, w_parts, classes, class_w
     iterations = 0
     tol = float(clf.polish_tol)
     steps = np.array(_LINE_STEPS)
+    full_steps = False
     while not done.all() and iterations < int(clf.polish_max_iter):
         iterations += 1
         direction = np.zeros((m, q))
@@ -676,36 +682,58 @@ def _distributed_polish(clf, client, x_parts, y_parts, w_parts, classes, class_w
             )
             direction[:, k] = x[:m] - coef[:, k]
             db[k] = x[m] - b[k]
-        # The exact line search's sums at a grid of steps in one round, the step from their
-        # piecewise-linear slope, then the iteration's sums at that step in a second round.
-        line = round_trip(("line", (coef, b), (direction, db), steps))
-        slope = sum(r["slope"] for r in line)
-        flips = sum(r["flips"] for r in line)
+        # Early on, the exact line search's sums at a grid of steps in one round and the step
+        # from their piecewise-linear slope; once the steps settle near the full Newton step
+        # (it converges quadratically there), the full step is tried at once and kept when it
+        # lowers each objective enough (Armijo), saving a round per iteration.
         t = np.zeros(q)
-        for k in np.flatnonzero(~done):
-            a1 = coef[:, k] @ kss @ direction[:, k]
-            a2 = direction[:, k] @ kss @ direction[:, k]
-            dphi = a1 + steps * a2 - 2 * C * slope[:, k]
-            t[k] = _line_step(steps, dphi, flips[:, k])
-            if t[k] == 0.0:  # no descent left: converged to rounding
-                done[k] = True
+        if full_steps:
+            t[~done] = 1.0
+        else:
+            line = round_trip(("line", (coef, b), (direction, db), steps))
+            slope = sum(r["slope"] for r in line)
+            flips = sum(r["flips"] for r in line)
+            for k in np.flatnonzero(~done):
+                a1 = coef[:, k] @ kss @ direction[:, k]
+                a2 = direction[:, k] @ kss @ direction[:, k]
+                dphi = a1 + steps * a2 - 2 * C * slope[:, k]
+                t[k] = _line_step(steps, dphi, flips[:, k])
+                if t[k] == 0.0:  # no descent left: converged to rounding
+                    done[k] = True
         live = ~done
         if not live.any():
             break
         trial_c = np.ascontiguousarray(coef + direction * (t * live))
         trial_b = b + db * t * live
         parts = round_trip(("sums", (trial_c, trial_b), (coef, b)))
+        new_obj = np.array(
+            [regulariser(trial_c, k) + C * sum(p["loss_trial"][k] for p in parts) for k in range(q)]
+        )
+        if full_steps:
+            step_slope = np.array(
+                [
+                    coef[:, k] @ kss @ (trial_c[:, k] - coef[:, k])
+                    - 2 * C * sum(p["slope"][k] for p in parts)
+                    for k in range(q)
+                ]
+            )
+            if np.any(new_obj[live] > obj[live] + 1e-4 * step_slope[live]):
+                # Not enough decrease: back to the line search (this iteration again).
+                full_steps = False
+                iterations -= 1
+                continue
         for k in np.flatnonzero(live):
-            new_obj = regulariser(trial_c, k) + C * sum(p["loss_trial"][k] for p in parts)
             add(parts, k)
             changed = sum(int(p["flips"][k]) for p in parts)
-            decrease = obj[k] - new_obj
+            decrease = obj[k] - new_obj[k]
             coef[:, k] = trial_c[:, k]
             b[k] = trial_b[k]
-            obj[k] = new_obj
+            obj[k] = new_obj[k]
             # A full Newton step that changed no row's activity reached the optimum.
-            if (t[k] == 1.0 and changed == 0) or decrease <= tol * abs(new_obj):
+            if (t[k] == 1.0 and changed == 0) or decrease <= tol * abs(new_obj[k]):
                 done[k] = True
+        if not full_steps and np.all(np.abs(t[live] - 1.0) <= 0.25):
+            full_steps = True
     converged = bool(done.all())
     clf.dual_coef_ = np.ascontiguousarray(coef.T)
     clf.intercept_ = b
