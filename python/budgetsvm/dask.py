@@ -384,7 +384,9 @@ def fit(clf: Any, X: Any, y: Any, sample_weight: Any = None) -> Any:
             ) from e
         raise
     finally:
-        client.cancel([f for f in [*x_parts, *y_parts, *w_parts] if f is not None])
+        # The blocks are released with their futures (cancelling them could race with other
+        # computations of the same collection).
+        del x_parts, y_parts, w_parts
 
 
 @fit_guard
