@@ -40,9 +40,19 @@ def xor_data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
+def default_sigint() -> None:
+    """``preexec_fn`` of a child that a test interrupts: SIGINT back to its default, so the
+    child's Python turns it into KeyboardInterrupt even when the test run itself was started
+    with SIGINT ignored (a script's background job, nohup), which children inherit."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupt_after_first_line(code: str, cwd, wait: float) -> tuple[str, int, str, str]:
     """Runs ``code`` in a child Python, sends SIGINT once it has printed its first line (waiting
-    up to ``wait`` seconds for it), and returns (first line, exit code, stdout, stderr)."""
+    up to ``wait`` seconds for it), and returns (first line, exit code, stdout, stderr). Bounded:
+    a child that does not stop within 60 s of the signal fails the test (and is killed)."""
     import select
     import signal
     import subprocess
@@ -54,6 +64,7 @@ def interrupt_after_first_line(code: str, cwd, wait: float) -> tuple[str, int, s
         stderr=subprocess.PIPE,
         cwd=cwd,
         env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        preexec_fn=default_sigint,
     )
     try:
         ready, _, _ = select.select([proc.stdout], [], [], wait)

@@ -3,6 +3,7 @@ every long computation whichever thread runs it and leaves the estimator usable.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -12,7 +13,7 @@ import threading
 import numpy as np
 import pytest
 from budgetsvm import BudgetSVC, KernelSVC, get_num_threads, set_num_threads
-from conftest import xor_data
+from conftest import default_sigint, xor_data
 from numpy.testing import assert_array_equal
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="fork and SIGINT are POSIX")
@@ -73,17 +74,31 @@ def test_thread_counts_are_validated():
         KernelSVC(n_jobs=10_000).fit(X, y)
 
 
-def _interrupt_after(seconds: float) -> threading.Timer:
+@contextlib.contextmanager
+def _interrupt_after(seconds: float):
+    """SIGINT to this process after ``seconds``, with Python's handler installed for the
+    duration (a test run started with SIGINT ignored, as a background job or under nohup, would
+    otherwise ignore it and the fit would run to its end), the previous handler restored."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(seconds, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
-    return timer
+    try:
+        yield
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
 
 
 LONG_FITS = {
-    # Each would take minutes; the interrupt comes after half a second.
-    "bsgd-binary": lambda: BudgetSVC(budget=200, epochs=10_000, random_state=0),
-    "bsca-binary": lambda: BudgetSVC(budget=200, epochs=10_000, solver="bsca", random_state=0),
-    "bsca-multiclass": lambda: BudgetSVC(budget=200, epochs=10_000, solver="bsca", random_state=0),
+    # Each takes seconds (the budgeted ones 5-10 s: bounded, so a missed interrupt fails the
+    # test instead of hanging it); the interrupt comes after half a second.
+    "bsgd-binary": lambda: BudgetSVC(budget=200, epochs=2_000, random_state=0, polish=False),
+    "bsca-binary": lambda: BudgetSVC(
+        budget=200, epochs=2_000, solver="bsca", random_state=0, polish=False
+    ),
+    "bsca-multiclass": lambda: BudgetSVC(
+        budget=200, epochs=2_000, solver="bsca", random_state=0, polish=False
+    ),
     "smo": lambda: KernelSVC(C=1e4, gamma=50.0, tol=1e-12, solver="smo", max_iter=10**12),
     "alfpgm": lambda: KernelSVC(C=1e4, gamma=50.0, tol=1e-12, max_iter=10**12),
 }
@@ -98,12 +113,8 @@ def test_ctrl_c_stops_a_fit_on_any_thread_and_the_estimator_refits(case):
     if case == "bsca-multiclass":
         y = y + (X[:, 2] > 0.3)
     clf = LONG_FITS[case]()
-    timer = _interrupt_after(0.5)
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            clf.fit(X, y)
-    finally:
-        timer.cancel()
+    with _interrupt_after(0.5), pytest.raises(KeyboardInterrupt):
+        clf.fit(X, y)
     # Usable afterwards: a short fit of the same estimator works.
     if isinstance(clf, BudgetSVC):
         clf.set_params(epochs=1)
@@ -118,12 +129,8 @@ def test_ctrl_c_stops_predict_on_a_large_matrix():
     X, y = xor_data(2000, 3)
     clf = BudgetSVC(budget=500, epochs=1, random_state=0, C=100.0, gamma=20.0).fit(X, y)
     big = np.random.default_rng(1).uniform(-1, 1, size=(10_000_000, 2))
-    timer = _interrupt_after(0.5)
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            clf.decision_function(big)
-    finally:
-        timer.cancel()
+    with _interrupt_after(0.5), pytest.raises(KeyboardInterrupt):
+        clf.decision_function(big)
     assert_array_equal(clf.predict(X[:100]), clf.predict(X[:100]))
 
 
@@ -254,13 +261,9 @@ def test_ctrl_c_stops_fit_file_and_the_estimator_refits(tmp_path):
     X, y = xor_data(50_000, 10)
     path = tmp_path / "big.svm"
     _write_points(path, X, y)
-    clf = BudgetSVC(budget=200, epochs=100_000, gamma=2.0, random_state=0)
-    timer = _interrupt_after(0.5)
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            clf.fit_file(path, chunk_rows=5_000)
-    finally:
-        timer.cancel()
+    clf = BudgetSVC(budget=200, epochs=500, gamma=2.0, random_state=0)
+    with _interrupt_after(0.5), pytest.raises(KeyboardInterrupt):
+        clf.fit_file(path, chunk_rows=5_000)
     clf.set_params(epochs=1).fit_file(path, chunk_rows=5_000)
     assert clf.score(X, y) > 0.8
 
@@ -290,6 +293,7 @@ def test_ctrl_c_stops_the_cli_with_exit_code_130(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
     time.sleep(3.0)  # started and training (not a timing assertion: any moment of the fit will do)
     proc.send_signal(signal.SIGINT)
