@@ -137,7 +137,8 @@ fn bench(c: &mut Criterion) {
             let blocks: Vec<Vec<usize>> = (0..3)
                 .map(|k| (0..r).map(|_| k * third + rng.below(third)).collect())
                 .collect();
-            let mut cache = KernelRowCache::new(&view, GAMMA, r.max(2) * N * 4).unwrap();
+            let mut cache =
+                KernelRowCache::new(&view, Kernel::rbf(GAMMA), r.max(2) * N * 4).unwrap();
             let reference: Vec<f32> = {
                 let rows = cache.rows(&blocks[0]).unwrap();
                 (0..r).flat_map(|k| rows.row(k).to_vec()).collect()

@@ -38,6 +38,12 @@ pub trait Rows: Sync {
             }
         });
     }
+    /// The row of the outermost matrix that row `i` is (a subset's rows map through their
+    /// index): a precomputed kernel's rows are rows of a Gram matrix, whose column for row `i`
+    /// is this one.
+    fn source_row(&self, i: usize) -> usize {
+        i
+    }
     /// Squared Euclidean norm of row `i` over all its columns, summed over the non-zeros in
     /// column order: the same arithmetic for dense and CSR rows, so both give identical models.
     fn sq_norm(&self, i: usize) -> f64 {
@@ -380,6 +386,9 @@ impl<R: Rows> Rows for SubsetRows<'_, R> {
     }
     fn write_dense(&self, i: usize, out: &mut [f64]) {
         self.base.write_dense(self.index[i], out)
+    }
+    fn source_row(&self, i: usize) -> usize {
+        self.base.source_row(self.index[i])
     }
     fn sq_norm(&self, i: usize) -> f64 {
         self.base.sq_norm(self.index[i])

@@ -44,7 +44,7 @@ use rayon::prelude::*;
 
 use crate::core::data::{finite_sq_norms, Rows};
 use crate::core::error::{Result, SvmError};
-use crate::core::kernel::check_gamma;
+use crate::core::kernel::Kernel;
 use crate::core::shared_rows::PairSegments;
 use crate::core::{parallel, simd};
 
@@ -143,20 +143,20 @@ impl<'c> CachedRows<'c> {
 
 impl<'a, R: Rows> KernelRowCache<'a, R> {
     /// A cache of at most `cache_bytes` of rows (at least two rows) over the rows of `x`.
-    pub fn new(x: &'a R, gamma: f64, cache_bytes: usize) -> Result<Self> {
+    pub fn new(x: &'a R, kernel: Kernel, cache_bytes: usize) -> Result<Self> {
         let norms = finite_sq_norms(x, "X")?;
-        Self::with_norms(x, gamma, norms, cache_bytes)
+        Self::with_norms(x, kernel, norms, cache_bytes)
     }
 
     /// The same with the squared norms already computed (one per row of `x`).
     pub fn with_norms(
         x: &'a R,
-        gamma: f64,
+        kernel: Kernel,
         sq_norms: Vec<f64>,
         cache_bytes: usize,
     ) -> Result<Self> {
         Ok(Self::with_computer(
-            RowComputer::for_data(x, gamma, sq_norms)?,
+            RowComputer::for_data(x, kernel, sq_norms)?,
             cache_bytes,
         ))
     }
@@ -165,21 +165,22 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
     /// segments (`x`: the pair's rows, in the order `segments` maps).
     pub fn with_segments(
         x: &'a R,
-        gamma: f64,
+        kernel: Kernel,
         sq_norms: Vec<f64>,
         cache_bytes: usize,
         segments: PairSegments<'a>,
     ) -> Result<Self> {
-        if segments.n_rows() != x.n_rows() {
+        if segments.n_rows() != x.n_rows() || kernel == Kernel::Precomputed {
             return Err(SvmError::invalid_input(
-                "the pair's segments map another number of rows",
+                "the pair's segments map another number of rows, or the kernel is precomputed \
+                 (read from its matrix, never shared)",
             ));
         }
         let path = DotPath::Shared {
             segments,
             shrunk: Box::new(choose_dot_path(x)),
         };
-        let computer = RowComputer::new(x, gamma, sq_norms, path)?;
+        let computer = RowComputer::new(x, kernel, sq_norms, path)?;
         Ok(Self::with_computer(computer, cache_bytes))
     }
 
@@ -214,8 +215,8 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
         self.n
     }
 
-    pub fn gamma(&self) -> f64 {
-        self.computer.gamma
+    pub fn kernel(&self) -> Kernel {
+        self.computer.kernel
     }
 
     pub fn sq_norms(&self) -> &[f64] {
@@ -595,6 +596,9 @@ pub(crate) enum DotPath<'a> {
     /// Row-wise dots: dense SIMD dots or CSR gathers against the densified x_i, sorted-index
     /// merges for data wider than `DENSIFY_MAX_COLS`.
     RowWise,
+    /// A precomputed kernel: the rows of `x` are rows of the Gram matrix, each kernel value one
+    /// lookup (column `Rows::source_row` of the other position's row).
+    Gram,
     /// One pair of a one-vs-one fit: rows come from the fit's store shared by all pairs while
     /// the positions are in order; once shrinking has moved them, a row's entries are scattered
     /// over both classes and few, and are computed by the pair's own path, `shrunk`.
@@ -609,7 +613,7 @@ pub(crate) enum DotPath<'a> {
 /// the dot products take. Shared read-only by the threads of a batch.
 pub(crate) struct RowComputer<'a, R: Rows> {
     x: &'a R,
-    gamma: f64,
+    kernel: Kernel,
     n: usize,
     sq_norms: Vec<f64>,
     /// Per position: the row of `x` there, and its inverse.
@@ -622,8 +626,13 @@ pub(crate) struct RowComputer<'a, R: Rows> {
 
 impl<'a, R: Rows> RowComputer<'a, R> {
     /// Positions start as the rows' own order. Fails for more rows than a u32 position holds.
-    pub(crate) fn new(x: &'a R, gamma: f64, sq_norms: Vec<f64>, path: DotPath<'a>) -> Result<Self> {
-        check_gamma(gamma)?;
+    pub(crate) fn new(
+        x: &'a R,
+        kernel: Kernel,
+        sq_norms: Vec<f64>,
+        path: DotPath<'a>,
+    ) -> Result<Self> {
+        kernel.check()?;
         let n = x.n_rows();
         if sq_norms.len() != n {
             return Err(SvmError::invalid_input(
@@ -637,7 +646,7 @@ impl<'a, R: Rows> RowComputer<'a, R> {
         }
         Ok(RowComputer {
             x,
-            gamma,
+            kernel,
             n,
             sq_norms,
             perm: (0..n as u32).collect(),
@@ -679,9 +688,22 @@ impl<'a, R: Rows> RowComputer<'a, R> {
     }
 
     /// The cheapest path for the data (`choose_dot_path`).
-    pub(crate) fn for_data(x: &'a R, gamma: f64, sq_norms: Vec<f64>) -> Result<Self> {
-        let path = choose_dot_path(x);
-        Self::new(x, gamma, sq_norms, path)
+    pub(crate) fn for_data(x: &'a R, kernel: Kernel, sq_norms: Vec<f64>) -> Result<Self> {
+        let path = if kernel == Kernel::Precomputed {
+            let square = (0..x.n_rows()).all(|i| {
+                x.dense_row(i)
+                    .is_some_and(|row| x.source_row(i) < row.len())
+            });
+            if !square {
+                return Err(SvmError::invalid_input(
+                    "a precomputed kernel must be a dense square Gram matrix",
+                ));
+            }
+            DotPath::Gram
+        } else {
+            choose_dot_path(x)
+        };
+        Self::new(x, kernel, sq_norms, path)
     }
 
     /// Fills the jobs, in parallel on the configured pool; returns the kernel values computed
@@ -733,10 +755,14 @@ impl<'a, R: Rows> RowComputer<'a, R> {
                 xt.axpy_column(q, c * n + j0, buf);
             }
         }
-        kernel_values(self.gamma, norms[i], &norms[j0..j0 + out.len()], buf, out);
-        if (j0..j0 + out.len()).contains(&i) {
-            out[i - j0] = 1.0;
-        }
+        kernel_values(
+            self.kernel,
+            (i, norms[i]),
+            j0,
+            &norms[j0..j0 + out.len()],
+            buf,
+            out,
+        );
     }
 
     fn compute_by(
@@ -754,14 +780,14 @@ impl<'a, R: Rows> RowComputer<'a, R> {
         }
         let computed = jobs.iter().map(|j| j.out.len() as u64).sum();
         let width = self.x.n_cols();
-        let (x, gamma, n) = (self.x, self.gamma, self.n);
+        let (x, kernel, n) = (self.x, self.kernel, self.n);
         let norms = &self.sq_norms[..];
         let perm = &self.perm[..];
         let pos_of = &self.pos_of[..];
         let densify = match path {
             DotPath::FeatureMajor(_) => true,
             DotPath::RowWise => width <= DENSIFY_MAX_COLS,
-            DotPath::Columns(_) | DotPath::Shared { .. } => false,
+            DotPath::Columns(_) | DotPath::Shared { .. } | DotPath::Gram => false,
         };
         let b = jobs.len();
         if densify && scratch.dense.len() < b * width {
@@ -783,6 +809,27 @@ impl<'a, R: Rows> RowComputer<'a, R> {
             let dense = &dense[..];
             match path {
                 DotPath::Shared { .. } => unreachable!("shared rows are filled above"),
+                DotPath::Gram => {
+                    jobs.par_iter_mut().for_each(|job| {
+                        let (i, from) = (job.pos, job.from);
+                        // Dense and square: checked when the computer was made.
+                        let g = x.dense_row(perm[i] as usize).unwrap_or(&[]);
+                        job.out
+                            .par_chunks_mut(BLOCK)
+                            .enumerate()
+                            .for_each(|(blk, out)| {
+                                let j0 = from + blk * BLOCK;
+                                let mut buf = [0.0f64; BLOCK];
+                                let buf = &mut buf[..out.len()];
+                                for (t, v) in buf.iter_mut().enumerate() {
+                                    let col = x.source_row(perm[j0 + t] as usize);
+                                    *v = g.get(col).copied().unwrap_or(0.0);
+                                }
+                                let sq_j = &norms[j0..j0 + out.len()];
+                                kernel_values(kernel, (i, norms[i]), j0, sq_j, buf, out);
+                            });
+                    });
+                }
                 DotPath::Columns(columns) => {
                     // Row after row (most requests are one row): a row's non-zeros are split
                     // into SCATTER_PARTS parts scattered in parallel, each into a buffer of its
@@ -819,15 +866,13 @@ impl<'a, R: Rows> RowComputer<'a, R> {
                                 }
                                 let j0 = from + r0;
                                 kernel_values(
-                                    gamma,
-                                    norms[i],
+                                    kernel,
+                                    (i, norms[i]),
+                                    j0,
                                     &norms[j0..j0 + out.len()],
                                     buf,
                                     out,
                                 );
-                                if (j0..j0 + out.len()).contains(&i) {
-                                    out[i - j0] = 1.0;
-                                }
                             });
                     }
                 }
@@ -911,10 +956,14 @@ impl<'a, R: Rows> RowComputer<'a, R> {
                             for (g, (p, j0, out)) in group.into_iter().enumerate() {
                                 let i = positions[p];
                                 let d = &mut dots[g * m..(g + 1) * m];
-                                kernel_values(gamma, norms[i], &norms[j0..j0 + m], d, out);
-                                if (j0..j0 + m).contains(&i) {
-                                    out[i - j0] = 1.0;
-                                }
+                                kernel_values(
+                                    kernel,
+                                    (i, norms[i]),
+                                    j0,
+                                    &norms[j0..j0 + m],
+                                    d,
+                                    out,
+                                );
                             }
                         }
                     });
@@ -944,10 +993,8 @@ impl<'a, R: Rows> RowComputer<'a, R> {
                                         *v = x.dot_rows(perm[i] as usize, perm[j0 + t] as usize);
                                     }
                                 }
-                                kernel_values(gamma, sq_i, &norms[j0..j0 + out.len()], buf, out);
-                                if (j0..j0 + out.len()).contains(&i) {
-                                    out[i - j0] = 1.0;
-                                }
+                                let sq_j = &norms[j0..j0 + out.len()];
+                                kernel_values(kernel, (i, sq_i), j0, sq_j, buf, out);
                             });
                     });
                 }
@@ -957,12 +1004,25 @@ impl<'a, R: Rows> RowComputer<'a, R> {
     }
 }
 
-/// Kernel values from a block of dot products, rounded once to the cache's f32.
+/// Kernel values of the row at position i (squared norm sq_i) with the positions
+/// j0..j0 + out.len() from their dot products, rounded once to the cache's f32. The diagonal is
+/// k(x_i, x_i) from the norm alone (exactly 1 for the Gaussian kernel), the value the solvers'
+/// K_ii is.
 #[inline]
-fn kernel_values(gamma: f64, sq_i: f64, sq_j: &[f64], dots: &mut [f64], out: &mut [f32]) {
-    simd::rbf_from_dots(gamma, sq_i, sq_j, dots);
+fn kernel_values(
+    kernel: Kernel,
+    (i, sq_i): (usize, f64),
+    j0: usize,
+    sq_j: &[f64],
+    dots: &mut [f64],
+    out: &mut [f32],
+) {
+    kernel.from_dots(sq_i, sq_j, dots);
     for (o, v) in out.iter_mut().zip(dots.iter()) {
         *o = *v as f32;
+    }
+    if (j0..j0 + out.len()).contains(&i) {
+        out[i - j0] = kernel.self_value(sq_i) as f32;
     }
 }
 
@@ -1258,7 +1318,7 @@ pub(crate) mod tests {
         let n = x.n_rows();
         let mut full = vec![0.0; n * n];
         kernel_matrix(x, x, gamma, &mut full).unwrap();
-        let mut cache = KernelRowCache::new(x, gamma, cache_bytes).unwrap();
+        let mut cache = KernelRowCache::new(x, Kernel::rbf(gamma), cache_bytes).unwrap();
         let mut rng = Rng::new(seed);
         for _ in 0..60 {
             let k = 1 + rng.below(6);
@@ -1337,8 +1397,8 @@ pub(crate) mod tests {
             let mut full = vec![0.0; n * n];
             kernel_matrix(&dense, &dense, 0.7, &mut full).unwrap();
             for bytes in [0, 4 * n * 7, 1 << 24] {
-                let mut a = KernelRowCache::new(&dense, 0.7, bytes).unwrap();
-                let mut b = KernelRowCache::new(&csr, 0.7, bytes).unwrap();
+                let mut a = KernelRowCache::new(&dense, Kernel::rbf(0.7), bytes).unwrap();
+                let mut b = KernelRowCache::new(&csr, Kernel::rbf(0.7), bytes).unwrap();
                 let mut perm: Vec<usize> = (0..n).collect();
                 for _ in 0..40 {
                     let k = 1 + rng.below(4);
@@ -1383,8 +1443,8 @@ pub(crate) mod tests {
             let csr = CsrView::new(&t.indptr, &t.indices, &t.values, t.d).unwrap();
             let idx: Vec<usize> = (0..19).map(|k| (k * 131 + 7) % n).collect();
             for len in [n, n / 2 + 3] {
-                let mut batch = KernelRowCache::new(&dense, 0.3, 1 << 26).unwrap();
-                let mut single = KernelRowCache::new(&csr, 0.3, 1 << 26).unwrap();
+                let mut batch = KernelRowCache::new(&dense, Kernel::rbf(0.3), 1 << 26).unwrap();
+                let mut single = KernelRowCache::new(&csr, Kernel::rbf(0.3), 1 << 26).unwrap();
                 let rows = batch.rows_prefix(&idx, len).unwrap();
                 for (k, &i) in idx.iter().enumerate() {
                     let one = single.rows_prefix(&[i], len).unwrap();
@@ -1420,8 +1480,8 @@ pub(crate) mod tests {
     fn check_visits<A: Rows, B: Rows>(x: &A, other: &B, n: usize, seed: u64) {
         {
             let bytes = 5 * n * 4;
-            let mut a = KernelRowCache::new(x, 0.4, bytes).unwrap();
-            let mut b = KernelRowCache::new(other, 0.4, bytes).unwrap();
+            let mut a = KernelRowCache::new(x, Kernel::rbf(0.4), bytes).unwrap();
+            let mut b = KernelRowCache::new(other, Kernel::rbf(0.4), bytes).unwrap();
             let mut rng = Rng::new(seed);
             for step in 0..60 {
                 if step % 17 == 16 {
@@ -1496,8 +1556,8 @@ pub(crate) mod tests {
         }
         let csr = CsrView::new(&indptr, &indices, &values, d).unwrap();
         let narrow = DenseView::new(&dense, n, 8).unwrap();
-        let mut a = KernelRowCache::new(&csr, 0.9, 1 << 20).unwrap();
-        let mut b = KernelRowCache::new(&narrow, 0.9, 1 << 20).unwrap();
+        let mut a = KernelRowCache::new(&csr, Kernel::rbf(0.9), 1 << 20).unwrap();
+        let mut b = KernelRowCache::new(&narrow, Kernel::rbf(0.9), 1 << 20).unwrap();
         let idx: Vec<usize> = (0..n).step_by(97).chain([n - 1]).collect();
         let (ra, rb) = (a.rows(&idx).unwrap(), b.rows(&idx).unwrap());
         for t in 0..idx.len() {
@@ -1512,7 +1572,7 @@ pub(crate) mod tests {
         let t = data(50, 4, 4);
         let x = DenseView::new(&t.dense, t.n, t.d).unwrap();
         // Room for exactly 3 rows.
-        let mut cache = KernelRowCache::new(&x, 0.5, 3 * 50 * 4).unwrap();
+        let mut cache = KernelRowCache::new(&x, Kernel::rbf(0.5), 3 * 50 * 4).unwrap();
         assert_eq!(cache.capacity(), 3);
         cache.rows(&[1, 2]).unwrap();
         assert_eq!((cache.stats().hits, cache.stats().misses), (0, 2));
@@ -1544,7 +1604,7 @@ pub(crate) mod tests {
         let x = CsrView::new(&t.indptr, &t.indices, &t.values, t.d).unwrap();
         let mut full = vec![0.0; 120 * 120];
         kernel_matrix(&x, &x, 0.3, &mut full).unwrap();
-        let mut cache = KernelRowCache::new(&x, 0.3, 8 * 120 * 4).unwrap();
+        let mut cache = KernelRowCache::new(&x, Kernel::rbf(0.3), 8 * 120 * 4).unwrap();
         let mut rng = Rng::new(11);
         // A reference LRU: most recent first.
         let mut order: Vec<usize> = Vec::new();
@@ -1593,10 +1653,10 @@ pub(crate) mod tests {
     fn rejects_bad_gamma_and_overflowing_norms() {
         let v = [1.0, 2.0];
         let x = DenseView::new(&v, 1, 2).unwrap();
-        assert!(KernelRowCache::new(&x, 0.0, 100).is_err());
-        assert!(KernelRowCache::new(&x, f64::NAN, 100).is_err());
+        assert!(KernelRowCache::new(&x, Kernel::rbf(0.0), 100).is_err());
+        assert!(KernelRowCache::new(&x, Kernel::rbf(f64::NAN), 100).is_err());
         let huge = [1e200, 1.0];
         let x = DenseView::new(&huge, 1, 2).unwrap();
-        assert!(KernelRowCache::new(&x, 1.0, 100).is_err());
+        assert!(KernelRowCache::new(&x, Kernel::rbf(1.0), 100).is_err());
     }
 }

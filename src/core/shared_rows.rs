@@ -25,6 +25,7 @@ use rayon::prelude::*;
 
 use crate::core::data::Rows;
 use crate::core::error::{Result, SvmError};
+use crate::core::kernel::Kernel;
 use crate::core::kernel_cache::{RowComputer, RowJob, Scratch};
 
 /// Kernel values of the fit's rows against the rows of one class, by request.
@@ -255,7 +256,7 @@ impl<'s, R: Rows> SharedKernelRows<'s, R> {
     /// `position[g]`: where fit row g sits in `grouped`.
     pub fn new(
         grouped: &'s R,
-        gamma: f64,
+        kernel: Kernel,
         sq_norms: Vec<f64>,
         class_start: Vec<usize>,
         position: Vec<u32>,
@@ -280,7 +281,7 @@ impl<'s, R: Rows> SharedKernelRows<'s, R> {
         let class_of = position.iter().map(|&p| class_of[p as usize]).collect();
         let n_classes = class_start.len() - 1;
         Ok(SharedKernelRows {
-            computer: RowComputer::for_data(grouped, gamma, sq_norms)?,
+            computer: RowComputer::for_data(grouped, kernel, sq_norms)?,
             class_start,
             position,
             class_of,
@@ -406,7 +407,9 @@ mod tests {
         let (order, start, position, rank) = group(y, k);
         let grouped = SubsetRows::new(x, &order).unwrap();
         let norms = finite_sq_norms(&grouped, "X").unwrap();
-        let store = SharedKernelRows::new(&grouped, gamma, norms, start, position, budget).unwrap();
+        let store =
+            SharedKernelRows::new(&grouped, Kernel::rbf(gamma), norms, start, position, budget)
+                .unwrap();
         let mut rng = Rng::new(seed);
         let mut computed = 0;
         let mut asked = 0;
@@ -418,8 +421,14 @@ mod tests {
                 let sub = SubsetRows::new(x, &rows).unwrap();
                 let segments = PairSegments::new(&store, (a, b), &rows, y, &rank).unwrap();
                 let norms = finite_sq_norms(&sub, "X").unwrap();
-                let mut cache =
-                    KernelRowCache::with_segments(&sub, gamma, norms, 4 * m * 3, segments).unwrap();
+                let mut cache = KernelRowCache::with_segments(
+                    &sub,
+                    Kernel::rbf(gamma),
+                    norms,
+                    4 * m * 3,
+                    segments,
+                )
+                .unwrap();
                 let mut perm: Vec<usize> = (0..m).collect();
                 for _ in 0..12 {
                     let idx: Vec<usize> = (0..1 + rng.below(3)).map(|_| rng.below(m)).collect();
@@ -475,7 +484,9 @@ mod tests {
         let (order, start, position, rank) = group(&y, k);
         let grouped = SubsetRows::new(&x, &order).unwrap();
         let norms = finite_sq_norms(&grouped, "X").unwrap();
-        let store = SharedKernelRows::new(&grouped, 1.0, norms, start, position, 1 << 20).unwrap();
+        let store =
+            SharedKernelRows::new(&grouped, Kernel::rbf(1.0), norms, start, position, 1 << 20)
+                .unwrap();
         // Row 0 (class 0) in pairs (0, 1) and (0, 2): its class-0 segment is computed once.
         for b in [1u32, 2] {
             let y = &y;
@@ -485,7 +496,8 @@ mod tests {
             let sub = SubsetRows::new(&x, &rows).unwrap();
             let norms = finite_sq_norms(&sub, "X").unwrap();
             let mut cache =
-                KernelRowCache::with_segments(&sub, 1.0, norms, 1 << 20, segments).unwrap();
+                KernelRowCache::with_segments(&sub, Kernel::rbf(1.0), norms, 1 << 20, segments)
+                    .unwrap();
             cache.rows(&[0]).unwrap();
         }
         let stats = store.stats();
@@ -499,13 +511,21 @@ mod tests {
         let xs = [0.0, 1.0, 2.0];
         let x = DenseView::new(&xs, 3, 1).unwrap();
         let norms = vec![0.0, 1.0, 4.0];
-        let bad_start = SharedKernelRows::new(&x, 1.0, norms.clone(), vec![0, 2], vec![0, 1, 2], 1);
+        let bad_start = SharedKernelRows::new(
+            &x,
+            Kernel::rbf(1.0),
+            norms.clone(),
+            vec![0, 2],
+            vec![0, 1, 2],
+            1,
+        );
         assert!(bad_start.is_err());
-        let bad_pos = SharedKernelRows::new(&x, 1.0, norms, vec![0, 1, 3], vec![0, 1, 3], 1);
+        let bad_pos =
+            SharedKernelRows::new(&x, Kernel::rbf(1.0), norms, vec![0, 1, 3], vec![0, 1, 3], 1);
         assert!(bad_pos.is_err());
         let store = SharedKernelRows::new(
             &x,
-            1.0,
+            Kernel::rbf(1.0),
             vec![0.0, 1.0, 4.0],
             vec![0, 1, 3],
             vec![0, 1, 2],

@@ -20,6 +20,7 @@ use crate::core::budget::Maintenance;
 use crate::core::budget::MaintenanceStats;
 use crate::core::data::{check_finite, AnyRows, Rows};
 use crate::core::error::SvmError;
+use crate::core::kernel::Kernel;
 use crate::core::kernel_block::KernelBlocks;
 use crate::core::kernel_block::Outputs;
 use crate::core::libsvm::{summarize_libsvm_file, LibsvmChunks, LibsvmData};
@@ -28,7 +29,7 @@ use crate::core::model::{decision_of_expansion, BudgetModel, SvLayout, SvMatrix}
 use crate::core::solvers::alfpgm::{AlfpgmParams, InnerSolver};
 use crate::core::solvers::bsca::{train_bsca, BscaParams, DualStep};
 use crate::core::solvers::bsgd::{train_bsgd_state, BsgdParams, BsgdState};
-use crate::core::solvers::kernel_svc::{train_kernel_svc, ExactSolver, KernelSvcParams};
+use crate::core::solvers::kernel_svc::{train_kernel_svc, ExactParams, ExactSolver};
 use crate::core::solvers::polish::{
     add_gram_factor, polish as polish_solve, ActiveSums, GramFactor, InMemory, LibsvmFileRows,
     PartitionRows, PolishParams, PolishResult,
@@ -706,9 +707,9 @@ fn fit_kernel_svc<'py>(
             "cache_size must be a positive number of MB, got {cache_size}"
         )));
     }
-    let params = KernelSvcParams {
+    let params = ExactParams {
         c,
-        gamma,
+        kernel: Kernel::rbf(gamma),
         tol,
         cache_bytes: (cache_size * 1024.0 * 1024.0).min(usize::MAX as f64 / 2.0) as usize,
         max_iter,
@@ -786,7 +787,8 @@ fn kernel_rows<'py>(
     let (out, seconds) = py.detach(|| {
         no_panic(|| {
             let bytes = idx.len().max(2) * n.max(1) * std::mem::size_of::<f32>();
-            let mut cache = crate::core::kernel_cache::KernelRowCache::new(&xr, gamma, bytes)?;
+            let mut cache =
+                crate::core::kernel_cache::KernelRowCache::new(&xr, Kernel::rbf(gamma), bytes)?;
             let got = cache.rows(&idx)?;
             let mut out = Vec::with_capacity(idx.len() * n);
             for k in 0..got.len() {

@@ -2,8 +2,9 @@
 //! `../shared/ALFPGM.md`): an exact solver of the dual C-SVC that optimises p pairs of variables
 //! per decomposition step.
 //!
-//! Dual C-SVC:  min_a f(a) = 1/2 a^T Q a - e^T a   s.t.  y^T a = 0,  0 <= a_i <= C,
-//! with the same gradient, index sets, stopping rule m(a) - M(a) < tol and bias as `smo.rs`.
+//! The problem is `smo.rs`'s (`DualProblem`: min 1/2 a^T Q a + p^T a, y^T a fixed, a box per
+//! variable; C-SVC, SVR and one-class are its instances), with the same gradient, index sets,
+//! stopping rule m(a) - M(a) < tol and bias.
 //!
 //! One decomposition step:
 //! 1. **pWSS.** Up to p pairs (i, j) by repeated second-order selection. Candidates: the 4p
@@ -60,8 +61,9 @@ use crate::core::error::{Result, SvmError};
 use crate::core::kernel_cache::{row_blocks, KernelRowCache, ROW_BLOCK};
 use crate::core::parallel;
 use crate::core::simd::{self, Level};
-use crate::core::solvers::shrinking::Shrinking;
-use crate::core::solvers::smo::{DualSolution, DualState, ExactRun, Reporter, TAU};
+use crate::core::solvers::smo::{
+    start_state, DualProblem, DualSolution, DualState, ExactRun, Reporter, TAU,
+};
 
 /// ALFPGM's parameters (defaults in `Default`).
 #[derive(Debug, Clone, PartialEq)]
@@ -383,8 +385,7 @@ impl Work {
 /// variable pairs moved).
 pub fn solve_alfpgm<R: Rows>(
     cache: &mut KernelRowCache<'_, R>,
-    y: Vec<f64>,
-    upper: Vec<f64>,
+    problem: DualProblem,
     run: &ExactRun,
     params: &AlfpgmParams,
     reporter: &mut Reporter<'_, '_>,
@@ -392,10 +393,9 @@ pub fn solve_alfpgm<R: Rows>(
     params.check()?;
     let (tol, max_iter, shrinking) = (run.tol, run.max_iter, run.shrinking);
     let start = Instant::now();
-    let n = y.len();
+    let n = problem.n();
     let p = params.n_pairs.min(n.div_ceil(2)).max(1);
-    let mut state = DualState::new(y, upper);
-    let mut shrinker = Shrinking::new(shrinking, &mut state);
+    let (mut state, mut shrinker) = start_state(cache, problem, shrinking)?;
     let mut work = Work::new(n, p);
     cache.ensure_capacity(2 * p);
     let mut lambda = 0.0;
@@ -637,13 +637,15 @@ fn pick_pairs<R: Rows>(
             None => ([i, i, i], 1, 0.0),
         };
         let in_b_now = &*in_b;
+        let diag = &state.diag[..];
         let (_, (lows, best)) = cache.rows_prefix_blocks(
             &idx[..k_rows],
             active,
             &mut parts,
             |j0, rows, (place, part)| {
                 let update = (k_rows == 3).then(|| (rows[1], rows[2], step));
-                scan_low(*place, part, in_b_now, j0, rows[0], i, vi, update)
+                let pair = (i, vi, rows[0]);
+                scan_low(*place, part, in_b_now, diag, j0, pair, update)
             },
             || (TwoSmallest::default(), NO_J),
             |(ta, ba), (tb, bb)| {
@@ -711,7 +713,7 @@ type BestJ = (f64, usize, usize, f64, f64);
 const NO_J: BestJ = (f64::INFINITY, 0, usize::MAX, 0.0, 0.0);
 
 /// One pass over a run of the j candidates (those at positions j0.., `row_i` and the update
-/// rows starting at j0): first the look-ahead update of the previous pair
+/// rows starting at j0; `diag` the K_tt of all positions): first the look-ahead update of the previous pair
 /// (v_t -= (K_ti' - K_tj') s from their rows), then the two smallest violations outside B (the
 /// stopping test) and WSS2's j for i with violation vi: argmin over t outside B, t != i,
 /// b = vi - v_t > 0 of -b^2 / a_it. Ties go to the later place in the list, so any cut of the
@@ -721,12 +723,12 @@ fn scan_low(
     place: usize,
     run: &mut [(f64, u32)],
     in_b: &[bool],
+    diag: &[f64],
     j0: usize,
-    row_i: &[f32],
-    i: usize,
-    vi: f64,
+    (i, vi, row_i): (usize, f64, &[f32]),
     update: Option<(&[f32], &[f32], f64)>,
 ) -> (TwoSmallest, BestJ) {
+    let k_ii = diag[i];
     let mut two = TwoSmallest::default();
     let mut best = NO_J;
     for (k, e) in run.iter_mut().enumerate() {
@@ -742,7 +744,7 @@ fn scan_low(
         if b <= 0.0 || t == i {
             continue;
         }
-        let a = 2.0 - 2.0 * f64::from(row_i[t - j0]);
+        let a = k_ii + diag[t] - 2.0 * f64::from(row_i[t - j0]);
         let a = if a > 0.0 { a } else { TAU };
         let obj = -(b * b) / a;
         if obj <= best.0 {
@@ -845,7 +847,7 @@ fn solve_subproblem(
         for (bb, &ib) in b.iter().enumerate() {
             q[a * m + bb] = ya * state.y[ib] * f64::from(row[ib]);
         }
-        q[a * m + a] = 1.0;
+        q[a * m + a] = state.diag[ia];
         let va = -ya * g[a];
         if state.in_up(ia) {
             up_max = up_max.max(va);
@@ -1388,7 +1390,7 @@ fn smo_fallback<R: Rows>(
     };
     let (j, _) = {
         let rows = cache.rows_prefix(&[i], state.active)?;
-        state.select_j(gmax, rows.row(0))
+        state.select_j(i, gmax, rows.row(0))
     };
     if let Some(j) = j {
         let moved = [(i, state.alpha[i]), (j, state.alpha[j])];
@@ -1403,8 +1405,11 @@ fn smo_fallback<R: Rows>(
 mod tests {
     use super::*;
     use crate::core::data::{CsrView, DenseView};
+    use crate::core::kernel::Kernel;
     use crate::core::rng::Rng;
-    use crate::core::solvers::smo::tests::{bounds, check_solution, problem, q_matrix, run_smo};
+    use crate::core::solvers::smo::tests::{
+        bounds, check_solution, problem, q_matrix, rbf_svc, run_smo,
+    };
     use crate::core::solvers::{no_monitor, Monitor, Progress};
     use std::sync::Mutex;
 
@@ -1419,7 +1424,7 @@ mod tests {
         cache_bytes: usize,
         shrinking: Option<usize>,
     ) -> DualSolution {
-        let mut cache = KernelRowCache::new(x, gamma, cache_bytes).unwrap();
+        let mut cache = KernelRowCache::new(x, Kernel::rbf(gamma), cache_bytes).unwrap();
         let mut mon = no_monitor;
         let m: Monitor<'_> = &mut mon;
         let monitor = Mutex::new(m);
@@ -1429,7 +1434,14 @@ mod tests {
             max_iter: 1_000_000,
             shrinking,
         };
-        solve_alfpgm(&mut cache, y.to_vec(), c.to_vec(), &run, params, &mut rep).unwrap()
+        solve_alfpgm(
+            &mut cache,
+            rbf_svc(y.to_vec(), c.to_vec()),
+            &run,
+            params,
+            &mut rep,
+        )
+        .unwrap()
     }
 
     #[test]
@@ -1533,7 +1545,7 @@ mod tests {
     fn iteration_cap_is_reported() {
         let (xs, y) = problem(200, 2, 4);
         let x = DenseView::new(&xs, 200, 2).unwrap();
-        let mut cache = KernelRowCache::new(&x, 3.0, 1 << 20).unwrap();
+        let mut cache = KernelRowCache::new(&x, Kernel::rbf(3.0), 1 << 20).unwrap();
         let mut mon = no_monitor;
         let m: Monitor<'_> = &mut mon;
         let monitor = Mutex::new(m);
@@ -1547,8 +1559,14 @@ mod tests {
             max_iter: 2,
             shrinking: Some(1),
         };
-        let sol =
-            solve_alfpgm(&mut cache, y.clone(), vec![100.0; 200], &run, &p, &mut rep).unwrap();
+        let sol = solve_alfpgm(
+            &mut cache,
+            rbf_svc(y.clone(), vec![100.0; 200]),
+            &run,
+            &p,
+            &mut rep,
+        )
+        .unwrap();
         assert_eq!(sol.iterations, 2);
         assert!(!sol.converged);
         let ya: f64 = sol.alpha.iter().zip(&y).map(|(a, y)| a * y).sum();

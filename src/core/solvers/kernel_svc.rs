@@ -1,6 +1,10 @@
-//! The exact kernel SVC: C-SVC with the Gaussian kernel and a bias, solved exactly (to tol) by
-//! ALFPGM or WSS2 SMO; several classes one-vs-one like LIBSVM / scikit-learn's SVC, the
-//! K(K-1)/2 pair problems trained in parallel on the configured pool.
+//! The exact kernel machines: C-SVC, epsilon-SVR and one-class SVM with any `Kernel` and a bias,
+//! each a small builder of the one dual problem (`smo::DualProblem`) that ALFPGM or WSS2 SMO
+//! solve exactly (to tol) over one kernel-row cache, as LIBSVM's `solve_c_svc`,
+//! `solve_epsilon_svr` and `solve_one_class` build theirs for its `Solver`.
+//!
+//! C-SVC: several classes one-vs-one like LIBSVM / scikit-learn's SVC, the K(K-1)/2 pair
+//! problems trained in parallel on the configured pool.
 //!
 //! Each pair (a, b), a < b, is the binary dual C-SVC (see `smo.rs`) on the rows of classes a and
 //! b in their original order, with y = +1 for class a, so its decision value
@@ -15,14 +19,14 @@ use std::time::Duration;
 
 use rayon::prelude::*;
 
-use crate::core::data::{finite_sq_norms, Rows, SubsetRows};
+use crate::core::data::{Rows, SubsetRows};
 use crate::core::error::{Result, SvmError};
-use crate::core::kernel::check_gamma;
+use crate::core::kernel::{kernel_norms, Kernel};
 use crate::core::kernel_cache::{CacheStats, KernelRowCache};
 use crate::core::parallel;
 use crate::core::shared_rows::{PairSegments, SharedKernelRows};
 use crate::core::solvers::alfpgm::{solve_alfpgm, AlfpgmParams};
-use crate::core::solvers::smo::{solve_smo, DualSolution, ExactRun, Reporter};
+use crate::core::solvers::smo::{solve_smo, DualProblem, DualSolution, ExactRun, Reporter};
 use crate::core::solvers::{check_weights, Monitor, Progress};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,11 +48,12 @@ impl ExactSolver {
     }
 }
 
-/// Hyper-parameters of the exact kernel SVC.
+/// Hyper-parameters of the exact kernel machines.
 #[derive(Debug, Clone, PartialEq)]
-pub struct KernelSvcParams {
+pub struct ExactParams {
+    /// C of C-SVC and SVR (one-class has none: its bounds are 1, times the row weights).
     pub c: f64,
-    pub gamma: f64,
+    pub kernel: Kernel,
     /// Stop when m(a) - M(a) < tol.
     pub tol: f64,
     /// Kernel-row cache per pair problem, in bytes.
@@ -68,11 +73,11 @@ pub struct KernelSvcParams {
     pub n_threads: Option<usize>,
 }
 
-impl Default for KernelSvcParams {
+impl Default for ExactParams {
     fn default() -> Self {
-        KernelSvcParams {
+        ExactParams {
             c: 1.0,
-            gamma: 1.0,
+            kernel: Kernel::rbf(1.0),
             tol: 1e-3,
             cache_bytes: 200 << 20,
             max_iter: 0,
@@ -88,11 +93,11 @@ impl Default for KernelSvcParams {
 
 /// Parameters that passed validation.
 #[derive(Debug, Clone)]
-pub struct ValidKernelSvcParams(KernelSvcParams);
+pub struct ValidExactParams(ExactParams);
 
-impl KernelSvcParams {
-    pub fn check(&self) -> Result<ValidKernelSvcParams> {
-        check_gamma(self.gamma)?;
+impl ExactParams {
+    pub fn check(&self) -> Result<ValidExactParams> {
+        self.kernel.check()?;
         if !(self.c.is_finite() && self.c > 0.0) {
             return Err(SvmError::invalid_parameter(
                 "C",
@@ -114,7 +119,7 @@ impl KernelSvcParams {
             }
         }
         self.alfpgm.check()?;
-        Ok(ValidKernelSvcParams(self.clone()))
+        Ok(ValidExactParams(self.clone()))
     }
 }
 
@@ -150,24 +155,23 @@ fn default_max_iter(solver: ExactSolver, n: usize) -> u64 {
     }
 }
 
-/// Solves one binary dual on the rows `x` with labels `y` (+1/-1) and box bounds `upper`
-/// (C times each row's weight); kernel rows computed from `x`, or gathered from `segments`.
-pub fn solve_binary<R: Rows>(
+/// Solves a dual problem whose variable t is row t of `x` (squared norms `sq_norms`, as
+/// `kernel_norms` gives them); kernel rows computed from `x`, or gathered from `segments`.
+pub fn solve_dual<R: Rows>(
     x: &R,
     sq_norms: Vec<f64>,
-    y: Vec<f64>,
-    upper: Vec<f64>,
-    params: &ValidKernelSvcParams,
+    problem: DualProblem,
+    params: &ValidExactParams,
     segments: Option<PairSegments<'_>>,
     reporter: &mut Reporter<'_, '_>,
 ) -> Result<DualSolution> {
     let p = &params.0;
     let mut cache = match segments {
-        Some(s) => KernelRowCache::with_segments(x, p.gamma, sq_norms, p.cache_bytes, s)?,
-        None => KernelRowCache::with_norms(x, p.gamma, sq_norms, p.cache_bytes)?,
+        Some(s) => KernelRowCache::with_segments(x, p.kernel, sq_norms, p.cache_bytes, s)?,
+        None => KernelRowCache::with_norms(x, p.kernel, sq_norms, p.cache_bytes)?,
     };
     let max_iter = if p.max_iter == 0 {
-        default_max_iter(p.solver, y.len())
+        default_max_iter(p.solver, problem.n())
     } else {
         p.max_iter
     };
@@ -177,8 +181,8 @@ pub fn solve_binary<R: Rows>(
         shrinking: p.shrinking.then_some(0),
     };
     match p.solver {
-        ExactSolver::Smo => solve_smo(&mut cache, y, upper, &run, reporter),
-        ExactSolver::Alfpgm => solve_alfpgm(&mut cache, y, upper, &run, &p.alfpgm, reporter),
+        ExactSolver::Smo => solve_smo(&mut cache, problem, &run, reporter),
+        ExactSolver::Alfpgm => solve_alfpgm(&mut cache, problem, &run, &p.alfpgm, reporter),
     }
 }
 
@@ -191,7 +195,7 @@ pub fn train_kernel_svc<R: Rows>(
     y: &[u32],
     weights: Option<&[f64]>,
     n_classes: usize,
-    params: &ValidKernelSvcParams,
+    params: &ValidExactParams,
     monitor: Monitor<'_>,
 ) -> Result<Vec<PairModel>> {
     let p = &params.0;
@@ -223,7 +227,7 @@ pub fn train_kernel_svc<R: Rows>(
             "class index {empty} has no training rows"
         )));
     }
-    let norms = finite_sq_norms(x, "X")?;
+    let norms = kernel_norms(x, p.kernel)?;
     let mut pairs = Vec::new();
     for a in 0..n_classes as u32 {
         for b in a + 1..n_classes as u32 {
@@ -236,7 +240,9 @@ pub fn train_kernel_svc<R: Rows>(
     for (c, &k) in counts.iter().enumerate() {
         class_start[c + 1] = class_start[c] + k;
     }
-    let mut order = vec![0usize; if p.shared_rows && n_pairs > 1 { n } else { 0 }];
+    // A precomputed kernel is read from its matrix: nothing to share.
+    let share = p.shared_rows && n_pairs > 1 && p.kernel != Kernel::Precomputed;
+    let mut order = vec![0usize; if share { n } else { 0 }];
     let mut position = vec![0u32; order.len()];
     let mut rank = vec![0u32; order.len()];
     if !order.is_empty() {
@@ -256,7 +262,7 @@ pub fn train_kernel_svc<R: Rows>(
         let grouped_norms = order.iter().map(|&g| norms[g]).collect();
         Some(SharedKernelRows::new(
             &grouped,
-            p.gamma,
+            p.kernel,
             grouped_norms,
             class_start,
             position,
@@ -294,15 +300,9 @@ pub fn train_kernel_svc<R: Rows>(
             Some(store) => Some(PairSegments::new(store, (a, b), &rows, y, &rank)?),
             None => None,
         };
-        let sol = solve_binary(
-            &sub,
-            sub_norms,
-            labels,
-            upper,
-            params,
-            segments,
-            &mut reporter,
-        )?;
+        let diag = sub_norms.iter().map(|&q| p.kernel.self_value(q)).collect();
+        let problem = DualProblem::classification(labels, upper, diag);
+        let sol = solve_dual(&sub, sub_norms, problem, params, segments, &mut reporter)?;
         let mut by_row: Vec<(usize, f64)> = rows
             .iter()
             .enumerate()
@@ -371,9 +371,9 @@ mod tests {
             (ExactSolver::Alfpgm, Some(1)),
             (ExactSolver::Alfpgm, Some(2)),
         ] {
-            let params = KernelSvcParams {
+            let params = ExactParams {
                 c: 5.0,
-                gamma: 2.0,
+                kernel: Kernel::rbf(2.0),
                 tol: 1e-5,
                 solver,
                 n_threads: threads,
@@ -437,9 +437,9 @@ mod tests {
         for solver in [ExactSolver::Smo, ExactSolver::Alfpgm] {
             for shrinking in [false, true] {
                 let fit = |shared_rows: bool, sparse: bool| {
-                    let params = KernelSvcParams {
+                    let params = ExactParams {
                         c: 10.0,
-                        gamma: 3.0,
+                        kernel: Kernel::rbf(3.0),
                         tol: 1e-4,
                         solver,
                         shrinking,
@@ -483,9 +483,9 @@ mod tests {
         let x = DenseView::new(&xs, 80, 2).unwrap();
         for solver in [ExactSolver::Smo, ExactSolver::Alfpgm] {
             let params = |c| {
-                KernelSvcParams {
+                ExactParams {
                     c,
-                    gamma: 3.0,
+                    kernel: Kernel::rbf(3.0),
                     solver,
                     ..Default::default()
                 }
@@ -505,7 +505,7 @@ mod tests {
     fn bad_input_is_rejected() {
         let xs = [0.0, 1.0, 2.0, 3.0];
         let x = DenseView::new(&xs, 4, 1).unwrap();
-        let ok = KernelSvcParams::default().check().unwrap();
+        let ok = ExactParams::default().check().unwrap();
         assert!(train_kernel_svc(&x, &[0, 1, 0], None, 2, &ok, &mut no_monitor).is_err());
         assert!(train_kernel_svc(&x, &[0, 0, 0, 0], None, 2, &ok, &mut no_monitor).is_err());
         assert!(train_kernel_svc(&x, &[0, 1, 0, 5], None, 2, &ok, &mut no_monitor).is_err());
@@ -520,16 +520,16 @@ mod tests {
             assert!(err.to_string().contains("weight"), "{err}");
         }
         for bad in [
-            KernelSvcParams {
+            ExactParams {
                 c: 0.0,
                 ..Default::default()
             },
-            KernelSvcParams {
+            ExactParams {
                 tol: -1.0,
                 ..Default::default()
             },
-            KernelSvcParams {
-                gamma: f64::NAN,
+            ExactParams {
+                kernel: Kernel::rbf(f64::NAN),
                 ..Default::default()
             },
         ] {

@@ -5,7 +5,7 @@
 //! to move; it leaves the active set: positions are swapped so that the active variables are a
 //! prefix 0..active (the kernel-row cache swaps the same positions and then computes row
 //! prefixes only), and steps scan, select and update the gradient over that prefix. The gradient
-//! of shrunk variables is kept recoverable: G_t = G_bar_t - 1 + sum over free s of a_s Q_ts,
+//! of shrunk variables is kept recoverable: G_t = G_bar_t + p_t + sum over free s of a_s Q_ts,
 //! G_bar_t = sum over variables at their upper bound of C_s Q_ts, updated from full kernel rows
 //! whenever a variable reaches or leaves its upper bound. Before the final optimality test the
 //! gradient is reconstructed and every variable is active again, so the solution and the
@@ -50,7 +50,8 @@ impl Shrinking {
         let n = state.n();
         let enabled = schedule.is_some();
         if enabled {
-            // a = 0: no variable at its upper bound (every C_t > 0).
+            // G_bar of a = 0 (no variable at its upper bound; every C_t > 0); a non-zero start
+            // adds its part (`smo::start_state`).
             state.grad_bar = vec![0.0; n];
         }
         let every = match schedule {
@@ -208,7 +209,7 @@ impl Shrinking {
             return Ok(());
         }
         for t in active..n {
-            state.grad[t] = state.grad_bar[t] - 1.0;
+            state.grad[t] = state.grad_bar[t] + state.p[t];
         }
         self.positions.clear();
         self.positions.extend(
@@ -298,9 +299,10 @@ mod tests {
     use std::sync::Mutex;
 
     use crate::core::data::DenseView;
+    use crate::core::kernel::Kernel;
     use crate::core::kernel_cache::KernelRowCache;
     use crate::core::solvers::alfpgm::{solve_alfpgm, AlfpgmParams};
-    use crate::core::solvers::smo::tests::{bounds, check_solution, problem, q_matrix};
+    use crate::core::solvers::smo::tests::{bounds, check_solution, problem, q_matrix, rbf_svc};
     use crate::core::solvers::smo::{solve_smo, DualSolution, ExactRun, Reporter};
     use crate::core::solvers::{no_monitor, Monitor, Progress};
 
@@ -312,7 +314,7 @@ mod tests {
         shrinking: Option<usize>,
         cache_bytes: usize,
     ) -> DualSolution {
-        let mut cache = KernelRowCache::new(x, 1.5, cache_bytes).unwrap();
+        let mut cache = KernelRowCache::new(x, Kernel::rbf(1.5), cache_bytes).unwrap();
         let mut mon = no_monitor;
         let m: Monitor<'_> = &mut mon;
         let monitor = Mutex::new(m);
@@ -328,9 +330,9 @@ mod tests {
                 n_pairs: 20,
                 ..Default::default()
             };
-            solve_alfpgm(&mut cache, y, c, &run, &p, &mut rep).unwrap()
+            solve_alfpgm(&mut cache, rbf_svc(y, c), &run, &p, &mut rep).unwrap()
         } else {
-            solve_smo(&mut cache, y, c, &run, &mut rep).unwrap()
+            solve_smo(&mut cache, rbf_svc(y, c), &run, &mut rep).unwrap()
         }
     }
 

@@ -2,9 +2,12 @@
 //! Lin, JMLR 6 (2005)), as LIBSVM's `Solver` does it, over the shared kernel-row cache. It is the
 //! reference the multi-pair solver (ALFPGM) is checked against and that solver's fallback step.
 //!
-//! Dual C-SVC:  min_a f(a) = 1/2 a^T Q a - e^T a   s.t.  y^T a = 0,  0 <= a_i <= C_i,
-//! C_i = C times the row's weight (sample and class weights; all C_i = C when unweighted).
-//! Q_ij = y_i y_j k(x_i, x_j), gradient G = Q a - e (G = -e at a = 0).
+//! Both exact solvers take one general problem, LIBSVM's (`DualProblem`):
+//!   min_a f(a) = 1/2 a^T Q a + p^T a   s.t.  y^T a = y^T a0,  0 <= a_t <= C_t,
+//! Q_ts = y_t y_s K_ts, y_t = +-1, started from a feasible a0 (0 unless given). C-SVC, epsilon-SVR
+//! and one-class SVM are small builders of it (`solvers::kernel_svc`): C-SVC p = -e, a0 = 0, C_t = C
+//! times the row's weight; SVR 2n variables over n rows; one-class p = 0, y = e, a0 summing to
+//! nu n. The gradient is G = Q a + p (G = p at a = 0).
 //! I_up = {t: a_t < C_t, y_t = +1} u {t: a_t > 0, y_t = -1},  I_low = {t: a_t < C_t, y_t = -1} u
 //! {t: a_t > 0, y_t = +1};  m(a) = max_{I_up} -y_t G_t,  M(a) = min_{I_low} -y_t G_t. The run stops
 //! when m(a) - M(a) < tol (LIBSVM's `Gmax + Gmax2 < eps`), or at the iteration cap, which is
@@ -13,14 +16,14 @@
 //! Shrinking as LIBSVM's (`shrinking.rs`): the state works on positions; variables 0..active
 //! are optimised, the others sit at a bound and are not expected to move, their gradient kept
 //! recoverable through G_bar and reconstructed before the final optimality test, so the stopping
-//! rule is the unshrunk solver's. Kernel rows are K rows (the labels are applied on the fly), the
-//! diagonal is exactly 1 (Gaussian kernel).
+//! rule is the unshrunk solver's. Kernel rows are K rows (the labels are applied on the fly); the
+//! diagonal K_tt is kept per variable in f64 (exactly 1 for the Gaussian kernel), as LIBSVM's QD.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::core::data::Rows;
-use crate::core::error::Result;
+use crate::core::error::{Result, SvmError};
 use crate::core::kernel_cache::{CacheStats, KernelRowCache};
 use crate::core::solvers::shrinking::Shrinking;
 use crate::core::solvers::{Heartbeat, Monitor, Progress};
@@ -28,8 +31,67 @@ use crate::core::solvers::{Heartbeat, Monitor, Progress};
 /// LIBSVM's floor for a non-positive curvature a_ij.
 pub const TAU: f64 = 1e-12;
 
-/// The state of a dual C-SVC problem: labels, box bounds, dual variables and the gradient
-/// G = Q a - e.
+/// The problem both exact solvers take (module doc): one entry per variable in every vector.
+#[derive(Debug, Clone)]
+pub struct DualProblem {
+    /// y_t = +1 or -1.
+    pub y: Vec<f64>,
+    /// The linear term p.
+    pub p: Vec<f64>,
+    /// C_t > 0, the upper bound of a_t.
+    pub upper: Vec<f64>,
+    /// K_tt.
+    pub diag: Vec<f64>,
+    /// A feasible start (0 <= a0_t <= C_t); None = 0.
+    pub start: Option<Vec<f64>>,
+}
+
+impl DualProblem {
+    /// C-SVC: p = -e, a0 = 0.
+    pub fn classification(y: Vec<f64>, upper: Vec<f64>, diag: Vec<f64>) -> Self {
+        let p = vec![-1.0; y.len()];
+        DualProblem {
+            y,
+            p,
+            upper,
+            diag,
+            start: None,
+        }
+    }
+
+    pub fn n(&self) -> usize {
+        self.y.len()
+    }
+
+    /// Whether every vector has one entry per variable, the bounds are positive and the start
+    /// inside them.
+    pub fn check(&self) -> Result<()> {
+        let n = self.y.len();
+        let start_ok = self.start.as_ref().is_none_or(|a| {
+            a.len() == n
+                && a.iter()
+                    .zip(&self.upper)
+                    .all(|(&a, &c)| a.is_finite() && (0.0..=c).contains(&a))
+        });
+        if self.p.len() != n || self.upper.len() != n || self.diag.len() != n || !start_ok {
+            return Err(SvmError::invalid_input(
+                "the dual problem's vectors differ in length or its start is outside the box",
+            ));
+        }
+        if !self.upper.iter().all(|&c| c.is_finite() && c > 0.0)
+            || !self.p.iter().all(|v| v.is_finite())
+            || !self.y.iter().all(|&v| v == 1.0 || v == -1.0)
+        {
+            return Err(SvmError::invalid_input(
+                "the dual problem needs positive finite bounds, a finite linear term and labels +-1",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The state of a dual problem: labels, linear term, box bounds, the kernel's diagonal, dual
+/// variables and the gradient G = Q a + p.
 #[derive(Debug, Clone)]
 pub struct DualState {
     pub y: Vec<f64>,
@@ -37,6 +99,10 @@ pub struct DualState {
     pub grad: Vec<f64>,
     /// C_t, the upper bound of each a_t.
     pub upper: Vec<f64>,
+    /// The linear term p_t.
+    pub p: Vec<f64>,
+    /// K_tt.
+    pub diag: Vec<f64>,
     /// Positions 0..active are optimised; the rest are shrunk (their gradient is stale until
     /// `shrinking::reconstruct_gradient`). Every scan below covers the active positions only.
     pub active: usize,
@@ -48,19 +114,33 @@ pub struct DualState {
 }
 
 impl DualState {
-    /// a = 0, G = -e; `upper` holds C_t per variable (as long as `y`).
-    pub fn new(y: Vec<f64>, upper: Vec<f64>) -> Self {
-        debug_assert_eq!(y.len(), upper.len());
+    /// a = a0 (0 unless given) and G = p: the gradient of a non-zero start still lacks Q a0,
+    /// which `start_gradient` adds from kernel rows.
+    pub fn new(problem: DualProblem) -> Self {
+        let DualProblem {
+            y,
+            p,
+            upper,
+            diag,
+            start,
+        } = problem;
         let n = y.len();
         DualState {
+            alpha: start.unwrap_or_else(|| vec![0.0; n]),
+            grad: p.clone(),
             y,
-            alpha: vec![0.0; n],
-            grad: vec![-1.0; n],
+            p,
             upper,
+            diag,
             active: n,
             index: (0..n as u32).collect(),
             grad_bar: Vec::new(),
         }
+    }
+
+    /// A C-SVC state at a = 0 (G = -e), for tests and callers holding labels and bounds only.
+    pub fn classification(y: Vec<f64>, upper: Vec<f64>, diag: Vec<f64>) -> Self {
+        Self::new(DualProblem::classification(y, upper, diag))
     }
 
     /// Exchanges the variables at two positions (the kernel-row cache must swap the same).
@@ -69,6 +149,8 @@ impl DualState {
         self.alpha.swap(a, b);
         self.grad.swap(a, b);
         self.upper.swap(a, b);
+        self.p.swap(a, b);
+        self.diag.swap(a, b);
         self.index.swap(a, b);
         if !self.grad_bar.is_empty() {
             self.grad_bar.swap(a, b);
@@ -91,6 +173,8 @@ impl DualState {
         unpermute(&mut self.y);
         unpermute(&mut self.grad);
         unpermute(&mut self.upper);
+        unpermute(&mut self.p);
+        unpermute(&mut self.diag);
         unpermute(&mut self.grad_bar);
         self.index = (0..index.len() as u32).collect();
         self
@@ -171,12 +255,13 @@ impl DualState {
         }
     }
 
-    /// f(a) = 1/2 a^T Q a - e^T a = sum_i a_i (G_i - 1) / 2 (LIBSVM's `obj`).
+    /// f(a) = 1/2 a^T Q a + p^T a = sum_i a_i (G_i + p_i) / 2 (LIBSVM's `obj`).
     pub fn objective(&self) -> f64 {
         self.alpha
             .iter()
             .zip(&self.grad)
-            .map(|(a, g)| a * (g - 1.0))
+            .zip(&self.p)
+            .map(|((a, g), p)| a * (g + p))
             .sum::<f64>()
             / 2.0
     }
@@ -201,11 +286,12 @@ impl DualState {
         best
     }
 
-    /// The j of WSS2 for a given i with -y_i G_i = `gmax` and kernel row K[i, :]: argmin over
+    /// The j of WSS2 for i with -y_i G_i = `gmax` and kernel row K[i, :]: argmin over
     /// t in I_low with b_it = gmax + y_t G_t > 0 of -b_it^2 / a_it, a_it = K_ii + K_tt - 2 K_it
     /// (TAU when not positive). Also returns -M(a) = max over I_low of y_t G_t.
-    #[allow(clippy::needless_range_loop)] // four arrays indexed by t
-    pub fn select_j(&self, gmax: f64, row_i: &[f32]) -> (Option<usize>, f64) {
+    #[allow(clippy::needless_range_loop)] // five arrays indexed by t
+    pub fn select_j(&self, i: usize, gmax: f64, row_i: &[f32]) -> (Option<usize>, f64) {
+        let k_ii = self.diag[i];
         let mut gmax2 = f64::NEG_INFINITY;
         let mut best = None;
         let mut obj_min = f64::INFINITY;
@@ -219,7 +305,7 @@ impl DualState {
             }
             let b = gmax + yg;
             if b > 0.0 {
-                let a = 2.0 - 2.0 * f64::from(row_i[t]);
+                let a = k_ii + self.diag[t] - 2.0 * f64::from(row_i[t]);
                 let a = if a > 0.0 { a } else { TAU };
                 let obj = -(b * b) / a;
                 if obj <= obj_min {
@@ -241,11 +327,11 @@ impl DualState {
         let (old_i, old_j) = (self.alpha[i], self.alpha[j]);
         let (gi, gj) = (self.grad[i], self.grad[j]);
         let (mut ai, mut aj) = (old_i, old_j);
+        // Q_ii + Q_jj - 2 y_i y_j Q_ij, the curvature along the pair's direction.
+        let quad = self.diag[i] + self.diag[j] - 2.0 * k_ij;
+        let quad = if quad > 0.0 { quad } else { TAU };
         // The clipping of LIBSVM's Solver::Solve, with a bound per variable.
         if yi != yj {
-            // Q_ij = -K_ij.
-            let quad = 2.0 + 2.0 * (-k_ij);
-            let quad = if quad > 0.0 { quad } else { TAU };
             let delta = (-gi - gj) / quad;
             let diff = ai - aj;
             ai += delta;
@@ -269,8 +355,6 @@ impl DualState {
                 ai = c_j + diff;
             }
         } else {
-            let quad = 2.0 - 2.0 * k_ij;
-            let quad = if quad > 0.0 { quad } else { TAU };
             let delta = (gi - gj) / quad;
             let sum = ai + aj;
             ai -= delta;
@@ -447,7 +531,7 @@ fn select_pair<R: Rows>(
     };
     let (j, gmax2) = {
         let rows = cache.rows_prefix(&[i], state.active)?;
-        state.select_j(gmax, rows.row(0))
+        state.select_j(i, gmax, rows.row(0))
     };
     // No j with b_ij > 0 means no violating pair at all (LIBSVM returns "optimal" too).
     match j {
@@ -467,18 +551,58 @@ pub struct ExactRun {
     pub shrinking: Option<usize>,
 }
 
+/// Kernel rows fetched together while the gradient of a non-zero start is built.
+const START_BATCH: usize = 64;
+
+/// The state of `problem` at its start, its gradient complete: G = p + Q a0 and, when
+/// shrinking keeps G_bar, G_bar = sum over the variables at their upper bound of C_s Q_.s, from
+/// the kernel rows of the non-zero a0_s (LIBSVM's initialisation in `Solver::Solve`).
+pub(crate) fn start_state<R: Rows>(
+    cache: &mut KernelRowCache<'_, R>,
+    problem: DualProblem,
+    shrinking: Option<usize>,
+) -> Result<(DualState, Shrinking)> {
+    problem.check()?;
+    if problem.n() != cache.n() {
+        return Err(SvmError::invalid_input(format!(
+            "a dual problem of {} variables over {} kernel rows",
+            problem.n(),
+            cache.n()
+        )));
+    }
+    let mut state = DualState::new(problem);
+    let shrinker = Shrinking::new(shrinking, &mut state);
+    let nonzero: Vec<usize> = (0..state.n()).filter(|&t| state.alpha[t] > 0.0).collect();
+    for batch in nonzero.chunks(START_BATCH.min(cache.capacity()).max(1)) {
+        let rows = cache.rows(batch)?;
+        for (k, &s) in batch.iter().enumerate() {
+            let row = rows.row(k);
+            let ys = state.y[s];
+            let coef = state.alpha[s] * ys;
+            for ((g, &yt), &kv) in state.grad.iter_mut().zip(&state.y).zip(row) {
+                *g += yt * coef * f64::from(kv);
+            }
+            if !state.grad_bar.is_empty() && state.alpha[s] >= state.upper[s] {
+                let coef = state.upper[s] * ys;
+                for ((g, &yt), &kv) in state.grad_bar.iter_mut().zip(&state.y).zip(row) {
+                    *g += yt * coef * f64::from(kv);
+                }
+            }
+        }
+    }
+    Ok((state, shrinker))
+}
+
 /// WSS2 SMO until m - M < tol or `max_iter` steps.
 pub fn solve_smo<R: Rows>(
     cache: &mut KernelRowCache<'_, R>,
-    y: Vec<f64>,
-    upper: Vec<f64>,
+    problem: DualProblem,
     run: &ExactRun,
     reporter: &mut Reporter<'_, '_>,
 ) -> Result<DualSolution> {
     let start = Instant::now();
     let (tol, max_iter, shrinking) = (run.tol, run.max_iter, run.shrinking);
-    let mut state = DualState::new(y, upper);
-    let mut shrinker = Shrinking::new(shrinking, &mut state);
+    let (mut state, mut shrinker) = start_state(cache, problem, shrinking)?;
     let mut iter = 0u64;
     let mut converged = false;
     while iter < max_iter {
@@ -515,8 +639,15 @@ pub fn solve_smo<R: Rows>(
 pub(crate) mod tests {
     use super::*;
     use crate::core::data::DenseView;
+    use crate::core::kernel::Kernel;
     use crate::core::rng::Rng;
     use crate::core::solvers::no_monitor;
+
+    /// A C-SVC problem with the Gaussian kernel's unit diagonal.
+    pub(crate) fn rbf_svc(y: Vec<f64>, upper: Vec<f64>) -> DualProblem {
+        let n = y.len();
+        DualProblem::classification(y, upper, vec![1.0; n])
+    }
 
     /// Random points in [-1, 1]^d with noisy circle labels (both classes, some bounded alphas).
     pub(crate) fn problem(n: usize, d: usize, seed: u64) -> (Vec<f64>, Vec<f64>) {
@@ -635,7 +766,7 @@ pub(crate) mod tests {
     ) -> DualSolution {
         let n = y.len();
         let x = DenseView::new(xs, n, d).unwrap();
-        let mut cache = KernelRowCache::new(&x, gamma, 1 << 20).unwrap();
+        let mut cache = KernelRowCache::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
         let mut mon = no_monitor;
         let m: Monitor<'_> = &mut mon;
         let monitor = Mutex::new(m);
@@ -645,7 +776,7 @@ pub(crate) mod tests {
             max_iter: 1_000_000,
             shrinking,
         };
-        solve_smo(&mut cache, y.to_vec(), c.to_vec(), &run, &mut rep).unwrap()
+        solve_smo(&mut cache, rbf_svc(y.to_vec(), c.to_vec()), &run, &mut rep).unwrap()
     }
 
     /// Box bounds for a test problem: all C, or C times a random weight in [0.1, 3) per
@@ -675,7 +806,7 @@ pub(crate) mod tests {
             .zip(c)
             .all(|(&a, &ci)| (0.0..=ci).contains(&a)));
         // Recompute G from scratch and check the KKT gap to tol (plus rounding of f32 rows).
-        let mut st = DualState::new(sol.y.clone(), c.to_vec());
+        let mut st = DualState::new(rbf_svc(sol.y.clone(), c.to_vec()));
         st.alpha = sol.alpha.clone();
         for i in 0..n {
             st.grad[i] = (0..n).map(|j| q[i * n + j] * st.alpha[j]).sum::<f64>() - 1.0;
@@ -730,7 +861,7 @@ pub(crate) mod tests {
     fn smo_stops_at_the_iteration_cap_and_says_so() {
         let (xs, y) = problem(80, 2, 3);
         let x = DenseView::new(&xs, 80, 2).unwrap();
-        let mut cache = KernelRowCache::new(&x, 2.0, 1 << 20).unwrap();
+        let mut cache = KernelRowCache::new(&x, Kernel::rbf(2.0), 1 << 20).unwrap();
         let mut mon = no_monitor;
         let m: Monitor<'_> = &mut mon;
         let monitor = Mutex::new(m);
@@ -740,7 +871,13 @@ pub(crate) mod tests {
             max_iter: 3,
             shrinking: Some(1),
         };
-        let sol = solve_smo(&mut cache, y.clone(), vec![10.0; 80], &run, &mut rep).unwrap();
+        let sol = solve_smo(
+            &mut cache,
+            rbf_svc(y.clone(), vec![10.0; 80]),
+            &run,
+            &mut rep,
+        )
+        .unwrap();
         assert_eq!(sol.iterations, 3);
         assert!(!sol.converged);
         let ya: f64 = sol.alpha.iter().zip(&y).map(|(a, y)| a * y).sum();
