@@ -247,7 +247,7 @@ def test_native_entry_points_refuse_absurd_class_counts(n_classes):
     with pytest.raises(ValueError, match="classes"):
         _budgetsvm.fit_bsca(X, y.astype(np.uint32), n_classes, epochs=1, **common)
     with pytest.raises(ValueError, match="classes"):
-        _budgetsvm.fit_kernel_svc(X, y.astype(np.uint32), n_classes, c=1.0, gamma=1.0)
+        _budgetsvm.fit_exact(X, y.astype(np.uint32), problem="svc", n_classes=n_classes, c=1.0, gamma=1.0)
 
 
 def _write_points(path, X, y) -> None:

@@ -60,8 +60,21 @@ CASES = {
         "_budgetsvm.fit_bsca(X, (y * 7).astype('uint32'), 3, c=1.0, gamma=1.0, budget=10, "
         "epochs=1, maintenance='merge', merge='gss', seed=0)"
     ),
-    "fit_kernel_svc classes 2**40": (
-        "_budgetsvm.fit_kernel_svc(X, y.astype('uint32'), 2**40, c=1.0, gamma=1.0)"
+    "fit_exact classes 2**40": (
+        "_budgetsvm.fit_exact(X, y.astype('uint32'), problem='svc', n_classes=2**40, c=1.0, "
+        "gamma=1.0)"
+    ),
+    "fit_exact svr without targets": "_budgetsvm.fit_exact(X, None, problem='svr')",
+    "fit_exact svr short targets": "_budgetsvm.fit_exact(X, np.zeros(3), problem='svr')",
+    "fit_exact unknown problem": "_budgetsvm.fit_exact(X, None, problem='nope')",
+    "fit_exact precomputed not square": (
+        "_budgetsvm.fit_exact(X, None, problem='one_class', kernel='precomputed')"
+    ),
+    "fit_exact poly degree 2**40": (
+        "_budgetsvm.fit_exact(X, None, problem='one_class', kernel='poly', degree=2**40)"
+    ),
+    "decision_from_kernel wrong width": (
+        "_budgetsvm.decision_from_kernel(np.ones((3, 5)), np.ones((4, 1)))"
     ),
     "decision_function coef mismatch": (
         "_budgetsvm.decision_function(X, np.ones((3, 2)), 1.0, X)"
@@ -173,9 +186,15 @@ def run(data):
     print(json.dumps([repr(type(x)), str(common), k]), flush=True)
     call("fit_bsgd", lambda: _budgetsvm.fit_bsgd(x, y, k, **common))
     call("fit_bsca", lambda: _budgetsvm.fit_bsca(x, y, k, **common))
-    call("fit_kernel_svc", lambda: _budgetsvm.fit_kernel_svc(
-        x, y, k, c=common["c"], gamma=common["gamma"], n_pairs=d(SIZES), cache_size=d(FLOATS),
-        max_iter=3, n_threads=d(st.sampled_from([None, 0, 1, 2**20]))))
+    call("fit_exact", lambda: _budgetsvm.fit_exact(
+        x, y, problem="svc", n_classes=k, c=common["c"], gamma=common["gamma"], n_pairs=d(SIZES),
+        cache_size=d(FLOATS), max_iter=3, n_threads=d(st.sampled_from([None, 0, 1, 2**20]))))
+    call("fit_exact svr", lambda: _budgetsvm.fit_exact(
+        x, d(st.sampled_from([None, y.astype(np.float64), np.full(len(y), np.nan)])),
+        problem=d(st.sampled_from(["svr", "one_class", "x"])), c=common["c"],
+        epsilon=d(FLOATS), nu=d(FLOATS), gamma=common["gamma"], max_iter=3,
+        kernel=d(st.sampled_from(["rbf", "poly", "sigmoid", "linear", "precomputed", "?"])),
+        degree=d(st.integers(-2, 70)), coef0=d(FLOATS)))
     call("BsgdStream", lambda: _budgetsvm.BsgdStream(
         d(SIZES), k, c=common["c"], gamma=common["gamma"], budget=common["budget"],
         maintenance=common["maintenance"], merge=common["merge"], seed=1,

@@ -12,13 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from budgetsvm._budgetsvm import __version__, get_num_threads, set_num_threads, simd_level
+    from budgetsvm.kernel_one_class import KernelOneClassSVM
     from budgetsvm.kernel_svc import KernelSVC
+    from budgetsvm.kernel_svr import KernelSVR
     from budgetsvm.modelfile import ModelFormatError, load_model, save_model
     from budgetsvm.svm import BudgetSVC
 
 _WHERE = {
     "BudgetSVC": "budgetsvm.svm",
+    "KernelOneClassSVM": "budgetsvm.kernel_one_class",
     "KernelSVC": "budgetsvm.kernel_svc",
+    "KernelSVR": "budgetsvm.kernel_svr",
     "ModelFormatError": "budgetsvm.modelfile",
     "load_model": "budgetsvm.modelfile",
     "save_model": "budgetsvm.modelfile",
@@ -30,7 +34,9 @@ _WHERE = {
 
 __all__ = [
     "BudgetSVC",
+    "KernelOneClassSVM",
     "KernelSVC",
+    "KernelSVR",
     "ModelFormatError",
     "__version__",
     "get_num_threads",

@@ -135,7 +135,7 @@ def probabilities(pairwise: np.ndarray, prob_a: np.ndarray, prob_b: np.ndarray, 
 
 def fit_platt(
     fit_fold: Callable[[np.ndarray], Any],
-    pairwise_of: Callable[[Any, np.ndarray], np.ndarray],
+    pairwise_of: Callable[[Any, np.ndarray, np.ndarray], np.ndarray],
     n_rows: int,
     y_index: np.ndarray,
     n_classes: int,
@@ -145,8 +145,8 @@ def fit_platt(
     """(probA, probB, seconds) from a 5-fold cross-validation (fewer folds for fewer than 5
     rows), as LIBSVM's ``svm_binary_svc_probability`` per pair. ``fit_fold(train_rows)``
     returns an estimator fitted on those rows (or None when they hold a single class) with a
-    ``classes_`` attribute of class indices; ``pairwise_of(estimator, test_rows)`` its pairwise
-    decision values on the held-out rows. A pair whose classes a fold's training rows lack gets
+    ``classes_`` attribute of class indices; ``pairwise_of(estimator, train_rows, test_rows)``
+    its pairwise decision values on the held-out rows. A pair whose classes a fold's training rows lack gets
     no held-out values from that fold."""
     start = time.perf_counter()
     pairs = class_pairs(n_classes)
@@ -158,7 +158,7 @@ def fit_platt(
         if fitted is None:
             continue
         present = np.asarray(fitted.classes_)
-        values = pairwise_of(fitted, test)
+        values = pairwise_of(fitted, train, test)
         for sub_col, (a, b) in enumerate(class_pairs(len(present))):
             dec[test, column[(int(present[a]), int(present[b]))]] = values[:, sub_col]
     prob_a = np.zeros(len(pairs))
@@ -192,11 +192,12 @@ class ProbabilityMixin:
             weights = None if rows.weights is None else rows.weights[train]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                return clone(template).fit(rows.X[train], labels, sample_weight=weights)
+                X_train = self._fold_rows(rows.X, train, train)
+                return clone(template).fit(X_train, labels, sample_weight=weights)
 
         self.probA_, self.probB_, seconds = fit_platt(
             fit_fold,
-            lambda est, test: est._pairwise_decision(rows.X[test]),
+            lambda est, train, test: est._pairwise_decision(self._fold_rows(rows.X, test, train)),
             rows.X.shape[0],
             rows.y_index,
             len(rows.classes),
@@ -204,6 +205,11 @@ class ProbabilityMixin:
             seed,
         )
         self.fit_stats_["probability_seconds"] = seconds
+
+    def _fold_rows(self, X: Any, rows: np.ndarray, columns: np.ndarray) -> Any:
+        """The rows of X a cross-validation fold uses (the fold's training rows are
+        ``columns``: a precomputed kernel keeps only their columns)."""
+        return X[rows]
 
     @available_if(lambda self: self.probability)
     def predict_proba(self, X: Any) -> np.ndarray:

@@ -1,55 +1,40 @@
-"""The exact Gaussian-kernel SVC (ALFPGM or WSS2 SMO in Rust), a drop-in for scikit-learn's SVC."""
+"""The exact kernel SVC (ALFPGM or WSS2 SMO in Rust), a drop-in for scikit-learn's SVC."""
 
 from __future__ import annotations
 
-import numbers
-import sys
-import warnings
 from typing import Any, Dict, List, Optional
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.base import ClassifierMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import _ovr_decision_function
-from sklearn.utils.validation import check_is_fitted, validate_data
 
-from budgetsvm import _budgetsvm
+from budgetsvm._exact import (
+    ALFPGM_OPTIONS,
+    SHARED_OPTIONS,
+    SOLVERS,
+    ExactKernelMachine,
+    _times_vectors,
+)
 from budgetsvm._probability import ProbabilityMixin
 from budgetsvm._validation import (
     TrainingRows,
     check_choice,
-    check_n_jobs,
     check_positive,
     fit_guard,
-    resolve_gamma,
-    to_native,
     training_rows,
 )
 
-SOLVERS = ("alfpgm", "smo")
+__all__ = ["KernelSVC", "ALFPGM_OPTIONS", "SHARED_OPTIONS", "SOLVERS"]
+
 SHAPES = ("ovr", "ovo")
 
 
-def _check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+class KernelSVC(ProbabilityMixin, ClassifierMixin, ExactKernelMachine):
+    """Exact C-SVC with any of SVC's kernels, trained by ALFPGM or by WSS2 SMO.
 
-
-def _check_nonnegative(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    if not np.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
-
-
-class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
-    """Exact C-SVC with the Gaussian kernel, trained by ALFPGM or by WSS2 SMO.
-
-    Solves the same problem as scikit-learn's ``SVC(kernel='rbf')`` (LIBSVM): the dual
+    Solves the same problem as scikit-learn's ``SVC`` (LIBSVM): the dual
     min_a 1/2 a^T Q a - e^T a subject to y^T a = 0 and 0 <= a_i <= C, with the bias, to the
     tolerance ``tol`` on the maximal KKT violation m(a) - M(a). ``solver='alfpgm'`` (default)
     optimises ``n_pairs`` pairs of variables per step (pWSS selection of Aregbesola & Griva
@@ -63,8 +48,20 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
     ----------
     C : float, default=1.0
         Upper bound of the dual variables (regularisation, as in SVC).
+    kernel : {'rbf', 'linear', 'poly', 'sigmoid', 'precomputed'}, default='rbf'
+        As SVC's: exp(-gamma ||x - x'||^2), x.x', (gamma x.x' + coef0)^degree,
+        tanh(gamma x.x' + coef0), or a precomputed Gram matrix: ``fit`` then takes the
+        n_samples x n_samples kernel matrix of the training rows, ``predict`` the
+        n_test x n_train matrix of the test rows against them (dense). Every kernel runs through
+        the same kernel-row cache and blocked prediction (dot products, then the kernel's
+        function).
+    degree : int, default=3
+        Degree of the 'poly' kernel.
     gamma : {'scale', 'auto'} or float, default='scale'
-        Kernel width in exp(-gamma ||x - x'||^2); 'scale' is 1 / (n_features * X.var()).
+        Kernel coefficient of 'rbf', 'poly' and 'sigmoid'; 'scale' is
+        1 / (n_features * X.var()), 'auto' 1 / n_features.
+    coef0 : float, default=0.0
+        Constant term of the 'poly' and 'sigmoid' kernels.
     solver : {'alfpgm', 'smo'}, default='alfpgm'
     shrinking : bool, default=True
         As SVC's: variables at a bound that cannot enter a violating pair leave the active set
@@ -98,6 +95,10 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
     decision_function_shape : {'ovr', 'ovo'}, default='ovr'
         As in SVC: 'ovr' turns the pairwise values into (n_samples, n_classes) one-vs-rest
         scores by votes plus confidences, 'ovo' returns the pairwise values.
+    break_ties : bool, default=False
+        As in SVC: with 'ovr' and more than two classes, ``predict`` takes the argmax of
+        ``decision_function`` (votes with the confidences breaking ties) instead of the plain
+        one-vs-one vote.
     solver_options : dict or None, default=None
         Solver internals, for experiments (the defaults are the measured best; see
         ``docs/alfpgm_notes.md``). For both solvers:
@@ -143,13 +144,18 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
     support_ : ndarray of shape (n_SV,)
         Indices of the support vectors in the training data, grouped by class (as SVC).
     support_vectors_ : ndarray or scipy.sparse.csr_matrix of shape (n_SV, n_features)
-        CSR for sparse input (as SVC), so nothing of size n_features is made per vector.
+        CSR for sparse input (as SVC), so nothing of size n_features is made per vector; empty
+        for a precomputed kernel.
     n_support_ : ndarray of shape (n_classes,)
         Support vectors per class.
     dual_coef_ : ndarray of shape (n_classes - 1, n_SV)
         y_i a_i in SVC's layout (for two classes, positive for ``classes_[1]``).
     intercept_ : ndarray of shape (n_classes * (n_classes - 1) / 2,)
+    coef_ : ndarray or scipy.sparse.csr_matrix of shape (n_classes * (n_classes - 1) / 2, n_features)
+        Weights in the input space, one row per class pair (linear kernel only, as SVC).
     gamma_ : float
+    shape_fit_ : tuple
+        Shape of the training X.
     n_iter_ : ndarray of shape (n_classes * (n_classes - 1) / 2,)
         Iterations per class pair (SMO: pair steps; ALFPGM: working sets).
     dual_objective_ : ndarray of shape (n_classes * (n_classes - 1) / 2,)
@@ -177,10 +183,15 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
     True
     """
 
+    _problem = "svc"
+
     def __init__(
         self,
         C: float = 1.0,
+        kernel: str = "rbf",
+        degree: int = 3,
         gamma: Any = "scale",
+        coef0: float = 0.0,
         solver: str = "alfpgm",
         shrinking: bool = True,
         tol: float = 1e-3,
@@ -189,13 +200,17 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         n_jobs: Optional[int] = None,
         verbose: bool = False,
         decision_function_shape: str = "ovr",
+        break_ties: bool = False,
         class_weight: Any = None,
         probability: bool = False,
         random_state: Any = None,
         solver_options: Optional[Dict[str, Any]] = None,
     ) -> None:
         self.C = C
+        self.kernel = kernel
+        self.degree = degree
         self.gamma = gamma
+        self.coef0 = coef0
         self.solver = solver
         self.shrinking = shrinking
         self.tol = tol
@@ -204,39 +219,23 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.verbose = verbose
         self.decision_function_shape = decision_function_shape
+        self.break_ties = break_ties
         self.class_weight = class_weight
         self.probability = probability
         self.random_state = random_state
         self.solver_options = solver_options
 
-    def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        return tags
-
     def _native_params(self) -> Dict[str, Any]:
         check_positive("C", self.C)
-        check_positive("tol", self.tol)
-        check_positive("cache_size", self.cache_size)
-        check_choice("solver", self.solver, SOLVERS)
         check_choice("decision_function_shape", self.decision_function_shape, SHAPES)
-        check_choice("verbose", self.verbose, (True, False))
         check_choice("probability", self.probability, (True, False))
-        if not isinstance(self.shrinking, (bool, np.bool_)):
-            raise ValueError(f"shrinking must be True or False, got {self.shrinking!r}")
-        _check_int("max_iter", self.max_iter, -1)
-        if self.max_iter == 0:
-            raise ValueError("max_iter must be -1 (the solver's default) or >= 1, got 0")
-        return dict(
-            c=float(self.C),
-            solver=self.solver,
-            shrinking=bool(self.shrinking),
-            tol=float(self.tol),
-            cache_size=float(self.cache_size),
-            max_iter=0 if self.max_iter == -1 else int(self.max_iter),
-            n_threads=check_n_jobs(self.n_jobs),
-            **_alfpgm_options(self.solver, self.solver_options),
-        )
+        check_choice("break_ties", self.break_ties, (True, False))
+        if self.break_ties and self.decision_function_shape == "ovo":
+            raise ValueError(
+                "break_ties must be False when decision_function_shape is 'ovo' (as SVC)"
+            )
+        self._check_kernel()
+        return dict(c=float(self.C), **self._solver_params())
 
     @fit_guard
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> KernelSVC:
@@ -256,8 +255,11 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         self : KernelSVC
         """
         native_params = self._native_params()
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C")
+        X, y = self._validate_fit(X, y)
         rows = training_rows(type(self).__name__, X, y, sample_weight, self.class_weight)
+        if self.kernel == "precomputed" and rows.kept is not None:
+            # Rows of weight 0 leave the Gram matrix's columns too.
+            rows = rows._replace(X=rows.X[:, rows.kept])
         self.classes_ = rows.classes
         self.class_weight_ = rows.class_weights
         self._fit_rows(rows, native_params)
@@ -269,27 +271,21 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         return self
 
     def _fit_rows(self, rows: TrainingRows, native_params: Dict[str, Any]) -> None:
-        X = rows.X
-        self.gamma_ = resolve_gamma(self.gamma, X)
-        pairs: List[Dict[str, Any]] = _budgetsvm.fit_kernel_svc(
-            to_native(X),
+        pairs = self._fit_native(
+            rows.X,
             rows.y_index,
-            len(rows.classes),
-            gamma=self.gamma_,
-            report_every=1.0 if self.verbose else None,
-            callback=_print_progress if self.verbose else None,
-            sample_weight=rows.weights,
+            rows.weights,
+            n_classes=len(rows.classes),
             **native_params,
         )
-        self._assemble(X, rows.y_index, pairs)
-        if not all(p["converged"] for p in pairs):
-            warnings.warn(
-                f"KernelSVC ({self.solver}) stopped at the iteration cap before reaching "
-                f"tol={self.tol}: KKT gaps {[round(p['gap'], 6) for p in pairs]}; "
-                "raise max_iter or tol",
-                ConvergenceWarning,
-                stacklevel=3,
-            )
+        self._assemble(rows.X, rows.y_index, pairs)
+
+    def _fold_rows(self, X: Any, rows: np.ndarray, columns: np.ndarray) -> Any:
+        """Rows of X for a cross-validation fold: of a precomputed kernel, the columns of the
+        fold's training rows only."""
+        if self.kernel == "precomputed":
+            return X[np.ix_(rows, columns)]
+        return X[rows]
 
     def _assemble(self, X: Any, y_index: np.ndarray, pairs: List[Dict[str, Any]]) -> None:
         """SVC's attributes from the per-pair solutions."""
@@ -314,14 +310,8 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
             of_a = y_index[p["support"]] == a
             dual_coef[b - 1, cols[of_a]] = p["coef"][of_a]
             dual_coef[a, cols[~of_a]] = p["coef"][~of_a]
-        sv = X[support]
         self.support_ = support.astype(np.int32)
-        if sp.issparse(sv):
-            sv = sp.csr_matrix(sv)
-            sv.sort_indices()
-            self.support_vectors_ = sv
-        else:
-            self.support_vectors_ = np.ascontiguousarray(sv)
+        self.support_vectors_ = self._support_vectors(X, support)
         self.n_support_ = np.bincount(y_index[support], minlength=n_classes).astype(np.int32)
         self._rho = rho
         if n_classes == 2:
@@ -333,38 +323,31 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
             self.intercept_ = -rho
         self.n_iter_ = np.array([p["iterations"] for p in pairs], dtype=np.int64)
         self.dual_objective_ = np.array([-p["objective"] for p in pairs])
-        self.fit_stats_ = {
-            "gap": [p["gap"] for p in pairs],
-            "converged": [p["converged"] for p in pairs],
-            "fallback_steps": int(sum(p["fallback_steps"] for p in pairs)),
-            "inner_iterations": int(sum(p["inner_iterations"] for p in pairs)),
-            "cache_hits": int(sum(p["cache_hits"] for p in pairs)),
-            "cache_misses": int(sum(p["cache_misses"] for p in pairs)),
-            "kernel_seconds": float(sum(p["kernel_seconds"] for p in pairs)),
-            "kernel_values": int(sum(p["kernel_values"] for p in pairs)),
-            "min_active": [p["min_active"] for p in pairs],
-            "seconds": float(sum(p["seconds"] for p in pairs)),
-        }
+        self.fit_status_ = 0 if all(p["converged"] for p in pairs) else 1
+        self.fit_stats_ = self._fit_stats(pairs)
+
+    def _linear_coef(self) -> Any:
+        if len(self.classes_) == 2:
+            return _times_vectors(self.dual_coef_, self.support_vectors_)
+        # One row per class pair (a, b): class a's vectors with their coefficients in row b - 1,
+        # class b's with theirs in row a (LIBSVM's layout, as SVC's coef_).
+        starts = np.concatenate([[0], np.cumsum(self.n_support_)])
+        sv, dc = self.support_vectors_, self.dual_coef_
+        rows = []
+        for a in range(len(self.classes_)):
+            for b in range(a + 1, len(self.classes_)):
+                sa, sb = slice(starts[a], starts[a + 1]), slice(starts[b], starts[b + 1])
+                rows.append(_times_vectors(dc[b - 1, sa], sv[sa]) + _times_vectors(dc[a, sb], sv[sb]))
+        return sp.vstack(rows).tocsr() if sp.issparse(sv) else np.vstack(rows)
 
     def _pairwise_decision(self, X: Any) -> np.ndarray:
         """Pairwise decision values sum_i coef_i k(x_i, x) - rho, positive for the first class
         of each pair (LIBSVM's convention), shape (n_samples, n_pairs)."""
-        check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C", reset=False)
-        if self.support_vectors_.shape[0] == 0:
-            return np.zeros((X.shape[0], len(self._rho))) - self._rho
+        X = self._validate_predict(X)
         # One-vs-one sums over the two classes of each pair only (LIBSVM's layout): a kernel
         # value costs n_classes - 1 multiply-adds.
         ovo_coef = -self.dual_coef_ if len(self.classes_) == 2 else self.dual_coef_
-        return _budgetsvm.decision_function(
-            to_native(self.support_vectors_),
-            np.ascontiguousarray(ovo_coef, dtype=np.float64),
-            self.gamma_,
-            to_native(X),
-            n_threads=check_n_jobs(self.n_jobs),
-            class_counts=self.n_support_.astype(np.int64),
-            intercept=-self._rho,
-        )
+        return self._expansion(X, ovo_coef, -self._rho, class_counts=self.n_support_)
 
     def decision_function(self, X: Any) -> np.ndarray:
         """Decision values as SVC gives them.
@@ -400,6 +383,8 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         """
         dec = self._pairwise_decision(X)
         n_classes = len(self.classes_)
+        if self.break_ties and n_classes > 2 and self.decision_function_shape == "ovr":
+            return self.classes_[np.argmax(_ovr_decision_function(dec < 0, -dec, n_classes), axis=1)]
         votes = np.zeros((dec.shape[0], n_classes), dtype=np.int64)
         k = 0
         for a in range(n_classes):
@@ -410,99 +395,3 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
                 k += 1
         return self.classes_[np.argmax(votes, axis=1)]
 
-
-#: ``solver_options`` of both solvers and their defaults.
-SHARED_OPTIONS: Dict[str, Any] = dict(shared_rows=True)
-
-#: ALFPGM's options (``solver_options``) and their defaults.
-ALFPGM_OPTIONS: Dict[str, Any] = dict(
-    n_pairs=50,
-    min_alpha_opt=5,
-    max_alpha_opt=500,
-    min_alpha_check=None,
-    pair_ratio=0.5,
-    alpha_delta_threshold=1e-5,
-    al_penalty=None,
-    al_max_iter=20,
-    fista_max_iter=500,
-    inner_tol_factor=0.1,
-    inner_rel=0.1,
-    power_iters=8,
-    lipschitz_safety=1.1,
-    restart=True,
-    inner="smo",
-)
-
-
-def _alfpgm_options(solver: str, given: Optional[Dict[str, Any]]) -> Dict[str, Any]:
-    """The native solver's keyword arguments from ``solver_options``, every value checked."""
-    if given is None:
-        given = {}
-    if not isinstance(given, dict):
-        raise ValueError(f"solver_options must be a dict or None, got {given!r}")
-    unknown = sorted(set(given) - set(ALFPGM_OPTIONS) - set(SHARED_OPTIONS))
-    if unknown:
-        raise ValueError(
-            f"solver_options has unknown keys {unknown}; the options are "
-            f"{sorted(SHARED_OPTIONS)} and ALFPGM's {sorted(ALFPGM_OPTIONS)}"
-        )
-    alfpgm_only = sorted(set(given) - set(SHARED_OPTIONS))
-    if alfpgm_only and solver != "alfpgm":
-        raise ValueError(
-            f"solver_options {alfpgm_only} are ALFPGM's; solver={solver!r} takes only "
-            f"{sorted(SHARED_OPTIONS)}"
-        )
-    o = {**SHARED_OPTIONS, **ALFPGM_OPTIONS, **given}
-    check_choice("shared_rows", o["shared_rows"], (True, False))
-    _check_int("n_pairs", o["n_pairs"], 1)
-    _check_int("min_alpha_opt", o["min_alpha_opt"], 0)
-    _check_int("max_alpha_opt", o["max_alpha_opt"], 1)
-    if o["min_alpha_opt"] > o["max_alpha_opt"]:
-        raise ValueError(
-            f"min_alpha_opt must not exceed max_alpha_opt, got {o['min_alpha_opt']} > "
-            f"{o['max_alpha_opt']}"
-        )
-    if o["min_alpha_check"] is not None:
-        _check_int("min_alpha_check", o["min_alpha_check"], 1)
-    _check_nonnegative("pair_ratio", o["pair_ratio"])
-    if o["pair_ratio"] >= 1:
-        raise ValueError(f"pair_ratio must lie in [0, 1), got {o['pair_ratio']!r}")
-    _check_nonnegative("alpha_delta_threshold", o["alpha_delta_threshold"])
-    if o["al_penalty"] is not None:
-        check_positive("al_penalty", o["al_penalty"])
-    _check_int("al_max_iter", o["al_max_iter"], 1)
-    _check_int("fista_max_iter", o["fista_max_iter"], 1)
-    _check_int("power_iters", o["power_iters"], 1)
-    check_positive("inner_tol_factor", o["inner_tol_factor"])
-    check_positive("inner_rel", o["inner_rel"])
-    check_positive("lipschitz_safety", o["lipschitz_safety"], minimum=1.0)
-    check_choice("restart", o["restart"], (True, False))
-    check_choice("inner", o["inner"], ("smo", "fista"))
-    return dict(
-        shared_rows=bool(o["shared_rows"]),
-        n_pairs=int(o["n_pairs"]),
-        min_alpha_opt=int(o["min_alpha_opt"]),
-        max_alpha_opt=int(o["max_alpha_opt"]),
-        min_alpha_check=0 if o["min_alpha_check"] is None else int(o["min_alpha_check"]),
-        pair_ratio=float(o["pair_ratio"]),
-        alpha_delta_threshold=float(o["alpha_delta_threshold"]),
-        al_penalty=0.0 if o["al_penalty"] is None else float(o["al_penalty"]),
-        al_max_iter=int(o["al_max_iter"]),
-        fista_max_iter=int(o["fista_max_iter"]),
-        inner_tol_factor=float(o["inner_tol_factor"]),
-        inner_rel=float(o["inner_rel"]),
-        power_iters=int(o["power_iters"]),
-        lipschitz_safety=float(o["lipschitz_safety"]),
-        restart=bool(o["restart"]),
-        inner=str(o["inner"]),
-    )
-
-
-def _print_progress(info: Dict[str, Any]) -> None:
-    print(
-        f"[budgetsvm] pair {info['epoch']}/{info['epochs']}: iteration {info['iteration']}, "
-        f"KKT gap {info.get('gap', float('nan')):.3g}, {info['n_sv']} SVs, "
-        f"{info['seconds']:.2f} s",
-        file=sys.stdout,
-        flush=True,
-    )

@@ -1,4 +1,4 @@
-//! Kernel blocks K(X, S): the Gaussian kernel values of blocks of rows of X against a fixed set
+//! Kernel blocks K(X, S): the kernel values of blocks of rows of X against a fixed set
 //! S (a model's support vectors, the polish's basis, the Y of `kernel_matrix`), and the decision
 //! values of a kernel expansion over S. Written once here and shared by every prediction path
 //! (BudgetSVC, KernelSVC one-vs-one, the Dask and command-line predictions), the polish
@@ -12,8 +12,10 @@
 //! time through the fused `simd::rbf_row` (one row's dots with 32 vectors in registers across
 //! its non-zeros only: sparse rows such as a9a's 14 of 123). Wide sparse S (text with millions
 //! of columns) is kept as an inverted column index instead, whose cost follows the non-zeros.
-//! Kernel values come from the dots through `simd::rbf_from_dots` (or its fused form in
-//! `rbf_row`): the same exponential as training.
+//! Kernel values come from the dots through `Kernel::from_dots` (for the Gaussian kernel
+//! `simd::rbf_from_dots`, or its fused form in `rbf_row`): the same function as training. The
+//! other kernels take the one-row path as plain dots (one vectorised axpy per non-zero of the
+//! row over the chunk) and then their function.
 
 use std::ops::Range;
 
@@ -21,7 +23,7 @@ use rayon::prelude::*;
 
 use crate::core::data::{DenseView, Rows};
 use crate::core::error::{Result, SvmError};
-use crate::core::kernel::check_gamma;
+use crate::core::kernel::Kernel;
 use crate::core::model::SvMatrix;
 use crate::core::sparse::ColumnIndex;
 use crate::core::{parallel, simd};
@@ -49,7 +51,7 @@ enum BasisStore {
 /// S prepared for kernel blocks: its squared norms, the kernel width and its storage.
 #[derive(Debug, Clone)]
 pub struct KernelBlocks {
-    gamma: f64,
+    kernel: Kernel,
     n_basis: usize,
     dim: usize,
     sq_norms: Vec<f64>,
@@ -133,7 +135,17 @@ impl KernelBlocks {
     /// S given as rows (dense or sparse). Its squared norms are not checked here: callers that
     /// need finite kernel values check them (`data::check_sq_norms`).
     pub fn new<S: Rows>(basis: &S, gamma: f64) -> Result<Self> {
-        check_gamma(gamma)?;
+        Self::with_kernel(basis, Kernel::rbf(gamma))
+    }
+
+    /// S with any kernel but a precomputed one (whose values are given, not computed).
+    pub fn with_kernel<S: Rows>(basis: &S, kernel: Kernel) -> Result<Self> {
+        kernel.check()?;
+        if kernel == Kernel::Precomputed {
+            return Err(SvmError::invalid_input(
+                "a precomputed kernel has no kernel blocks: its values are given",
+            ));
+        }
         let (n, dim) = (basis.n_rows(), basis.n_cols());
         let sq_norms = basis.sq_norms();
         let copy_bytes = n.checked_mul(dim).and_then(|c| c.checked_mul(8));
@@ -165,7 +177,7 @@ impl KernelBlocks {
         .min(n)
         .max(1);
         Ok(KernelBlocks {
-            gamma,
+            kernel,
             n_basis: n,
             dim,
             sq_norms,
@@ -175,10 +187,10 @@ impl KernelBlocks {
     }
 
     /// A model's support vectors (n_sv rows of `dim` features).
-    pub fn from_sv_matrix(sv: &SvMatrix, n_sv: usize, dim: usize, gamma: f64) -> Result<Self> {
+    pub fn from_sv_matrix(sv: &SvMatrix, n_sv: usize, dim: usize, kernel: Kernel) -> Result<Self> {
         match sv {
-            SvMatrix::Dense(v) => Self::new(&DenseView::new(v, n_sv, dim)?, gamma),
-            SvMatrix::Sparse { .. } => Self::new(&SvRows { sv, n_sv, dim }, gamma),
+            SvMatrix::Dense(v) => Self::with_kernel(&DenseView::new(v, n_sv, dim)?, kernel),
+            SvMatrix::Sparse { .. } => Self::with_kernel(&SvRows { sv, n_sv, dim }, kernel),
         }
     }
 
@@ -192,9 +204,8 @@ impl KernelBlocks {
         &self.sq_norms
     }
 
-    /// The kernel width.
-    pub fn gamma(&self) -> f64 {
-        self.gamma
+    pub fn kernel(&self) -> Kernel {
+        self.kernel
     }
 
     /// The chunks of S a block is computed in (fixed for S: sums over S taken chunk by chunk
@@ -256,7 +267,7 @@ impl KernelBlocks {
                     columns.dots_with_row(x, i, full);
                     let o = &mut out[r * m..(r + 1) * m];
                     o.copy_from_slice(&full[part.clone()]);
-                    simd::rbf_from_dots(self.gamma, x_norms[r], norms, o);
+                    self.kernel.from_dots(x_norms[r], norms, o);
                 }
             }
             BasisStore::FeatureMajor(t) => {
@@ -276,7 +287,7 @@ impl KernelBlocks {
         out: &mut [f64],
         scratch: &mut BlockScratch,
     ) {
-        let (n, dim, gamma) = (self.n_basis, self.dim, self.gamma);
+        let (n, dim, kernel) = (self.n_basis, self.dim, self.kernel);
         let m = part.len();
         let norms = &self.sq_norms[part.clone()];
         let svs = simd::FeatureMajor::new(&t[part.start..], n, m, norms);
@@ -311,12 +322,7 @@ impl KernelBlocks {
                     let o = &mut out[r * m..(r + g8) * m];
                     simd::dots_8_rows(q, dim, cols, &t[part.start..], n, m, o);
                     for p in 0..g8 {
-                        simd::rbf_from_dots(
-                            gamma,
-                            x_norms[r + p],
-                            norms,
-                            &mut o[p * m..(p + 1) * m],
-                        );
+                        kernel.from_dots(x_norms[r + p], norms, &mut o[p * m..(p + 1) * m]);
                     }
                     r += g8;
                     continue;
@@ -337,7 +343,18 @@ impl KernelBlocks {
                     sq_norm: x_norms[r + p],
                 };
                 let o = &mut out[(r + p) * m..(r + p + 1) * m];
-                simd::rbf_row(level, svs, row, gamma, None, o);
+                match kernel {
+                    Kernel::Rbf { gamma } => {
+                        simd::rbf_row(level, svs, row, gamma, None, o);
+                    }
+                    _ => {
+                        o.fill(0.0);
+                        for (&c, &v) in row_cols.iter().zip(row_vals.iter()) {
+                            simd::axpy(v, &t[c * n + part.start..c * n + part.end], o);
+                        }
+                        kernel.from_dots(x_norms[r + p], norms, o);
+                    }
+                }
             }
             r += take;
         }
@@ -571,6 +588,45 @@ pub fn decision_values<R: Rows>(
     })
 }
 
+/// Decision values of the expansion from given kernel values (a precomputed kernel): `k` holds
+/// n_rows x |S| values row-major (row r: k(x_r, s_j) for every j), `out` n_rows x n_out; the same
+/// accumulation as `decision_values`, rows in parallel.
+pub fn decision_from_kernel_values(
+    outputs: &Outputs<'_>,
+    intercept: Option<&[f64]>,
+    n_basis: usize,
+    k: &[f64],
+    out: &mut [f64],
+) -> Result<()> {
+    outputs.check(n_basis)?;
+    let n_out = outputs.n_out();
+    let n = out.len() / n_out.max(1);
+    if out.len() != n * n_out || Some(k.len()) != n.checked_mul(n_basis) {
+        return Err(SvmError::invalid_input(format!(
+            "kernel values must be n_samples x {n_basis} (one per support vector)"
+        )));
+    }
+    if intercept.is_some_and(|b| b.len() != n_out) {
+        return Err(SvmError::invalid_input(
+            "one intercept per output is needed",
+        ));
+    }
+    parallel::install(|| {
+        out.par_chunks_mut(n_out)
+            .zip(k.par_chunks(n_basis.max(1)))
+            .for_each_init(Vec::new, |tmp, (o, kv)| {
+                match intercept {
+                    Some(b) => o.copy_from_slice(b),
+                    None => o.fill(0.0),
+                }
+                if n_basis > 0 {
+                    outputs.accumulate(0..n_basis, kv, o, tmp);
+                }
+            })
+    });
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -578,8 +634,24 @@ mod tests {
     use crate::core::rng::Rng;
 
     fn explicit(a: &[f64], b: &[f64], gamma: f64) -> f64 {
-        let d2: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
-        (-gamma * d2).exp()
+        explicit_kernel(Kernel::rbf(gamma), a, b)
+    }
+
+    fn explicit_kernel(kernel: Kernel, a: &[f64], b: &[f64]) -> f64 {
+        let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        match kernel {
+            Kernel::Rbf { gamma } => {
+                let d2: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
+                (-gamma * d2).exp()
+            }
+            Kernel::Poly {
+                gamma,
+                coef0,
+                degree,
+            } => (0..degree).map(|_| gamma * dot + coef0).product(),
+            Kernel::Sigmoid { gamma, coef0 } => (gamma * dot + coef0).tanh(),
+            Kernel::Linear | Kernel::Precomputed => dot,
+        }
     }
 
     /// A dense matrix with a share `zeros` of zero entries, and its CSR parts.
@@ -626,48 +698,63 @@ mod tests {
             let xcsr = CsrView::new(&xp, &xi, &xv, d).unwrap();
             let sdense = DenseView::new(&sd, m, d).unwrap();
             let scsr = CsrView::new(&sp, &si, &sv, d).unwrap();
-            let gamma = 0.3;
-            let mut blocks = vec![
-                KernelBlocks::new(&sdense, gamma).unwrap(),
-                KernelBlocks::new(&scsr, gamma).unwrap(),
-            ];
-            // The column index too, whatever the cost estimate says.
-            let mut by_columns = blocks[0].clone();
-            by_columns.store = BasisStore::Columns(ColumnIndex::from_rows(&scsr));
-            by_columns.chunk = m;
-            blocks.push(by_columns);
-            // Small chunks: many parts per block.
-            let mut small = blocks[0].clone();
-            small.chunk = 16;
-            blocks.push(small);
-            let norms = xdense.sq_norms();
-            for b in &blocks {
-                for x in [&xdense as &dyn Fill, &xcsr as &dyn Fill] {
-                    let mut out = vec![0.0; n * m];
-                    let mut scratch = BlockScratch::default();
-                    // Blocks of uneven sizes.
-                    let mut r = 0;
-                    let mut size = 1;
-                    while r < n {
-                        let e = (r + size).min(n);
-                        x.fill(b, r..e, &norms[r..e], &mut out[r * m..e * m], &mut scratch);
-                        r = e;
-                        size = size * 2 + 3;
-                    }
-                    for i in 0..n {
-                        for j in 0..m {
-                            let e =
-                                explicit(&xd[i * d..(i + 1) * d], &sd[j * d..(j + 1) * d], gamma);
-                            let got = out[i * m + j];
-                            assert!(
-                                (got - e).abs() < 1e-12,
-                                "round {round}: K[{i},{j}] {got} vs {e}"
-                            );
+            for kernel in [
+                Kernel::rbf(0.3),
+                Kernel::Linear,
+                Kernel::Poly {
+                    gamma: 0.5,
+                    coef0: 1.0,
+                    degree: 3,
+                },
+                Kernel::Sigmoid {
+                    gamma: 0.2,
+                    coef0: 0.1,
+                },
+            ] {
+                let mut blocks = vec![
+                    KernelBlocks::with_kernel(&sdense, kernel).unwrap(),
+                    KernelBlocks::with_kernel(&scsr, kernel).unwrap(),
+                ];
+                // The column index too, whatever the cost estimate says.
+                let mut by_columns = blocks[0].clone();
+                by_columns.store = BasisStore::Columns(ColumnIndex::from_rows(&scsr));
+                by_columns.chunk = m;
+                blocks.push(by_columns);
+                // Small chunks: many parts per block.
+                let mut small = blocks[0].clone();
+                small.chunk = 16;
+                blocks.push(small);
+                let norms = xdense.sq_norms();
+                for b in &blocks {
+                    for x in [&xdense as &dyn Fill, &xcsr as &dyn Fill] {
+                        let mut out = vec![0.0; n * m];
+                        let mut scratch = BlockScratch::default();
+                        // Blocks of uneven sizes.
+                        let mut r = 0;
+                        let mut size = 1;
+                        while r < n {
+                            let e = (r + size).min(n);
+                            x.fill(b, r..e, &norms[r..e], &mut out[r * m..e * m], &mut scratch);
+                            r = e;
+                            size = size * 2 + 3;
+                        }
+                        for i in 0..n {
+                            for j in 0..m {
+                                let (xi, sj) = (&xd[i * d..(i + 1) * d], &sd[j * d..(j + 1) * d]);
+                                let e = explicit_kernel(kernel, xi, sj);
+                                let got = out[i * m + j];
+                                assert!(
+                                    (got - e).abs() < 1e-12 * (1.0 + e.abs()),
+                                    "round {round} {kernel:?}: K[{i},{j}] {got} vs {e}"
+                                );
+                            }
                         }
                     }
                 }
             }
         }
+        let s = DenseView::new(&[1.0, 2.0], 1, 2).unwrap();
+        assert!(KernelBlocks::with_kernel(&s, Kernel::Precomputed).is_err());
     }
 
     /// Object-safe adapter for the test: one call per input storage.

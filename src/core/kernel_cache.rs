@@ -84,6 +84,8 @@ pub struct CacheStats {
     pub values: u64,
     /// Wall seconds spent computing kernel rows.
     pub seconds: f64,
+    /// Missing rows copied from their twin's resident row instead of computed (SVR).
+    pub twin_copies: u64,
 }
 
 /// The LRU kernel-row cache over the rows of `x`.
@@ -461,13 +463,31 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
             let s = self.row_slot[i];
             if s == NONE {
                 self.stats.misses += 1;
+                // The twin's resident row, if any, is this row up to the twins' own entries.
+                // (Not when the twin's position is inside the prefix and this row's own is not:
+                // the computed value at the twin's position is then nowhere to copy from.)
+                let twin = self.computer.twin_position(i).and_then(|q| {
+                    let t = self.row_slot[q];
+                    let usable = t != NONE
+                        && self.pending[t as usize] == NONE
+                        && self.row_len[t as usize] as usize >= len
+                        && !(q < len && i >= len);
+                    usable.then_some((q, t))
+                });
                 let s = self.take_slot();
                 self.slot_row[s as usize] = i as u32;
                 self.row_slot[i] = s;
                 self.push_front(s);
-                self.pending[s as usize] = self.batch_rows.len() as u32;
-                self.batch_rows.push(i as u32);
-                self.batch_from.push(0);
+                match twin {
+                    Some((q, t)) if self.slot_row[t as usize] == q as u32 => {
+                        self.copy_twin_row(t as usize, s as usize, (q, i), len);
+                    }
+                    _ => {
+                        self.pending[s as usize] = self.batch_rows.len() as u32;
+                        self.batch_rows.push(i as u32);
+                        self.batch_from.push(0);
+                    }
+                }
             } else if self.pending[s as usize] != NONE && self.result.contains(&s) {
                 // A repeated index whose row this request computes.
                 self.stats.hits += 1;
@@ -476,6 +496,23 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
         }
         self.batch_len = len;
         Ok(len)
+    }
+
+    /// Fills slot `to` (position `i`) from slot `from` holding the row of its twin at position
+    /// `q`: the same values but for the entries at q and i, which exchange (k(x, x) from the norm
+    /// sits at the row's own position, the computed value at the twin's), so the row is what
+    /// computing it would give.
+    fn copy_twin_row(&mut self, from: usize, to: usize, (q, i): (usize, usize), len: usize) {
+        let mut row = std::mem::take(&mut self.storage[to]);
+        row[..len].copy_from_slice(&self.storage[from][..len]);
+        if q < len {
+            row.swap(q, i);
+        } else if i < len {
+            row[i] = self.computer.kernel.self_value(self.computer.sq_norms[i]) as f32;
+        }
+        self.storage[to] = row;
+        self.row_len[to] = len as u32;
+        self.stats.twin_copies += 1;
     }
 
     /// Exchanges the positions of each pair (pairwise disjoint): the rows of `x` behind them,
@@ -619,6 +656,10 @@ pub(crate) struct RowComputer<'a, R: Rows> {
     /// Per position: the row of `x` there, and its inverse.
     perm: Vec<u32>,
     pos_of: Vec<u32>,
+    /// Per row of `x`: the other row with the same source row (`Rows::source_row`), or NONE;
+    /// empty when no source row appears twice. SVR's two variables of a row are such twins:
+    /// their kernel rows are equal up to the exchange of the twins' own two entries.
+    twin: Vec<u32>,
     /// No positions swapped yet: position p holds row p.
     in_order: bool,
     path: DotPath<'a>,
@@ -651,6 +692,7 @@ impl<'a, R: Rows> RowComputer<'a, R> {
             sq_norms,
             perm: (0..n as u32).collect(),
             pos_of: (0..n as u32).collect(),
+            twin: twin_rows(x),
             in_order: true,
             path,
         })
@@ -685,6 +727,13 @@ impl<'a, R: Rows> RowComputer<'a, R> {
             DotPath::FeatureMajor(FeatureMajor::F32(t)) => swap_in_columns(t, n, pairs),
             _ => {}
         }
+    }
+
+    /// The position of the twin of the row at position `pos` (same source row), if any.
+    #[inline]
+    fn twin_position(&self, pos: usize) -> Option<usize> {
+        let t = *self.twin.get(self.perm[pos] as usize)?;
+        (t != NONE).then(|| self.pos_of[t as usize] as usize)
     }
 
     /// The cheapest path for the data (`choose_dot_path`).
@@ -1001,6 +1050,37 @@ impl<'a, R: Rows> RowComputer<'a, R> {
             }
             computed
         })
+    }
+}
+
+/// Per row of `x`, its twin (the other row with the same source row), or empty when every
+/// source row appears once. A source row appearing three or more times pairs up its first two.
+fn twin_rows<R: Rows>(x: &R) -> Vec<u32> {
+    let n = x.n_rows();
+    let sources: Vec<usize> = (0..n).map(|i| x.source_row(i)).collect();
+    if sources.iter().enumerate().all(|(i, &s)| s == i) {
+        return Vec::new();
+    }
+    let Some(&max) = sources.iter().max() else {
+        return Vec::new();
+    };
+    let mut first = vec![NONE; max + 1];
+    let mut twin = vec![NONE; n];
+    let mut any = false;
+    for (i, &s) in sources.iter().enumerate() {
+        let f = first[s];
+        if f == NONE {
+            first[s] = i as u32;
+        } else if twin[f as usize] == NONE && f as usize != i {
+            twin[f as usize] = i as u32;
+            twin[i] = f;
+            any = true;
+        }
+    }
+    if any {
+        twin
+    } else {
+        Vec::new()
     }
 }
 
@@ -1658,5 +1738,58 @@ pub(crate) mod tests {
         let huge = [1e200, 1.0];
         let x = DenseView::new(&huge, 1, 2).unwrap();
         assert!(KernelRowCache::new(&x, Kernel::rbf(1.0), 100).is_err());
+    }
+
+    /// SVR's rows twice over (a subset repeating every row): a missing row whose twin is
+    /// resident is copied from it, and every row is bit for bit what a cache over the same
+    /// rows stored twice (no twins) computes, through requests of any prefix and position swaps.
+    #[test]
+    fn twin_rows_are_copied_exactly() {
+        let mut rng = Rng::new(12);
+        let (n, d) = (40, 3);
+        let xs: Vec<f64> = (0..n * d).map(|_| rng.next_f64() * 2.0 - 1.0).collect();
+        let x = DenseView::new(&xs, n, d).unwrap();
+        let twice: Vec<usize> = (0..n).chain(0..n).collect();
+        let sub = SubsetRows::new(&x, &twice).unwrap();
+        let copied: Vec<f64> = twice
+            .iter()
+            .flat_map(|&i| xs[i * d..(i + 1) * d].to_vec())
+            .collect();
+        let plain = DenseView::new(&copied, 2 * n, d).unwrap();
+        for kernel in [
+            Kernel::rbf(0.8),
+            Kernel::Poly {
+                gamma: 0.5,
+                coef0: 1.0,
+                degree: 3,
+            },
+        ] {
+            let mut a = KernelRowCache::new(&sub, kernel, 12 * 2 * n * 4).unwrap();
+            let mut b = KernelRowCache::new(&plain, kernel, 1 << 20).unwrap();
+            for step in 0..600 {
+                if step % 50 == 49 {
+                    let (p, q) = (rng.below(2 * n), rng.below(2 * n));
+                    let pairs = [(p.min(q), p.max(q))];
+                    if p != q {
+                        a.swap_positions(&pairs);
+                        b.swap_positions(&pairs);
+                    }
+                }
+                let r = rng.below(2 * n);
+                let len = if rng.next_f64() < 0.5 {
+                    2 * n
+                } else {
+                    1 + rng.below(2 * n)
+                };
+                let ra = a.rows_prefix(&[r], len).unwrap().row(0).to_vec();
+                let rb = b.rows_prefix(&[r], len).unwrap().row(0).to_vec();
+                assert_eq!(
+                    ra.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    rb.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    "{kernel:?} step {step}: row {r}, prefix {len}"
+                );
+            }
+            assert!(a.stats().twin_copies > 20, "{:?}", a.stats());
+        }
     }
 }

@@ -4,7 +4,7 @@
 use crate::core::codec::{corrupt, Reader, Writer};
 use crate::core::data::{DenseView, Rows};
 use crate::core::error::{Result, SvmError};
-use crate::core::kernel::check_gamma;
+use crate::core::kernel::{check_gamma, Kernel};
 use crate::core::kernel_block::{decision_values, KernelBlocks, Outputs};
 use crate::core::simd;
 use crate::core::sparse::{RowProbe, SparseArena};
@@ -1069,7 +1069,7 @@ impl BudgetModel {
         decision_of_expansion(
             &self.support_vectors,
             self.dim,
-            self.gamma,
+            Kernel::rbf(self.gamma),
             &outputs,
             None,
             x,
@@ -1086,7 +1086,7 @@ impl BudgetModel {
 pub fn decision_of_expansion<R: Rows>(
     support_vectors: &SvMatrix,
     dim: usize,
-    gamma: f64,
+    kernel: Kernel,
     outputs: &Outputs<'_>,
     intercept: Option<&[f64]>,
     x: &R,
@@ -1098,7 +1098,7 @@ pub fn decision_of_expansion<R: Rows>(
         SvMatrix::Sparse { indptr, .. } => indptr.len().saturating_sub(1),
     };
     let x_norms = crate::core::data::finite_sq_norms(x, "X")?;
-    let blocks = KernelBlocks::from_sv_matrix(support_vectors, n_sv, dim, gamma)?;
+    let blocks = KernelBlocks::from_sv_matrix(support_vectors, n_sv, dim, kernel)?;
     crate::core::data::check_sq_norms(blocks.sq_norms(), "support vector")?;
     decision_values(&blocks, outputs, intercept, x, &x_norms, out, stop)
 }

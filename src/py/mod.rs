@@ -22,17 +22,19 @@ use crate::core::data::{check_finite, AnyRows, Rows};
 use crate::core::error::SvmError;
 use crate::core::kernel::Kernel;
 use crate::core::kernel_block::KernelBlocks;
-use crate::core::kernel_block::Outputs;
+use crate::core::kernel_block::{decision_from_kernel_values, Outputs};
 use crate::core::libsvm::{summarize_libsvm_file, LibsvmChunks, LibsvmData};
 use crate::core::merge::{search_pair, MergeSearch, MergeTable, DEFAULT_TABLE_SIZE};
 use crate::core::model::{decision_of_expansion, BudgetModel, SvLayout, SvMatrix};
 use crate::core::solvers::alfpgm::{AlfpgmParams, InnerSolver};
 use crate::core::solvers::bsca::{train_bsca, BscaParams, DualStep};
 use crate::core::solvers::bsgd::{train_bsgd_state, BsgdParams, BsgdState};
-use crate::core::solvers::kernel_svc::{train_kernel_svc, ExactParams, ExactSolver};
+use crate::core::solvers::kernel_svc::{
+    train_kernel_svc, train_kernel_svr, train_one_class, ExactModel, ExactParams, ExactSolver,
+};
 use crate::core::solvers::polish::{
     add_gram_factor, polish as polish_solve, ActiveSums, GramFactor, InMemory, LibsvmFileRows,
-    PartitionRows, PolishParams, PolishResult,
+    PartitionRows, PolishParams, PolishResult, PolishTargets,
 };
 use crate::core::solvers::{EpochObserver, EpochSnapshot, Monitor, Progress};
 use crate::core::{kernel, parallel, simd};
@@ -665,17 +667,26 @@ impl BsgdStream {
     }
 }
 
-/// Trains the exact kernel SVC (one-vs-one pairs, ALFPGM or SMO); returns one dict per pair.
+/// Trains an exact kernel machine (ALFPGM or SMO on one dual problem): `problem` 'svc' (target:
+/// uint32 class indices in 0..n_classes, one-vs-one pairs), 'svr' (target: float64 values) or
+/// 'one_class' (no target). A precomputed kernel takes x as the dense n x n Gram matrix. Returns
+/// one dict per problem solved (one per class pair for 'svc', with its "classes").
 #[pyfunction]
-#[pyo3(signature = (x, y, n_classes, *, c, gamma, solver = "alfpgm", shrinking = true, shared_rows = true, tol = 1e-3, cache_size = 200.0, max_iter = 0, n_threads = None, n_pairs = 50, min_alpha_opt = 5, max_alpha_opt = 500, min_alpha_check = 0, pair_ratio = 0.5, alpha_delta_threshold = 1e-5, al_penalty = 0.0, al_max_iter = 20, fista_max_iter = 500, inner_tol_factor = 0.1, inner_rel = 0.1, power_iters = 8, lipschitz_safety = 1.1, restart = true, inner = "smo", report_every = None, callback = None, sample_weight = None))]
+#[pyo3(signature = (x, target, *, problem, n_classes = 0, c = 1.0, epsilon = 0.1, nu = 0.5, kernel = "rbf", gamma = 1.0, coef0 = 0.0, degree = 3, solver = "alfpgm", shrinking = true, shared_rows = true, tol = 1e-3, cache_size = 200.0, max_iter = 0, n_threads = None, n_pairs = 50, min_alpha_opt = 5, max_alpha_opt = 500, min_alpha_check = 0, pair_ratio = 0.5, alpha_delta_threshold = 1e-5, al_penalty = 0.0, al_max_iter = 20, fista_max_iter = 500, inner_tol_factor = 0.1, inner_rel = 0.1, power_iters = 8, lipschitz_safety = 1.1, restart = true, inner = "smo", report_every = None, callback = None, sample_weight = None))]
 #[allow(clippy::too_many_arguments)]
-fn fit_kernel_svc<'py>(
+fn fit_exact<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
-    y: PyReadonlyArray1<'py, u32>,
+    target: Option<&Bound<'py, PyAny>>,
+    problem: &str,
     n_classes: usize,
     c: f64,
+    epsilon: f64,
+    nu: f64,
+    kernel: &str,
     gamma: f64,
+    coef0: f64,
+    degree: i64,
     solver: &str,
     shrinking: bool,
     shared_rows: bool,
@@ -709,7 +720,7 @@ fn fit_kernel_svc<'py>(
     }
     let params = ExactParams {
         c,
-        kernel: Kernel::rbf(gamma),
+        kernel: Kernel::parse(kernel, gamma, coef0, degree)?,
         tol,
         cache_bytes: (cache_size * 1024.0 * 1024.0).min(usize::MAX as f64 / 2.0) as usize,
         max_iter,
@@ -737,15 +748,47 @@ fn fit_kernel_svc<'py>(
         n_threads,
     };
     let valid = params.check()?;
-    let y = convert::slice1(&y)?;
     let weights = sample_weight.as_ref().map(convert::slice1).transpose()?;
-    let pairs = run_solver(py, x, callback, None, |rows, monitor, _| {
-        train_kernel_svc(rows, y, weights, n_classes, &valid, monitor)
-    })?;
+    let need_target = |what: &str| {
+        target.ok_or_else(|| PyValueError::new_err(format!("problem {problem:?} needs {what}")))
+    };
+    let models: Vec<(Option<(u32, u32)>, ExactModel)> = match problem {
+        "svc" => {
+            let y: PyReadonlyArray1<'py, u32> = need_target("class indices")?.extract()?;
+            let y = convert::slice1(&y)?;
+            run_solver(py, x, callback, None, |rows, monitor, _| {
+                train_kernel_svc(rows, y, weights, n_classes, &valid, monitor)
+            })?
+            .into_iter()
+            .map(|p| (Some(p.classes), p.model))
+            .collect()
+        }
+        "svr" => {
+            let z: PyReadonlyArray1<'py, f64> = need_target("targets")?.extract()?;
+            let z = convert::slice1(&z)?;
+            let model = run_solver(py, x, callback, None, |rows, monitor, _| {
+                train_kernel_svr(rows, z, weights, epsilon, &valid, monitor)
+            })?;
+            vec![(None, model)]
+        }
+        "one_class" => {
+            let model = run_solver(py, x, callback, None, |rows, monitor, _| {
+                train_one_class(rows, weights, nu, &valid, monitor)
+            })?;
+            vec![(None, model)]
+        }
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "problem must be 'svc', 'svr' or 'one_class', got {other:?}"
+            )))
+        }
+    };
     let out = pyo3::types::PyList::empty(py);
-    for p in pairs {
+    for (classes, p) in models {
         let d = PyDict::new(py);
-        d.set_item("classes", (p.classes.0, p.classes.1))?;
+        if let Some((a, b)) = classes {
+            d.set_item("classes", (a, b))?;
+        }
         let support: Vec<i64> = p.support.iter().map(|&i| i as i64).collect();
         d.set_item("support", support.into_pyarray(py))?;
         d.set_item("coef", p.coef.into_pyarray(py))?;
@@ -800,28 +843,17 @@ fn kernel_rows<'py>(
     Ok((out.into_pyarray(py).reshape([idx.len(), n])?, seconds))
 }
 
-/// Decision values of a kernel expansion: (n_rows, n_out), on `n_threads` threads (None: the
-/// process-wide setting, 0: one per core). `coef` is n_sv x n_out (one coefficient per output
-/// and vector), or, with `class_counts` (the vectors grouped by class, LIBSVM's layout),
-/// (n_classes - 1) x n_sv one-vs-one coefficients giving one output per class pair. `intercept`
-/// (n_out) is added.
-#[pyfunction]
-#[pyo3(signature = (support_vectors, coef, gamma, x, *, n_threads = None, class_counts = None, intercept = None))]
-#[allow(clippy::too_many_arguments)]
-fn decision_function<'py>(
-    py: Python<'py>,
-    support_vectors: &Bound<'py, PyAny>,
-    coef: PyReadonlyArray2<'py, f64>,
-    gamma: f64,
-    x: &Bound<'py, PyAny>,
-    n_threads: Option<usize>,
-    class_counts: Option<PyReadonlyArray1<'py, i64>>,
-    intercept: Option<PyReadonlyArray1<'py, f64>>,
-) -> PyResult<Bound<'py, PyArray2<f64>>> {
-    let (support_vectors, n_sv, dim) = sv_matrix(support_vectors)?;
+/// The outputs of a kernel expansion over `n_sv` vectors from Python's arrays: `coef` n_sv x
+/// n_out, or with `class_counts` (the vectors grouped by class) (n_classes - 1) x n_sv
+/// one-vs-one coefficients; returns the coefficients row-major and the class starts.
+fn expansion_outputs(
+    coef: &PyReadonlyArray2<'_, f64>,
+    class_counts: Option<&PyReadonlyArray1<'_, i64>>,
+    n_sv: usize,
+) -> PyResult<(Vec<f64>, Option<Vec<usize>>)> {
     let coef_values: Vec<f64> = coef.as_array().iter().copied().collect();
     check_finite(&coef_values, "coefficients")?;
-    let starts = match &class_counts {
+    let starts = match class_counts {
         None => {
             if coef.shape()[0] != n_sv {
                 return Err(PyValueError::new_err(
@@ -854,16 +886,44 @@ fn decision_function<'py>(
             Some(starts)
         }
     };
-    let outputs = match &starts {
+    Ok((coef_values, starts))
+}
+
+fn outputs_of<'a>(coef: &'a [f64], starts: &'a Option<Vec<usize>>, n_cols: usize) -> Outputs<'a> {
+    match starts {
         None => Outputs::PerVector {
-            coef: &coef_values,
-            n_out: coef.shape()[1],
+            coef,
+            n_out: n_cols,
         },
-        Some(starts) => Outputs::OneVsOne {
-            starts,
-            coef: &coef_values,
-        },
-    };
+        Some(starts) => Outputs::OneVsOne { starts, coef },
+    }
+}
+
+/// Decision values of a kernel expansion: (n_rows, n_out), on `n_threads` threads (None: the
+/// process-wide setting, 0: one per core). `coef` is n_sv x n_out (one coefficient per output
+/// and vector), or, with `class_counts` (the vectors grouped by class, LIBSVM's layout),
+/// (n_classes - 1) x n_sv one-vs-one coefficients giving one output per class pair. `intercept`
+/// (n_out) is added. The kernel is scikit-learn's (`kernel`, `gamma`, `coef0`, `degree`).
+#[pyfunction]
+#[pyo3(signature = (support_vectors, coef, gamma, x, *, n_threads = None, class_counts = None, intercept = None, kernel = "rbf", coef0 = 0.0, degree = 3))]
+#[allow(clippy::too_many_arguments)]
+fn decision_function<'py>(
+    py: Python<'py>,
+    support_vectors: &Bound<'py, PyAny>,
+    coef: PyReadonlyArray2<'py, f64>,
+    gamma: f64,
+    x: &Bound<'py, PyAny>,
+    n_threads: Option<usize>,
+    class_counts: Option<PyReadonlyArray1<'py, i64>>,
+    intercept: Option<PyReadonlyArray1<'py, f64>>,
+    kernel: &str,
+    coef0: f64,
+    degree: i64,
+) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    let kernel = Kernel::parse(kernel, gamma, coef0, degree)?;
+    let (support_vectors, n_sv, dim) = sv_matrix(support_vectors)?;
+    let (coef_values, starts) = expansion_outputs(&coef, class_counts.as_ref(), n_sv)?;
+    let outputs = outputs_of(&coef_values, &starts, coef.shape()[1]);
     let n_out = outputs.n_out();
     let intercept = intercept.as_ref().map(convert::slice1).transpose()?;
     if let Some(b) = intercept {
@@ -880,7 +940,7 @@ fn decision_function<'py>(
                 decision_of_expansion(
                     &support_vectors,
                     dim,
-                    gamma,
+                    kernel,
                     &outputs,
                     intercept,
                     &rows,
@@ -894,11 +954,50 @@ fn decision_function<'py>(
     out.into_pyarray(py).reshape([n, n_out])
 }
 
-/// The polish: the exact solve of a budgeted model's coefficients (and intercepts) over its
-/// support vectors on the training rows `x` with class indices `y` (`solvers::polish`). Returns
-/// a dict: coef (n_sv, n_out), intercept (n_out), objectives, iterations, statistics.
+/// Decision values of a kernel expansion from its kernel values (a precomputed kernel):
+/// `kernel_values` n_rows x n_sv (k(x_r, s_j)), `coef` and `class_counts` as
+/// `decision_function`'s; (n_rows, n_out).
 #[pyfunction]
-#[pyo3(signature = (support_vectors, coef, gamma, x, y, n_classes, *, c, tol = 1e-6, max_iter = 50, cache_size = 1024.0, intercept = None, sample_weight = None, callback = None))]
+#[pyo3(signature = (kernel_values, coef, *, n_threads = None, class_counts = None, intercept = None))]
+fn decision_from_kernel<'py>(
+    py: Python<'py>,
+    kernel_values: PyReadonlyArray2<'py, f64>,
+    coef: PyReadonlyArray2<'py, f64>,
+    n_threads: Option<usize>,
+    class_counts: Option<PyReadonlyArray1<'py, i64>>,
+    intercept: Option<PyReadonlyArray1<'py, f64>>,
+) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    let (n, n_sv) = (kernel_values.shape()[0], kernel_values.shape()[1]);
+    let (coef_values, starts) = expansion_outputs(&coef, class_counts.as_ref(), n_sv)?;
+    let outputs = outputs_of(&coef_values, &starts, coef.shape()[1]);
+    let n_out = outputs.n_out();
+    let intercept = intercept.as_ref().map(convert::slice1).transpose()?;
+    if let Some(b) = intercept {
+        check_finite(b, "intercept")?;
+    }
+    let k = kernel_values
+        .as_slice()
+        .map_err(|_| PyValueError::new_err("kernel values must be a C-contiguous float64 array"))?;
+    check_finite(k, "the precomputed kernel")?;
+    let out = py.detach(|| {
+        no_panic(|| {
+            let mut out = vec![0.0; n * n_out];
+            parallel::install_with(n_threads, || {
+                decision_from_kernel_values(&outputs, intercept, n_sv, k, &mut out)
+            })??;
+            Ok(out)
+        })
+    })?;
+    out.into_pyarray(py).reshape([n, n_out])
+}
+
+/// The polish: the exact solve of a budgeted model's coefficients (and intercepts) over its
+/// support vectors on the training rows `x` with class indices `y` (uint32, squared hinge), or
+/// with real targets `y` (float64) and `epsilon` (squared epsilon-insensitive loss; n_classes is
+/// then 0) (`solvers::polish`). Returns a dict: coef (n_sv, n_out), intercept (n_out),
+/// objectives, iterations, statistics.
+#[pyfunction]
+#[pyo3(signature = (support_vectors, coef, gamma, x, y, n_classes, *, c, tol = 1e-6, max_iter = 50, cache_size = 1024.0, intercept = None, sample_weight = None, callback = None, epsilon = None))]
 #[allow(clippy::too_many_arguments)]
 fn polish<'py>(
     py: Python<'py>,
@@ -906,7 +1005,7 @@ fn polish<'py>(
     coef: PyReadonlyArray2<'py, f64>,
     gamma: f64,
     x: &Bound<'py, PyAny>,
-    y: PyReadonlyArray1<'py, u32>,
+    y: &Bound<'py, PyAny>,
     n_classes: usize,
     c: f64,
     tol: f64,
@@ -915,11 +1014,28 @@ fn polish<'py>(
     intercept: Option<PyReadonlyArray1<'py, f64>>,
     sample_weight: Option<PyReadonlyArray1<'py, f64>>,
     callback: Option<Py<PyAny>>,
+    epsilon: Option<f64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (model, params) =
         polish_inputs(support_vectors, coef, gamma, c, tol, max_iter, cache_size)?;
     let n_sv = model.n_sv();
-    let y = convert::slice1(&y)?;
+    let (classes, values);
+    let targets = match epsilon {
+        None => {
+            classes = y.extract::<PyReadonlyArray1<'py, u32>>()?;
+            PolishTargets::Classes {
+                y: convert::slice1(&classes)?,
+                n_classes,
+            }
+        }
+        Some(epsilon) => {
+            values = y.extract::<PyReadonlyArray1<'py, f64>>()?;
+            PolishTargets::Values {
+                y: convert::slice1(&values)?,
+                epsilon,
+            }
+        }
+    };
     let weights = sample_weight.as_ref().map(convert::slice1).transpose()?;
     let start = intercept.as_ref().map(convert::slice1).transpose()?;
     let r = run_solver(py, x, callback, None, |rows, monitor, _| {
@@ -928,9 +1044,8 @@ fn polish<'py>(
             &model,
             start,
             &mut source,
-            y,
+            targets,
             weights,
-            n_classes,
             &params,
             monitor,
         )
@@ -1050,13 +1165,16 @@ fn polish_file<'py>(
             let weights: Option<Vec<f64>> =
                 class_weights.map(|w| y.iter().map(|&k| w[k as usize]).collect());
             let mut m = |p: &Progress| monitor.check(p);
+            let targets = PolishTargets::Classes {
+                y: &y,
+                n_classes: classes.len(),
+            };
             polish_solve(
                 &model,
                 start,
                 &mut source,
-                &y,
+                targets,
                 weights.as_deref(),
-                classes.len(),
                 &params,
                 &mut m,
             )
@@ -1104,7 +1222,7 @@ impl PolishPartition {
         let weights = sample_weight.as_ref().map(convert::slice1).transpose()?;
         let rows = py.detach(|| {
             no_panic(|| {
-                let blocks = KernelBlocks::from_sv_matrix(&sv, n_sv, dim, gamma)?;
+                let blocks = KernelBlocks::from_sv_matrix(&sv, n_sv, dim, Kernel::rbf(gamma))?;
                 crate::core::data::check_sq_norms(blocks.sq_norms(), "support vector")?;
                 PartitionRows::new(&blocks, &xr, y, weights, n_classes)
             })
@@ -1457,9 +1575,9 @@ fn simd_level() -> &'static str {
 mod _budgetsvm {
     #[pymodule_export]
     use super::{
-        add_gram_change, decision_function, feature_variance, fit_bsca, fit_bsgd, fit_kernel_svc,
-        get_num_threads, kernel_rows, load_libsvm, merge_search, polish, polish_file,
-        polish_newton_point, rbf_kernel, reduce_budget, set_num_threads, simd_level,
+        add_gram_change, decision_from_kernel, decision_function, feature_variance, fit_bsca,
+        fit_bsgd, fit_exact, get_num_threads, kernel_rows, load_libsvm, merge_search, polish,
+        polish_file, polish_newton_point, rbf_kernel, reduce_budget, set_num_threads, simd_level,
         summarize_libsvm, BsgdStream, LibsvmChunkReader, PolishPartition,
     };
 

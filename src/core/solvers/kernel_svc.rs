@@ -123,17 +123,15 @@ impl ExactParams {
     }
 }
 
-/// The solution of one pair problem, in terms of the training rows.
+/// An exact model in terms of the training rows: the expansion sum_s coef_s k(x_s, x) - rho.
 #[derive(Debug, Clone)]
-pub struct PairModel {
-    /// The classes (a < b); y = +1 for class a.
-    pub classes: (u32, u32),
-    /// Training rows (indices into X) with a_i > 0, ascending.
+pub struct ExactModel {
+    /// Training rows (indices into X) with a non-zero coefficient, ascending.
     pub support: Vec<usize>,
-    /// y_i a_i of those rows.
+    /// Their coefficients (C-SVC: y_i a_i; SVR: a_i - a_i*; one-class: a_i).
     pub coef: Vec<f64>,
     pub rho: f64,
-    /// 1/2 a^T Q a - e^T a at the solution.
+    /// The dual objective 1/2 a^T Q a + p^T a at the solution.
     pub objective: f64,
     pub iterations: u64,
     pub converged: bool,
@@ -144,8 +142,54 @@ pub struct PairModel {
     pub seconds: f64,
     /// The smallest active set of the run (shrinking).
     pub min_active: usize,
-    /// Rows in this pair problem.
+    /// Rows in the problem.
     pub n_rows: usize,
+}
+
+impl ExactModel {
+    /// The model of a solution whose variable t stands for training row `rows[t]` and adds
+    /// `sign_t a_t` to that row's coefficient (SVR's two variables per row meet here).
+    fn from_solution(sol: DualSolution, rows: &[usize], n_rows: usize) -> Self {
+        let mut by_row: Vec<(usize, f64)> = rows
+            .iter()
+            .enumerate()
+            .filter(|&(t, _)| sol.alpha[t] > 0.0)
+            .map(|(t, &i)| (i, sol.y[t] * sol.alpha[t]))
+            .collect();
+        by_row.sort_unstable_by_key(|&(i, _)| i);
+        let mut merged: Vec<(usize, f64)> = Vec::with_capacity(by_row.len());
+        for (i, c) in by_row {
+            match merged.last_mut() {
+                Some(last) if last.0 == i => last.1 += c,
+                _ => merged.push((i, c)),
+            }
+        }
+        // A row whose two variables cancel is no support vector (LIBSVM's alpha != 0).
+        let (support, coef) = merged.into_iter().filter(|&(_, c)| c != 0.0).unzip();
+        ExactModel {
+            support,
+            coef,
+            rho: sol.rho,
+            objective: sol.objective,
+            iterations: sol.iterations,
+            converged: sol.converged,
+            gap: sol.gap,
+            fallback_steps: sol.fallback_steps,
+            inner_iterations: sol.inner_iterations,
+            cache: sol.cache,
+            seconds: sol.seconds,
+            min_active: sol.min_active,
+            n_rows,
+        }
+    }
+}
+
+/// The solution of one pair problem of a one-vs-one C-SVC.
+#[derive(Debug, Clone)]
+pub struct PairModel {
+    /// The classes (a < b); y = +1 for class a.
+    pub classes: (u32, u32),
+    pub model: ExactModel,
 }
 
 fn default_max_iter(solver: ExactSolver, n: usize) -> u64 {
@@ -303,29 +347,9 @@ pub fn train_kernel_svc<R: Rows>(
         let diag = sub_norms.iter().map(|&q| p.kernel.self_value(q)).collect();
         let problem = DualProblem::classification(labels, upper, diag);
         let sol = solve_dual(&sub, sub_norms, problem, params, segments, &mut reporter)?;
-        let mut by_row: Vec<(usize, f64)> = rows
-            .iter()
-            .enumerate()
-            .filter(|&(t, _)| sol.alpha[t] > 0.0)
-            .map(|(t, &i)| (i, sol.y[t] * sol.alpha[t]))
-            .collect();
-        by_row.sort_unstable_by_key(|&(i, _)| i);
-        let (support, coef): (Vec<usize>, Vec<f64>) = by_row.into_iter().unzip();
         Ok(PairModel {
             classes: (a, b),
-            support,
-            coef,
-            rho: sol.rho,
-            objective: sol.objective,
-            iterations: sol.iterations,
-            converged: sol.converged,
-            gap: sol.gap,
-            fallback_steps: sol.fallback_steps,
-            inner_iterations: sol.inner_iterations,
-            cache: sol.cache,
-            seconds: sol.seconds,
-            min_active: sol.min_active,
-            n_rows: rows.len(),
+            model: ExactModel::from_solution(sol, &rows, rows.len()),
         })
     };
     parallel::install_with(p.n_threads, || {
@@ -339,6 +363,145 @@ pub fn train_kernel_svc<R: Rows>(
                 .collect::<Result<Vec<_>>>()
         }
     })?
+}
+
+/// The row weights' checks and the monitor's plumbing every single-problem fit shares: solves
+/// `problem`, whose variable t is row `rows[t]` of `x`, and returns the model by rows.
+fn fit_single<R: Rows>(
+    x: &R,
+    norms: &[f64],
+    rows: Vec<usize>,
+    problem: DualProblem,
+    params: &ValidExactParams,
+    monitor: Monitor<'_>,
+) -> Result<ExactModel> {
+    let p = &params.0;
+    let sub = SubsetRows::new(x, &rows)?;
+    let sub_norms: Vec<f64> = rows.iter().map(|&i| norms[i]).collect();
+    let monitor = Mutex::new(monitor);
+    let template = Progress {
+        epoch: 1,
+        epochs: 1,
+        ..Progress::default()
+    };
+    let report_every = p.report_every.map(Duration::from_secs_f64);
+    let mut reporter = Reporter::new(&monitor, template, report_every);
+    let sol = parallel::install_with(p.n_threads, || {
+        solve_dual(&sub, sub_norms, problem, params, None, &mut reporter)
+    })??;
+    Ok(ExactModel::from_solution(sol, &rows, x.n_rows()))
+}
+
+fn check_rows_and_weights<R: Rows>(x: &R, weights: Option<&[f64]>) -> Result<usize> {
+    let n = x.n_rows();
+    if n == 0 {
+        return Err(SvmError::invalid_input("no training samples (0 rows)"));
+    }
+    check_weights(weights, n)?;
+    Ok(n)
+}
+
+/// epsilon-SVR (LIBSVM's `solve_epsilon_svr`): 2n variables, a_i (y = +1, p_i = epsilon - z_i)
+/// and a_i* (y = -1, p = epsilon + z_i) of row i, both bounded by C times the row's weight; both
+/// read row i's kernel row (the cache holds it once per variable). The model's coefficient of
+/// row i is a_i - a_i*; its prediction sum_i (a_i - a_i*) k(x_i, x) - rho.
+pub fn train_kernel_svr<R: Rows>(
+    x: &R,
+    z: &[f64],
+    weights: Option<&[f64]>,
+    epsilon: f64,
+    params: &ValidExactParams,
+    monitor: Monitor<'_>,
+) -> Result<ExactModel> {
+    let p = &params.0;
+    let n = check_rows_and_weights(x, weights)?;
+    if z.len() != n {
+        return Err(SvmError::invalid_input(format!(
+            "X has {n} rows but y has {} targets",
+            z.len()
+        )));
+    }
+    if let Some(i) = z.iter().position(|v| !v.is_finite()) {
+        return Err(SvmError::invalid_input(format!(
+            "target {i} is {} (targets must be finite)",
+            z[i]
+        )));
+    }
+    if !(epsilon.is_finite() && epsilon >= 0.0) {
+        return Err(SvmError::invalid_parameter(
+            "epsilon",
+            format!("must be a finite number >= 0, got {epsilon}"),
+        ));
+    }
+    let norms = kernel_norms(x, p.kernel)?;
+    let rows: Vec<usize> = (0..n).chain(0..n).collect();
+    let y: Vec<f64> = (0..2 * n).map(|t| if t < n { 1.0 } else { -1.0 }).collect();
+    let lin: Vec<f64> = (0..2 * n)
+        .map(|t| {
+            if t < n {
+                epsilon - z[t]
+            } else {
+                epsilon + z[t - n]
+            }
+        })
+        .collect();
+    let upper: Vec<f64> = rows
+        .iter()
+        .map(|&i| p.c * weights.map_or(1.0, |w| w[i]))
+        .collect();
+    let diag = rows
+        .iter()
+        .map(|&i| p.kernel.self_value(norms[i]))
+        .collect();
+    let problem = DualProblem {
+        y,
+        p: lin,
+        upper,
+        diag,
+        start: None,
+    };
+    fit_single(x, &norms, rows, problem, params, monitor)
+}
+
+/// The one-class SVM, nu formulation (Schoelkopf et al.; LIBSVM's `solve_one_class`):
+/// min 1/2 a^T K a s.t. sum a = nu n, 0 <= a_i <= 1, started from the first rows at their bound
+/// (a feasible point), the rest 0. Weighted rows (scikit-learn's LIBSVM) bound a_i by the weight
+/// w_i and sum a to nu sum w. The model's decision is sum_i a_i k(x_i, x) - rho; C is unused.
+pub fn train_one_class<R: Rows>(
+    x: &R,
+    weights: Option<&[f64]>,
+    nu: f64,
+    params: &ValidExactParams,
+    monitor: Monitor<'_>,
+) -> Result<ExactModel> {
+    let p = &params.0;
+    let n = check_rows_and_weights(x, weights)?;
+    if !(nu.is_finite() && nu > 0.0 && nu <= 1.0) {
+        return Err(SvmError::invalid_parameter(
+            "nu",
+            format!("must be in (0, 1], got {nu}"),
+        ));
+    }
+    let norms = kernel_norms(x, p.kernel)?;
+    let upper: Vec<f64> = (0..n).map(|i| weights.map_or(1.0, |w| w[i])).collect();
+    let mut left = nu * upper.iter().sum::<f64>();
+    let start: Vec<f64> = upper
+        .iter()
+        .map(|&c| {
+            let a = c.min(left).max(0.0);
+            left -= a;
+            a
+        })
+        .collect();
+    let diag = norms.iter().map(|&q| p.kernel.self_value(q)).collect();
+    let problem = DualProblem {
+        y: vec![1.0; n],
+        p: vec![0.0; n],
+        upper,
+        diag,
+        start: Some(start),
+    };
+    fit_single(x, &norms, (0..n).collect(), problem, params, monitor)
 }
 
 #[cfg(test)]
@@ -391,23 +554,23 @@ mod tests {
                 vec![(0, 1), (0, 2), (1, 2)]
             );
             for p in &pairs {
-                assert!(p.converged);
-                let sum: f64 = p.coef.iter().sum();
+                assert!(p.model.converged);
+                let sum: f64 = p.model.coef.iter().sum();
                 assert!(sum.abs() < 1e-9, "y^T a = {sum}");
-                for &i in &p.support {
+                for &i in &p.model.support {
                     assert!(ys[i] == p.classes.0 || ys[i] == p.classes.1);
                 }
             }
             results.push(pairs);
         }
         for k in 0..3 {
-            let f0 = results[0][k].objective;
+            let f0 = results[0][k].model.objective;
             for r in &results[1..] {
-                assert!((r[k].objective - f0).abs() < 1e-5 * (1.0 + f0.abs()));
+                assert!((r[k].model.objective - f0).abs() < 1e-5 * (1.0 + f0.abs()));
             }
         }
         // One thread or two: the same arithmetic, the same model.
-        assert_eq!(results[1][0].coef, results[2][0].coef);
+        assert_eq!(results[1][0].model.coef, results[2][0].model.coef);
     }
 
     /// Pairs taking their rows from the shared store train the models of pairs computing their
@@ -460,12 +623,18 @@ mod tests {
                     let shared = fit(true, sparse);
                     assert_eq!(shared.len(), own.len());
                     for (a, b) in shared.iter().zip(&own) {
-                        assert!(a.converged && b.converged);
-                        let scale = 1.0 + b.objective.abs();
-                        assert!((a.objective - b.objective).abs() < 1e-9 * scale);
-                        assert!((a.rho - b.rho).abs() < 1e-6, "{} vs {}", a.rho, b.rho);
+                        assert!(a.model.converged && b.model.converged);
+                        let scale = 1.0 + b.model.objective.abs();
+                        assert!((a.model.objective - b.model.objective).abs() < 1e-9 * scale);
+                        assert!(
+                            (a.model.rho - b.model.rho).abs() < 1e-6,
+                            "{} vs {}",
+                            a.model.rho,
+                            b.model.rho
+                        );
                     }
-                    let values = |m: &[PairModel]| m.iter().map(|p| p.cache.values).sum::<u64>();
+                    let values =
+                        |m: &[PairModel]| m.iter().map(|p| p.model.cache.values).sum::<u64>();
                     assert!(values(&shared) < values(&own));
                 }
             }
@@ -496,8 +665,8 @@ mod tests {
             let a = train_kernel_svc(&x, &ys, Some(&twice), 2, &params(1.5), &mut no_monitor);
             let b = train_kernel_svc(&x, &ys, None, 2, &params(3.0), &mut no_monitor);
             let (a, b) = (a.unwrap(), b.unwrap());
-            assert_eq!(a[0].coef, b[0].coef);
-            assert_eq!(a[0].rho, b[0].rho);
+            assert_eq!(a[0].model.coef, b[0].model.coef);
+            assert_eq!(a[0].model.rho, b[0].model.rho);
         }
     }
 
@@ -536,5 +705,308 @@ mod tests {
             assert!(bad.check().is_err());
         }
         assert!(ExactSolver::parse("bogus").is_err());
+    }
+
+    /// k(a, b) straight from the vectors (no norms, no dots of the cache).
+    fn explicit_kernel(kernel: Kernel, a: &[f64], b: &[f64]) -> f64 {
+        let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        match kernel {
+            Kernel::Rbf { gamma } => {
+                let d2: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
+                (-gamma * d2).exp()
+            }
+            Kernel::Linear | Kernel::Precomputed => dot,
+            Kernel::Poly {
+                gamma,
+                coef0,
+                degree,
+            } => (0..degree).map(|_| gamma * dot + coef0).product(),
+            Kernel::Sigmoid { gamma, coef0 } => (gamma * dot + coef0).tanh(),
+        }
+    }
+
+    /// sum_s coef_s k(x_s, x_i) - rho for every row i, from the explicit kernel.
+    fn explicit_decision(model: &ExactModel, kernel: Kernel, xs: &[f64], d: usize) -> Vec<f64> {
+        let n = xs.len() / d;
+        (0..n)
+            .map(|i| {
+                let xi = &xs[i * d..(i + 1) * d];
+                model
+                    .support
+                    .iter()
+                    .zip(&model.coef)
+                    .map(|(&s, &c)| c * explicit_kernel(kernel, &xs[s * d..(s + 1) * d], xi))
+                    .sum::<f64>()
+                    - model.rho
+            })
+            .collect()
+    }
+
+    fn params_for(
+        kernel: Kernel,
+        c: f64,
+        solver: ExactSolver,
+        shrinking: bool,
+    ) -> ValidExactParams {
+        ExactParams {
+            c,
+            kernel,
+            tol: 1e-6,
+            solver,
+            shrinking,
+            alfpgm: AlfpgmParams {
+                n_pairs: 6,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+        .check()
+        .unwrap()
+    }
+
+    const KERNELS: [Kernel; 4] = [
+        Kernel::Rbf { gamma: 1.5 },
+        Kernel::Linear,
+        Kernel::Poly {
+            gamma: 0.7,
+            coef0: 1.0,
+            degree: 3,
+        },
+        Kernel::Sigmoid {
+            gamma: 0.3,
+            coef0: -0.5,
+        },
+    ];
+
+    fn regression_data(seed: u64, n: usize) -> (Vec<f64>, Vec<f64>) {
+        let mut rng = Rng::new(seed);
+        let xs: Vec<f64> = (0..2 * n).map(|_| rng.next_f64() * 2.0 - 1.0).collect();
+        let z = (0..n)
+            .map(|i| (3.0 * xs[2 * i]).sin() + 0.5 * xs[2 * i + 1] + 0.1 * (rng.next_f64() - 0.5))
+            .collect();
+        (xs, z)
+    }
+
+    #[test]
+    fn svr_solutions_meet_the_primal_optimality_conditions() {
+        // epsilon-SVR at its optimum, in terms of beta = a - a* and the residual r = z - f(x):
+        // beta = C: r >= eps; beta = -C: r <= -eps; 0 < |beta| < C: r = eps sign(beta);
+        // beta = 0: |r| <= eps; and sum beta = 0. Checked from the explicit kernel for every
+        // kernel, both solvers, with and without shrinking, on samples weighted or not.
+        let (n, d, eps) = (90, 2, 0.1);
+        let (xs, z) = regression_data(11, n);
+        let x = DenseView::new(&xs, n, d).unwrap();
+        let mut rng = Rng::new(5);
+        let w: Vec<f64> = (0..n).map(|_| 0.5 + rng.next_f64()).collect();
+        for kernel in KERNELS {
+            let c = if matches!(kernel, Kernel::Sigmoid { .. }) {
+                0.5
+            } else {
+                4.0
+            };
+            let mut objectives = Vec::new();
+            for (solver, shrinking, weights) in [
+                (ExactSolver::Smo, false, None),
+                (ExactSolver::Smo, true, None),
+                (ExactSolver::Alfpgm, true, None),
+                (ExactSolver::Alfpgm, true, Some(&w[..])),
+            ] {
+                let params = params_for(kernel, c, solver, shrinking);
+                let m = train_kernel_svr(&x, &z, weights, eps, &params, &mut no_monitor).unwrap();
+                assert!(m.converged);
+                assert!(m.coef.iter().sum::<f64>().abs() < 1e-9);
+                let f = explicit_decision(&m, kernel, &xs, d);
+                let mut beta = vec![0.0; n];
+                for (&s, &b) in m.support.iter().zip(&m.coef) {
+                    beta[s] = b;
+                }
+                let slack = 1e-4;
+                for i in 0..n {
+                    let ci = c * weights.map_or(1.0, |w| w[i]);
+                    let (b, r) = (beta[i], z[i] - f[i]);
+                    assert!(b.abs() <= ci * (1.0 + 1e-12), "{kernel:?} beta {b} > C");
+                    if b >= ci * (1.0 - 1e-12) {
+                        assert!(r >= eps - slack, "{kernel:?} row {i}: beta = C, r = {r}");
+                    } else if b <= -ci * (1.0 - 1e-12) {
+                        assert!(r <= -eps + slack, "{kernel:?} row {i}: beta = -C, r = {r}");
+                    } else if b > 0.0 {
+                        assert!((r - eps).abs() < slack, "{kernel:?} row {i}: free, r = {r}");
+                    } else if b < 0.0 {
+                        assert!((r + eps).abs() < slack, "{kernel:?} row {i}: free, r = {r}");
+                    } else {
+                        assert!(r.abs() <= eps + slack, "{kernel:?} row {i}: 0, r = {r}");
+                    }
+                }
+                if weights.is_none() {
+                    objectives.push(m.objective);
+                }
+            }
+            let f0 = objectives[0];
+            for f in &objectives {
+                assert!(
+                    (f - f0).abs() < 1e-6 * (1.0 + f0.abs()),
+                    "{kernel:?}: {objectives:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn one_class_solutions_meet_the_optimality_conditions() {
+        // nu one-class at its optimum, g(x) = sum a_j k(x_j, x) - rho: a_i = 0 -> g_i >= 0,
+        // 0 < a_i < C_i -> g_i = 0, a_i = C_i -> g_i <= 0; sum a = nu sum C.
+        let (n, d) = (120, 2);
+        let (xs, _) = regression_data(4, n);
+        let x = DenseView::new(&xs, n, d).unwrap();
+        let mut rng = Rng::new(9);
+        let w: Vec<f64> = (0..n).map(|_| 0.5 + rng.next_f64()).collect();
+        for kernel in [KERNELS[0], KERNELS[2]] {
+            for nu in [0.05, 0.3, 1.0] {
+                for (solver, shrinking, weights) in [
+                    (ExactSolver::Smo, true, None),
+                    (ExactSolver::Alfpgm, false, None),
+                    (ExactSolver::Alfpgm, true, Some(&w[..])),
+                ] {
+                    let params = params_for(kernel, 1.0, solver, shrinking);
+                    let m = train_one_class(&x, weights, nu, &params, &mut no_monitor).unwrap();
+                    assert!(m.converged);
+                    let upper = |i: usize| weights.map_or(1.0, |w| w[i]);
+                    let total: f64 = (0..n).map(upper).sum();
+                    let sum: f64 = m.coef.iter().sum();
+                    assert!(
+                        (sum - nu * total).abs() < 1e-9 * total,
+                        "{sum} vs {}",
+                        nu * total
+                    );
+                    let g = explicit_decision(&m, kernel, &xs, d);
+                    let mut a = vec![0.0; n];
+                    for (&s, &v) in m.support.iter().zip(&m.coef) {
+                        a[s] = v;
+                    }
+                    let slack = 1e-4 * (1.0 + m.rho.abs());
+                    for i in 0..n {
+                        if a[i] <= 0.0 {
+                            assert!(g[i] >= -slack, "{kernel:?} nu {nu} row {i}: g {}", g[i]);
+                        } else if a[i] >= upper(i) {
+                            assert!(g[i] <= slack, "{kernel:?} nu {nu} row {i}: g {}", g[i]);
+                        } else {
+                            assert!(
+                                g[i].abs() <= slack,
+                                "{kernel:?} nu {nu} row {i}: g {}",
+                                g[i]
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn classification_with_every_kernel_meets_the_optimality_conditions() {
+        // C-SVC: y_i f(x_i) >= 1 where a_i = 0, = 1 where free, <= 1 where a_i = C.
+        let (n, d) = (100, 2);
+        let (xs, z) = regression_data(21, n);
+        let labels: Vec<u32> = z.iter().map(|&v| u32::from(v > 0.1)).collect();
+        let x = DenseView::new(&xs, n, d).unwrap();
+        for kernel in KERNELS {
+            for solver in [ExactSolver::Smo, ExactSolver::Alfpgm] {
+                let params = params_for(kernel, 2.0, solver, true);
+                let pairs = train_kernel_svc(&x, &labels, None, 2, &params, &mut no_monitor);
+                let m = &pairs.unwrap()[0].model;
+                assert!(m.converged);
+                let f = explicit_decision(m, kernel, &xs, d);
+                let mut a = vec![0.0; n];
+                for (&s, &v) in m.support.iter().zip(&m.coef) {
+                    a[s] = v.abs();
+                }
+                for i in 0..n {
+                    let yf = if labels[i] == 0 { f[i] } else { -f[i] };
+                    if a[i] == 0.0 {
+                        assert!(yf >= 1.0 - 1e-4, "{kernel:?} row {i}: {yf}");
+                    } else if a[i] >= 2.0 * (1.0 - 1e-12) {
+                        assert!(yf <= 1.0 + 1e-4, "{kernel:?} row {i}: {yf}");
+                    } else {
+                        assert!((yf - 1.0).abs() < 1e-4, "{kernel:?} row {i}: {yf}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_precomputed_gram_matrix_gives_the_kernels_own_model() {
+        // The Gram matrix of the linear (and poly) kernel, given as rows: the same problems as
+        // the kernel computed from X (classification with three classes and unshared rows, SVR
+        // with its rows twice, one-class).
+        let (n, d) = (75, 2);
+        let (xs, z) = regression_data(2, n);
+        let labels: Vec<u32> = z
+            .iter()
+            .map(|&v| (v + 1.5).clamp(0.0, 2.9) as u32)
+            .collect();
+        let x = DenseView::new(&xs, n, d).unwrap();
+        for kernel in [KERNELS[1], KERNELS[2]] {
+            let gram: Vec<f64> = (0..n * n)
+                .map(|k| {
+                    let (i, j) = (k / n, k % n);
+                    explicit_kernel(kernel, &xs[i * d..(i + 1) * d], &xs[j * d..(j + 1) * d])
+                })
+                .collect();
+            let g = DenseView::new(&gram, n, n).unwrap();
+            let given = params_for(kernel, 1.0, ExactSolver::Alfpgm, true);
+            let pre = params_for(Kernel::Precomputed, 1.0, ExactSolver::Alfpgm, true);
+            let close = |a: &ExactModel, b: &ExactModel| {
+                let scale = 1.0 + a.objective.abs();
+                assert!((a.objective - b.objective).abs() < 1e-5 * scale);
+                assert!((a.rho - b.rho).abs() < 1e-3 * (1.0 + a.rho.abs()));
+            };
+            let a = train_kernel_svc(&x, &labels, None, 3, &given, &mut no_monitor).unwrap();
+            let b = train_kernel_svc(&g, &labels, None, 3, &pre, &mut no_monitor).unwrap();
+            for (p, q) in a.iter().zip(&b) {
+                close(&p.model, &q.model);
+            }
+            let a = train_kernel_svr(&x, &z, None, 0.1, &given, &mut no_monitor).unwrap();
+            let b = train_kernel_svr(&g, &z, None, 0.1, &pre, &mut no_monitor).unwrap();
+            close(&a, &b);
+            let a = train_one_class(&x, None, 0.2, &given, &mut no_monitor).unwrap();
+            let b = train_one_class(&g, None, 0.2, &pre, &mut no_monitor).unwrap();
+            close(&a, &b);
+        }
+        // Not square, not dense: clear errors.
+        let wide = vec![1.0; n * (n + 1)];
+        let g = DenseView::new(&wide[..n * 3], n, 3).unwrap();
+        let pre = params_for(Kernel::Precomputed, 1.0, ExactSolver::Alfpgm, true);
+        let err = train_one_class(&g, None, 0.2, &pre, &mut no_monitor).unwrap_err();
+        assert!(err.to_string().contains("square"), "{err}");
+    }
+
+    #[test]
+    fn svr_and_one_class_reject_bad_input() {
+        let xs = [0.0, 1.0, 2.0, 3.0];
+        let x = DenseView::new(&xs, 4, 1).unwrap();
+        let ok = ExactParams::default().check().unwrap();
+        let z = [0.0, 1.0, 0.5, 2.0];
+        for (zz, eps, what) in [
+            (&z[..3], 0.1, "targets"),
+            (&[0.0, f64::NAN, 0.5, 2.0][..], 0.1, "finite"),
+            (&z[..], -0.1, "epsilon"),
+            (&z[..], f64::INFINITY, "epsilon"),
+        ] {
+            let err = train_kernel_svr(&x, zz, None, eps, &ok, &mut no_monitor).unwrap_err();
+            assert!(err.to_string().contains(what), "{err}");
+        }
+        for nu in [0.0, -0.5, 1.5, f64::NAN] {
+            let err = train_one_class(&x, None, nu, &ok, &mut no_monitor).unwrap_err();
+            assert!(err.to_string().contains("nu"), "{err}");
+        }
+        let empty = DenseView::new(&[], 0, 1).unwrap();
+        assert!(train_one_class(&empty, None, 0.5, &ok, &mut no_monitor).is_err());
+        assert!(train_kernel_svr(&empty, &[], None, 0.1, &ok, &mut no_monitor).is_err());
+        for (name, degree) in [("poly", -1), ("poly", 1000), ("nope", 3)] {
+            assert!(Kernel::parse(name, 1.0, 0.0, degree).is_err());
+        }
+        assert!(Kernel::parse("sigmoid", 1.0, f64::NAN, 3).is_err());
+        assert!(Kernel::parse("poly", 0.0, 1.0, 3).is_err());
     }
 }

@@ -43,6 +43,7 @@ use rayon::prelude::*;
 
 use crate::core::data::{AnyRows, CsrView, Rows};
 use crate::core::error::{Result, SvmError};
+use crate::core::kernel::Kernel;
 use crate::core::kernel_block::{sv_rows, BlockScratch, KernelBlocks};
 use crate::core::libsvm::LibsvmChunks;
 use crate::core::model::BudgetModel;
@@ -60,6 +61,99 @@ const SUM_CHUNK: usize = 8192;
 /// The ridge added to the Newton system, relative to K_SS's largest diagonal entry: directions
 /// of K_SS below it change no prediction measurably.
 pub const RIDGE: f64 = 1e-10;
+
+/// What the polish fits, and so its loss. Every loss term is w (f - r)^2 while it is active
+/// and 0 otherwise, with r the term's target value, so the Newton system, the Gram updates and
+/// the line search are one code for both.
+#[derive(Debug, Clone, Copy)]
+pub enum PolishTargets<'a> {
+    /// Class indices: the squared hinge max(0, 1 - y f)^2 (y = +-1 per output: one output for
+    /// two classes, one-vs-rest otherwise), active below the margin with r = y.
+    Classes { y: &'a [u32], n_classes: usize },
+    /// Real targets: the squared epsilon-insensitive loss max(0, |f - y| - epsilon)^2, active
+    /// outside the tube with r = y - epsilon below it and y + epsilon above it.
+    Values { y: &'a [f64], epsilon: f64 },
+}
+
+impl PolishTargets<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            PolishTargets::Classes { y, .. } => y.len(),
+            PolishTargets::Values { y, .. } => y.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn n_out(&self) -> usize {
+        match *self {
+            PolishTargets::Classes { n_classes, .. } if n_classes > 2 => n_classes,
+            _ => 1,
+        }
+    }
+
+    /// The target value r of row i's active term for output k at f, None when none is active.
+    #[inline]
+    pub fn active_target(&self, k: usize, i: usize, f: f64) -> Option<f64> {
+        match *self {
+            PolishTargets::Classes { y, n_classes } => {
+                let positive = if n_classes == 2 {
+                    y[i] == 1
+                } else {
+                    y[i] as usize == k
+                };
+                let r = if positive { 1.0 } else { -1.0 };
+                (r * f < 1.0).then_some(r)
+            }
+            PolishTargets::Values { y, epsilon } => {
+                let yi = y[i];
+                if f < yi - epsilon {
+                    Some(yi - epsilon)
+                } else if f > yi + epsilon {
+                    Some(yi + epsilon)
+                } else {
+                    None
+                }
+            }
+        }
+    }
+
+    fn check(&self, n: usize) -> Result<()> {
+        if self.len() != n {
+            return Err(SvmError::invalid_input(format!(
+                "X has {n} rows but y has {} targets",
+                self.len()
+            )));
+        }
+        match *self {
+            PolishTargets::Classes { y, n_classes } => {
+                check_classes(n_classes, None)?;
+                if let Some(bad) = y.iter().find(|&&c| c as usize >= n_classes) {
+                    return Err(SvmError::invalid_input(format!(
+                        "class index {bad} out of range for {n_classes} classes"
+                    )));
+                }
+            }
+            PolishTargets::Values { y, epsilon } => {
+                if !(epsilon.is_finite() && epsilon >= 0.0) {
+                    return Err(SvmError::invalid_parameter(
+                        "epsilon",
+                        format!("must be a finite number >= 0, got {epsilon}"),
+                    ));
+                }
+                if let Some(i) = y.iter().position(|v| !v.is_finite()) {
+                    return Err(SvmError::invalid_input(format!(
+                        "the target of row {i} is not finite ({})",
+                        y[i]
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
 
 /// The polish's settings.
 #[derive(Debug, Clone)]
@@ -552,8 +646,8 @@ struct Output {
     /// f_i = k_i . beta + b, and the change along the current direction.
     f: Vec<f64>,
     delta: Vec<f64>,
-    /// Rows counted in `sums`.
-    counted: Vec<bool>,
+    /// The target value each row is counted with in `sums` (None: not counted).
+    counted: Vec<Option<f64>>,
     sums: ActiveSums,
     /// The direction.
     d: Vec<f64>,
@@ -582,9 +676,8 @@ pub fn polish(
     model: &BudgetModel,
     start_intercept: Option<&[f64]>,
     source: &mut dyn RowSource,
-    y: &[u32],
+    targets: PolishTargets<'_>,
     weights: Option<&[f64]>,
-    n_classes: usize,
     params: &PolishParams,
     monitor: Monitor<'_>,
 ) -> Result<PolishResult> {
@@ -595,23 +688,12 @@ pub fn polish(
     if n == 0 {
         return Err(SvmError::invalid_input("no training samples (0 rows)"));
     }
-    if y.len() != n {
-        return Err(SvmError::invalid_input(format!(
-            "X has {n} rows but y has {} labels",
-            y.len()
-        )));
-    }
-    check_classes(n_classes, None)?;
-    if let Some(bad) = y.iter().find(|&&c| c as usize >= n_classes) {
-        return Err(SvmError::invalid_input(format!(
-            "class index {bad} out of range for {n_classes} classes"
-        )));
-    }
+    targets.check(n)?;
     check_weights(weights, n)?;
-    let n_out = if n_classes == 2 { 1 } else { n_classes };
+    let n_out = targets.n_out();
     if model.n_out != n_out {
         return Err(SvmError::invalid_input(format!(
-            "the model has {} outputs, {n_classes} classes need {n_out}",
+            "the model has {} outputs, the targets need {n_out}",
             model.n_out
         )));
     }
@@ -628,21 +710,14 @@ pub fn polish(
         ));
     }
     let m = model.n_sv();
-    let blocks = KernelBlocks::from_sv_matrix(&model.support_vectors, m, model.dim, model.gamma)?;
+    let blocks = KernelBlocks::from_sv_matrix(
+        &model.support_vectors,
+        m,
+        model.dim,
+        Kernel::rbf(model.gamma),
+    )?;
     crate::core::data::check_sq_norms(blocks.sq_norms(), "support vector")?;
     let c = params.c;
-    let target = |k: usize, i: usize| -> f64 {
-        let positive = if n_out == 1 {
-            y[i] == 1
-        } else {
-            y[i] as usize == k
-        };
-        if positive {
-            1.0
-        } else {
-            -1.0
-        }
-    };
     let weight = |i: usize| weights.map_or(1.0, |w| w[i]);
 
     // K_SS, once.
@@ -659,7 +734,7 @@ pub fn polish(
             b: start_intercept.map_or(0.0, |b| b[k]),
             f: vec![0.0; n],
             delta: vec![0.0; n],
-            counted: vec![false; n],
+            counted: vec![None; n],
             sums: ActiveSums::new(m),
             d: vec![0.0; m],
             db: 0.0,
@@ -698,7 +773,14 @@ pub fn polish(
         for (k, o) in outputs.iter_mut().enumerate() {
             let b = o.b;
             o.f.iter_mut().zip(&values[k]).for_each(|(f, v)| *f = v + b);
-            o.objective = objective(&kss, &o.beta, &o.f, c, &|i| target(k, i), &weight);
+            o.objective = objective(
+                &kss,
+                &o.beta,
+                &o.f,
+                c,
+                &|i, f| targets.active_target(k, i, f),
+                &weight,
+            );
         }
     }
     let objective_start: Vec<f64> = outputs.iter().map(|o| o.objective).collect();
@@ -706,8 +788,8 @@ pub fn polish(
     let mut active_changes = 0u64;
     let (mut gram_seconds, mut solve_seconds) = (0.0, 0.0);
     while iterations < params.max_iter && outputs.iter().any(|o| !o.done) {
-        // Rows whose active state differs from what M counts.
-        let changed: Vec<Vec<usize>> = outputs
+        // Rows whose active term differs from what M counts.
+        let changed: Vec<Vec<Change>> = outputs
             .iter()
             .enumerate()
             .map(|(k, o)| {
@@ -715,7 +797,14 @@ pub fn polish(
                     return Vec::new();
                 }
                 (0..n)
-                    .filter(|&i| (target(k, i) * o.f[i] < 1.0) != o.counted[i])
+                    .filter_map(|i| {
+                        let now = targets.active_target(k, i, o.f[i]);
+                        (now != o.counted[i]).then_some(Change {
+                            row: i,
+                            counted: o.counted[i],
+                            now,
+                        })
+                    })
                     .collect()
             })
             .collect();
@@ -737,7 +826,6 @@ pub fn polish(
             &mut segments,
             &mut outputs,
             &changed,
-            &|k, i| target(k, i),
             &weight,
             &mut passes,
             monitor,
@@ -768,7 +856,7 @@ pub fn polish(
             let o = &mut outputs[k];
             let db = o.db;
             o.delta.iter_mut().zip(&v).for_each(|(d, x)| *d = x + db);
-            let t = line_search(&kss, o, c, &|i| target(k, i), &weight);
+            let t = line_search(&kss, o, c, &|i, f| targets.active_target(k, i, f), &weight);
             o.full_step = t == 1.0;
             for (bj, dj) in o.beta.iter_mut().zip(&o.d) {
                 *bj += t * dj;
@@ -779,7 +867,14 @@ pub fn polish(
                 .zip(delta.iter())
                 .for_each(|(fi, di)| *fi += t * di);
             let before = o.objective;
-            o.objective = objective(&kss, &o.beta, &o.f, c, &|i| target(k, i), &weight);
+            o.objective = objective(
+                &kss,
+                &o.beta,
+                &o.f,
+                c,
+                &|i, f| targets.active_target(k, i, f),
+                &weight,
+            );
             if before - o.objective <= params.tol * o.objective.abs() {
                 o.done = true;
             }
@@ -822,21 +917,24 @@ pub fn polish(
     })
 }
 
-/// 1/2 beta^T K beta + C sum_i w_i max(0, 1 - y_i f_i)^2, the sum in fixed chunks.
+/// The target of row i's active loss term at f (`PolishTargets::active_target` of one output).
+type ActiveTarget<'a> = dyn Fn(usize, f64) -> Option<f64> + Sync + 'a;
+
+/// 1/2 beta^T K beta + C sum_i w_i (f_i - r_i)^2 over the active terms, the sum in fixed chunks.
 fn objective(
     kss: &[f64],
     beta: &[f64],
     f: &[f64],
     c: f64,
-    target: &(dyn Fn(usize) -> f64 + Sync),
+    target: &ActiveTarget<'_>,
     weight: &(dyn Fn(usize) -> f64 + Sync),
 ) -> f64 {
-    let loss = chunked_sum(f.len(), &|r| {
+    let loss = chunked_sum(f.len(), &|rows| {
         let mut s = 0.0;
-        for i in r {
-            let xi = 1.0 - target(i) * f[i];
-            if xi > 0.0 {
-                s += weight(i) * xi * xi;
+        for i in rows {
+            if let Some(r) = target(i, f[i]) {
+                let e = f[i] - r;
+                s += weight(i) * e * e;
             }
         }
         [s, 0.0]
@@ -869,10 +967,18 @@ fn chunked_sum(n: usize, part: &(dyn Fn(Range<usize>) -> [f64; 2] + Sync)) -> [f
 /// What a pass computes on a segment: (segment, its rows, their kernel values) -> result.
 type SegmentWork<'a, T> = dyn Fn(usize, Range<usize>, &[f64]) -> T + Sync + 'a;
 
-/// One output's changed rows of a segment: signed weights, rows, kernel values (row-major).
+/// A row whose active loss term differs from the one the Newton sums count.
+#[derive(Debug, Clone, Copy)]
+struct Change {
+    row: usize,
+    /// The target value the sums count it with, and the one it has now (None: inactive).
+    counted: Option<f64>,
+    now: Option<f64>,
+}
+
+/// One output's changed rows of a segment, with their kernel values (row-major).
 struct ChangedRows {
-    signs: Vec<f64>,
-    rows: Vec<usize>,
+    changes: Vec<Change>,
     values: Vec<f64>,
 }
 
@@ -1038,8 +1144,7 @@ fn gram_pass(
     source: &mut dyn RowSource,
     segments: &mut Segments,
     outputs: &mut [Output],
-    changed: &[Vec<usize>],
-    target: &(dyn Fn(usize, usize) -> f64 + Sync),
+    changed: &[Vec<Change>],
     weight: &(dyn Fn(usize) -> f64 + Sync),
     passes: &mut usize,
     monitor: Monitor<'_>,
@@ -1054,28 +1159,23 @@ fn gram_pass(
     let mut wanted = vec![false; n_seg];
     let seg_of = |i: usize, spans: &[Range<usize>]| spans.partition_point(|s| s.end <= i);
     for c in changed {
-        for &i in c {
-            wanted[seg_of(i, &segments.spans)] = true;
+        for change in c {
+            wanted[seg_of(change.row, &segments.spans)] = true;
         }
     }
-    let counted: Vec<&[bool]> = outputs.iter().map(|o| &o.counted[..]).collect();
-    // Per segment and output: the changed rows; a row that M counts leaves it.
+    // Per segment and output: the changed rows.
     let work = |_s: usize, span: Range<usize>, kv: &[f64]| -> Vec<ChangedRows> {
         changed
             .iter()
-            .enumerate()
-            .map(|(k, rows)| {
-                let a = rows.partition_point(|&i| i < span.start);
-                let b = rows.partition_point(|&i| i < span.end);
+            .map(|rows| {
+                let a = rows.partition_point(|c| c.row < span.start);
+                let b = rows.partition_point(|c| c.row < span.end);
                 let mut part = ChangedRows {
-                    signs: Vec::with_capacity(b - a),
-                    rows: rows[a..b].to_vec(),
+                    changes: rows[a..b].to_vec(),
                     values: Vec::with_capacity((b - a) * m),
                 };
-                for &i in &rows[a..b] {
-                    let sign = if counted[k][i] { -1.0 } else { 1.0 };
-                    part.signs.push(sign * weight(i));
-                    let t = i - span.start;
+                for c in &rows[a..b] {
+                    let t = c.row - span.start;
                     part.values.extend_from_slice(&kv[t * m..(t + 1) * m]);
                 }
                 part
@@ -1099,14 +1199,20 @@ fn gram_pass(
         monitor,
         progress,
     )?;
-    drop(counted);
     for per_output in results {
         for (k, part) in per_output.into_iter().enumerate() {
             let o = &mut outputs[k];
-            for (t, (&g, &i)) in part.signs.iter().zip(&part.rows).enumerate() {
+            for (t, c) in part.changes.iter().enumerate() {
                 let row = &part.values[t * m..(t + 1) * m];
-                o.sums.add_row(g, target(k, i), row, &mut staged[k]);
-                o.counted[i] = !o.counted[i];
+                let w = weight(c.row);
+                // A row that moves from one side of the tube to the other leaves and enters.
+                if let Some(r) = c.counted {
+                    o.sums.add_row(-w, r, row, &mut staged[k]);
+                }
+                if let Some(r) = c.now {
+                    o.sums.add_row(w, r, row, &mut staged[k]);
+                }
+                o.counted[c.row] = c.now;
             }
         }
     }
@@ -1343,7 +1449,7 @@ fn cholesky_solve(l: &[f64], p: usize, b: &[f64]) -> Vec<f64> {
 }
 
 /// The step t > 0 minimising the objective along (d, db) exactly: the derivative
-/// phi'(t) = beta^T K d + t d^T K d - 2C sum_{y (f + t delta) < 1} w y delta (1 - y (f + t delta))
+/// phi'(t) = beta^T K d + t d^T K d + 2C sum_{active at f + t delta} w delta (f + t delta - r)
 /// is piecewise linear and increasing; its root is bracketed and found by Newton steps on it,
 /// kept inside the bracket by bisection. Returns exactly 1 when the full step is the minimiser
 /// to rounding.
@@ -1351,7 +1457,7 @@ fn line_search(
     kss: &[f64],
     o: &Output,
     c: f64,
-    target: &(dyn Fn(usize) -> f64 + Sync),
+    target: &ActiveTarget<'_>,
     weight: &(dyn Fn(usize) -> f64 + Sync),
 ) -> f64 {
     let (f, delta) = (&o.f, &o.delta);
@@ -1363,17 +1469,16 @@ fn line_search(
         let [g, h] = chunked_sum(n, &|r| {
             let (mut g, mut h) = (0.0, 0.0);
             for i in r {
-                let y = target(i);
-                let xi = 1.0 - y * (f[i] + t * delta[i]);
-                if xi > 0.0 {
+                let ft = f[i] + t * delta[i];
+                if let Some(target) = target(i, ft) {
                     let w = weight(i);
-                    g += w * y * delta[i] * xi;
+                    g += w * delta[i] * (ft - target);
                     h += w * delta[i] * delta[i];
                 }
             }
             [g, h]
         });
-        (bkd + t * dkd - 2.0 * c * g, dkd + 2.0 * c * h)
+        (bkd + t * dkd + 2.0 * c * g, dkd + 2.0 * c * h)
     };
     // Rows active at both ends of the full step are active along it, inactive ones inactive:
     // if no row changes between t = 0 and t = 1, the objective is the quadratic model on the
@@ -1382,8 +1487,7 @@ fn line_search(
     let flips = chunked_sum(n, &|r| {
         let mut count = 0.0;
         for i in r {
-            let y = target(i);
-            if (y * f[i] < 1.0) != (y * (f[i] + delta[i]) < 1.0) {
+            if target(i, f[i]) != target(i, f[i] + delta[i]) {
                 count += 1.0;
             }
         }
@@ -1510,7 +1614,8 @@ mod tests {
         let n = y.len();
         let view = DenseView::new(x, n, 2).unwrap();
         let mut source = InMemory(AnyRows::Dense(view));
-        polish(model, None, &mut source, y, w, k, p, &mut no_monitor).unwrap()
+        let targets = PolishTargets::Classes { y, n_classes: k };
+        polish(model, None, &mut source, targets, w, p, &mut no_monitor).unwrap()
     }
 
     /// The gradient of the objective in (beta, b) at the solution is zero: an independent
@@ -1560,6 +1665,97 @@ mod tests {
             let worst = grad.iter().map(|g| g.abs()).fold(gb.abs(), f64::max);
             assert!(worst < 1e-9 * scale, "seed {seed}: gradient {worst}");
             assert!(r.objective[0] <= r.objective_start[0]);
+        }
+    }
+
+    /// Regression: at the solution the gradient of 1/2 beta K beta + C sum w max(0, |f - y| -
+    /// eps)^2, written out from the explicit kernel matrices, is zero; the objective is below
+    /// the start and below any random perturbation of the solution.
+    #[test]
+    fn regression_solution_satisfies_the_optimality_conditions() {
+        for (seed, n, m, c, epsilon, weighted) in [
+            (11, 300, 20, 1.0, 0.1, false),
+            (12, 500, 40, 10.0, 0.05, true),
+            (13, 200, 60, 0.1, 0.0, false),
+            (14, 400, 30, 100.0, 0.3, true),
+        ] {
+            let (x, _, mut model) = problem(seed, n, m, 2);
+            let mut rng = Rng::new(seed + 100);
+            let z: Vec<f64> = (0..n)
+                .map(|i| {
+                    let (a, b) = (x[2 * i], x[2 * i + 1]);
+                    (3.0 * a).sin() + b * b + 0.2 * (rng.next_f64() - 0.5) + 5.0
+                })
+                .collect();
+            // A start far from the solution, with rows on both sides of the tube.
+            model.coef.iter_mut().for_each(|v| *v *= 4.0);
+            let w: Vec<f64> = (0..n).map(|_| 0.2 + rng.next_f64() * 2.0).collect();
+            let w = weighted.then_some(&w[..]);
+            let view = DenseView::new(&x, n, 2).unwrap();
+            let mut source = InMemory(AnyRows::Dense(view));
+            let targets = PolishTargets::Values { y: &z, epsilon };
+            let r = polish(
+                &model,
+                None,
+                &mut source,
+                targets,
+                w,
+                &params(c),
+                &mut no_monitor,
+            )
+            .unwrap();
+            assert!(r.converged, "seed {seed}");
+            let xv = DenseView::new(&x, n, 2).unwrap();
+            let SvMatrix::Dense(sv) = &model.support_vectors else {
+                unreachable!()
+            };
+            let s = DenseView::new(sv, m, 2).unwrap();
+            let mut k = vec![0.0; n * m];
+            kernel_matrix(&xv, &s, 2.0, &mut k).unwrap();
+            let mut kss = vec![0.0; m * m];
+            kernel_matrix(&s, &s, 2.0, &mut kss).unwrap();
+            let value = |beta: &[f64], b: f64| -> (f64, Vec<f64>, f64) {
+                let mut grad: Vec<f64> = (0..m)
+                    .map(|j| (0..m).map(|l| kss[j * m + l] * beta[l]).sum())
+                    .collect();
+                let mut obj = 0.5 * (0..m).map(|j| beta[j] * grad[j]).sum::<f64>();
+                let mut gb = 0.0;
+                for i in 0..n {
+                    let fi: f64 = (0..m).map(|j| k[i * m + j] * beta[j]).sum::<f64>() + b;
+                    let excess = (fi - z[i]).abs() - epsilon;
+                    if excess > 0.0 {
+                        let wi = w.map_or(1.0, |w| w[i]);
+                        let e = excess * (fi - z[i]).signum();
+                        obj += c * wi * excess * excess;
+                        for j in 0..m {
+                            grad[j] += 2.0 * c * wi * e * k[i * m + j];
+                        }
+                        gb += 2.0 * c * wi * e;
+                    }
+                }
+                (obj, grad, gb)
+            };
+            let (obj, grad, gb) = value(&r.coef, r.intercept[0]);
+            let scale = 2.0 * c * n as f64;
+            let worst = grad.iter().map(|g| g.abs()).fold(gb.abs(), f64::max);
+            assert!(worst < 1e-9 * scale, "seed {seed}: gradient {worst}");
+            assert!(
+                (obj - r.objective[0]).abs() <= 1e-9 * obj.max(1.0),
+                "seed {seed}"
+            );
+            assert!(r.objective[0] < r.objective_start[0]);
+            for _ in 0..20 {
+                let beta: Vec<f64> = r
+                    .coef
+                    .iter()
+                    .map(|v| v + 1e-3 * (rng.next_f64() - 0.5))
+                    .collect();
+                let b = r.intercept[0] + 1e-3 * (rng.next_f64() - 0.5);
+                assert!(
+                    value(&beta, b).0 >= obj - 1e-12 * obj.max(1.0),
+                    "seed {seed}"
+                );
+            }
         }
     }
 
@@ -1637,8 +1833,13 @@ mod tests {
             let serial = run(&x, &y, None, n_classes, &model, &params(c));
             let m = model.n_sv();
             let q = model.n_out;
-            let blocks =
-                KernelBlocks::from_sv_matrix(&model.support_vectors, m, 2, model.gamma).unwrap();
+            let blocks = KernelBlocks::from_sv_matrix(
+                &model.support_vectors,
+                m,
+                2,
+                Kernel::rbf(model.gamma),
+            )
+            .unwrap();
             let SvMatrix::Dense(sv) = &model.support_vectors else {
                 unreachable!()
             };
@@ -1757,22 +1958,29 @@ mod tests {
         let view = DenseView::new(&x, 50, 2).unwrap();
         let mut src = InMemory(AnyRows::Dense(view));
         let p = params(1.0);
-        assert!(polish(
-            &model,
-            None,
-            &mut src,
-            &y[..49],
-            None,
-            2,
-            &p,
-            &mut no_monitor
-        )
-        .is_err());
-        assert!(polish(&model, None, &mut src, &y, None, 3, &p, &mut no_monitor).is_err());
+        let classes = |y, n_classes| PolishTargets::Classes { y, n_classes };
+        let short = classes(&y[..49], 2);
+        assert!(polish(&model, None, &mut src, short, None, &p, &mut no_monitor).is_err());
+        let three = classes(&y, 3);
+        assert!(polish(&model, None, &mut src, three, None, &p, &mut no_monitor).is_err());
+        let two = classes(&y, 2);
         let mut bad = p.clone();
         bad.max_iter = 0;
-        assert!(polish(&model, None, &mut src, &y, None, 2, &bad, &mut no_monitor).is_err());
+        assert!(polish(&model, None, &mut src, two, None, &bad, &mut no_monitor).is_err());
         let w = vec![0.0; 50];
-        assert!(polish(&model, None, &mut src, &y, Some(&w), 2, &p, &mut no_monitor).is_err());
+        assert!(polish(&model, None, &mut src, two, Some(&w), &p, &mut no_monitor).is_err());
+        let z: Vec<f64> = (0..50).map(|i| i as f64).collect();
+        for epsilon in [-0.1, f64::NAN, f64::INFINITY] {
+            let values = PolishTargets::Values { y: &z, epsilon };
+            assert!(polish(&model, None, &mut src, values, None, &p, &mut no_monitor).is_err());
+        }
+        let mut bad_z = z.clone();
+        bad_z[7] = f64::NAN;
+        let values = PolishTargets::Values {
+            y: &bad_z,
+            epsilon: 0.1,
+        };
+        let err = polish(&model, None, &mut src, values, None, &p, &mut no_monitor).unwrap_err();
+        assert!(err.to_string().contains("row 7"), "{err}");
     }
 }

@@ -1,0 +1,412 @@
+"""What the exact kernel machines share (``KernelSVC``, ``KernelSVR``, ``KernelOneClassSVM``):
+the kernel and solver parameters and their checks, the call of the native solver (one dual
+problem for all three: ``_budgetsvm.fit_exact``), a precomputed kernel's handling, and the
+decision values of a kernel expansion. A new exact estimator is a short subclass: its problem's
+parameters, its ``fit`` and the attributes scikit-learn gives it.
+"""
+
+from __future__ import annotations
+
+import numbers
+import sys
+import warnings
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from budgetsvm import _budgetsvm
+from budgetsvm._validation import (
+    check_choice,
+    check_n_jobs,
+    check_positive,
+    check_sample_weight,
+    resolve_gamma,
+    to_native,
+)
+
+KERNELS = ("rbf", "linear", "poly", "sigmoid", "precomputed")
+#: ``_validate_fit``'s "no y given" (None is a y, which supervised estimators reject).
+_NO_Y: Any = object()
+SOLVERS = ("alfpgm", "smo")
+#: The largest polynomial degree (the engine's bound).
+MAX_DEGREE = 64
+
+
+def check_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def check_nonnegative(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    if not np.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
+
+
+class ExactKernelMachine(BaseEstimator):
+    """Base of the exact kernel estimators. Subclasses set ``_problem`` ('svc', 'svr' or
+    'one_class') and define ``__init__`` with the parameters read here: kernel, degree, gamma,
+    coef0, solver, shrinking, tol, cache_size, max_iter, n_jobs, verbose, solver_options."""
+
+    _problem = ""
+
+    def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = self.kernel != "precomputed"
+        tags.input_tags.pairwise = self.kernel == "precomputed"
+        return tags
+
+    # Parameters.
+
+    def _solver_params(self) -> Dict[str, Any]:
+        """The native solver's keyword arguments, every value checked."""
+        check_positive("tol", self.tol)
+        check_positive("cache_size", self.cache_size)
+        check_choice("solver", self.solver, SOLVERS)
+        check_choice("verbose", self.verbose, (True, False))
+        if not isinstance(self.shrinking, (bool, np.bool_)):
+            raise ValueError(f"shrinking must be True or False, got {self.shrinking!r}")
+        check_int("max_iter", self.max_iter, -1)
+        if self.max_iter == 0:
+            raise ValueError("max_iter must be -1 (the solver's default) or >= 1, got 0")
+        return dict(
+            solver=self.solver,
+            shrinking=bool(self.shrinking),
+            tol=float(self.tol),
+            cache_size=float(self.cache_size),
+            max_iter=0 if self.max_iter == -1 else int(self.max_iter),
+            n_threads=check_n_jobs(self.n_jobs),
+            **solver_options(self.solver, self.solver_options),
+        )
+
+    def _check_kernel(self) -> None:
+        check_choice("kernel", self.kernel, KERNELS)
+        check_int("degree", self.degree, 0)
+        if self.degree > MAX_DEGREE:
+            raise ValueError(f"degree must be at most {MAX_DEGREE}, got {self.degree!r}")
+        if isinstance(self.coef0, bool) or not isinstance(self.coef0, numbers.Real):
+            raise ValueError(f"coef0 must be a number, got {self.coef0!r}")
+        if not np.isfinite(self.coef0):
+            raise ValueError(f"coef0 must be finite, got {self.coef0!r}")
+        if not isinstance(self.gamma, str):
+            check_positive("gamma", self.gamma)
+
+    def _kernel_params(self) -> Dict[str, Any]:
+        """The fitted kernel as the native calls take it."""
+        return dict(
+            kernel=self.kernel, gamma=self.gamma_, coef0=float(self.coef0), degree=int(self.degree)
+        )
+
+    # Fitting.
+
+    def _validate_fit(self, X: Any, y: Any = _NO_Y, **kwargs: Any) -> Any:
+        """Validated X (and y): CSR or C-contiguous float64; a precomputed kernel dense and
+        square. Sets ``shape_fit_`` and ``gamma_``."""
+        self._check_kernel()
+        precomputed = self.kernel == "precomputed"
+        if precomputed and sp.issparse(X):
+            raise TypeError(
+                "a precomputed kernel must be a dense array (n_samples x n_samples), not sparse"
+            )
+        sparse = False if precomputed else "csr"
+        if y is _NO_Y:
+            X = validate_data(self, X, accept_sparse=sparse, dtype=np.float64, order="C")
+            out: Any = X
+        else:
+            X, y = validate_data(
+                self, X, y, accept_sparse=sparse, dtype=np.float64, order="C", **kwargs
+            )
+            out = (X, y)
+        if precomputed and X.shape[0] != X.shape[1]:
+            raise ValueError(
+                f"a precomputed kernel must be a square matrix (n_samples x n_samples); got "
+                f"{X.shape[0]} x {X.shape[1]}"
+            )
+        self.shape_fit_ = X.shape
+        if precomputed or self.kernel == "linear":
+            # Unused by these kernels; resolved as scikit-learn does for the attribute.
+            self.gamma_ = 1.0 if precomputed else _gamma_or_one(self.gamma, X)
+        else:
+            self.gamma_ = resolve_gamma(self.gamma, X)
+        return out
+
+    def _fit_native(
+        self, X: Any, target: Any, weights: Optional[np.ndarray], **problem: Any
+    ) -> List[Dict[str, Any]]:
+        """Runs the native solver on validated X with the problem's and the solver's parameters
+        (``_solver_params()``, checked before the data); one result dict per problem solved."""
+        results: List[Dict[str, Any]] = _budgetsvm.fit_exact(
+            to_native(X),
+            target,
+            problem=self._problem,
+            report_every=1.0 if self.verbose else None,
+            callback=_print_progress if self.verbose else None,
+            sample_weight=weights,
+            **self._kernel_params(),
+            **problem,
+        )
+        if not all(r["converged"] for r in results):
+            warnings.warn(
+                f"{type(self).__name__} ({self.solver}) stopped at the iteration cap before "
+                f"reaching tol={self.tol}: KKT gaps {[round(r['gap'], 6) for r in results]}; "
+                "raise max_iter or tol",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
+        return results
+
+    def _support_vectors(self, X: Any, support: np.ndarray) -> Any:
+        """The rows ``support`` of X as ``support_vectors_``: CSR for sparse input (so nothing of
+        size n_features is made per vector), empty for a precomputed kernel (as SVC)."""
+        if self.kernel == "precomputed":
+            return np.empty((0, 0))
+        sv = X[support]
+        if sp.issparse(sv):
+            sv = sp.csr_matrix(sv)
+            sv.sort_indices()
+            return sv
+        return np.ascontiguousarray(sv)
+
+    @staticmethod
+    def _fit_stats(results: List[Dict[str, Any]]) -> Dict[str, Any]:
+        return {
+            "gap": [r["gap"] for r in results],
+            "converged": [r["converged"] for r in results],
+            "fallback_steps": int(sum(r["fallback_steps"] for r in results)),
+            "inner_iterations": int(sum(r["inner_iterations"] for r in results)),
+            "cache_hits": int(sum(r["cache_hits"] for r in results)),
+            "cache_misses": int(sum(r["cache_misses"] for r in results)),
+            "kernel_seconds": float(sum(r["kernel_seconds"] for r in results)),
+            "kernel_values": int(sum(r["kernel_values"] for r in results)),
+            "min_active": [r["min_active"] for r in results],
+            "seconds": float(sum(r["seconds"] for r in results)),
+        }
+
+    # Prediction.
+
+    def _validate_predict(self, X: Any) -> Any:
+        check_is_fitted(self)
+        if self.kernel == "precomputed":
+            if sp.issparse(X):
+                raise TypeError("a precomputed kernel must be a dense array, not sparse")
+            # n_features_in_ is the number of training rows: validate_data checks the width.
+            return validate_data(self, X, dtype=np.float64, order="C", reset=False)
+        return validate_data(
+            self, X, accept_sparse="csr", dtype=np.float64, order="C", reset=False
+        )
+
+    def _expansion(
+        self,
+        X: Any,
+        coef: np.ndarray,
+        intercept: np.ndarray,
+        class_counts: Optional[np.ndarray] = None,
+    ) -> np.ndarray:
+        """sum_j coef_j k(s_j, x) + intercept for validated rows X, (n_samples, n_out): kernel
+        blocks against the support vectors, or the given kernel values X[:, support_]."""
+        coef = np.ascontiguousarray(coef, dtype=np.float64)
+        counts = None if class_counts is None else class_counts.astype(np.int64)
+        intercept = np.ascontiguousarray(intercept, dtype=np.float64)
+        n_threads = check_n_jobs(self.n_jobs)
+        if self.kernel == "precomputed":
+            return _budgetsvm.decision_from_kernel(
+                np.ascontiguousarray(X[:, self.support_]),
+                coef,
+                n_threads=n_threads,
+                class_counts=counts,
+                intercept=intercept,
+            )
+        if len(self.support_) == 0:
+            return np.zeros((X.shape[0], len(intercept))) + intercept
+        return _budgetsvm.decision_function(
+            to_native(self.support_vectors_),
+            coef,
+            self.gamma_,
+            to_native(X),
+            n_threads=n_threads,
+            class_counts=counts,
+            intercept=intercept,
+            kernel=self.kernel,
+            coef0=float(self.coef0),
+            degree=int(self.degree),
+        )
+
+    @property
+    def coef_(self) -> Any:
+        """Weights in the input space, ``dual_coef_ @ support_vectors_`` (linear kernel only,
+        as scikit-learn's)."""
+        if self.kernel != "linear":
+            raise AttributeError("coef_ is only available when using a linear kernel")
+        check_is_fitted(self)
+        coef = self._linear_coef()
+        if sp.issparse(coef):
+            coef = sp.csr_matrix(coef)
+            coef.data.flags.writeable = False
+            return coef
+        # Read-only, as scikit-learn's: it is computed, not a parameter to edit.
+        coef = np.asarray(coef)
+        coef.flags.writeable = False
+        return coef
+
+    def _linear_coef(self) -> Any:
+        return _times_vectors(self.dual_coef_, self.support_vectors_)
+
+
+class SingleOutputMachine(ExactKernelMachine):
+    """An exact machine with one decision function (SVR, one-class): the attributes
+    scikit-learn's SVR and OneClassSVM have, from the one problem's solution."""
+
+    def _fit_single(self, X: Any, target: Any, sample_weight: Any, **problem: Any) -> None:
+        """Fits validated X (and target); rows of sample weight 0 are left out."""
+        weights, kept = None, None
+        if sample_weight is not None:
+            weights = check_sample_weight(sample_weight, X.shape[0])
+            if not (weights > 0).any():
+                raise ValueError(
+                    "sample_weight is zero for every row: at least one row needs a non-zero weight"
+                )
+            if not (weights > 0).all():
+                kept = np.flatnonzero(weights > 0)
+                X = X[np.ix_(kept, kept)] if self.kernel == "precomputed" else X[kept]
+                weights = weights[kept]
+                if target is not None:
+                    target = target[kept]
+            weights = np.ascontiguousarray(weights)
+        [r] = self._fit_native(X, target, weights, **problem)
+        support = r["support"]
+        self.support_vectors_ = self._support_vectors(X, support)
+        self.support_ = (support if kept is None else kept[support]).astype(np.int32)
+        self.dual_coef_ = r["coef"].reshape(1, -1)
+        self.intercept_ = np.array([-r["rho"]])
+        self.n_support_ = np.array([len(support)], dtype=np.int32)
+        self.n_iter_ = int(r["iterations"])
+        self.dual_objective_ = float(-r["objective"])
+        self.fit_status_ = 0 if r["converged"] else 1
+        self.fit_stats_ = self._fit_stats([r])
+
+    def _decision(self, X: Any) -> np.ndarray:
+        """sum_j dual_coef_j k(s_j, x) + intercept_ for every row, shape (n_samples,)."""
+        X = self._validate_predict(X)
+        return self._expansion(X, self.dual_coef_.T, self.intercept_)[:, 0]
+
+
+def _times_vectors(coef: np.ndarray, vectors: Any) -> Any:
+    """coef @ vectors, sparse (CSR) when the vectors are, as scikit-learn's coef_."""
+    if sp.issparse(vectors):
+        return sp.csr_matrix(np.atleast_2d(coef)) @ vectors
+    return np.atleast_2d(coef) @ vectors
+
+
+def _gamma_or_one(gamma: Any, X: Any) -> float:
+    try:
+        return resolve_gamma(gamma, X)
+    except ValueError:
+        if isinstance(gamma, str):
+            return 1.0
+        raise
+
+
+#: ``solver_options`` of both solvers and their defaults.
+SHARED_OPTIONS: Dict[str, Any] = dict(shared_rows=True)
+
+#: ALFPGM's options (``solver_options``) and their defaults.
+ALFPGM_OPTIONS: Dict[str, Any] = dict(
+    n_pairs=50,
+    min_alpha_opt=5,
+    max_alpha_opt=500,
+    min_alpha_check=None,
+    pair_ratio=0.5,
+    alpha_delta_threshold=1e-5,
+    al_penalty=None,
+    al_max_iter=20,
+    fista_max_iter=500,
+    inner_tol_factor=0.1,
+    inner_rel=0.1,
+    power_iters=8,
+    lipschitz_safety=1.1,
+    restart=True,
+    inner="smo",
+)
+
+
+def solver_options(solver: str, given: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """The native solver's keyword arguments from ``solver_options``, every value checked."""
+    if given is None:
+        given = {}
+    if not isinstance(given, dict):
+        raise ValueError(f"solver_options must be a dict or None, got {given!r}")
+    unknown = sorted(set(given) - set(ALFPGM_OPTIONS) - set(SHARED_OPTIONS))
+    if unknown:
+        raise ValueError(
+            f"solver_options has unknown keys {unknown}; the options are "
+            f"{sorted(SHARED_OPTIONS)} and ALFPGM's {sorted(ALFPGM_OPTIONS)}"
+        )
+    alfpgm_only = sorted(set(given) - set(SHARED_OPTIONS))
+    if alfpgm_only and solver != "alfpgm":
+        raise ValueError(
+            f"solver_options {alfpgm_only} are ALFPGM's; solver={solver!r} takes only "
+            f"{sorted(SHARED_OPTIONS)}"
+        )
+    o = {**SHARED_OPTIONS, **ALFPGM_OPTIONS, **given}
+    check_choice("shared_rows", o["shared_rows"], (True, False))
+    check_int("n_pairs", o["n_pairs"], 1)
+    check_int("min_alpha_opt", o["min_alpha_opt"], 0)
+    check_int("max_alpha_opt", o["max_alpha_opt"], 1)
+    if o["min_alpha_opt"] > o["max_alpha_opt"]:
+        raise ValueError(
+            f"min_alpha_opt must not exceed max_alpha_opt, got {o['min_alpha_opt']} > "
+            f"{o['max_alpha_opt']}"
+        )
+    if o["min_alpha_check"] is not None:
+        check_int("min_alpha_check", o["min_alpha_check"], 1)
+    check_nonnegative("pair_ratio", o["pair_ratio"])
+    if o["pair_ratio"] >= 1:
+        raise ValueError(f"pair_ratio must lie in [0, 1), got {o['pair_ratio']!r}")
+    check_nonnegative("alpha_delta_threshold", o["alpha_delta_threshold"])
+    if o["al_penalty"] is not None:
+        check_positive("al_penalty", o["al_penalty"])
+    check_int("al_max_iter", o["al_max_iter"], 1)
+    check_int("fista_max_iter", o["fista_max_iter"], 1)
+    check_int("power_iters", o["power_iters"], 1)
+    check_positive("inner_tol_factor", o["inner_tol_factor"])
+    check_positive("inner_rel", o["inner_rel"])
+    check_positive("lipschitz_safety", o["lipschitz_safety"], minimum=1.0)
+    check_choice("restart", o["restart"], (True, False))
+    check_choice("inner", o["inner"], ("smo", "fista"))
+    return dict(
+        shared_rows=bool(o["shared_rows"]),
+        n_pairs=int(o["n_pairs"]),
+        min_alpha_opt=int(o["min_alpha_opt"]),
+        max_alpha_opt=int(o["max_alpha_opt"]),
+        min_alpha_check=0 if o["min_alpha_check"] is None else int(o["min_alpha_check"]),
+        pair_ratio=float(o["pair_ratio"]),
+        alpha_delta_threshold=float(o["alpha_delta_threshold"]),
+        al_penalty=0.0 if o["al_penalty"] is None else float(o["al_penalty"]),
+        al_max_iter=int(o["al_max_iter"]),
+        fista_max_iter=int(o["fista_max_iter"]),
+        inner_tol_factor=float(o["inner_tol_factor"]),
+        inner_rel=float(o["inner_rel"]),
+        power_iters=int(o["power_iters"]),
+        lipschitz_safety=float(o["lipschitz_safety"]),
+        restart=bool(o["restart"]),
+        inner=str(o["inner"]),
+    )
+
+
+def _print_progress(info: Dict[str, Any]) -> None:
+    what = f"pair {info['epoch']}/{info['epochs']}" if info["epochs"] > 1 else "fit"
+    print(
+        f"[budgetsvm] {what}: iteration {info['iteration']}, "
+        f"KKT gap {info.get('gap', float('nan')):.3g}, {info['n_sv']} SVs, "
+        f"{info['seconds']:.2f} s",
+        file=sys.stdout,
+        flush=True,
+    )
+

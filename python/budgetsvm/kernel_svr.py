@@ -1,0 +1,164 @@
+"""The exact kernel epsilon-SVR (ALFPGM or WSS2 SMO in Rust), a drop-in for scikit-learn's SVR."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+from sklearn.base import RegressorMixin
+
+from budgetsvm._exact import SingleOutputMachine, check_nonnegative
+from budgetsvm._validation import check_positive, fit_guard
+
+__all__ = ["KernelSVR"]
+
+
+class KernelSVR(RegressorMixin, SingleOutputMachine):
+    """Exact epsilon-support vector regression with any of SVR's kernels.
+
+    Solves scikit-learn's ``SVR`` problem (LIBSVM's epsilon-SVR) to the tolerance ``tol`` on
+    the maximal KKT violation: the dual in 2n variables a, a* (LIBSVM's form, one kernel row
+    serving both variables of a row), min 1/2 (a - a*)^T K (a - a*) + epsilon sum (a + a*)
+    - y^T (a - a*) subject to sum (a - a*) = 0 and 0 <= a, a* <= C, by the same engine as
+    ``KernelSVC``: ALFPGM (``solver='alfpgm'``, several pairs of variables per step, kernel rows
+    computed in parallel) or LIBSVM's SMO (``solver='smo'``), both with shrinking and the
+    kernel-row cache.
+
+    Parameters
+    ----------
+    kernel : {'rbf', 'linear', 'poly', 'sigmoid', 'precomputed'}, default='rbf'
+        As SVR's (see ``KernelSVC``).
+    degree : int, default=3
+    gamma : {'scale', 'auto'} or float, default='scale'
+    coef0 : float, default=0.0
+    tol : float, default=1e-3
+        Stop when the maximal KKT violation m(a) - M(a) < tol (SVR's ``tol``).
+    C : float, default=1.0
+        Upper bound of a_i and a_i* (times the row's sample weight).
+    epsilon : float, default=0.1
+        Half-width of the tube in which errors cost nothing.
+    shrinking : bool, default=True
+    cache_size : float, default=200
+        Kernel-row cache in MB.
+    verbose : bool, default=False
+        Print a progress line about every second and when the fit ends.
+    max_iter : int, default=-1
+        Iteration cap (-1: the solver's default); reaching it gives a ``ConvergenceWarning``.
+    solver : {'alfpgm', 'smo'}, default='alfpgm'
+    n_jobs : int or None, default=None
+        Threads for this estimator (None: ``budgetsvm.set_num_threads``, -1 all cores).
+    solver_options : dict or None, default=None
+        As ``KernelSVC``'s.
+
+    Attributes
+    ----------
+    support_ : ndarray of shape (n_SV,)
+        Indices of the support vectors (rows with a_i != a_i*).
+    support_vectors_ : ndarray or scipy.sparse.csr_matrix of shape (n_SV, n_features)
+        Empty for a precomputed kernel.
+    dual_coef_ : ndarray of shape (1, n_SV)
+        a_i - a_i* of the support vectors.
+    coef_ : ndarray of shape (1, n_features)
+        Linear kernel only.
+    intercept_ : ndarray of shape (1,)
+        -rho: ``predict(x) = dual_coef_ . k(support_vectors_, x) + intercept_``.
+    n_support_ : ndarray of shape (1,)
+    n_iter_ : int
+    dual_objective_ : float
+        The dual's value at the solution (LIBSVM prints obj = -dual_objective_).
+    fit_status_ : int
+        0 when converged, 1 at the iteration cap.
+    fit_stats_ : dict
+        As ``KernelSVC``'s.
+    gamma_ : float
+    shape_fit_ : tuple
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from budgetsvm import KernelSVR
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-3, 3, size=(400, 1))
+    >>> y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=400)
+    >>> reg = KernelSVR(C=10, gamma=0.5, epsilon=0.1).fit(X, y)
+    >>> bool(reg.score(X, y) > 0.9)
+    True
+    """
+
+    _problem = "svr"
+
+    def __init__(
+        self,
+        kernel: str = "rbf",
+        degree: int = 3,
+        gamma: Any = "scale",
+        coef0: float = 0.0,
+        tol: float = 1e-3,
+        C: float = 1.0,
+        epsilon: float = 0.1,
+        shrinking: bool = True,
+        cache_size: float = 200,
+        verbose: bool = False,
+        max_iter: int = -1,
+        solver: str = "alfpgm",
+        n_jobs: Optional[int] = None,
+        solver_options: Optional[dict] = None,
+    ) -> None:
+        self.kernel = kernel
+        self.degree = degree
+        self.gamma = gamma
+        self.coef0 = coef0
+        self.tol = tol
+        self.C = C
+        self.epsilon = epsilon
+        self.shrinking = shrinking
+        self.cache_size = cache_size
+        self.verbose = verbose
+        self.max_iter = max_iter
+        self.solver = solver
+        self.n_jobs = n_jobs
+        self.solver_options = solver_options
+
+    @fit_guard
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> KernelSVR:
+        """Train on X and targets y.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training rows, dense or sparse (the Gram matrix, n_samples x n_samples, for a
+            precomputed kernel).
+        y : array-like of shape (n_samples,)
+            Finite real targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Multiplies C for each row, as in SVR; rows of weight 0 are left out.
+
+        Returns
+        -------
+        self : KernelSVR
+        """
+        check_positive("C", self.C)
+        check_nonnegative("epsilon", self.epsilon)
+        solver = self._solver_params()
+        self._check_kernel()
+        X, y = self._validate_fit(X, y, y_numeric=True)
+        y = np.ascontiguousarray(y, dtype=np.float64)
+        self._fit_single(
+            X, y, sample_weight, c=float(self.C), epsilon=float(self.epsilon), **solver
+        )
+        return self
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Predicted targets.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            (n_samples, n_train) kernel values for a precomputed kernel.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        return self._decision(X)
