@@ -21,6 +21,7 @@ use budgetsvm::core::model::{SupportVectors, SvLayout};
 use budgetsvm::core::rng::Rng;
 use budgetsvm::core::solvers::bsgd::{train_bsgd_state, BsgdParams};
 use budgetsvm::core::solvers::no_monitor;
+use budgetsvm::core::solvers::Targets;
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 #[cfg(target_arch = "x86_64")]
@@ -511,8 +512,15 @@ fn events(c: &mut Criterion) {
             .check(n)
             .expect("params");
             let mut monitor = no_monitor;
-            let state =
-                train_bsgd_state(&x, &y, None, 2, &params, &mut monitor, None).expect("training");
+            let state = train_bsgd_state(
+                &x,
+                Targets::classes(&y, 2),
+                None,
+                &params,
+                &mut monitor,
+                None,
+            )
+            .expect("training");
             let svs = state.support_vectors();
             assert_eq!(svs.len(), b, "the budget is full");
             let unmerged = svs.coef(svs.smallest().expect("svs"))[0].abs() * svs.scale();

@@ -21,7 +21,7 @@ use budgetsvm::core::data::DenseView;
 use budgetsvm::core::libsvm::{parse_libsvm, LibsvmChunks};
 use budgetsvm::core::rng::Rng;
 use budgetsvm::core::solvers::bsgd::{BsgdParams, BsgdState};
-use budgetsvm::core::solvers::no_monitor;
+use budgetsvm::core::solvers::{no_monitor, Targets, Task};
 
 const SEEDS: &[&str] = &[
     "1 1:0.5 3:1\n-1 2:2\n",
@@ -248,8 +248,9 @@ fn bsgd_state_decoder_never_panics() {
     let xs: Vec<f64> = (0..600).map(|_| rng.next_f64() * 2.0 - 1.0).collect();
     let x = DenseView::new(&xs, 200, 3).unwrap();
     let mut seeds = Vec::new();
-    for (n_classes, budget) in [(2usize, 5usize), (3, 8), (2, 40)] {
-        let y: Vec<u32> = (0..200).map(|i| (i % n_classes) as u32).collect();
+    let values: Vec<f64> = (0..200).map(|i| (i as f64 * 0.1).sin()).collect();
+    for (n_classes, budget) in [(2usize, 5usize), (3, 8), (2, 40), (0, 12)] {
+        let y: Vec<u32> = (0..200).map(|i| (i % n_classes.max(1)) as u32).collect();
         let params = BsgdParams {
             budget,
             gamma: 1.0,
@@ -257,8 +258,20 @@ fn bsgd_state_decoder_never_panics() {
         }
         .check(200)
         .unwrap();
-        let mut state = BsgdState::new(&params, 3, n_classes, 100).unwrap();
-        state.pass(&x, &y, None, 1, 1, &mut no_monitor).unwrap();
+        // 0 classes: a regression run.
+        let (task, targets) = if n_classes == 0 {
+            let targets = Targets::Values {
+                y: &values,
+                epsilon: 0.1,
+            };
+            (targets.task(), targets)
+        } else {
+            (Task::Classes(n_classes), Targets::classes(&y, n_classes))
+        };
+        let mut state = BsgdState::new(&params, 3, task, 100).unwrap();
+        state
+            .pass(&x, targets, None, 1, 1, &mut no_monitor)
+            .unwrap();
         let bytes = state.to_bytes();
         // The checksummed current version and the version 2 layout without the checksum, whose
         // decoder then sees the damaged bytes themselves.
@@ -301,9 +314,20 @@ fn bsgd_state_decoder_never_panics() {
             let decoded = BsgdState::from_bytes(&input);
             if let Ok(mut s) = BsgdState::from_bytes(&input) {
                 // A state that loads must also train.
-                if s.dim() == 3 && s.n_classes() <= 3 {
-                    let y: Vec<u32> = (0..200).map(|i| (i % s.n_classes()) as u32).collect();
-                    let _ = s.pass(&x, &y, None, 1, 1, &mut no_monitor);
+                match s.task() {
+                    Task::Classes(n) if s.dim() == 3 && n <= 3 => {
+                        let y: Vec<u32> = (0..200).map(|i| (i % n) as u32).collect();
+                        let targets = Targets::classes(&y, n);
+                        let _ = s.pass(&x, targets, None, 1, 1, &mut no_monitor);
+                    }
+                    Task::Regression { epsilon } if s.dim() == 3 => {
+                        let targets = Targets::Values {
+                            y: &values,
+                            epsilon,
+                        };
+                        let _ = s.pass(&x, targets, None, 1, 1, &mut no_monitor);
+                    }
+                    _ => {}
                 }
             }
             decoded.map(|_| ())

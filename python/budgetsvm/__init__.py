@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from budgetsvm._budgetsvm import __version__, get_num_threads, set_num_threads, simd_level
+    from budgetsvm.budget_svr import BudgetSVR
     from budgetsvm.kernel_one_class import KernelOneClassSVM
     from budgetsvm.kernel_svc import KernelSVC
     from budgetsvm.kernel_svr import KernelSVR
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 _WHERE = {
     "BudgetSVC": "budgetsvm.svm",
+    "BudgetSVR": "budgetsvm.budget_svr",
     "KernelOneClassSVM": "budgetsvm.kernel_one_class",
     "KernelSVC": "budgetsvm.kernel_svc",
     "KernelSVR": "budgetsvm.kernel_svr",
@@ -34,6 +36,7 @@ _WHERE = {
 
 __all__ = [
     "BudgetSVC",
+    "BudgetSVR",
     "KernelOneClassSVM",
     "KernelSVC",
     "KernelSVR",

@@ -52,7 +52,7 @@ def merge_search(
 ) -> Tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
 def fit_bsgd(
     x: _Features,
-    y: npt.NDArray[np.uint32],
+    y: Union[npt.NDArray[np.uint32], npt.NDArray[np.float64]],
     n_classes: int,
     *,
     c: float,
@@ -70,10 +70,11 @@ def fit_bsgd(
     shuffle: bool = True,
     sv_storage: str = "auto",
     sample_weight: Optional[npt.NDArray[np.float64]] = None,
+    epsilon: Optional[float] = None,
 ) -> Dict[str, Any]: ...
 def fit_bsca(
     x: _Features,
-    y: npt.NDArray[np.uint32],
+    y: Union[npt.NDArray[np.uint32], npt.NDArray[np.float64]],
     n_classes: int,
     *,
     c: float,
@@ -91,6 +92,7 @@ def fit_bsca(
     average: bool = False,
     sv_storage: str = "auto",
     sample_weight: Optional[npt.NDArray[np.float64]] = None,
+    epsilon: Optional[float] = None,
 ) -> Dict[str, Any]: ...
 def fit_exact(
     x: _Features,
@@ -283,11 +285,12 @@ class BsgdStream:
         shuffle: bool = True,
         sv_storage: str = "auto",
         sparse_input: bool = False,
+        epsilon: Optional[float] = None,
     ) -> BsgdStream: ...
     def partial_fit(
         self,
         x: _Features,
-        y: npt.NDArray[np.uint32],
+        y: Union[npt.NDArray[np.uint32], npt.NDArray[np.float64]],
         callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
         sample_weight: Optional[npt.NDArray[np.float64]] = None,
     ) -> None: ...

@@ -2,27 +2,31 @@
 
 from __future__ import annotations
 
-import numbers
 import os
 import stat
-import sys
-import warnings
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state
+from sklearn.base import ClassifierMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from budgetsvm import _budgetsvm, _probability
+from budgetsvm._budgeted import (
+    DUAL_STEPS,
+    MAINTENANCE,
+    MERGE_SEARCHES,
+    SOLVERS,
+    BudgetedMachine,
+)
+from budgetsvm._budgeted import epoch_callback as _epoch_callback
+from budgetsvm._budgeted import polish_callback as _polish_callback
+from budgetsvm._budgeted import print_epoch as _print_epoch
 from budgetsvm._history import HistoryRecorder
 from budgetsvm._probability import ProbabilityMixin
 from budgetsvm._validation import (
-    SV_STORAGES,
     TrainingRows,
     check_choice,
     check_n_jobs,
@@ -31,18 +35,14 @@ from budgetsvm._validation import (
     class_weights,
     fit_guard,
     resolve_gamma,
-    sv_from_native,
     to_native,
     training_rows,
 )
 
-SOLVERS = ("bsgd", "bsca")
-MAINTENANCE = ("merge", "remove", "project")
-DUAL_STEPS = ("decaying", "full")
-MERGE_SEARCHES = ("lookup-wd", "lookup-h", "gss", "gss-precise")
+__all__ = ["BudgetSVC", "DUAL_STEPS", "MAINTENANCE", "MERGE_SEARCHES", "SOLVERS"]
 
 
-class BudgetSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
+class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
     """Gaussian-kernel SVM whose model keeps at most ``budget`` support vectors.
 
     Trained by budgeted stochastic gradient descent (``solver='bsgd'``: Pegasos with a budget,
@@ -256,54 +256,10 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         self.verbose = verbose
         self.record_history = record_history
 
-    def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        return tags
-
     def _check_params(self) -> None:
-        check_positive("C", self.C)
-        if self.lam is not None:
-            check_positive("lam", self.lam)
-        check_positive("budget", self.budget, integer=True, minimum=2)
-        check_positive("epochs", self.epochs, integer=True, minimum=1)
-        check_choice("solver", self.solver, SOLVERS)
-        check_choice("maintenance", self.maintenance, MAINTENANCE)
-        check_choice("merge", self.merge, MERGE_SEARCHES)
-        check_choice("average", self.average, (True, False))
-        check_choice("shuffle", self.shuffle, (True, False))
-        check_choice("dual_step", self.dual_step, DUAL_STEPS)
+        self._check_budget_params()
         check_choice("record_history", self.record_history, (True, False))
-        check_choice("sv_storage", self.sv_storage, SV_STORAGES)
         check_choice("probability", self.probability, (True, False))
-        check_n_jobs(self.n_jobs)
-        check_choice("polish", self.polish, (True, False))
-        self._check_polish_params()
-
-    def _check_polish_params(self) -> None:
-        if isinstance(self.polish_tol, bool) or not isinstance(self.polish_tol, numbers.Real):
-            raise ValueError(f"polish_tol must be a number, got {self.polish_tol!r}")
-        if not (np.isfinite(self.polish_tol) and self.polish_tol >= 0):
-            raise ValueError(f"polish_tol must be finite and >= 0, got {self.polish_tol!r}")
-        check_positive("polish_max_iter", self.polish_max_iter, integer=True, minimum=1)
-        if isinstance(self.polish_cache_size, bool) or not isinstance(
-            self.polish_cache_size, numbers.Real
-        ):
-            raise ValueError(f"polish_cache_size must be a number, got {self.polish_cache_size!r}")
-        if not (np.isfinite(self.polish_cache_size) and self.polish_cache_size >= 0):
-            raise ValueError(
-                f"polish_cache_size must be a finite number of MB >= 0, got "
-                f"{self.polish_cache_size!r}"
-            )
-
-    def _seed(self) -> int:
-        if isinstance(self.random_state, (int, np.integer)) and not isinstance(
-            self.random_state, bool
-        ):
-            if self.random_state < 0:
-                raise ValueError(f"random_state must be non-negative, got {self.random_state}")
-            return int(self.random_state)
-        return int(check_random_state(self.random_state).randint(0, 2**31 - 1))
 
     @fit_guard
     def fit(
@@ -365,43 +321,17 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         self.gamma_ = resolve_gamma(self.gamma, X)
         X_native = to_native(X)
         recorder = self._history_recorder(X_native, rows.y_index, rows.weights, eval_set)
-        n_samples = X.shape[0]
-        C = float(self.C) if self.lam is None else 1.0 / (n_samples * float(self.lam))
-        self.lambda_ = 1.0 / (n_samples * C) if self.lam is None else float(self.lam)
-        common: Dict[str, Any] = dict(
-            c=C,
-            gamma=self.gamma_,
-            budget=int(self.budget),
-            epochs=int(self.epochs),
-            maintenance=self.maintenance,
-            merge=self.merge,
-            seed=seed,
+        C = self._c_for(X.shape[0])
+        result = self._native_fit(
+            X_native,
+            rows.y_index,
+            len(rows.classes),
+            rows.weights,
+            seed,
             compare_with=_compare_with,
             callback=_epoch_callback(self.verbose, _callback),
             observer=recorder,
-            shuffle=bool(self.shuffle),
-            sv_storage=self.sv_storage,
-            sample_weight=rows.weights,
         )
-        n_classes = len(rows.classes)
-        if self.solver == "bsca":
-            result = _budgetsvm.fit_bsca(
-                X_native,
-                rows.y_index,
-                n_classes,
-                dual_step=self.dual_step,
-                average=bool(self.average),
-                **common,
-            )
-        else:
-            result = _budgetsvm.fit_bsgd(
-                X_native,
-                rows.y_index,
-                n_classes,
-                average=bool(self.average),
-                lambda_=None if self.lam is None else float(self.lam),
-                **common,
-            )
         self.history_ = recorder.history if recorder is not None else None
         # BSGD's run, which partial_fit continues; BSCA has none.
         self._stream = result.pop("state", None)
@@ -415,23 +345,6 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
                 result["agreeing_merges"] / compared if compared else float("nan")
             )
 
-    def _set_model(self, result: Dict[str, Any]) -> None:
-        """Fitted attributes from a native result dict (fit, partial_fit)."""
-        self.support_vectors_ = sv_from_native(result.pop("support_vectors"))
-        sv = self.support_vectors_
-        n_sv = sv.shape[0]
-        stored = sv.nnz if sp.issparse(sv) else np.count_nonzero(sv)
-        result["mean_sv_nnz"] = stored / n_sv if n_sv else 0.0
-        self.dual_coef_ = np.ascontiguousarray(result.pop("coef").T)
-        # The budgeted pass's model has no intercept; the polish gives it one.
-        self.intercept_ = np.zeros(self.dual_coef_.shape[0])
-        self.n_iter_ = result["epochs"]
-        events = result["maintenance_events"]
-        result["mean_weight_degradation"] = (
-            result["total_weight_degradation"] / events if events else 0.0
-        )
-        self.fit_stats_ = result
-
     def _polish_rows(
         self,
         X_native: Any,
@@ -441,35 +354,14 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         _callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
     ) -> None:
         """Polishes the current model on rows already validated (see ``polish``)."""
-        result = _budgetsvm.polish(
-            to_native(self.support_vectors_),
-            np.ascontiguousarray(self.dual_coef_.T),
-            self.gamma_,
+        self._polish_native(
             X_native,
             y_index,
             len(self.classes_),
-            c=float(C),
-            tol=float(self.polish_tol),
-            max_iter=int(self.polish_max_iter),
-            cache_size=float(self.polish_cache_size),
-            intercept=np.ascontiguousarray(self.intercept_, dtype=np.float64),
-            sample_weight=weights,
-            callback=_polish_callback(self.verbose, _callback),
+            weights,
+            C,
+            _polish_callback(self.verbose, _callback),
         )
-        self._apply_polish(result)
-
-    def _apply_polish(self, result: Dict[str, Any]) -> None:
-        self.dual_coef_ = np.ascontiguousarray(result.pop("coef").T)
-        self.intercept_ = np.asarray(result.pop("intercept"), dtype=np.float64)
-        stats = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in result.items()}
-        self.fit_stats_["polish"] = stats
-        if not stats["converged"]:
-            warnings.warn(
-                f"the polish stopped after polish_max_iter={self.polish_max_iter} Newton "
-                "iterations before converging; the model is kept (raise polish_max_iter)",
-                ConvergenceWarning,
-                stacklevel=3,
-            )
 
     @fit_guard
     def polish_coef(self, X: Any, y: Any, sample_weight: Any = None) -> BudgetSVC:
@@ -604,22 +496,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
             self.lambda_ = (
                 float(self.lam) if self.lam is not None else 1.0 / (n_samples * float(self.C))
             )
-            stream = _budgetsvm.BsgdStream(
-                X.shape[1],
-                len(classes_),
-                c=float(self.C),
-                lambda_=None if self.lam is None else float(self.lam),
-                gamma=self.gamma_,
-                budget=int(self.budget),
-                maintenance=self.maintenance,
-                merge=self.merge,
-                seed=self._seed(),
-                n_samples=int(n_samples),
-                average=bool(self.average),
-                shuffle=bool(self.shuffle),
-                sv_storage=self.sv_storage,
-                sparse_input=sp.issparse(X),
-            )
+            stream = self._new_stream(X.shape[1], len(classes_), n_samples, sp.issparse(X))
             self.history_ = None
         else:
             X, y = validate_data(
@@ -744,23 +621,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
         self.gamma_ = _file_gamma(self.gamma, summary, n_rows, width)
         self.lambda_ = float(self.lam) if self.lam is not None else 1.0 / (n_rows * float(self.C))
         epochs = int(self.epochs)
-        stream = _budgetsvm.BsgdStream(
-            width,
-            len(classes),
-            c=float(self.C),
-            lambda_=None if self.lam is None else float(self.lam),
-            gamma=self.gamma_,
-            budget=int(self.budget),
-            maintenance=self.maintenance,
-            merge=self.merge,
-            seed=self._seed(),
-            n_samples=n_rows,
-            epochs=epochs,
-            average=bool(self.average),
-            shuffle=bool(self.shuffle),
-            sv_storage=self.sv_storage,
-            sparse_input=True,
-        )
+        stream = self._new_stream(width, len(classes), n_rows, True, epochs)
         self.history_ = None
         done = 0
         for epoch in range(1, epochs + 1):
@@ -907,17 +768,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BaseEstimator):
             For two classes one value per row, positive for ``classes_[1]``; otherwise one
             score per class.
         """
-        check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C", reset=False)
-        intercept = getattr(self, "intercept_", None)
-        values = _budgetsvm.decision_function(
-            to_native(self.support_vectors_),
-            np.ascontiguousarray(self.dual_coef_.T),
-            self.gamma_,
-            to_native(X),
-            n_threads=check_n_jobs(self.n_jobs),
-            intercept=None if intercept is None else np.ascontiguousarray(intercept, np.float64),
-        )
+        values = self._expansion_values(X)
         return values[:, 0] if values.shape[1] == 1 else values
 
     def predict(self, X: Any) -> np.ndarray:
@@ -993,48 +844,3 @@ def _class_indices(classes: np.ndarray, y: Any) -> np.ndarray:
             f"(classes are {classes.tolist()!r})"
         )
     return np.ascontiguousarray(pos, dtype=np.uint32)
-
-
-def _epoch_callback(
-    verbose: bool, extra: Optional[Callable[[Dict[str, Any]], Any]]
-) -> Optional[Callable[[Dict[str, Any]], Any]]:
-    """The native per-epoch callback: the verbose line and/or a caller's hook (the CLI's
-    progress bar)."""
-    if extra is None:
-        return _print_epoch if verbose else None
-    if not verbose:
-        return extra
-
-    def both(info: Dict[str, Any]) -> None:
-        _print_epoch(info)
-        extra(info)
-
-    return both
-
-
-def _polish_callback(
-    verbose: bool, extra: Optional[Callable[[Dict[str, Any]], Any]]
-) -> Optional[Callable[[Dict[str, Any]], Any]]:
-    """The polish's per-iteration callback: the verbose line; a caller's hook (the CLI's) only
-    if it asks for polish lines."""
-    if verbose:
-        return _print_epoch
-    return extra if getattr(extra, "wants_polish", False) else None
-
-
-def _print_epoch(info: Dict[str, Any]) -> None:
-    if info.get("polish"):
-        print(
-            f"[budgetsvm] polish iteration {info['epoch']}: objective {info['objective']:.6g}, "
-            f"{info['iteration']} active-set changes so far, {info['seconds']:.2f} s",
-            file=sys.stdout,
-            flush=True,
-        )
-        return
-    print(
-        f"[budgetsvm] epoch {info['epoch']}/{info['epochs']}: {info['iteration']} steps, "
-        f"{info['n_sv']} SVs, {info['maintenance_events']} budget maintenance events, "
-        f"{info['seconds']:.2f} s",
-        file=sys.stdout,
-        flush=True,
-    )

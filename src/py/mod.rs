@@ -34,9 +34,9 @@ use crate::core::solvers::kernel_svc::{
 };
 use crate::core::solvers::polish::{
     add_gram_factor, polish as polish_solve, ActiveSums, GramFactor, InMemory, LibsvmFileRows,
-    PartitionRows, PolishParams, PolishResult, PolishTargets,
+    PartitionRows, PolishParams, PolishResult,
 };
-use crate::core::solvers::{EpochObserver, EpochSnapshot, Monitor, Progress};
+use crate::core::solvers::{EpochObserver, EpochSnapshot, Monitor, Progress, Targets, Task};
 use crate::core::{kernel, parallel, simd};
 use convert::Features;
 use error::no_panic;
@@ -422,15 +422,45 @@ fn run_solver<'py, T: Send>(
     }
 }
 
+/// Targets from Python: class indices (uint32) with their count, or real values (float64) with
+/// the regression's epsilon (given exactly when the task is regression).
+enum TargetArray<'py> {
+    Classes(PyReadonlyArray1<'py, u32>, usize),
+    Values(PyReadonlyArray1<'py, f64>, f64),
+}
+
+impl<'py> TargetArray<'py> {
+    fn extract(y: &Bound<'py, PyAny>, n_classes: usize, epsilon: Option<f64>) -> PyResult<Self> {
+        Ok(match epsilon {
+            None => TargetArray::Classes(y.extract()?, n_classes),
+            Some(e) => TargetArray::Values(y.extract()?, e),
+        })
+    }
+
+    fn targets(&self) -> PyResult<Targets<'_>> {
+        Ok(match self {
+            TargetArray::Classes(y, n_classes) => Targets::Classes {
+                y: convert::slice1(y)?,
+                n_classes: *n_classes,
+            },
+            TargetArray::Values(y, epsilon) => Targets::Values {
+                y: convert::slice1(y)?,
+                epsilon: *epsilon,
+            },
+        })
+    }
+}
+
 /// Trains BSGD; returns a dict with the model arrays, the training statistics and the run's
-/// state ("state", a `BsgdStream` that `partial_fit` continues).
+/// state ("state", a `BsgdStream` that `partial_fit` continues). `y` holds class indices
+/// (uint32), or real targets (float64) when `epsilon` is given (regression; n_classes 0).
 #[pyfunction]
-#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, average = true, lambda_ = None, compare_with = None, callback = None, observer = None, shuffle = true, sv_storage = "auto", sample_weight = None))]
+#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, average = true, lambda_ = None, compare_with = None, callback = None, observer = None, shuffle = true, sv_storage = "auto", sample_weight = None, epsilon = None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_bsgd<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
-    y: PyReadonlyArray1<'py, u32>,
+    y: &Bound<'py, PyAny>,
     n_classes: usize,
     c: f64,
     gamma: f64,
@@ -447,6 +477,7 @@ fn fit_bsgd<'py>(
     shuffle: bool,
     sv_storage: &str,
     sample_weight: Option<PyReadonlyArray1<'py, f64>>,
+    epsilon: Option<f64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     SvLayout::choose(sv_storage, false, 0)?;
     let mut params = BsgdParams {
@@ -462,12 +493,13 @@ fn fit_bsgd<'py>(
         shuffle,
         layout: SvLayout::Dense,
     };
-    let y = convert::slice1(&y)?;
+    let y = TargetArray::extract(y, n_classes, epsilon)?;
+    let targets = y.targets()?;
     let weights = sample_weight.as_ref().map(convert::slice1).transpose()?;
     let state = run_solver(py, x, callback, observer, |rows, monitor, obs| {
         params.layout = layout_for(sv_storage, rows)?;
         let valid = params.check(rows.n_rows())?;
-        train_bsgd_state(rows, y, weights, n_classes, &valid, monitor, obs)
+        train_bsgd_state(rows, targets, weights, &valid, monitor, obs)
     })?;
     let stream = BsgdStream { state };
     let out = stream.result(py)?;
@@ -477,12 +509,12 @@ fn fit_bsgd<'py>(
 
 /// Trains BSCA; returns a dict with the model arrays and the training statistics.
 #[pyfunction]
-#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, compare_with = None, callback = None, observer = None, shuffle = true, dual_step = "decaying", average = false, sv_storage = "auto", sample_weight = None))]
+#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, compare_with = None, callback = None, observer = None, shuffle = true, dual_step = "decaying", average = false, sv_storage = "auto", sample_weight = None, epsilon = None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_bsca<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
-    y: PyReadonlyArray1<'py, u32>,
+    y: &Bound<'py, PyAny>,
     n_classes: usize,
     c: f64,
     gamma: f64,
@@ -499,6 +531,7 @@ fn fit_bsca<'py>(
     average: bool,
     sv_storage: &str,
     sample_weight: Option<PyReadonlyArray1<'py, f64>>,
+    epsilon: Option<f64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     SvLayout::choose(sv_storage, false, 0)?;
     let mut params = BscaParams {
@@ -514,12 +547,13 @@ fn fit_bsca<'py>(
         average,
         layout: SvLayout::Dense,
     };
-    let y = convert::slice1(&y)?;
+    let y = TargetArray::extract(y, n_classes, epsilon)?;
+    let targets = y.targets()?;
     let weights = sample_weight.as_ref().map(convert::slice1).transpose()?;
     let (model, stats) = run_solver(py, x, callback, observer, |rows, monitor, obs| {
         params.layout = layout_for(sv_storage, rows)?;
         let valid = params.check(rows.n_rows())?;
-        train_bsca(rows, y, weights, n_classes, &valid, monitor, obs)
+        train_bsca(rows, targets, weights, &valid, monitor, obs)
     })?;
     let out = fit_result(
         py,
@@ -546,9 +580,9 @@ struct BsgdStream {
 impl BsgdStream {
     /// A fresh run. lambda = `lambda_` if given, else 1/(n_samples C); averaging (if on) starts
     /// where `fit_bsgd` with `epochs` epochs over n_samples rows starts it (the last epoch, or
-    /// the second half of a single one).
+    /// the second half of a single one). With `epsilon` a regression run (n_classes 0).
     #[new]
-    #[pyo3(signature = (n_features, n_classes, *, c, gamma, budget, maintenance, merge, seed, n_samples, epochs = 1, average = true, lambda_ = None, shuffle = true, sv_storage = "auto", sparse_input = false))]
+    #[pyo3(signature = (n_features, n_classes, *, c, gamma, budget, maintenance, merge, seed, n_samples, epochs = 1, average = true, lambda_ = None, shuffle = true, sv_storage = "auto", sparse_input = false, epsilon = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         n_features: usize,
@@ -566,6 +600,7 @@ impl BsgdStream {
         shuffle: bool,
         sv_storage: &str,
         sparse_input: bool,
+        epsilon: Option<f64>,
     ) -> PyResult<Self> {
         let params = BsgdParams {
             c,
@@ -581,27 +616,35 @@ impl BsgdStream {
             layout: SvLayout::choose(sv_storage, sparse_input, n_features)?,
         };
         let valid = params.check(n_samples)?;
+        let task = match epsilon {
+            None => Task::Classes(n_classes),
+            Some(epsilon) => Task::Regression { epsilon },
+        };
         let state = BsgdState::new(
             &valid,
             n_features,
-            n_classes,
+            task,
             BsgdState::suffix_start(n_samples, epochs),
         )?;
         Ok(BsgdStream { state })
     }
 
-    /// One pass over a batch (dense array or CSR parts) with class indices y and optional row
-    /// weights, GIL released.
+    /// One pass over a batch (dense array or CSR parts) with class indices y (uint32) or real
+    /// targets (float64, a regression run) and optional row weights, GIL released.
     #[pyo3(signature = (x, y, callback = None, sample_weight = None))]
     fn partial_fit<'py>(
         &mut self,
         py: Python<'py>,
         x: &Bound<'py, PyAny>,
-        y: PyReadonlyArray1<'py, u32>,
+        y: &Bound<'py, PyAny>,
         callback: Option<Py<PyAny>>,
         sample_weight: Option<PyReadonlyArray1<'py, f64>>,
     ) -> PyResult<()> {
-        let y = convert::slice1(&y)?;
+        let y = match self.state.task() {
+            Task::Classes(n) => TargetArray::extract(y, n, None)?,
+            Task::Regression { epsilon } => TargetArray::extract(y, 0, Some(epsilon))?,
+        };
+        let y = y.targets()?;
         let weights = sample_weight.as_ref().map(convert::slice1).transpose()?;
         let state = &mut self.state;
         run_solver(py, x, callback, None, |rows, monitor, _| {
@@ -637,9 +680,13 @@ impl BsgdStream {
         self.state.dim()
     }
 
+    /// Classes of the run (0 for regression).
     #[getter]
     fn n_classes(&self) -> usize {
-        self.state.n_classes()
+        match self.state.task() {
+            Task::Classes(n) => n,
+            Task::Regression { .. } => 0,
+        }
     }
 
     /// Steps taken so far (the t of the learning rate 1/(lambda t)).
@@ -1019,23 +1066,8 @@ fn polish<'py>(
     let (model, params) =
         polish_inputs(support_vectors, coef, gamma, c, tol, max_iter, cache_size)?;
     let n_sv = model.n_sv();
-    let (classes, values);
-    let targets = match epsilon {
-        None => {
-            classes = y.extract::<PyReadonlyArray1<'py, u32>>()?;
-            PolishTargets::Classes {
-                y: convert::slice1(&classes)?,
-                n_classes,
-            }
-        }
-        Some(epsilon) => {
-            values = y.extract::<PyReadonlyArray1<'py, f64>>()?;
-            PolishTargets::Values {
-                y: convert::slice1(&values)?,
-                epsilon,
-            }
-        }
-    };
+    let y = TargetArray::extract(y, n_classes, epsilon)?;
+    let targets = y.targets()?;
     let weights = sample_weight.as_ref().map(convert::slice1).transpose()?;
     let start = intercept.as_ref().map(convert::slice1).transpose()?;
     let r = run_solver(py, x, callback, None, |rows, monitor, _| {
@@ -1165,7 +1197,7 @@ fn polish_file<'py>(
             let weights: Option<Vec<f64>> =
                 class_weights.map(|w| y.iter().map(|&k| w[k as usize]).collect());
             let mut m = |p: &Progress| monitor.check(p);
-            let targets = PolishTargets::Classes {
+            let targets = Targets::Classes {
                 y: &y,
                 n_classes: classes.len(),
             };

@@ -25,6 +25,12 @@
 //! model is the average over the last epoch's steps, which takes out what noise is left (a9a at
 //! C = 32: last-epoch accuracy 85.3% instead of 84.0%). Measured in docs/bsca_paper002.md.
 //!
+//! Regression (epsilon-SVR without offset): the dual in beta_i = alpha_i - alpha_i* in
+//! [-C_i, C_i], max y^T beta - epsilon |beta|_1 - 1/2 beta^T K beta; the exact coordinate step is
+//! the soft-threshold of the unconstrained one, beta_i <- clip(S_eps(beta_i + y_i - f~(x_i)),
+//! -C_i, C_i), and the SV's coefficient moves by the change of beta_i (both signs, as the
+//! classification coefficients of one label already have).
+//!
 //! Multi-class: one-vs-rest, the K binary duals (alpha[k][i], labels +1 for class k) on one shared
 //! budgeted model whose SVs carry K coefficients, as Crammer-Singer BSGD's do: the budget B bounds
 //! the whole model, which is what prediction costs. A step on row i computes its kernel values
@@ -43,8 +49,8 @@ use crate::core::merge::MergeSearch;
 use crate::core::model::{BudgetModel, SupportVectors, SvLayout};
 use crate::core::rng::Rng;
 use crate::core::solvers::{
-    check_batch, check_classes, check_positive_finite, check_run, check_weights, EpochObserver,
-    EpochSnapshot, Heartbeat, Monitor, Progress,
+    check_classes, check_positive_finite, check_run, check_targets, check_weights, EpochObserver,
+    EpochSnapshot, Heartbeat, Monitor, Progress, Targets,
 };
 
 /// BSCA hyper-parameters as the user gave them.
@@ -149,6 +155,8 @@ pub struct BscaStats {
 struct SharedProblems {
     /// labels[k][i]: +1 if row i is of problem k's positive class, else -1.
     labels: Vec<Vec<f64>>,
+    /// Regression: the targets and epsilon (one problem; `labels` is then empty).
+    values: Option<(Vec<f64>, f64)>,
     /// alpha[k][i]: the dual variable of row i in problem k.
     alpha: Vec<Vec<f64>>,
     svs: SupportVectors,
@@ -166,8 +174,14 @@ struct SharedProblems {
 }
 
 impl SharedProblems {
-    fn new(labels: Vec<Vec<f64>>, n: usize, dim: usize, p: &BscaParams) -> Result<Self> {
-        let k = labels.len();
+    fn new(
+        labels: Vec<Vec<f64>>,
+        values: Option<(Vec<f64>, f64)>,
+        n: usize,
+        dim: usize,
+        p: &BscaParams,
+    ) -> Result<Self> {
+        let k = if values.is_some() { 1 } else { labels.len() };
         // Never more SVs than rows: a budget above n costs nothing.
         let mut svs = SupportVectors::new(dim, p.budget.min(n).saturating_add(1), k, p.layout)?;
         let capacity = svs.capacity();
@@ -175,6 +189,7 @@ impl SharedProblems {
         Ok(SharedProblems {
             alpha: vec![vec![0.0; n]; k],
             labels,
+            values,
             svs,
             maintainer: BudgetMaintainer::new(p.maintenance, p.gamma, p.compare_with),
             // The seed's first draw, as when every one-vs-rest problem had its own generator
@@ -231,7 +246,21 @@ impl SharedProblems {
             );
             // One coordinate step per problem on row i, all from the same model.
             let mut changed = false;
+            if let Some((values, epsilon)) = &self.values {
+                let old = self.alpha[0][i];
+                let z = old + values[i] - self.f[0];
+                let exact = (z.signum() * (z.abs() - epsilon).max(0.0)).clamp(-upper[i], upper[i]);
+                let new = old + eta * (exact - old);
+                self.delta[0] = new - old;
+                if new != old {
+                    self.alpha[0][i] = new;
+                    changed = true;
+                }
+            }
             for (c, delta) in self.delta.iter_mut().enumerate() {
+                if self.values.is_some() {
+                    break;
+                }
                 let y = self.labels[c][i];
                 let old = self.alpha[c][i];
                 let new = (old + eta * (1.0 - y * self.f[c])).clamp(0.0, upper[i]);
@@ -291,22 +320,28 @@ impl SharedProblems {
     }
 }
 
-/// Trains BSCA. `y[i]` is the class index of row i in `0..n_classes`; `weights` (positive, one
-/// per row) make row i's box [0, C w_i]. The observer, if any, is called after every epoch with
-/// the current model and dual variables.
+/// Trains BSCA. Class targets: `y[i]` is the class index of row i in `0..n_classes`; `weights`
+/// (positive, one per row) make row i's box [0, C w_i]. Real targets: epsilon-SVR, boxes
+/// [-C w_i, C w_i]. The observer, if any, is called after every epoch with the current model
+/// and dual variables (classification).
 pub fn train_bsca<R: Rows>(
     x: &R,
-    y: &[u32],
+    targets: Targets<'_>,
     weights: Option<&[f64]>,
-    n_classes: usize,
     params: &ValidBscaParams,
     mut monitor: Monitor<'_>,
     mut observer: Option<EpochObserver<'_>>,
 ) -> Result<(BudgetModel, BscaStats)> {
     let p = &params.0;
     let n = x.n_rows();
-    check_classes(n_classes, Some(n))?;
-    check_batch(x, y, n_classes, x.n_cols())?;
+    let (y, n_classes, values): (&[u32], usize, _) = match targets {
+        Targets::Classes { y, n_classes } => {
+            check_classes(n_classes, Some(n))?;
+            (y, n_classes, None)
+        }
+        Targets::Values { y, epsilon } => (&[], 0, Some((y.to_vec(), epsilon))),
+    };
+    check_targets(x, targets, targets.task(), x.n_cols())?;
     check_weights(weights, n)?;
     let sq_norms = finite_sq_norms(x, "X")?;
     let upper: Vec<f64> = match weights {
@@ -314,16 +349,17 @@ pub fn train_bsca<R: Rows>(
         None => vec![p.c; n],
     };
     // Binary: one problem, positive = class 1. One-vs-rest: problem k, positive = class k.
-    let positive: Vec<u32> = if n_classes == 2 {
-        vec![1]
-    } else {
-        (0..n_classes as u32).collect()
+    // Regression: no labels.
+    let positive: Vec<u32> = match n_classes {
+        0 => vec![],
+        2 => vec![1],
+        _ => (0..n_classes as u32).collect(),
     };
     let labels = positive
         .iter()
         .map(|&k| y.iter().map(|&c| if c == k { 1.0 } else { -1.0 }).collect())
         .collect();
-    let mut run = SharedProblems::new(labels, n, x.n_cols(), p)?;
+    let mut run = SharedProblems::new(labels, values, n, x.n_cols(), p)?;
     let start = Instant::now();
     let mut observer_seconds = 0.0;
     let mut stats = BscaStats::default();
@@ -459,8 +495,15 @@ mod tests {
             labels = s.labels[0].to_vec();
             Ok(())
         };
-        let (model, stats) =
-            train_bsca(&x, &ys, None, 2, &params, &mut no_monitor, Some(&mut obs)).unwrap();
+        let (model, stats) = train_bsca(
+            &x,
+            Targets::classes(&ys, 2),
+            None,
+            &params,
+            &mut no_monitor,
+            Some(&mut obs),
+        )
+        .unwrap();
         assert_eq!(stats.maintenance.events, 0);
         let reference = projected_gradient(&xs, &labels, c, gamma);
         let (d_ours, d_ref) = (
@@ -478,6 +521,94 @@ mod tests {
         // Without merges the model is exactly w = sum alpha_i y_i phi(x_i).
         let total: f64 = model.coef.iter().map(|b| b.abs()).sum();
         assert!((total - alpha.iter().sum::<f64>()).abs() < 1e-9);
+    }
+
+    /// Regression: without a budget BSCA's beta maximises the epsilon-SVR dual without offset,
+    /// y^T b - eps |b|_1 - 1/2 b^T K b over |b_i| <= C, as an independent proximal gradient
+    /// ascent finds it; the model is exactly sum b_i phi(x_i).
+    #[test]
+    fn without_budget_regression_reaches_the_exact_dual_optimum() {
+        let n = 40;
+        let (xs, _) = blobs(n, 3);
+        let mut rng = Rng::new(9);
+        let z: Vec<f64> = (0..n)
+            .map(|i| (3.0 * xs[2 * i]).sin() + xs[2 * i + 1] + 0.3 * (rng.next_f64() - 0.5))
+            .collect();
+        let x = DenseView::new(&xs, n, 2).unwrap();
+        let (c, gamma, epsilon) = (1.5, 2.0, 0.1);
+        let params = BscaParams {
+            c,
+            gamma,
+            budget: 100,
+            epochs: 400,
+            step: DualStep::Full,
+            ..Default::default()
+        }
+        .check(n)
+        .unwrap();
+        let mut beta = Vec::new();
+        let mut obs = |s: &EpochSnapshot<'_>| {
+            beta = s.alphas[0].to_vec();
+            Ok(())
+        };
+        let targets = Targets::Values { y: &z, epsilon };
+        let (model, stats) =
+            train_bsca(&x, targets, None, &params, &mut no_monitor, Some(&mut obs)).unwrap();
+        assert_eq!(stats.maintenance.events, 0);
+        let mut k = vec![0.0; n * n];
+        for i in 0..n {
+            for j in 0..n {
+                let d2 = (xs[2 * i] - xs[2 * j]).powi(2) + (xs[2 * i + 1] - xs[2 * j + 1]).powi(2);
+                k[i * n + j] = (-gamma * d2).exp();
+            }
+        }
+        let dual = |b: &[f64]| -> f64 {
+            let quad: f64 = (0..n)
+                .map(|i| b[i] * (0..n).map(|j| k[i * n + j] * b[j]).sum::<f64>())
+                .sum();
+            (0..n)
+                .map(|i| z[i] * b[i] - epsilon * b[i].abs())
+                .sum::<f64>()
+                - 0.5 * quad
+        };
+        // Proximal gradient ascent: gradient step on the smooth part, then the soft threshold
+        // of the l1 term and the box.
+        let step = 1.0 / n as f64;
+        let mut reference = vec![0.0; n];
+        for _ in 0..200_000 {
+            let g: Vec<f64> = (0..n)
+                .map(|i| z[i] - (0..n).map(|j| k[i * n + j] * reference[j]).sum::<f64>())
+                .collect();
+            for i in 0..n {
+                let v = reference[i] + step * g[i];
+                let shrunk = v.signum() * (v.abs() - step * epsilon).max(0.0);
+                reference[i] = shrunk.clamp(-c, c);
+            }
+        }
+        let (d_ours, d_ref) = (dual(&beta), dual(&reference));
+        assert!(
+            (d_ours - d_ref).abs() < 1e-6 * d_ref.abs(),
+            "{d_ours} vs {d_ref}"
+        );
+        // The optimality conditions, with g_i = y_i - f(x_i): g = eps sign(b) where 0 < |b| <
+        // C, |g| <= eps where b = 0, g beyond the tube on the bound's side where |b| = C.
+        for i in 0..n {
+            let g = z[i] - (0..n).map(|j| k[i * n + j] * beta[j]).sum::<f64>();
+            let b = beta[i];
+            let ok = if b == 0.0 {
+                g.abs() <= epsilon + 1e-4
+            } else if b.abs() == c {
+                g * b.signum() >= epsilon - 1e-4
+            } else {
+                (g - epsilon * b.signum()).abs() <= 1e-4
+            };
+            assert!(ok, "row {i}: beta {b}, y - f = {g}");
+        }
+        assert!(beta.iter().any(|b| b.abs() == c), "some row at the bound");
+        assert!(beta.contains(&0.0), "some row inside the tube");
+        assert!(beta.iter().any(|&b| b > 0.0) && beta.iter().any(|&b| b < 0.0));
+        let total: f64 = model.coef.iter().sum();
+        assert!((total - beta.iter().sum::<f64>()).abs() < 1e-9);
     }
 
     #[test]
@@ -508,8 +639,15 @@ mod tests {
             labels = s.labels.iter().map(|l| l.to_vec()).collect();
             Ok(())
         };
-        let (model, _) =
-            train_bsca(&x, &ys, None, 3, &params, &mut no_monitor, Some(&mut obs)).unwrap();
+        let (model, _) = train_bsca(
+            &x,
+            Targets::classes(&ys, 3),
+            None,
+            &params,
+            &mut no_monitor,
+            Some(&mut obs),
+        )
+        .unwrap();
         assert_eq!(alphas.len(), 3);
         for k in 0..3 {
             let reference = projected_gradient(&xs, &labels[k], c, gamma);
@@ -553,15 +691,30 @@ mod tests {
                 }
                 Ok(())
             };
-            let (m1, s1) =
-                train_bsca(&x, &ys, None, 2, &params, &mut no_monitor, Some(&mut obs)).unwrap();
+            let (m1, s1) = train_bsca(
+                &x,
+                Targets::classes(&ys, 2),
+                None,
+                &params,
+                &mut no_monitor,
+                Some(&mut obs),
+            )
+            .unwrap();
             assert!(
                 worst.0 >= 0.0 && worst.1 <= 4.0,
                 "{maintenance:?}: {worst:?}"
             );
             assert!(m1.n_sv() <= 12);
             assert!(s1.maintenance.events > 0);
-            let (m2, _) = train_bsca(&x, &ys, None, 2, &params, &mut no_monitor, None).unwrap();
+            let (m2, _) = train_bsca(
+                &x,
+                Targets::classes(&ys, 2),
+                None,
+                &params,
+                &mut no_monitor,
+                None,
+            )
+            .unwrap();
             assert_eq!(m1, m2);
         }
     }
@@ -591,7 +744,15 @@ mod tests {
         }
         .check(1500)
         .unwrap();
-        let (model, _) = train_bsca(&x, &ys, None, 3, &params, &mut no_monitor, None).unwrap();
+        let (model, _) = train_bsca(
+            &x,
+            Targets::classes(&ys, 3),
+            None,
+            &params,
+            &mut no_monitor,
+            None,
+        )
+        .unwrap();
         assert_eq!(model.n_out, 3);
         // One shared budget for the three problems.
         assert!(model.n_sv() <= 20);
@@ -624,15 +785,22 @@ mod tests {
         // Weight s on every row is C s: the same bounds and arithmetic.
         let (a, _) = train_bsca(
             &x,
-            &ys,
+            Targets::classes(&ys, 2),
             Some(&[4.0; 300]),
-            2,
             &params(0.5),
             &mut no_monitor,
             None,
         )
         .unwrap();
-        let (b, _) = train_bsca(&x, &ys, None, 2, &params(2.0), &mut no_monitor, None).unwrap();
+        let (b, _) = train_bsca(
+            &x,
+            Targets::classes(&ys, 2),
+            None,
+            &params(2.0),
+            &mut no_monitor,
+            None,
+        )
+        .unwrap();
         assert_eq!(a.coef, b.coef);
         // A row's dual variable never leaves [0, C w_i].
         let w: Vec<f64> = (0..300).map(|i| [0.1, 1.0, 7.0][i % 3]).collect();
@@ -654,9 +822,8 @@ mod tests {
         };
         train_bsca(
             &x,
-            &ys,
+            Targets::classes(&ys, 2),
             Some(&w),
-            2,
             &params(2.0),
             &mut no_monitor,
             Some(&mut obs),
@@ -664,7 +831,14 @@ mod tests {
         .unwrap();
         assert!(seen > 0, "no variable reached its bound");
         for bad in [vec![1.0; 299], vec![0.0; 300], vec![f64::INFINITY; 300]] {
-            let err = train_bsca(&x, &ys, Some(&bad), 2, &params(1.0), &mut no_monitor, None);
+            let err = train_bsca(
+                &x,
+                Targets::classes(&ys, 2),
+                Some(&bad),
+                &params(1.0),
+                &mut no_monitor,
+                None,
+            );
             assert!(err.unwrap_err().to_string().contains("weight"));
         }
     }

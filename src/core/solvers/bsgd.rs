@@ -10,6 +10,9 @@
 //! Multi-class (paper 001 section 5, Crammer-Singer): w = (w_1..w_K), loss
 //! max(0, 1 + max_{r != y} <w_r, phi> - <w_y, phi>); a violating step adds phi(x_i) with +eta_t for
 //! class y and -eta_t for the runner-up r (times s_i).
+//! Regression: the epsilon-insensitive loss max(0, |y_i - <w, phi(x_i)>| - epsilon) in place of
+//! the hinge; a step outside the tube adds phi(x_i) with eta_t s_i sign(y_i - f). The
+//! coefficients then have both signs wherever the function bends (see `budget` for the merges).
 //!
 //! With `average`, the returned model is the average of the iterates w_t over the last epoch (over
 //! the second half of the data when there is one epoch): suffix averaging, which takes out the
@@ -29,8 +32,8 @@ use crate::core::merge::MergeSearch;
 use crate::core::model::{BudgetModel, SupportVectors, SvLayout};
 use crate::core::rng::Rng;
 use crate::core::solvers::{
-    check_batch, check_classes, check_positive_finite, check_run, check_weights, EpochObserver,
-    EpochSnapshot, Heartbeat, Monitor, Progress,
+    check_classes, check_positive_finite, check_run, check_targets, check_task, check_weights,
+    EpochObserver, EpochSnapshot, Heartbeat, Monitor, Progress, Targets, Task,
 };
 
 /// BSGD hyper-parameters as the user gave them; `check` turns them into [`ValidBsgdParams`].
@@ -132,7 +135,7 @@ pub struct BsgdState {
     gamma: f64,
     budget: usize,
     shuffle: bool,
-    n_classes: usize,
+    task: Task,
     /// Averaging on (asked for, and not with removal).
     averaging: bool,
     /// The step t at which averaging starts.
@@ -153,22 +156,23 @@ pub struct BsgdState {
 
 /// Format tag and version of [`BsgdState::to_bytes`].
 const STATE_TAG: &str = "budgetsvm-bsgd-state";
-/// Version 3 is version 2 with a checksum appended; version 2 stores the live support vectors
-/// only, dense or sparse; version 1 (dense, all budget + 1 slots). All three load.
-const STATE_VERSION: u64 = 3;
+/// Version 4 is version 3 with regression: 0 classes followed by epsilon. Version 3 is version 2
+/// with a checksum appended; version 2 stores the live support vectors only, dense or sparse;
+/// version 1 (dense, all budget + 1 slots). All four load.
+const STATE_VERSION: u64 = 4;
 
 impl BsgdState {
-    /// A fresh run on `dim` features and `n_classes` classes. Averaging (if the parameters ask
-    /// for it) starts at step `average_from`; see [`BsgdState::suffix_start`].
+    /// A fresh run on `dim` features for `task`. Averaging (if the parameters ask for it)
+    /// starts at step `average_from`; see [`BsgdState::suffix_start`].
     pub fn new(
         params: &ValidBsgdParams,
         dim: usize,
-        n_classes: usize,
+        task: Task,
         average_from: u64,
     ) -> Result<Self> {
-        check_classes(n_classes, None)?;
+        check_task(task)?;
         let p = &params.params;
-        let n_out = if n_classes == 2 { 1 } else { n_classes };
+        let n_out = task.n_out();
         let svs = SupportVectors::new(dim, p.budget.saturating_add(1), n_out, p.layout)?;
         let capacity = svs.capacity();
         Ok(BsgdState {
@@ -176,7 +180,7 @@ impl BsgdState {
             gamma: p.gamma,
             budget: p.budget,
             shuffle: p.shuffle,
-            n_classes,
+            task,
             // Removal throws SVs away with whatever average they carried, so an average over
             // the SVs alive at the end would keep a small, arbitrary part of the epoch's model:
             // return the last iterate there.
@@ -210,8 +214,8 @@ impl BsgdState {
         self.svs.dim()
     }
 
-    pub fn n_classes(&self) -> usize {
-        self.n_classes
+    pub fn task(&self) -> Task {
+        self.task
     }
 
     /// Steps taken so far (t).
@@ -230,13 +234,13 @@ impl BsgdState {
     pub fn pass<R: Rows>(
         &mut self,
         x: &R,
-        y: &[u32],
+        y: Targets<'_>,
         weights: Option<&[f64]>,
         epoch: usize,
         epochs: usize,
         monitor: Monitor<'_>,
     ) -> Result<()> {
-        check_batch(x, y, self.n_classes, self.dim())?;
+        check_targets(x, y, self.task, self.dim())?;
         check_weights(weights, x.n_rows())?;
         let sq_norms = finite_sq_norms(x, "X")?;
         let mut order = std::mem::take(&mut self.order);
@@ -255,7 +259,7 @@ impl BsgdState {
     fn run<R: Rows>(
         &mut self,
         x: &R,
-        y: &[u32],
+        y: Targets<'_>,
         weights: Option<&[f64]>,
         sq_norms: &[f64],
         order: &[usize],
@@ -280,20 +284,28 @@ impl BsgdState {
                 svs.shrink(1.0 - 1.0 / t as f64);
             }
             let eta = weights.map_or(1.0, |w| w[i]) / (lambda * t as f64);
-            let label = y[i] as usize;
-            let violated = if n_out == 1 {
-                let yi = if label == 1 { 1.0 } else { -1.0 };
-                update[0] = eta * yi;
-                yi * f[0] < 1.0
-            } else {
-                let runner_up = (0..n_out)
-                    .filter(|&c| c != label)
-                    .max_by(|&a, &b| f[a].total_cmp(&f[b]))
-                    .unwrap_or(0);
-                update.fill(0.0);
-                update[label] = eta;
-                update[runner_up] = -eta;
-                f[label] - f[runner_up] < 1.0
+            let violated = match y {
+                Targets::Values { y, epsilon } => {
+                    let residual = y[i] - f[0];
+                    update[0] = eta * residual.signum();
+                    residual.abs() > epsilon
+                }
+                Targets::Classes { y, .. } if n_out == 1 => {
+                    let yi = if y[i] == 1 { 1.0 } else { -1.0 };
+                    update[0] = eta * yi;
+                    yi * f[0] < 1.0
+                }
+                Targets::Classes { y, .. } => {
+                    let label = y[i] as usize;
+                    let runner_up = (0..n_out)
+                        .filter(|&c| c != label)
+                        .max_by(|&a, &b| f[a].total_cmp(&f[b]))
+                        .unwrap_or(0);
+                    update.fill(0.0);
+                    update[label] = eta;
+                    update[runner_up] = -eta;
+                    f[label] - f[runner_up] < 1.0
+                }
             };
             if violated {
                 svs.push_row(x, i, update)?;
@@ -365,7 +377,13 @@ impl BsgdState {
         w.f64(self.gamma);
         w.usize(self.budget);
         w.bool(self.shuffle);
-        w.usize(self.n_classes);
+        match self.task {
+            Task::Classes(n) => w.usize(n),
+            Task::Regression { epsilon } => {
+                w.usize(0);
+                w.f64(epsilon);
+            }
+        }
         w.bool(self.averaging);
         w.u64(self.average_from);
         w.u64(self.t);
@@ -406,7 +424,10 @@ impl BsgdState {
         let gamma = r.f64()?;
         let budget = r.usize()?;
         let shuffle = r.bool()?;
-        let n_classes = r.usize()?;
+        let task = match r.usize()? {
+            0 if version >= 4 => Task::Regression { epsilon: r.f64()? },
+            n => Task::Classes(n),
+        };
         let averaging = r.bool()?;
         let average_from = r.u64()?;
         let t = r.u64()?;
@@ -429,8 +450,8 @@ impl BsgdState {
         };
         let capacity = svs.capacity();
         r.finish()?;
-        let n_out = if n_classes == 2 { 1 } else { n_classes };
-        if n_classes < 2
+        let n_out = task.n_out();
+        if check_task(task).is_err()
             || svs.n_out() != n_out
             || budget < 2
             || svs.len() > budget
@@ -445,7 +466,7 @@ impl BsgdState {
             gamma,
             budget,
             shuffle,
-            n_classes,
+            task,
             averaging,
             average_from,
             t,
@@ -463,41 +484,38 @@ impl BsgdState {
     }
 }
 
-/// Trains BSGD. `y[i]` is the class index of row i in `0..n_classes`; with two classes the model
-/// has one output (positive for class 1), otherwise one output per class.
+/// Trains BSGD. Class targets: `y[i]` is the class index of row i in `0..n_classes`; with two
+/// classes the model has one output (positive for class 1), otherwise one output per class.
+/// Real targets: one output, the regression function.
 pub fn train_bsgd<R: Rows>(
     x: &R,
-    y: &[u32],
+    y: Targets<'_>,
     weights: Option<&[f64]>,
-    n_classes: usize,
     params: &ValidBsgdParams,
     monitor: Monitor<'_>,
     observer: Option<EpochObserver<'_>>,
 ) -> Result<(BudgetModel, TrainStats)> {
-    let state = train_bsgd_state(x, y, weights, n_classes, params, monitor, observer)?;
+    let state = train_bsgd_state(x, y, weights, params, monitor, observer)?;
     Ok((state.model(), state.stats()))
 }
 
 /// [`train_bsgd`] returning the run's state, which `partial_fit` can continue.
 pub fn train_bsgd_state<R: Rows>(
     x: &R,
-    y: &[u32],
+    y: Targets<'_>,
     weights: Option<&[f64]>,
-    n_classes: usize,
     params: &ValidBsgdParams,
     monitor: Monitor<'_>,
     mut observer: Option<EpochObserver<'_>>,
 ) -> Result<BsgdState> {
     let n = x.n_rows();
     let epochs = params.params.epochs;
-    check_classes(n_classes, Some(n))?;
-    let mut state = BsgdState::new(
-        params,
-        x.n_cols(),
-        n_classes,
-        BsgdState::suffix_start(n, epochs),
-    )?;
-    check_batch(x, y, n_classes, x.n_cols())?;
+    if let Targets::Classes { n_classes, .. } = y {
+        check_classes(n_classes, Some(n))?;
+    }
+    let task = y.task();
+    let mut state = BsgdState::new(params, x.n_cols(), task, BsgdState::suffix_start(n, epochs))?;
+    check_targets(x, y, task, x.n_cols())?;
     check_weights(weights, n)?;
     let sq_norms = finite_sq_norms(x, "X")?;
     // One permutation, reshuffled in place every epoch.
@@ -583,8 +601,15 @@ mod tests {
             }
             .check(ys.len())
             .unwrap();
-            let (model, stats) =
-                train_bsgd(&x, &ys, None, 2, &params, &mut no_monitor, None).unwrap();
+            let (model, stats) = train_bsgd(
+                &x,
+                Targets::classes(&ys, 2),
+                None,
+                &params,
+                &mut no_monitor,
+                None,
+            )
+            .unwrap();
             assert!(model.n_sv() <= 30);
             let acc = accuracy(&model, &xt, &yt);
             let floor = if maintenance == Maintenance::Remove {
@@ -625,8 +650,15 @@ mod tests {
             }
             .check(2000)
             .unwrap();
-            let (model, _) =
-                train_bsgd(&x, &ys[..2000], None, 3, &params, &mut no_monitor, None).unwrap();
+            let (model, _) = train_bsgd(
+                &x,
+                Targets::classes(&ys[..2000], 3),
+                None,
+                &params,
+                &mut no_monitor,
+                None,
+            )
+            .unwrap();
             assert_eq!(model.n_out, 3);
             assert!(model.n_sv() <= 40);
             let acc = accuracy(&model, &xs[4000..], &ys[2000..]);
@@ -656,9 +688,16 @@ mod tests {
             }
             .check(ys.len())
             .unwrap();
-            train_bsgd(&x, &ys, None, 2, &params, &mut no_monitor, None)
-                .unwrap()
-                .0
+            train_bsgd(
+                &x,
+                Targets::classes(&ys, 2),
+                None,
+                &params,
+                &mut no_monitor,
+                None,
+            )
+            .unwrap()
+            .0
         };
         for epochs in [1, 4] {
             let (avg, last) = (fit(true, epochs), fit(false, epochs));
@@ -683,9 +722,16 @@ mod tests {
             }
             .check(ys.len())
             .unwrap();
-            train_bsgd(&x, &ys, None, 2, &params, &mut no_monitor, None)
-                .unwrap()
-                .0
+            train_bsgd(
+                &x,
+                Targets::classes(&ys, 2),
+                None,
+                &params,
+                &mut no_monitor,
+                None,
+            )
+            .unwrap()
+            .0
         };
         assert_eq!(run(5), run(5));
         assert_ne!(run(5), run(6));
@@ -710,7 +756,7 @@ mod tests {
                 Ok(())
             }
         };
-        let r = train_bsgd(&x, &ys, None, 2, &params, &mut stop, None);
+        let r = train_bsgd(&x, Targets::classes(&ys, 2), None, &params, &mut stop, None);
         assert!(matches!(r, Err(SvmError::Interrupted)));
         assert_eq!(calls, 1);
     }
@@ -741,10 +787,22 @@ mod tests {
                 }
                 .check(ys.len())
                 .unwrap();
-                let (whole, whole_stats) =
-                    train_bsgd(&x, &ys, None, n_classes, &params, &mut no_monitor, None).unwrap();
-                let mut state =
-                    BsgdState::new(&params, 2, n_classes, BsgdState::suffix_start(900, 1)).unwrap();
+                let (whole, whole_stats) = train_bsgd(
+                    &x,
+                    Targets::classes(&ys, n_classes),
+                    None,
+                    &params,
+                    &mut no_monitor,
+                    None,
+                )
+                .unwrap();
+                let mut state = BsgdState::new(
+                    &params,
+                    2,
+                    Task::Classes(n_classes),
+                    BsgdState::suffix_start(900, 1),
+                )
+                .unwrap();
                 for (k, (a, b)) in [(0, 250), (250, 251), (251, 600), (600, 900)]
                     .into_iter()
                     .enumerate()
@@ -756,7 +814,14 @@ mod tests {
                     }
                     let chunk = DenseView::new(&xs[2 * a..2 * b], b - a, 2).unwrap();
                     state
-                        .pass(&chunk, &ys[a..b], None, 1, 1, &mut no_monitor)
+                        .pass(
+                            &chunk,
+                            Targets::classes(&ys[a..b], n_classes),
+                            None,
+                            1,
+                            1,
+                            &mut no_monitor,
+                        )
                         .unwrap();
                 }
                 assert_eq!(state.model(), whole, "{maintenance:?}, {n_classes} classes");
@@ -765,6 +830,114 @@ mod tests {
                 assert_eq!(stats.maintenance.events, whole_stats.maintenance.events);
             }
         }
+    }
+
+    /// Regression: a step outside the tube adds eta sign(y - f) phi(x), none inside it (checked
+    /// on a tiny run by hand), chunks with a state round trip equal one epoch, a class batch is
+    /// refused by a regression run, and with a budget the averaged model fits a smooth curve.
+    #[test]
+    fn regression_steps_follow_the_epsilon_insensitive_loss() {
+        let xs = [0.0, 0.0, 10.0];
+        let x = DenseView::new(&xs, 3, 1).unwrap();
+        let z = [1.0, 1.95, -2.0];
+        let params = BsgdParams {
+            lambda: Some(0.5),
+            budget: 10,
+            shuffle: false,
+            average: false,
+            ..Default::default()
+        }
+        .check(3)
+        .unwrap();
+        let targets = Targets::Values {
+            y: &z,
+            epsilon: 0.1,
+        };
+        let (model, stats) = train_bsgd(&x, targets, None, &params, &mut no_monitor, None).unwrap();
+        // t = 1: f = 0, outside: +1/(0.5 * 1) = 2 at x = 0. t = 2: f = 2 (before the step's
+        // shrinking) is inside the tube of 1.95; shrink by 1/2. t = 3: f(10) ~ 0 is outside
+        // below: shrink by 2/3 (1 -> 2/3) and add -1/(0.5 * 3) at x = 10.
+        assert_eq!(stats.insertions, 2);
+        assert_eq!(model.n_sv(), 2);
+        let mut coef = model.coef.clone();
+        coef.sort_by(f64::total_cmp);
+        assert!((coef[0] + 2.0 / 3.0).abs() < 1e-12 && (coef[1] - 2.0 / 3.0).abs() < 1e-12);
+
+        let n = 900;
+        let mut rng = Rng::new(4);
+        let xs: Vec<f64> = (0..n).map(|_| rng.next_f64() * 6.0 - 3.0).collect();
+        let z: Vec<f64> = xs
+            .iter()
+            .map(|v| v.sin() + 0.05 * (rng.next_f64() - 0.5))
+            .collect();
+        let x = DenseView::new(&xs, n, 1).unwrap();
+        let params = BsgdParams {
+            c: 1.0,
+            gamma: 1.0,
+            budget: 20,
+            epochs: 1,
+            shuffle: false,
+            ..Default::default()
+        }
+        .check(n)
+        .unwrap();
+        let task = Task::Regression { epsilon: 0.05 };
+        let targets = Targets::Values {
+            y: &z,
+            epsilon: 0.05,
+        };
+        let (whole, _) = train_bsgd(&x, targets, None, &params, &mut no_monitor, None).unwrap();
+        let mut state = BsgdState::new(&params, 1, task, BsgdState::suffix_start(n, 1)).unwrap();
+        for (k, (a, b)) in [(0, 300), (300, 600), (600, 900)].into_iter().enumerate() {
+            if k == 1 {
+                let bytes = state.to_bytes();
+                state = BsgdState::from_bytes(&bytes).unwrap();
+                assert_eq!(state.task(), task);
+                assert_eq!(state.to_bytes(), bytes);
+            }
+            let chunk = DenseView::new(&xs[a..b], b - a, 1).unwrap();
+            let part = Targets::Values {
+                y: &z[a..b],
+                epsilon: 0.05,
+            };
+            state
+                .pass(&chunk, part, None, 1, 1, &mut no_monitor)
+                .unwrap();
+        }
+        assert_eq!(state.model(), whole);
+        assert!(whole.n_sv() <= 20);
+        let classes = vec![0u32; n];
+        let wrong = state.pass(
+            &x,
+            Targets::classes(&classes, 2),
+            None,
+            1,
+            1,
+            &mut no_monitor,
+        );
+        assert!(wrong.is_err());
+        // Fits the curve at moderate regularisation (Pegasos' steps 1 / (lambda t) are far
+        // larger than the targets at small lambda): mean absolute error well below the
+        // targets' spread.
+        let params = BsgdParams {
+            c: 0.1,
+            gamma: 1.0,
+            budget: 20,
+            epochs: 5,
+            ..Default::default()
+        }
+        .check(n)
+        .unwrap();
+        let (fitted, _) = train_bsgd(&x, targets, None, &params, &mut no_monitor, None).unwrap();
+        let mut values = vec![0.0; n];
+        fitted.decision_function(&x, &mut values).unwrap();
+        let mae = values
+            .iter()
+            .zip(&z)
+            .map(|(f, y)| (f - y).abs())
+            .sum::<f64>()
+            / n as f64;
+        assert!(mae < 0.15, "mean absolute error {mae}");
     }
 
     #[test]
@@ -783,8 +956,10 @@ mod tests {
             }
             .check(300)
             .unwrap();
-            let mut state = BsgdState::new(&params, 2, 2, 100).unwrap();
-            state.pass(&x, &ys, None, 1, 1, &mut no_monitor).unwrap();
+            let mut state = BsgdState::new(&params, 2, Task::Classes(2), 100).unwrap();
+            state
+                .pass(&x, Targets::classes(&ys, 2), None, 1, 1, &mut no_monitor)
+                .unwrap();
             let bytes = state.to_bytes();
             for cut in (0..bytes.len()).step_by(7) {
                 assert!(BsgdState::from_bytes(&bytes[..cut]).is_err());
@@ -811,7 +986,7 @@ mod tests {
                 if let Ok(mut s) = BsgdState::from_bytes(&b) {
                     let dim = s.dim();
                     if dim == 2 {
-                        let _ = s.pass(&x, &ys, None, 1, 1, &mut no_monitor);
+                        let _ = s.pass(&x, Targets::classes(&ys, 2), None, 1, 1, &mut no_monitor);
                     }
                 }
             }
@@ -823,7 +998,14 @@ mod tests {
                 .contains("version"));
             let wrong_dim = DenseView::new(&xs[..6], 2, 3).unwrap();
             assert!(state
-                .pass(&wrong_dim, &ys[..2], None, 1, 1, &mut no_monitor)
+                .pass(
+                    &wrong_dim,
+                    Targets::classes(&ys[..2], 2),
+                    None,
+                    1,
+                    1,
+                    &mut no_monitor
+                )
                 .is_err());
         }
     }
@@ -871,9 +1053,33 @@ mod tests {
         let xs = [0.0, 1.0];
         let x = DenseView::new(&xs, 2, 1).unwrap();
         let v = ok.check(2).unwrap();
-        assert!(train_bsgd(&x, &[0, 0], None, 1, &v, &mut no_monitor, None).is_err());
-        assert!(train_bsgd(&x, &[0, 5], None, 2, &v, &mut no_monitor, None).is_err());
-        assert!(train_bsgd(&x, &[0], None, 2, &v, &mut no_monitor, None).is_err());
+        assert!(train_bsgd(
+            &x,
+            Targets::classes(&[0, 0], 1),
+            None,
+            &v,
+            &mut no_monitor,
+            None
+        )
+        .is_err());
+        assert!(train_bsgd(
+            &x,
+            Targets::classes(&[0, 5], 2),
+            None,
+            &v,
+            &mut no_monitor,
+            None
+        )
+        .is_err());
+        assert!(train_bsgd(
+            &x,
+            Targets::classes(&[0], 2),
+            None,
+            &v,
+            &mut no_monitor,
+            None
+        )
+        .is_err());
     }
 
     #[test]
@@ -902,24 +1108,30 @@ mod tests {
             let n = n_classes as usize;
             let (a, _) = train_bsgd(
                 &x,
-                &ys,
+                Targets::classes(&ys, n),
                 Some(&[3.0; 600]),
-                n,
                 &params(2.0),
                 &mut no_monitor,
                 None,
             )
             .unwrap();
-            let (b, _) = train_bsgd(&x, &ys, None, n, &params(6.0), &mut no_monitor, None).unwrap();
+            let (b, _) = train_bsgd(
+                &x,
+                Targets::classes(&ys, n),
+                None,
+                &params(6.0),
+                &mut no_monitor,
+                None,
+            )
+            .unwrap();
             assert_eq!(a.n_sv(), b.n_sv());
             for (p, q) in a.coef.iter().zip(&b.coef) {
                 assert!((p - q).abs() <= 1e-9 * (1.0 + q.abs()), "{p} vs {q}");
             }
             let bad = train_bsgd(
                 &x,
-                &ys,
+                Targets::classes(&ys, n),
                 Some(&[-1.0; 600]),
-                n,
                 &params(1.0),
                 &mut no_monitor,
                 None,

@@ -10,6 +10,7 @@ use crate::core::rng::Rng;
 use crate::core::solvers::bsca::{train_bsca, BscaParams};
 use crate::core::solvers::bsgd::{train_bsgd, BsgdParams};
 use crate::core::solvers::no_monitor;
+use crate::core::solvers::Targets;
 
 /// Random sparse rows whose label depends on a few columns; columns spread over `n_cols`.
 struct SparseData {
@@ -100,9 +101,16 @@ fn dense_and_sparse_layouts_train_the_same_model() {
                     };
                     let valid = params.check(d.y.len()).unwrap();
                     let mut m = no_monitor;
-                    train_bsgd(&x, &d.y, None, n_classes as usize, &valid, &mut m, None)
-                        .unwrap()
-                        .0
+                    train_bsgd(
+                        &x,
+                        Targets::classes(&d.y, n_classes as usize),
+                        None,
+                        &valid,
+                        &mut m,
+                        None,
+                    )
+                    .unwrap()
+                    .0
                 })
                 .collect();
             assert_same_model(&models[0], &models[1], &format!("BSGD {what}"));
@@ -122,9 +130,16 @@ fn dense_and_sparse_layouts_train_the_same_model() {
                     };
                     let valid = params.check(d.y.len()).unwrap();
                     let mut m = no_monitor;
-                    train_bsca(&x, &d.y, None, n_classes as usize, &valid, &mut m, None)
-                        .unwrap()
-                        .0
+                    train_bsca(
+                        &x,
+                        Targets::classes(&d.y, n_classes as usize),
+                        None,
+                        &valid,
+                        &mut m,
+                        None,
+                    )
+                    .unwrap()
+                    .0
                 })
                 .collect();
             assert_same_model(&models[0], &models[1], &format!("BSCA {what}"));
@@ -151,12 +166,21 @@ fn sparse_layout_trains_and_predicts_with_a_trillion_columns() {
         };
         let valid = params.check(d.y.len()).unwrap();
         let mut m = no_monitor;
-        let (model, _) = train_bsgd(&x, &d.y, None, 2, &valid, &mut m, None).unwrap();
+        let (model, _) =
+            train_bsgd(&x, Targets::classes(&d.y, 2), None, &valid, &mut m, None).unwrap();
         assert!(model.n_sv() <= 10 && model.n_sv() > 0);
         let mut out = vec![0.0; d.y.len()];
         model.decision_function(&x, &mut out).unwrap();
         // The same problem with the terms at columns 0..40 gives the same decision values.
-        let (model_small, _) = train_bsgd(&xs, &small.y, None, 2, &valid, &mut m, None).unwrap();
+        let (model_small, _) = train_bsgd(
+            &xs,
+            Targets::classes(&small.y, 2),
+            None,
+            &valid,
+            &mut m,
+            None,
+        )
+        .unwrap();
         let mut out_small = vec![0.0; d.y.len()];
         model_small.decision_function(&xs, &mut out_small).unwrap();
         for (a, b) in out.iter().zip(&out_small) {
@@ -173,6 +197,6 @@ fn sparse_layout_trains_and_predicts_with_a_trillion_columns() {
     };
     let valid = params.check(d.y.len()).unwrap();
     let mut m = no_monitor;
-    let err = train_bsgd(&x, &d.y, None, 2, &valid, &mut m, None).unwrap_err();
+    let err = train_bsgd(&x, Targets::classes(&d.y, 2), None, &valid, &mut m, None).unwrap_err();
     assert!(err.to_string().contains("sv_storage"), "{err}");
 }

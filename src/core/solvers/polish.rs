@@ -48,7 +48,7 @@ use crate::core::kernel_block::{sv_rows, BlockScratch, KernelBlocks};
 use crate::core::libsvm::LibsvmChunks;
 use crate::core::model::BudgetModel;
 use crate::core::solvers::{
-    check_classes, check_positive_finite, check_weights, Monitor, Progress,
+    check_classes, check_positive_finite, check_weights, Monitor, Progress, Targets,
 };
 use crate::core::{parallel, simd};
 
@@ -61,99 +61,6 @@ const SUM_CHUNK: usize = 8192;
 /// The ridge added to the Newton system, relative to K_SS's largest diagonal entry: directions
 /// of K_SS below it change no prediction measurably.
 pub const RIDGE: f64 = 1e-10;
-
-/// What the polish fits, and so its loss. Every loss term is w (f - r)^2 while it is active
-/// and 0 otherwise, with r the term's target value, so the Newton system, the Gram updates and
-/// the line search are one code for both.
-#[derive(Debug, Clone, Copy)]
-pub enum PolishTargets<'a> {
-    /// Class indices: the squared hinge max(0, 1 - y f)^2 (y = +-1 per output: one output for
-    /// two classes, one-vs-rest otherwise), active below the margin with r = y.
-    Classes { y: &'a [u32], n_classes: usize },
-    /// Real targets: the squared epsilon-insensitive loss max(0, |f - y| - epsilon)^2, active
-    /// outside the tube with r = y - epsilon below it and y + epsilon above it.
-    Values { y: &'a [f64], epsilon: f64 },
-}
-
-impl PolishTargets<'_> {
-    pub fn len(&self) -> usize {
-        match self {
-            PolishTargets::Classes { y, .. } => y.len(),
-            PolishTargets::Values { y, .. } => y.len(),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    pub fn n_out(&self) -> usize {
-        match *self {
-            PolishTargets::Classes { n_classes, .. } if n_classes > 2 => n_classes,
-            _ => 1,
-        }
-    }
-
-    /// The target value r of row i's active term for output k at f, None when none is active.
-    #[inline]
-    pub fn active_target(&self, k: usize, i: usize, f: f64) -> Option<f64> {
-        match *self {
-            PolishTargets::Classes { y, n_classes } => {
-                let positive = if n_classes == 2 {
-                    y[i] == 1
-                } else {
-                    y[i] as usize == k
-                };
-                let r = if positive { 1.0 } else { -1.0 };
-                (r * f < 1.0).then_some(r)
-            }
-            PolishTargets::Values { y, epsilon } => {
-                let yi = y[i];
-                if f < yi - epsilon {
-                    Some(yi - epsilon)
-                } else if f > yi + epsilon {
-                    Some(yi + epsilon)
-                } else {
-                    None
-                }
-            }
-        }
-    }
-
-    fn check(&self, n: usize) -> Result<()> {
-        if self.len() != n {
-            return Err(SvmError::invalid_input(format!(
-                "X has {n} rows but y has {} targets",
-                self.len()
-            )));
-        }
-        match *self {
-            PolishTargets::Classes { y, n_classes } => {
-                check_classes(n_classes, None)?;
-                if let Some(bad) = y.iter().find(|&&c| c as usize >= n_classes) {
-                    return Err(SvmError::invalid_input(format!(
-                        "class index {bad} out of range for {n_classes} classes"
-                    )));
-                }
-            }
-            PolishTargets::Values { y, epsilon } => {
-                if !(epsilon.is_finite() && epsilon >= 0.0) {
-                    return Err(SvmError::invalid_parameter(
-                        "epsilon",
-                        format!("must be a finite number >= 0, got {epsilon}"),
-                    ));
-                }
-                if let Some(i) = y.iter().position(|v| !v.is_finite()) {
-                    return Err(SvmError::invalid_input(format!(
-                        "the target of row {i} is not finite ({})",
-                        y[i]
-                    )));
-                }
-            }
-        }
-        Ok(())
-    }
-}
 
 /// The polish's settings.
 #[derive(Debug, Clone)]
@@ -676,7 +583,7 @@ pub fn polish(
     model: &BudgetModel,
     start_intercept: Option<&[f64]>,
     source: &mut dyn RowSource,
-    targets: PolishTargets<'_>,
+    targets: Targets<'_>,
     weights: Option<&[f64]>,
     params: &PolishParams,
     monitor: Monitor<'_>,
@@ -917,7 +824,7 @@ pub fn polish(
     })
 }
 
-/// The target of row i's active loss term at f (`PolishTargets::active_target` of one output).
+/// The target of row i's active loss term at f (`Targets::active_target` of one output).
 type ActiveTarget<'a> = dyn Fn(usize, f64) -> Option<f64> + Sync + 'a;
 
 /// 1/2 beta^T K beta + C sum_i w_i (f_i - r_i)^2 over the active terms, the sum in fixed chunks.
@@ -1614,7 +1521,7 @@ mod tests {
         let n = y.len();
         let view = DenseView::new(x, n, 2).unwrap();
         let mut source = InMemory(AnyRows::Dense(view));
-        let targets = PolishTargets::Classes { y, n_classes: k };
+        let targets = Targets::Classes { y, n_classes: k };
         polish(model, None, &mut source, targets, w, p, &mut no_monitor).unwrap()
     }
 
@@ -1693,7 +1600,7 @@ mod tests {
             let w = weighted.then_some(&w[..]);
             let view = DenseView::new(&x, n, 2).unwrap();
             let mut source = InMemory(AnyRows::Dense(view));
-            let targets = PolishTargets::Values { y: &z, epsilon };
+            let targets = Targets::Values { y: &z, epsilon };
             let r = polish(
                 &model,
                 None,
@@ -1958,7 +1865,7 @@ mod tests {
         let view = DenseView::new(&x, 50, 2).unwrap();
         let mut src = InMemory(AnyRows::Dense(view));
         let p = params(1.0);
-        let classes = |y, n_classes| PolishTargets::Classes { y, n_classes };
+        let classes = |y, n_classes| Targets::Classes { y, n_classes };
         let short = classes(&y[..49], 2);
         assert!(polish(&model, None, &mut src, short, None, &p, &mut no_monitor).is_err());
         let three = classes(&y, 3);
@@ -1971,12 +1878,12 @@ mod tests {
         assert!(polish(&model, None, &mut src, two, Some(&w), &p, &mut no_monitor).is_err());
         let z: Vec<f64> = (0..50).map(|i| i as f64).collect();
         for epsilon in [-0.1, f64::NAN, f64::INFINITY] {
-            let values = PolishTargets::Values { y: &z, epsilon };
+            let values = Targets::Values { y: &z, epsilon };
             assert!(polish(&model, None, &mut src, values, None, &p, &mut no_monitor).is_err());
         }
         let mut bad_z = z.clone();
         bad_z[7] = f64::NAN;
-        let values = PolishTargets::Values {
+        let values = Targets::Values {
             y: &bad_z,
             epsilon: 0.1,
         };

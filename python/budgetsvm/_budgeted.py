@@ -1,0 +1,285 @@
+"""What the budgeted estimators (BudgetSVC, BudgetSVR) share: the parameters of the budgeted
+pass and of the polish, the native runs (BSGD / BSCA, the polish, a BSGD stream), the fitted
+expansion and its decision values. A budgeted estimator is this base plus its targets: how
+labels or values become the engine's targets, and what the decision values mean."""
+
+from __future__ import annotations
+
+import numbers
+import sys
+import warnings
+from typing import Any, Callable, Dict, Optional
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from budgetsvm import _budgetsvm
+from budgetsvm._validation import (
+    SV_STORAGES,
+    check_choice,
+    check_n_jobs,
+    check_positive,
+    sv_from_native,
+    to_native,
+)
+
+SOLVERS = ("bsgd", "bsca")
+MAINTENANCE = ("merge", "remove", "project")
+DUAL_STEPS = ("decaying", "full")
+MERGE_SEARCHES = ("lookup-wd", "lookup-h", "gss", "gss-precise")
+
+Callback = Optional[Callable[[Dict[str, Any]], Any]]
+
+
+class BudgetedMachine(BaseEstimator):
+    """Base of the budgeted estimators (not for direct use). Subclasses set the parameters in
+    ``__init__`` under the names used here (C, lam, gamma, budget, solver, maintenance, merge,
+    epochs, average, shuffle, dual_step, sv_storage, n_jobs, polish, polish_tol,
+    polish_max_iter, polish_cache_size, random_state, verbose)."""
+
+    # Regression passes its epsilon to the engine; classification None.
+    def _epsilon(self) -> Optional[float]:
+        return None
+
+    def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    def _check_budget_params(self) -> None:
+        check_positive("C", self.C)
+        if self.lam is not None:
+            check_positive("lam", self.lam)
+        check_positive("budget", self.budget, integer=True, minimum=2)
+        check_positive("epochs", self.epochs, integer=True, minimum=1)
+        check_choice("solver", self.solver, SOLVERS)
+        check_choice("maintenance", self.maintenance, MAINTENANCE)
+        check_choice("merge", self.merge, MERGE_SEARCHES)
+        check_choice("average", self.average, (True, False))
+        check_choice("shuffle", self.shuffle, (True, False))
+        check_choice("dual_step", self.dual_step, DUAL_STEPS)
+        check_choice("sv_storage", self.sv_storage, SV_STORAGES)
+        check_n_jobs(self.n_jobs)
+        check_choice("polish", self.polish, (True, False))
+        self._check_polish_params()
+
+    def _check_polish_params(self) -> None:
+        if isinstance(self.polish_tol, bool) or not isinstance(self.polish_tol, numbers.Real):
+            raise ValueError(f"polish_tol must be a number, got {self.polish_tol!r}")
+        if not (np.isfinite(self.polish_tol) and self.polish_tol >= 0):
+            raise ValueError(f"polish_tol must be finite and >= 0, got {self.polish_tol!r}")
+        check_positive("polish_max_iter", self.polish_max_iter, integer=True, minimum=1)
+        if isinstance(self.polish_cache_size, bool) or not isinstance(
+            self.polish_cache_size, numbers.Real
+        ):
+            raise ValueError(f"polish_cache_size must be a number, got {self.polish_cache_size!r}")
+        if not (np.isfinite(self.polish_cache_size) and self.polish_cache_size >= 0):
+            raise ValueError(
+                f"polish_cache_size must be a finite number of MB >= 0, got "
+                f"{self.polish_cache_size!r}"
+            )
+
+    def _seed(self) -> int:
+        if isinstance(self.random_state, (int, np.integer)) and not isinstance(
+            self.random_state, bool
+        ):
+            if self.random_state < 0:
+                raise ValueError(f"random_state must be non-negative, got {self.random_state}")
+            return int(self.random_state)
+        return int(check_random_state(self.random_state).randint(0, 2**31 - 1))
+
+    def _c_for(self, n_samples: int) -> float:
+        """C of the objective on n_samples rows (from ``lam`` when given)."""
+        return float(self.C) if self.lam is None else 1.0 / (n_samples * float(self.lam))
+
+    def _native_fit(
+        self,
+        X_native: Any,
+        targets: np.ndarray,
+        n_classes: int,
+        weights: Optional[np.ndarray],
+        seed: int,
+        *,
+        compare_with: Optional[str] = None,
+        callback: Callback = None,
+        observer: Any = None,
+    ) -> Dict[str, Any]:
+        """The budgeted pass (BSGD or BSCA) on validated rows; sets ``lambda_`` and returns the
+        engine's result (its BSGD run under "state")."""
+        n_samples = X_native.shape[0] if hasattr(X_native, "shape") else X_native[2].shape[0] - 1
+        C = self._c_for(n_samples)
+        self.lambda_ = 1.0 / (n_samples * C) if self.lam is None else float(self.lam)
+        common: Dict[str, Any] = dict(
+            c=C,
+            gamma=self.gamma_,
+            budget=int(self.budget),
+            epochs=int(self.epochs),
+            maintenance=self.maintenance,
+            merge=self.merge,
+            seed=seed,
+            compare_with=compare_with,
+            callback=callback,
+            observer=observer,
+            shuffle=bool(self.shuffle),
+            sv_storage=self.sv_storage,
+            sample_weight=weights,
+            epsilon=self._epsilon(),
+        )
+        if self.solver == "bsca":
+            return _budgetsvm.fit_bsca(
+                X_native,
+                targets,
+                n_classes,
+                dual_step=self.dual_step,
+                average=bool(self.average),
+                **common,
+            )
+        return _budgetsvm.fit_bsgd(
+            X_native,
+            targets,
+            n_classes,
+            average=bool(self.average),
+            lambda_=None if self.lam is None else float(self.lam),
+            **common,
+        )
+
+    def _new_stream(
+        self, width: int, n_classes: int, n_samples: int, sparse_input: bool, epochs: int = 1
+    ) -> Any:
+        """A fresh BSGD run that batches continue (``partial_fit``, ``fit_file``)."""
+        return _budgetsvm.BsgdStream(
+            width,
+            n_classes,
+            c=float(self.C),
+            lambda_=None if self.lam is None else float(self.lam),
+            gamma=self.gamma_,
+            budget=int(self.budget),
+            maintenance=self.maintenance,
+            merge=self.merge,
+            seed=self._seed(),
+            n_samples=int(n_samples),
+            epochs=int(epochs),
+            average=bool(self.average),
+            shuffle=bool(self.shuffle),
+            sv_storage=self.sv_storage,
+            sparse_input=sparse_input,
+            epsilon=self._epsilon(),
+        )
+
+    def _set_model(self, result: Dict[str, Any], intercept: Any = 0.0) -> None:
+        """Fitted attributes from a native result dict (fit, partial_fit); the budgeted pass's
+        model has no intercept of its own: ``intercept`` (the targets' offset, or 0)."""
+        self.support_vectors_ = sv_from_native(result.pop("support_vectors"))
+        sv = self.support_vectors_
+        n_sv = sv.shape[0]
+        stored = sv.nnz if sp.issparse(sv) else np.count_nonzero(sv)
+        result["mean_sv_nnz"] = stored / n_sv if n_sv else 0.0
+        self.dual_coef_ = np.ascontiguousarray(result.pop("coef").T)
+        self.intercept_ = np.full(self.dual_coef_.shape[0], float(intercept))
+        self.n_iter_ = result["epochs"]
+        events = result["maintenance_events"]
+        result["mean_weight_degradation"] = (
+            result["total_weight_degradation"] / events if events else 0.0
+        )
+        self.fit_stats_ = result
+
+    def _polish_native(
+        self,
+        X_native: Any,
+        targets: np.ndarray,
+        n_classes: int,
+        weights: Optional[np.ndarray],
+        C: float,
+        callback: Callback = None,
+    ) -> None:
+        """The polish of the current model on validated rows (warm start: its coefficients
+        and intercept)."""
+        result = _budgetsvm.polish(
+            to_native(self.support_vectors_),
+            np.ascontiguousarray(self.dual_coef_.T),
+            self.gamma_,
+            X_native,
+            targets,
+            n_classes,
+            c=float(C),
+            tol=float(self.polish_tol),
+            max_iter=int(self.polish_max_iter),
+            cache_size=float(self.polish_cache_size),
+            intercept=np.ascontiguousarray(self.intercept_, dtype=np.float64),
+            sample_weight=weights,
+            callback=callback,
+            epsilon=self._epsilon(),
+        )
+        self._apply_polish(result)
+
+    def _apply_polish(self, result: Dict[str, Any]) -> None:
+        self.dual_coef_ = np.ascontiguousarray(result.pop("coef").T)
+        self.intercept_ = np.asarray(result.pop("intercept"), dtype=np.float64)
+        stats = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in result.items()}
+        self.fit_stats_["polish"] = stats
+        if not stats["converged"]:
+            warnings.warn(
+                f"the polish stopped after polish_max_iter={self.polish_max_iter} Newton "
+                "iterations before converging; the model is kept (raise polish_max_iter)",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
+
+    def _expansion_values(self, X: Any) -> np.ndarray:
+        """sum_j dual_coef_[:, j] k(x, s_j) + intercept_ for every row: (n_samples, n_out)."""
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C", reset=False)
+        intercept = getattr(self, "intercept_", None)
+        return _budgetsvm.decision_function(
+            to_native(self.support_vectors_),
+            np.ascontiguousarray(self.dual_coef_.T),
+            self.gamma_,
+            to_native(X),
+            n_threads=check_n_jobs(self.n_jobs),
+            intercept=None if intercept is None else np.ascontiguousarray(intercept, np.float64),
+        )
+
+
+def epoch_callback(verbose: bool, extra: Callback) -> Callback:
+    """The native per-epoch callback: the verbose line and/or a caller's hook (the CLI's
+    progress bar)."""
+    if extra is None:
+        return print_epoch if verbose else None
+    if not verbose:
+        return extra
+
+    def both(info: Dict[str, Any]) -> None:
+        print_epoch(info)
+        extra(info)
+
+    return both
+
+
+def polish_callback(verbose: bool, extra: Callback) -> Callback:
+    """The polish's per-iteration callback: the verbose line; a caller's hook (the CLI's) only
+    if it asks for polish lines."""
+    if verbose:
+        return print_epoch
+    return extra if getattr(extra, "wants_polish", False) else None
+
+
+def print_epoch(info: Dict[str, Any]) -> None:
+    if info.get("polish"):
+        print(
+            f"[budgetsvm] polish iteration {info['epoch']}: objective {info['objective']:.6g}, "
+            f"{info['iteration']} active-set changes so far, {info['seconds']:.2f} s",
+            file=sys.stdout,
+            flush=True,
+        )
+        return
+    print(
+        f"[budgetsvm] epoch {info['epoch']}/{info['epochs']}: {info['iteration']} steps, "
+        f"{info['n_sv']} SVs, {info['maintenance_events']} budget maintenance events, "
+        f"{info['seconds']:.2f} s",
+        file=sys.stdout,
+        flush=True,
+    )
