@@ -7,8 +7,9 @@ use std::time::Instant;
 use crate::core::codec::{corrupt, Reader, Writer};
 use crate::core::error::{Result, SvmError};
 use crate::core::merge::{
-    coefficient_sums, merge_multiclass_bound, merge_multiclass_sums, search_pair,
-    weight_degradation, MergeSearch, MergeTable, GSS_EPS, GSS_PRECISE_EPS, MERGE_MIN_KAPPA,
+    coefficient_sums, merge_multiclass_bound, merge_multiclass_sums, opposite_sign_degradation,
+    opposite_sign_merge, search_pair, weight_degradation, MergeSearch, MergeTable, GSS_EPS,
+    GSS_PRECISE_EPS, MERGE_MIN_KAPPA,
 };
 use crate::core::model::{BudgetModel, SupportVectors, SvLayout};
 use crate::core::simd;
@@ -228,6 +229,8 @@ pub struct BudgetMaintainer {
     /// Scratch of the multi-class partner search.
     candidates: Vec<Candidate>,
     projection: Option<Projection>,
+    /// Binary merges may also pair SVs of opposite signs (`merge::opposite_sign_merge`).
+    opposite_sign: bool,
     pub stats: MaintenanceStats,
 }
 
@@ -246,8 +249,18 @@ impl BudgetMaintainer {
             kappa: Vec::new(),
             candidates: Vec::new(),
             projection: (maintenance == Maintenance::Project).then(Projection::new),
+            opposite_sign: false,
             stats: MaintenanceStats::default(),
         }
+    }
+
+    /// Lets binary merges pair the smallest SV with its nearest SV of the opposite sign too,
+    /// when that degrades the model less than the best same-sign merge. Regression turns it
+    /// on: its coefficients change sign wherever the function bends, and a same-sign partner
+    /// may be far away when an opposite one is near (fried, B = 500: R^2 see docs/regression.md).
+    /// Classification keeps the papers' same-sign merges.
+    pub fn set_opposite_sign_merges(&mut self, on: bool) {
+        self.opposite_sign = on;
     }
 
     /// Tells maintenance about an SV just appended, with its kernel values against the SVs that
@@ -415,14 +428,36 @@ impl BudgetMaintainer {
     }
 
     fn merge_binary(&mut self, svs: &mut SupportVectors, p: usize, search: MergeSearch) -> f64 {
-        // No partner close enough for a merge to beat removal measurably (`MERGE_MIN_KAPPA`).
         let coef = svs.coefs();
-        let nearest =
-            simd::argmax_same_sign(simd::level(), coef, &self.kappa[..coef.len()], coef[p], p);
-        if nearest.is_none_or(|j| self.kappa[j] < MERGE_MIN_KAPPA) {
-            return self.remove(svs, p);
+        let (level, kappa) = (simd::level(), &self.kappa[..coef.len()]);
+        // No partner close enough for a merge to beat removal measurably (`MERGE_MIN_KAPPA`).
+        let close = |j: Option<usize>| j.filter(|&j| kappa[j] >= MERGE_MIN_KAPPA);
+        let nearest = close(simd::argmax_same_sign(level, coef, kappa, coef[p], p));
+        let opposite = if self.opposite_sign {
+            close(simd::argmax_same_sign(level, coef, kappa, -coef[p], p))
+        } else {
+            None
+        };
+        let same = nearest.and_then(|_| self.best_partner(svs, p, search));
+        if let Some(o) = opposite {
+            // p is the smallest, so |c_o| >= |c_p|: r <= 1 (up to `NEWEST_TIE`).
+            let (cp, co) = (svs.coef(p)[0], svs.coef(o)[0]);
+            let r = (cp / co).abs().min(1.0);
+            let eps = if search == MergeSearch::GssPrecise {
+                GSS_PRECISE_EPS
+            } else {
+                GSS_EPS
+            };
+            let (h, q) = opposite_sign_merge(r, self.kappa[o], eps);
+            let wd = co * co * opposite_sign_degradation(r, self.kappa[o], q);
+            if same.is_none_or(|(_, best)| wd < best) {
+                // z = h x_o + (1 - h) x_p, i.e. 1 - h of the way from x_o to x_p.
+                self.merge_into_partner(svs, p, o, 1.0 - h);
+                let s = svs.scale();
+                return s * s * wd;
+            }
         }
-        let Some((q, _)) = self.best_partner(svs, p, search) else {
+        let Some((q, _)) = same else {
             // No SV of the same sign to merge with: removal is the only option.
             return self.remove(svs, p);
         };
@@ -802,6 +837,61 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// With opposite-sign merges on (regression), every event reports the true change of the
+    /// model (dense and sparse stores), and degrades it no more than the same-sign-only event on
+    /// the same store; on mixed-sign stores some events take the opposite-sign partner.
+    #[test]
+    fn opposite_sign_merges_report_the_true_degradation_and_never_lose() {
+        let mut rng = Rng::new(41);
+        let mut opposite_won = 0;
+        for trial in 0..200 {
+            let (n, d, gamma) = (
+                2 + rng.below(10),
+                1 + rng.below(3),
+                0.2 + 2.0 * rng.next_f64(),
+            );
+            let layout = if trial % 2 == 0 {
+                SvLayout::Dense
+            } else {
+                SvLayout::Sparse
+            };
+            let search = [
+                MergeSearch::LookupWd,
+                MergeSearch::Gss,
+                MergeSearch::GssPrecise,
+            ][trial % 3];
+            let (svs, _) = random_svs(&mut rng, n, d, 1, true, layout);
+            let before = svs.to_model(gamma);
+            let mut with = svs.clone();
+            let mut m = BudgetMaintainer::new(Maintenance::Merge(search), gamma, None);
+            m.set_opposite_sign_merges(true);
+            m.reduce(&mut with);
+            let after = with.to_model(gamma);
+            assert_eq!(after.n_sv(), n - 1);
+            let truth = feature_space_change(&before, &after);
+            let reported = m.stats.total_weight_degradation;
+            assert!(
+                (truth - reported).abs() < 1e-6 * (1.0 + truth),
+                "trial {trial}: reported {reported}, true {truth}"
+            );
+            let mut without = svs.clone();
+            let mut plain = BudgetMaintainer::new(Maintenance::Merge(search), gamma, None);
+            plain.reduce(&mut without);
+            let same_only = plain.stats.total_weight_degradation;
+            assert!(
+                reported <= same_only * (1.0 + 1e-9) + 1e-12,
+                "trial {trial}"
+            );
+            if reported < same_only * (1.0 - 1e-6) {
+                opposite_won += 1;
+            }
+        }
+        assert!(
+            opposite_won > 20,
+            "opposite-sign partners chosen {opposite_won} times"
+        );
     }
 
     #[test]

@@ -327,11 +327,108 @@ pub fn merge_multiclass_bound(aa: f64, bb: f64, ab: f64, kappa: f64) -> f64 {
     aa + bb + 2.0 * ab * kappa - best
 }
 
+/// The merge of a support vector (x_p, a_p) into a partner (x_q, a_q) of the *opposite* sign
+/// with |a_q| >= |a_p| (regression coefficients, BSCA's one-label coefficients). With
+/// r = |a_p| / |a_q| in (0, 1], z = h x_q + (1 - h) x_p and L = -ln kappa,
+///
+///   a_z(h) = a_q q(h),  q(h) = kappa^((1-h)^2) - r kappa^(h^2),
+///   |a_q phi_q + a_p phi_p - a_z phi_z|^2 = a_q^2 [1 + r^2 - 2 r kappa - q(h)^2].
+///
+/// q' = 2L [(1-h) kappa^((1-h)^2) + r h kappa^(h^2)] is positive on [0, 1], so q rises past
+/// h = 1: the merged point lies beyond x_q, away from x_p (the dipole pushes the bump outward).
+/// For h > 1, q' = 0 iff (h-1)/h = r kappa^(2h-1); the left side rises from 0 to 1, the right
+/// falls from r kappa, so there is one stationary point, a maximum, in (1, 1/(1 - r kappa)].
+/// The other extremum, the minimum of q on x_p's side (h < 0), never gives a larger |a_z|:
+/// mirrored at the midpoint, q(1 + u) - |q(-u)| = (1 - r)(kappa^(u^2) + kappa^((1+u)^2)) >= 0.
+/// At h = 1 the degradation is a_q^2 r^2 (1 - kappa^2) (the projection of a_p phi_p onto
+/// phi_q), so the best opposite-sign merge always beats the removal of x_p (a_q^2 r^2) when
+/// kappa > 0. Returns (h*, q(h*)), golden section search to `eps` relative to the bracket.
+pub fn opposite_sign_merge(r: f64, kappa: f64, eps: f64) -> (f64, f64) {
+    if kappa <= 0.0 {
+        return (1.0, 1.0);
+    }
+    let kappa = kappa.min(1.0);
+    if kappa >= 1.0 {
+        // x_p == x_q: the coefficients simply add, at x_q.
+        return (1.0, 1.0 - r);
+    }
+    let ln_kappa = kappa.ln();
+    let q = |h: f64| ((1.0 - h) * (1.0 - h) * ln_kappa).exp() - r * (h * h * ln_kappa).exp();
+    let hi = 1.0 / (1.0 - r * kappa);
+    if !hi.is_finite() || hi <= 1.0 {
+        return (1.0, q(1.0));
+    }
+    // The width floor: a bracket of a few ulps (r kappa ~ 1e-16) cannot be split further.
+    let width = (eps * (hi - 1.0)).max(8.0 * f64::EPSILON * hi);
+    golden_section_max(q, 1.0, hi, width)
+}
+
+/// Normalised degradation of [`opposite_sign_merge`]: |Delta|^2 / a_q^2 = 1 + r^2 - 2 r kappa - q^2.
+pub fn opposite_sign_degradation(r: f64, kappa: f64, q: f64) -> f64 {
+    (1.0 + r * r - 2.0 * r * kappa - q * q).max(0.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::core::merge_math::wd_over_m2_at_zero;
     use crate::core::rng::Rng;
+
+    /// The opposite-sign merge against explicit feature vectors and a brute-force search of h
+    /// over the whole line: the closed form is the explicit degradation, the search finds the
+    /// global optimum (no better h anywhere, x_p's side included), it lies in the bracket, and it
+    /// beats both the removal of x_p and the projection onto x_q.
+    #[test]
+    fn opposite_sign_merge_is_the_brute_force_optimum() {
+        let mut rng = Rng::new(77);
+        for case in 0..400 {
+            let dim = 1 + case % 4;
+            let x1: Vec<f64> = (0..dim).map(|_| rng.next_f64() * 2.0 - 1.0).collect();
+            let x2: Vec<f64> = (0..dim).map(|_| rng.next_f64() * 2.0 - 1.0).collect();
+            let gamma = [0.1, 1.0, 5.0][case % 3];
+            let big = 0.1 + rng.next_f64() * 3.0;
+            let r = if case % 10 == 0 { 1.0 } else { rng.next_f64() };
+            let sign = if case % 2 == 0 { 1.0 } else { -1.0 };
+            let (a_q, a_p) = (sign * big, -sign * big * r);
+            let d2: f64 = x1.iter().zip(&x2).map(|(p, q)| (p - q) * (p - q)).sum();
+            let kappa = (-gamma * d2).exp();
+            let (h, q) = opposite_sign_merge(r, kappa, GSS_PRECISE_EPS);
+            assert!(h >= 1.0 && h <= 1.0 / (1.0 - r * kappa) + 1e-12, "h {h}");
+            let (explicit, az) = explicit_degradation(&x1, &x2, a_q, a_p, h, gamma);
+            let closed = a_q * a_q * opposite_sign_degradation(r, kappa, q);
+            let scale = a_q * a_q;
+            assert!(
+                (explicit - closed).abs() <= 1e-9 * scale,
+                "{explicit} vs {closed}"
+            );
+            assert!(
+                (az - a_q * q).abs() <= 1e-9 * big,
+                "a_z {az} vs {}",
+                a_q * q
+            );
+            let mut best = f64::INFINITY;
+            for k in 0..=16_000 {
+                let hh = -4.0 + 10.0 * k as f64 / 16_000.0;
+                best = best.min(explicit_degradation(&x1, &x2, a_q, a_p, hh, gamma).0);
+            }
+            assert!(
+                closed <= best + 1e-7 * scale,
+                "case {case}: {closed} vs grid {best}"
+            );
+            let removal = a_p * a_p;
+            let projection = a_p * a_p * (1.0 - kappa * kappa);
+            assert!(closed <= projection + 1e-12 * scale && projection <= removal);
+            if kappa > 1e-3 && r > 1e-3 {
+                assert!(closed < removal, "case {case}");
+            }
+        }
+        // Coincident points add their coefficients; far apart ones keep the larger.
+        assert_eq!(opposite_sign_merge(0.25, 1.0, 1e-10), (1.0, 0.75));
+        assert_eq!(opposite_sign_merge(0.25, 0.0, 1e-10), (1.0, 1.0));
+        // A bracket of a few ulps (r kappa near the rounding of 1) still ends.
+        let (h, _) = opposite_sign_merge(1e-12, 1e-6, GSS_PRECISE_EPS);
+        assert!((1.0..1.0 + 1e-15).contains(&h));
+    }
 
     /// |a1 phi(x1) + a2 phi(x2) - az phi(z)|^2 through kernel values of explicit vectors.
     fn explicit_degradation(

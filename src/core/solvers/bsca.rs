@@ -186,12 +186,15 @@ impl SharedProblems {
         let mut svs = SupportVectors::new(dim, p.budget.min(n).saturating_add(1), k, p.layout)?;
         let capacity = svs.capacity();
         svs.track_rows(n);
+        let mut maintainer = BudgetMaintainer::new(p.maintenance, p.gamma, p.compare_with);
+        // Regression merges may pair SVs of opposite signs (`BudgetMaintainer`).
+        maintainer.set_opposite_sign_merges(values.is_some());
         Ok(SharedProblems {
             alpha: vec![vec![0.0; n]; k],
             labels,
             values,
             svs,
-            maintainer: BudgetMaintainer::new(p.maintenance, p.gamma, p.compare_with),
+            maintainer,
             // The seed's first draw, as when every one-vs-rest problem had its own generator
             // (binary runs are unchanged by the shared design).
             rng: Rng::new(Rng::new(p.seed).next_u64()),

@@ -192,7 +192,7 @@ impl BsgdState {
             passes: 0,
             rng: Rng::new(p.seed),
             svs,
-            maintainer: BudgetMaintainer::new(p.maintenance, p.gamma, p.compare_with),
+            maintainer: maintainer_for(task, p),
             order: Vec::new(),
             kvals: vec![0.0; capacity],
             f: vec![0.0; n_out],
@@ -448,6 +448,8 @@ impl BsgdState {
             let svs = SupportVectors::decode(&mut r)?;
             (svs, BudgetMaintainer::decode(&mut r, None)?)
         };
+        let mut maintainer = maintainer;
+        maintainer.set_opposite_sign_merges(matches!(task, Task::Regression { .. }));
         let capacity = svs.capacity();
         r.finish()?;
         let n_out = task.n_out();
@@ -482,6 +484,13 @@ impl BsgdState {
             update: vec![0.0; n_out],
         })
     }
+}
+
+/// The budget maintenance of a run: regression merges may pair SVs of opposite signs.
+fn maintainer_for(task: Task, p: &BsgdParams) -> BudgetMaintainer {
+    let mut maintainer = BudgetMaintainer::new(p.maintenance, p.gamma, p.compare_with);
+    maintainer.set_opposite_sign_merges(matches!(task, Task::Regression { .. }));
+    maintainer
 }
 
 /// Trains BSGD. Class targets: `y[i]` is the class index of row i in `0..n_classes`; with two

@@ -1,0 +1,219 @@
+"""Regression, novelty detection and the kernels of SVC against their peers, in one run.
+
+- SVR on fried (SETTINGS.md: 80/20 split seed 0, X and y standardised with the training rows'
+  mean and std; C = 10, gamma = 0.1, epsilon = 0.1): oneDAL's SVR (scikit-learn-intelex),
+  ``KernelSVR``, ``BudgetSVR`` (B = 500 and 1000, 5 epochs; BSCA, and BSGD at B = 500), and
+  random-landmark Nystroem + Ridge (alpha = 1 / C) with 500 and 2000 components; scikit-learn's
+  SVR (LIBSVM, about 14 minutes here) only with ``--libsvm``.
+- One-class on ijcnn1 (the first 30,000 training rows, dense; nu = 0.1, gamma = 0.5):
+  scikit-learn's OneClassSVM (LIBSVM; oneDAL has none) and ``KernelOneClassSVM``; agreement is
+  the share of the 91,701 test rows given the same sign.
+- SVC kernels on a9a (C = 1): oneDAL's SVC and ``KernelSVC`` with kernel linear, poly (degree 3,
+  gamma 2^-7, coef0 1) and sigmoid (gamma 2^-7, coef0 0), and 'precomputed' (the linear Gram
+  matrix of the first 10,000 training rows) against oneDAL's linear kernel on those rows;
+  agreement is the share of test rows predicted alike.
+
+Ratio: the fit time over the peer's in the same run (oneDAL's, or scikit-learn's for one-class).
+
+    python benchmarks/regression.py --out docs/regression.md     # about 6 minutes
+    python benchmarks/regression.py --parts fried --libsvm       # with LIBSVM's SVR
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _data import DATA  # noqa: E402
+from _report import commit, machine, publish  # noqa: E402
+
+PARTS = ["fried", "one-class", "kernels"]
+
+
+def timed(f, *args, **kwargs):
+    start = time.perf_counter()
+    result = f(*args, **kwargs)
+    return result, time.perf_counter() - start
+
+
+def fit(make, *data, **params):
+    """make(**params).fit(*data), timed."""
+    return timed(lambda: make(**params).fit(*data))
+
+
+def n_sv(model) -> str:
+    for attr in ("support_vectors_", "support_"):
+        value = getattr(model, attr, None)
+        if value is not None and value.shape[0] > 0:
+            return f"{value.shape[0]:,}"
+    return ""
+
+
+def fried_part(rows: list, libsvm: bool) -> None:
+    import budgetsvm
+    from budgetsvm.datasets import load_svmlight_file
+    from sklearn.kernel_approximation import Nystroem
+    from sklearn.linear_model import Ridge
+    from sklearn.metrics import r2_score
+    from sklearn.pipeline import make_pipeline
+
+    X, y = load_svmlight_file(DATA / "fried" / "fried.xz")
+    X = X.toarray()
+    p = np.random.default_rng(0).permutation(len(y))
+    n = int(0.8 * len(y))
+    tr, te = p[:n], p[n:]
+    X = (X - X[tr].mean(0)) / X[tr].std(0)
+    y = (y - y[tr].mean()) / y[tr].std()
+    X, Xt, y, yt = X[tr], X[te], y[tr], y[te]
+    kw = dict(C=10.0, gamma=0.1, epsilon=0.1)
+    where = f"fried ({len(y):,} x 10)"
+    methods = []
+    try:
+        from sklearnex.svm import SVR as OneDalSVR
+
+        methods.append(("oneDAL SVR", lambda: OneDalSVR(**kw)))
+    except ImportError:
+        pass
+    if libsvm:
+        from sklearn.svm import SVR
+
+        methods.append(("scikit-learn SVR (LIBSVM)", lambda: SVR(**kw)))
+    methods += [
+        ("KernelSVR", lambda: budgetsvm.KernelSVR(**kw)),
+        ("BudgetSVR B=500 (bsca)", lambda: budgetsvm.BudgetSVR(**kw, budget=500, random_state=0)),
+        ("BudgetSVR B=500 (bsgd)", lambda: budgetsvm.BudgetSVR(**kw, budget=500, solver="bsgd", random_state=0)),
+        ("BudgetSVR B=1000 (bsca)", lambda: budgetsvm.BudgetSVR(**kw, budget=1000, random_state=0)),
+    ]
+    for m in (500, 2000):
+        methods.append(
+            (
+                f"Nystroem({m}) + Ridge",
+                lambda m=m: make_pipeline(Nystroem(gamma=0.1, n_components=m, random_state=0), Ridge(alpha=0.1)),
+            )
+        )
+    peer = None
+    for name, make in methods:
+        model, seconds = fit(make, X, y)
+        if peer is None and name.startswith("oneDAL"):
+            peer = seconds
+        r2 = r2_score(yt, model.predict(Xt))
+        ratio = f"{seconds / peer:.3f}" if peer else ""
+        rows.append(
+            f"| SVR | {where} | {name} | {seconds:.2f} | {ratio} | R^2 {r2:.4f} | {n_sv(model)} |"
+        )
+        print(rows[-1], flush=True)
+
+
+def one_class_part(rows: list) -> None:
+    import budgetsvm
+    from budgetsvm.datasets import load_svmlight_file
+    from sklearn.svm import OneClassSVM
+
+    X, _ = load_svmlight_file(DATA / "ijcnn1" / "ijcnn1.bz2")
+    Xt, _ = load_svmlight_file(DATA / "ijcnn1" / "ijcnn1.t.bz2", n_features=X.shape[1])
+    X, Xt = X[:30000].toarray(), Xt.toarray()
+    where = "ijcnn1 (30,000 x 22)"
+    ref, ref_fit = timed(lambda: OneClassSVM(nu=0.1, gamma=0.5).fit(X))
+    ref_sign = ref.predict(Xt)
+    rows.append(f"| one-class | {where} | scikit-learn OneClassSVM (LIBSVM) | {ref_fit:.2f} | 1 | | {n_sv(ref)} |")
+    print(rows[-1], flush=True)
+    ours, seconds = timed(lambda: budgetsvm.KernelOneClassSVM(nu=0.1, gamma=0.5).fit(X))
+    agree = 100 * float((ours.predict(Xt) == ref_sign).mean())
+    rows.append(
+        f"| one-class | {where} | KernelOneClassSVM | {seconds:.2f} | {seconds / ref_fit:.2f} | "
+        f"{agree:.2f}% same sign | {n_sv(ours)} |"
+    )
+    print(rows[-1], flush=True)
+
+
+def kernels_part(rows: list) -> None:
+    import budgetsvm
+    from budgetsvm.datasets import load_svmlight_file
+
+    try:
+        from sklearnex.svm import SVC as OneDalSVC
+    except ImportError:
+        print("kernels: scikit-learn-intelex is not installed; skipped", flush=True)
+        return
+    X, y = load_svmlight_file(DATA / "a9a" / "a9a.xz")
+    Xt, yt = load_svmlight_file(DATA / "a9a" / "a9a.t.xz", n_features=X.shape[1])
+    where = f"a9a ({X.shape[0]:,} x {X.shape[1]})"
+    settings = [
+        ("linear", {}),
+        ("poly", dict(degree=3, gamma=2**-7, coef0=1.0)),
+        ("sigmoid", dict(gamma=2**-7, coef0=0.0)),
+    ]
+    for kernel, kw in settings:
+        ref, ref_fit = fit(OneDalSVC, X, y, C=1.0, kernel=kernel, **kw)
+        ref_pred = ref.predict(Xt)
+        acc = 100 * float((ref_pred == yt).mean())
+        rows.append(f"| SVC {kernel} | {where} | oneDAL SVC | {ref_fit:.2f} | 1 | accuracy {acc:.2f}% | {n_sv(ref)} |")
+        print(rows[-1], flush=True)
+        ours, seconds = fit(budgetsvm.KernelSVC, X, y, C=1.0, kernel=kernel, **kw)
+        pred = ours.predict(Xt)
+        agree = 100 * float((pred == ref_pred).mean())
+        acc = 100 * float((pred == yt).mean())
+        rows.append(
+            f"| SVC {kernel} | {where} | KernelSVC | {seconds:.2f} | {seconds / ref_fit:.2f} | "
+            f"{agree:.2f}% agree, accuracy {acc:.2f}% | {n_sv(ours)} |"
+        )
+        print(rows[-1], flush=True)
+    X, y = X[:10000], y[:10000]
+    where = "a9a, first 10,000 rows"
+    ref, ref_fit = timed(lambda: OneDalSVC(C=1.0, kernel="linear").fit(X, y))
+    ref_pred = ref.predict(Xt)
+    rows.append(f"| SVC precomputed | {where} | oneDAL SVC linear | {ref_fit:.2f} | 1 | | {n_sv(ref)} |")
+    print(rows[-1], flush=True)
+    G = (X @ X.T).toarray()
+    Gt = (Xt @ X.T).toarray()
+    ours, seconds = timed(lambda: budgetsvm.KernelSVC(C=1.0, kernel="precomputed").fit(G, y))
+    agree = 100 * float((ours.predict(Gt) == ref_pred).mean())
+    rows.append(
+        f"| SVC precomputed | {where} | KernelSVC on the Gram matrix | {seconds:.2f} | "
+        f"{seconds / ref_fit:.2f} | {agree:.2f}% agree | {n_sv(ours)} |"
+    )
+    print(rows[-1], flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--parts", nargs="+", default=PARTS, choices=PARTS)
+    ap.add_argument("--libsvm", action="store_true", help="also scikit-learn's SVR on fried")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    import budgetsvm
+
+    warnings.filterwarnings("ignore")
+    lines = [
+        "# Regression, novelty detection and the kernels of SVC",
+        "",
+        f"Command: `python benchmarks/regression.py {' '.join(sys.argv[1:])}`; commit {commit()}; "
+        f"{machine()}; budgetsvm threads {budgetsvm.get_num_threads()}; "
+        f"{time.strftime('%Y-%m-%d')}.",
+        "",
+        "Fit seconds; ratio: fit time over the peer's in the same run (oneDAL's, scikit-learn's for "
+        "one-class); quality on the test rows: R^2, or the share of rows predicted as the peer "
+        "predicts them; SVs: support vectors (landmarks for Nystroem). What each row runs: the "
+        "docstring of `benchmarks/regression.py`.",
+        "",
+        "| task | data (train rows x columns) | method | fit s | ratio | quality | SVs |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    rows: list = []
+    if "fried" in args.parts:
+        fried_part(rows, args.libsvm)
+    if "one-class" in args.parts:
+        one_class_part(rows)
+    if "kernels" in args.parts:
+        kernels_part(rows)
+    publish(lines + rows, args.out)
+
+
+if __name__ == "__main__":
+    main()
