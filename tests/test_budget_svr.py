@@ -252,3 +252,74 @@ def test_bad_data_are_clear_errors():
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_model_file_round_trip_and_command_line(tmp_path, sparse):
+    import json
+    import subprocess
+    import sys
+    import zipfile
+
+    from budgetsvm import load_model
+    from budgetsvm.modelfile import read_model
+
+    X, y = curve(600, 14)
+    X[np.abs(X) < 0.3] = 0.0
+    Xf = sp.csr_matrix(X) if sparse else X
+    reg = BudgetSVR(gamma=1.0, budget=12, random_state=0).fit(Xf, y)
+    path = tmp_path / "reg.model"
+    reg.save(path)
+    back = BudgetSVR.load(path)
+    assert isinstance(back, BudgetSVR) and isinstance(load_model(path), BudgetSVR)
+    assert_array_equal(back.predict(Xf), reg.predict(Xf))
+    assert back.get_params() == reg.get_params()
+    saved = read_model(path)
+    assert saved.regression
+    assert_array_equal(saved.predict(Xf), reg.predict(Xf))
+    with zipfile.ZipFile(path) as z:
+        header = json.loads(z.read("header.json"))
+    assert header["version"] == 4 and header["task"] == "regression"
+    assert header["estimator"] == "BudgetSVR" and header["classes"]["values"] == []
+    from budgetsvm import BudgetSVC
+
+    with pytest.raises(TypeError, match="BudgetSVR"):
+        BudgetSVC.load(path)
+    # The command line predicts values and evaluates R^2, MSE and MAE.
+    test = tmp_path / "test.svm"
+    with open(test, "w") as f:
+        for row, target in zip(X, y):
+            feats = " ".join(f"{j + 1}:{float(v)!r}" for j, v in enumerate(row) if v != 0)
+            f.write(f"{target!r} {feats}\n")
+    run = [sys.executable, "-m", "budgetsvm"]
+    out = subprocess.run(run + ["predict", str(test), str(path)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    values = np.array([float(v) for v in out.stdout.split()])
+    assert_allclose(values, reg.predict(X), rtol=1e-12, atol=1e-12)
+    out = subprocess.run(run + ["evaluate", str(test), str(path)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    r2 = float(out.stdout.split("R^2:")[1].split()[0])
+    assert abs(r2 - reg.score(X, y)) < 1e-5
+    assert "mean squared error" in out.stdout
+
+
+def test_a_regression_file_without_its_estimator_is_refused(tmp_path):
+    import json
+    import zipfile
+
+    from budgetsvm import ModelFormatError, load_model
+
+    X, y = curve(200, 15)
+    path = tmp_path / "reg.model"
+    BudgetSVR(gamma=1.0, budget=5, random_state=0).fit(X, y).save(path)
+    bad = tmp_path / "bad.model"
+    with zipfile.ZipFile(path) as zin, zipfile.ZipFile(bad, "w") as zout:
+        for name in zin.namelist():
+            data = zin.read(name)
+            if name == "header.json":
+                header = json.loads(data)
+                header["estimator"] = "BudgetSVC"
+                data = json.dumps(header).encode()
+            zout.writestr(name, data)
+    with pytest.raises(ModelFormatError, match="corrupted"):
+        load_model(bad)

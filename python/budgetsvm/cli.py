@@ -291,7 +291,7 @@ def _predict(args: argparse.Namespace) -> int:
     done = 0
     try:
         for X, _ in _chunks(args.test_file, args.chunk_rows, clf.n_features):
-            if args.values:
+            if args.values or clf.regression:
                 values = clf.decision_function(X)
                 values = values[:, None] if values.ndim == 1 else values
                 lines = [" ".join(f"{v:.17g}" for v in row) for row in values]
@@ -307,12 +307,43 @@ def _predict(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _evaluate_regression(args: argparse.Namespace, model: Any) -> int:
+    """R^2, mean squared and mean absolute error of a regression model, in one pass (sums of
+    the targets and of the errors)."""
+    import numpy as np
+
+    n, sum_y, sum_y2, sse, sae = 0, 0.0, 0.0, 0.0, 0.0
+    bar = Progress("evaluating", _progress_enabled(args))
+    try:
+        for X, y in _chunks(args.test_file, args.chunk_rows, model.n_features):
+            err = model.predict(X) - y
+            n += len(y)
+            sum_y += float(np.sum(y))
+            sum_y2 += float(np.sum(y * y))
+            sse += float(np.sum(err * err))
+            sae += float(np.sum(np.abs(err)))
+            bar.update(n, None)
+    finally:
+        bar.close()
+    if n == 0:
+        raise CliError(f"{args.test_file} holds no data rows", EXIT_DATA)
+    total = sum_y2 - sum_y * sum_y / n
+    r2 = 1.0 - sse / total if total > 0 else float("nan")
+    print(f"R^2: {r2:.6f}")
+    print(f"mean squared error: {sse / n:.6g}")
+    print(f"mean absolute error: {sae / n:.6g}")
+    print(f"rows: {n:,}")
+    return EXIT_OK
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     import numpy as np
 
     _check_chunk_rows(args)
     _set_threads(args)
     clf = _load_model(args.model)
+    if clf.regression:
+        return _evaluate_regression(args, clf)
     classes = list(clf.classes.tolist())
     index = {c: k for k, c in enumerate(classes)}
     extra: List[Any] = []  # true labels the model does not know

@@ -22,9 +22,12 @@ from typing import Any, Dict, Union
 import numpy as np
 
 FORMAT_NAME = "budgetsvm-model"
-# Version 2 adds sparse (CSR) support vectors, version 3 an intercept per output (the polish);
-# version 1 and 2 files (no intercept) still load.
-FORMAT_VERSION = 3
+# Version 2 adds sparse (CSR) support vectors, version 3 an intercept per output (the polish),
+# version 4 regression models (BudgetSVR: "task": "regression", no classes); older files still
+# load.
+FORMAT_VERSION = 4
+# The estimators a model file holds, by the header's "estimator".
+ESTIMATORS = {"BudgetSVC": "budgetsvm.svm", "BudgetSVR": "budgetsvm.budget_svr"}
 HEADER = "header.json"
 ARRAYS = ("support_vectors", "dual_coef")
 # Label dtypes a model file can hold (numpy kinds): signed/unsigned integers, floats, unicode
@@ -68,29 +71,33 @@ def _npy_bytes(a: np.ndarray, dtype: str = "<f8") -> bytes:
 
 
 def save_model(clf: Any, path: PathLike) -> None:
-    """Write a fitted :class:`~budgetsvm.BudgetSVC` to ``path`` (see the module doc).
+    """Write a fitted :class:`~budgetsvm.BudgetSVC` or :class:`~budgetsvm.BudgetSVR` to
+    ``path`` (see the module doc).
 
     Raises ``NotFittedError`` for an unfitted estimator and ``ValueError`` for labels that a
     model file cannot hold (anything but integers, floats, strings and booleans).
 
     Parameters
     ----------
-    clf : BudgetSVC
+    clf : BudgetSVC or BudgetSVR
         A fitted estimator.
     path : str or path-like
         Where to write; an existing file is replaced.
     """
     from sklearn.utils.validation import check_is_fitted
 
+    from budgetsvm.budget_svr import BudgetSVR
     from budgetsvm.svm import BudgetSVC
 
-    if not isinstance(clf, BudgetSVC):
+    if not isinstance(clf, (BudgetSVC, BudgetSVR)):
         raise TypeError(
-            f"model files hold BudgetSVC models, not {type(clf).__name__}; save a "
-            f"{type(clf).__name__} with pickle or joblib.dump"
+            f"model files hold BudgetSVC and BudgetSVR models, not {type(clf).__name__}; save "
+            f"a {type(clf).__name__} with pickle or joblib.dump"
         )
     check_is_fitted(clf)
-    classes = np.asarray(clf.classes_)
+    regression = isinstance(clf, BudgetSVR)
+    # A regression model has no labels: an empty list of them.
+    classes = np.zeros(0) if regression else np.asarray(clf.classes_)
     if classes.dtype.kind == "O":
         kinds = {type(c) for c in classes}
         if kinds <= {str}:
@@ -140,6 +147,9 @@ def save_model(clf: Any, path: PathLike) -> None:
         # An older reader would drop the intercept and predict differently: version 3.
         header["version"] = 3
         header["intercept"] = [float(v) for v in intercept]
+    if regression:
+        header["version"] = 4
+        header["task"] = "regression"
     if hasattr(clf, "class_weight_"):
         header["class_weight"] = _json_value(np.asarray(clf.class_weight_).tolist())
     if hasattr(clf, "probA_"):
@@ -250,9 +260,17 @@ class SavedModel:
         )
         return values[:, 0] if values.shape[1] == 1 else values
 
+    @property
+    def regression(self) -> bool:
+        """A regression model (BudgetSVR): ``predict`` gives the function's values."""
+        return self.header.get("task") == "regression"
+
     def predict(self, X: Any, n_threads: Any = None) -> np.ndarray:
-        """Labels: the sign of the decision value, or the class of the largest score."""
+        """Labels: the sign of the decision value, or the class of the largest score; for a
+        regression model the predicted values."""
         values = self.decision_function(X, n_threads)
+        if self.regression:
+            return values
         if values.ndim == 1:
             return self.classes[(values > 0).astype(np.intp)]
         return self.classes[np.argmax(values, axis=1)]
@@ -312,7 +330,8 @@ def read_model(path: PathLike) -> SavedModel:
 
 
 def load_model(path: PathLike) -> Any:
-    """Read a model file written by :func:`save_model`; returns a fitted ``BudgetSVC``.
+    """Read a model file written by :func:`save_model`; returns the fitted ``BudgetSVC`` or
+    ``BudgetSVR``.
 
     Parameters
     ----------
@@ -321,7 +340,7 @@ def load_model(path: PathLike) -> Any:
 
     Returns
     -------
-    BudgetSVC
+    BudgetSVC or BudgetSVR
         The fitted estimator; it predicts exactly as the saved one did.
 
     Raises
@@ -332,11 +351,15 @@ def load_model(path: PathLike) -> Any:
         The file is truncated or corrupted, is not a budgetsvm model file, or was written in a
         newer format version.
     """
-    from budgetsvm.svm import BudgetSVC
+    import importlib
 
     saved = read_model(path)
+    name = str(saved.header.get("estimator", "BudgetSVC"))
+    if name not in ESTIMATORS:
+        raise _fail(os.fspath(path), f"holds an unknown estimator {name!r}")
+    cls = getattr(importlib.import_module(ESTIMATORS[name]), name)
     try:
-        return _estimator(BudgetSVC, saved)
+        return _estimator(cls, saved)
     except Exception as e:  # anything inconsistent: a clear error, never a crash
         raise _fail(os.fspath(path), f"corrupted model file ({type(e).__name__}: {e})") from None
 
@@ -367,13 +390,19 @@ def _read(z: zipfile.ZipFile, header: Dict[str, Any]) -> SavedModel:
     elif dtype.itemsize > 16:
         raise ValueError(f"label dtype {dtype.str} is not a label type")
     classes = np.array(values, dtype=dtype)
+    regression = header.get("task", "classification") == "regression"
+    if header.get("task", "classification") not in ("classification", "regression"):
+        raise ValueError(f"unknown task {header.get('task')!r}")
     n_features = header["n_features"]
     gamma = float(header["kernel"]["gamma"])
     if header["kernel"].get("name") != "rbf" or not (math.isfinite(gamma) and gamma > 0):
         raise ValueError(f"unsupported kernel {header['kernel']!r}")
-    if classes.ndim != 1 or len(classes) < 2 or len(np.unique(classes)) != len(classes):
+    if regression:
+        if classes.shape != (0,) or header.get("estimator") != "BudgetSVR":
+            raise ValueError("a regression model is a BudgetSVR without classes")
+    elif classes.ndim != 1 or len(classes) < 2 or len(np.unique(classes)) != len(classes):
         raise ValueError("classes must be at least two distinct labels")
-    n_out = 1 if len(classes) == 2 else len(classes)
+    n_out = 1 if len(classes) <= 2 else len(classes)
     if sv_shape[1] != n_features or coef_shape != (n_out, sv_shape[0]):
         raise ValueError(
             f"array shapes {list(sv_shape)} and {list(coef_shape)} do not fit "
@@ -414,7 +443,8 @@ def _estimator(cls: Any, saved: SavedModel) -> Any:
         n_pairs = len(classes) * (len(classes) - 1) // 2
         clf.probA_ = _finite_floats(header["probability"]["A"], n_pairs, "probability A")
         clf.probB_ = _finite_floats(header["probability"]["B"], n_pairs, "probability B")
-    clf.classes_ = classes
+    if not saved.regression:
+        clf.classes_ = classes
     sv = saved.support_vectors
     if isinstance(sv, tuple):
         data, indices, indptr, n_cols = sv

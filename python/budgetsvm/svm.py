@@ -675,46 +675,6 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
             self._apply_polish(result)
         return self
 
-    def save(self, path: Any) -> None:
-        """Write the fitted model to a model file (``docs/model_format.md``): a versioned zip of
-        a JSON header and float64 ``.npy`` arrays that loads without running code.
-
-        The file holds what predicts (support vectors, coefficients, classes, gamma) plus the
-        parameters and statistics; not the state that ``partial_fit`` continues (pickle keeps
-        that). See :func:`budgetsvm.save_model`.
-
-        Parameters
-        ----------
-        path : str or path-like
-            Where to write; an existing file is replaced.
-        """
-        from budgetsvm.modelfile import save_model
-
-        save_model(self, path)
-
-    @classmethod
-    def load(cls, path: Any) -> BudgetSVC:
-        """Read a model file written by :meth:`save`; the estimator predicts exactly as the
-        saved one did. Raises :class:`budgetsvm.ModelFormatError` (a ``ValueError``) for a
-        truncated, corrupted, foreign or newer-version file.
-
-        Parameters
-        ----------
-        path : str or path-like
-            The model file.
-
-        Returns
-        -------
-        BudgetSVC
-            The fitted estimator.
-        """
-        from budgetsvm.modelfile import load_model
-
-        clf = load_model(path)
-        if not isinstance(clf, cls):  # pragma: no cover - one estimator type today
-            raise TypeError(f"{path} holds a {type(clf).__name__}, not a {cls.__name__}")
-        return clf
-
     def _history_recorder(
         self,
         X_native: Any,
