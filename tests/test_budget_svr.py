@@ -290,7 +290,7 @@ def test_model_file_round_trip_and_command_line(tmp_path, sparse):
     with open(test, "w") as f:
         for row, target in zip(X, y):
             feats = " ".join(f"{j + 1}:{float(v)!r}" for j, v in enumerate(row) if v != 0)
-            f.write(f"{target!r} {feats}\n")
+            f.write(f"{float(target)!r} {feats}\n")
     run = [sys.executable, "-m", "budgetsvm"]
     out = subprocess.run(run + ["predict", str(test), str(path)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr

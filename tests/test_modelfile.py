@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 from budgetsvm import BudgetSVC, ModelFormatError, load_model, save_model
+from budgetsvm.modelfile import FORMAT_VERSION
 from conftest import xor_data
 from numpy.testing import assert_array_equal
 from sklearn.exceptions import NotFittedError
@@ -227,12 +228,13 @@ def test_newer_version(saved, tmp_path):
     def bump(name, data):
         if name == "header.json":
             h = json.loads(data)
-            h["version"] = 4
+            h["version"] = FORMAT_VERSION + 1
             return json.dumps(h).encode()
         return data
 
-    with pytest.raises(ModelFormatError, match="newer budgetsvm.*version 4"):
-        load_model(rewrite(saved, tmp_path / "v4", bump))
+    newer = FORMAT_VERSION + 1
+    with pytest.raises(ModelFormatError, match=f"newer budgetsvm.*version {newer}"):
+        load_model(rewrite(saved, tmp_path / "newer", bump))
     assert issubclass(ModelFormatError, ValueError)
 
 
