@@ -323,3 +323,23 @@ def test_a_regression_file_without_its_estimator_is_refused(tmp_path):
             zout.writestr(name, data)
     with pytest.raises(ModelFormatError, match="corrupted"):
         load_model(bad)
+
+
+def test_fit_file_equals_fit_on_the_loaded_file(tmp_path):
+    X, y = curve(900, 16)
+    path = tmp_path / "train.svm"
+    with open(path, "w") as f:
+        for row, target in zip(X, y):
+            feats = " ".join(f"{j + 1}:{float(v)!r}" for j, v in enumerate(row) if v != 0)
+            f.write(f"{float(target)!r} {feats}\n")
+    params = dict(C=1.0, gamma=1.0, budget=20, solver="bsgd", shuffle=False, random_state=0)
+    from_file = BudgetSVR(**params).fit_file(path, chunk_rows=250)
+    # fit centres the targets by their mean as fit_file does: the same run, the same polish.
+    in_memory = BudgetSVR(**params).fit(X, y)
+    assert_allclose(from_file.predict(X), in_memory.predict(X), rtol=1e-9, atol=1e-9)
+    assert from_file.fit_stats_["polish"]["converged"]
+    assert not hasattr(BudgetSVR(), "fit_file")  # BSCA needs the rows in memory
+    bad = tmp_path / "bad.svm"
+    bad.write_text("nan 1:0.5\n1.0 1:0.2\n")
+    with pytest.raises(ValueError, match="finite|nan|NaN"):
+        BudgetSVR(**params).fit_file(bad)

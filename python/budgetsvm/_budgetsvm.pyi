@@ -166,6 +166,7 @@ def polish_file(
     intercept: Optional[npt.NDArray[np.float64]] = None,
     class_weights: Optional[npt.NDArray[np.float64]] = None,
     callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
+    epsilon: Optional[float] = None,
 ) -> Dict[str, Any]: ...
 def polish_newton_point(
     kss: npt.NDArray[np.float64],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -294,6 +294,99 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
             )
         self._stream = stream
         self._set_model(stream.result(), intercept=self._y_offset)
+        return self
+
+    @available_if(lambda self: self.solver == "bsgd")
+    @fit_guard
+    def fit_file(
+        self,
+        path: Any,
+        *,
+        chunk_rows: int = 100_000,
+        n_features: Optional[int] = None,
+        progress: Optional[Callable[[int, int], Any]] = None,
+    ) -> BudgetSVR:
+        """Train BSGD on a LIBSVM / svmlight file of real targets (plain, .gz, .bz2 or .xz)
+        without loading it, as ``BudgetSVC.fit_file``: a first pass counts the rows, the
+        width, the targets' mean (the offset the intercept carries) and the variance for
+        ``gamma='scale'``; then ``epochs`` passes feed the chunks to one BSGD run; with
+        ``polish=True`` the file is read again for the polish (the targets once, then the rows
+        in chunks per pass of the solve). Memory: one chunk, the budget, the polish's cache and
+        a few numbers per row (and the first pass keeps each distinct target value once).
+        Only for ``solver='bsgd'``.
+
+        Returns
+        -------
+        self : BudgetSVR
+        """
+        import os
+        import stat
+
+        from budgetsvm import _budgetsvm
+        from budgetsvm.svm import _file_gamma
+
+        self._check_params()
+        path = os.fspath(path)
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise ValueError(
+                f"fit_file reads its file once per epoch after a first pass, so it needs a "
+                f"regular file; {path} is a pipe or device"
+            )
+        check_positive("chunk_rows", chunk_rows, integer=True, minimum=1)
+        summary = _budgetsvm.summarize_libsvm(path, int(chunk_rows))
+        n_rows, width = summary["n_rows"], summary["n_features"]
+        if n_rows == 0:
+            raise ValueError(f"{path} holds no data rows")
+        if n_features is not None:
+            check_positive("n_features", n_features, integer=True, minimum=1)
+            if width > n_features:
+                raise ValueError(
+                    f"{path} has features up to index {width}, more than n_features={n_features}"
+                )
+            width = int(n_features)
+        if width == 0:
+            raise ValueError(f"{path} has no features (0 columns)")
+        targets = np.asarray(summary["labels"], dtype=np.float64)
+        if not np.all(np.isfinite(targets)):
+            raise ValueError(f"{path} has targets that are not finite")
+        counts = np.asarray(summary["label_counts"], dtype=np.float64)
+        self._y_offset = float(np.sum(targets * counts) / np.sum(counts))
+        self.n_features_in_ = width
+        self.gamma_ = _file_gamma(self.gamma, summary, n_rows, width)
+        self.lambda_ = float(self.lam) if self.lam is not None else 1.0 / (n_rows * float(self.C))
+        epochs = int(self.epochs)
+        stream = self._new_stream(width, 0, n_rows, True, epochs)
+        done = 0
+        for _ in range(epochs):
+            reader = _budgetsvm.LibsvmChunkReader(path, int(chunk_rows))
+            for data, indices, indptr, labels, chunk_width in reader:
+                if chunk_width > width:  # the file changed since the first pass
+                    raise ValueError(f"{path} has features beyond index {width}")
+                X_chunk = (data, indices.astype(np.int64), indptr, width)
+                stream.partial_fit(X_chunk, np.ascontiguousarray(labels - self._y_offset))
+                done += len(labels)
+                if progress is not None:
+                    progress(done, epochs * n_rows)
+        self._stream = stream
+        self._set_model(stream.result(), intercept=self._y_offset)
+        if self.polish:
+            result = _budgetsvm.polish_file(
+                path,
+                int(chunk_rows),
+                width,
+                np.zeros(0),
+                to_native(self.support_vectors_),
+                np.ascontiguousarray(self.dual_coef_.T),
+                self.gamma_,
+                c=self._c_for(n_rows),
+                tol=float(self.polish_tol),
+                max_iter=int(self.polish_max_iter),
+                cache_size=float(self.polish_cache_size),
+                intercept=np.ascontiguousarray(self.intercept_),
+                callback=polish_callback(self.verbose, None),
+                epsilon=float(self.epsilon),
+            )
+            self._apply_polish(result)
         return self
 
     def predict(self, X: Any) -> np.ndarray:

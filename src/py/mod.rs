@@ -1156,7 +1156,7 @@ fn polish_result<'py>(
 /// labels, then again in chunks of `chunk_rows` lines on every pass of the solve, never whole.
 /// `classes` are the model's sorted labels; `class_weights` (one per class) weigh the rows.
 #[pyfunction]
-#[pyo3(signature = (path, chunk_rows, width, classes, support_vectors, coef, gamma, *, c, tol = 1e-6, max_iter = 50, cache_size = 1024.0, intercept = None, class_weights = None, callback = None))]
+#[pyo3(signature = (path, chunk_rows, width, classes, support_vectors, coef, gamma, *, c, tol = 1e-6, max_iter = 50, cache_size = 1024.0, intercept = None, class_weights = None, callback = None, epsilon = None))]
 #[allow(clippy::too_many_arguments)]
 fn polish_file<'py>(
     py: Python<'py>,
@@ -1174,10 +1174,16 @@ fn polish_file<'py>(
     intercept: Option<PyReadonlyArray1<'py, f64>>,
     class_weights: Option<PyReadonlyArray1<'py, f64>>,
     callback: Option<Py<PyAny>>,
+    epsilon: Option<f64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (model, params) =
         polish_inputs(support_vectors, coef, gamma, c, tol, max_iter, cache_size)?;
     let classes = convert::slice1(&classes)?;
+    if epsilon.is_some() && (!classes.is_empty() || class_weights.is_some()) {
+        return Err(PyValueError::new_err(
+            "a regression polish (epsilon given) takes no classes or class weights",
+        ));
+    }
     let class_weights = class_weights.as_ref().map(convert::slice1).transpose()?;
     if class_weights.is_some_and(|w| w.len() != classes.len()) {
         return Err(PyValueError::new_err(
@@ -1193,10 +1199,15 @@ fn polish_file<'py>(
     };
     let result = run_interruptibly(py, &cancel, || {
         no_panic(|| {
+            let mut m = |p: &Progress| monitor.check(p);
+            if let Some(epsilon) = epsilon {
+                let (mut source, z) = LibsvmFileRows::open_values(&path, chunk_rows, width)?;
+                let targets = Targets::Values { y: &z, epsilon };
+                return polish_solve(&model, start, &mut source, targets, None, &params, &mut m);
+            }
             let (mut source, y) = LibsvmFileRows::open(&path, chunk_rows, width, classes)?;
             let weights: Option<Vec<f64>> =
                 class_weights.map(|w| y.iter().map(|&k| w[k as usize]).collect());
-            let mut m = |p: &Progress| monitor.check(p);
             let targets = Targets::Classes {
                 y: &y,
                 n_classes: classes.len(),

@@ -195,6 +195,41 @@ impl LibsvmFileRows {
     }
 }
 
+impl LibsvmFileRows {
+    /// The file's labels as real targets (regression; each must be finite), read in one pass,
+    /// and the source for the polish's passes.
+    pub fn open_values(
+        path: &std::path::Path,
+        chunk_rows: usize,
+        width: usize,
+    ) -> Result<(Self, Vec<f64>)> {
+        let mut chunks = LibsvmChunks::open(path, chunk_rows)?;
+        let mut y: Vec<f64> = Vec::new();
+        while let Some(data) = chunks.next_chunk()? {
+            if data.n_features > width {
+                return Err(SvmError::invalid_input(format!(
+                    "{} has features beyond index {width}",
+                    path.display()
+                )));
+            }
+            if let Some(bad) = data.labels.iter().find(|v| !v.is_finite()) {
+                return Err(SvmError::invalid_input(format!(
+                    "{} has the target {bad}; targets must be finite",
+                    path.display()
+                )));
+            }
+            y.extend_from_slice(&data.labels);
+        }
+        let source = LibsvmFileRows {
+            path: path.to_path_buf(),
+            chunk_rows,
+            width,
+            n_rows: y.len(),
+        };
+        Ok((source, y))
+    }
+}
+
 impl RowSource for LibsvmFileRows {
     fn n_rows(&self) -> usize {
         self.n_rows
