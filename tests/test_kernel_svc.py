@@ -102,7 +102,10 @@ def test_same_optimum_as_svc(solver, n, d, C, gamma, n_pairs, pair_ratio, sparse
     up = ((ypm > 0) & (alpha < C)) | ((ypm < 0) & (alpha > 0))
     low = ((ypm > 0) & (alpha > 0)) | ((ypm < 0) & (alpha < C))
     gap = v[up].max(initial=-np.inf) - v[low].min(initial=np.inf)
-    assert gap < tol + 1e-5, gap
+    # The solver's gap uses float32 kernel rows (as LIBSVM): each gradient it sees is off by at
+    # most sum(alpha) 2^-24 (|k| <= 1), so the exact gap may exceed tol by twice that (C = 100,
+    # n = 143, d = 1 reached 1.011e-3 before and after the engine's generalisation).
+    assert gap < tol + 2 * alpha.sum() * 2.0**-24 + 1e-9, gap
     assert clf.fit_stats_["converged"] == [True]
 
 

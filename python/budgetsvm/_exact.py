@@ -116,15 +116,20 @@ class ExactKernelMachine(BaseEstimator):
                 "a precomputed kernel must be a dense array (n_samples x n_samples), not sparse"
             )
         sparse = False if precomputed else "csr"
+        # A Gram matrix is n^2 values: the engine checks them (in parallel, one read) instead.
+        finite = {"ensure_all_finite": False} if precomputed else {}
         if y is _NO_Y:
-            X = validate_data(self, X, accept_sparse=sparse, dtype=np.float64, order="C")
+            X = validate_data(self, X, accept_sparse=sparse, dtype=np.float64, order="C", **finite)
             out: Any = X
         else:
             X, y = validate_data(
-                self, X, y, accept_sparse=sparse, dtype=np.float64, order="C", **kwargs
+                self, X, y, accept_sparse=sparse, dtype=np.float64, order="C", **finite, **kwargs
             )
             out = (X, y)
         if precomputed and X.shape[0] != X.shape[1]:
+            if not np.all(np.isfinite(X)):
+                # The engine checks a square Gram matrix; this one never reaches it.
+                raise ValueError("the precomputed kernel contains NaN or infinity")
             raise ValueError(
                 f"a precomputed kernel must be a square matrix (n_samples x n_samples); got "
                 f"{X.shape[0]} x {X.shape[1]}"

@@ -450,9 +450,23 @@ pub fn entry_variance<R: Rows>(x: &R) -> f64 {
     (squares + zeros * mean * mean) / count
 }
 
-/// Rejects NaN and infinities with a message that says where the first one is.
+/// Rejects NaN and infinities with a message that says where the first one is. Large arrays
+/// (a precomputed Gram matrix is n^2 values) are scanned in parallel chunks.
 pub fn check_finite(values: &[f64], what: &str) -> Result<()> {
-    match values.iter().position(|v| !v.is_finite()) {
+    const CHUNK: usize = 1 << 16;
+    let first_bad = if values.len() > 16 * CHUNK {
+        use rayon::prelude::*;
+        crate::core::parallel::install(|| {
+            values
+                .par_chunks(CHUNK)
+                .enumerate()
+                .find_first(|(_, c)| c.iter().any(|v| !v.is_finite()))
+                .and_then(|(k, c)| c.iter().position(|v| !v.is_finite()).map(|p| k * CHUNK + p))
+        })
+    } else {
+        values.iter().position(|v| !v.is_finite())
+    };
+    match first_bad {
         None => Ok(()),
         Some(k) => Err(SvmError::invalid_input(format!(
             "{what} contains NaN or infinity (value {} at flat position {k})",
