@@ -8,7 +8,7 @@ from __future__ import annotations
 import numbers
 import sys
 import warnings
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -282,6 +282,38 @@ class BudgetedMachine(BaseEstimator):
             n_threads=check_n_jobs(self.n_jobs),
             intercept=None if intercept is None else np.ascontiguousarray(intercept, np.float64),
         )
+
+
+def file_summary(path: Any, chunk_rows: Any, n_features: Any) -> Tuple[str, Dict[str, Any], int, int]:
+    """The first pass of ``fit_file``: (path, summary, rows, width) of a LIBSVM file, checked
+    (a regular file with rows and features; ``n_features`` widens it)."""
+    import os
+    import stat
+
+    path = os.fspath(path)
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        # A pipe or device would give its rows to the first pass only (and a FIFO would block
+        # the second open forever).
+        raise ValueError(
+            f"fit_file reads its file once per epoch after a first pass for the targets and "
+            f"the size, so it needs a regular file; {path} is a pipe or device: write it to "
+            "a file first, or load it and call fit"
+        )
+    check_positive("chunk_rows", chunk_rows, integer=True, minimum=1)
+    summary = _budgetsvm.summarize_libsvm(path, int(chunk_rows))
+    n_rows, width = summary["n_rows"], summary["n_features"]
+    if n_rows == 0:
+        raise ValueError(f"{path} holds no data rows")
+    if n_features is not None:
+        check_positive("n_features", n_features, integer=True, minimum=1)
+        if width > n_features:
+            raise ValueError(
+                f"{path} has features up to index {width}, more than n_features={n_features}"
+            )
+        width = int(n_features)
+    if width == 0:
+        raise ValueError(f"{path} has no features (0 columns)")
+    return path, summary, n_rows, width
 
 
 def epoch_callback(verbose: bool, extra: Callback) -> Callback:

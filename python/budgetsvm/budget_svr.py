@@ -10,7 +10,7 @@ from sklearn.base import RegressorMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from budgetsvm._budgeted import BudgetedMachine, epoch_callback, polish_callback
+from budgetsvm._budgeted import BudgetedMachine, epoch_callback, file_summary, polish_callback
 from budgetsvm._validation import (
     check_positive,
     check_sample_weight,
@@ -319,33 +319,11 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
         -------
         self : BudgetSVR
         """
-        import os
-        import stat
-
         from budgetsvm import _budgetsvm
         from budgetsvm.svm import _file_gamma
 
         self._check_params()
-        path = os.fspath(path)
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            raise ValueError(
-                f"fit_file reads its file once per epoch after a first pass, so it needs a "
-                f"regular file; {path} is a pipe or device"
-            )
-        check_positive("chunk_rows", chunk_rows, integer=True, minimum=1)
-        summary = _budgetsvm.summarize_libsvm(path, int(chunk_rows))
-        n_rows, width = summary["n_rows"], summary["n_features"]
-        if n_rows == 0:
-            raise ValueError(f"{path} holds no data rows")
-        if n_features is not None:
-            check_positive("n_features", n_features, integer=True, minimum=1)
-            if width > n_features:
-                raise ValueError(
-                    f"{path} has features up to index {width}, more than n_features={n_features}"
-                )
-            width = int(n_features)
-        if width == 0:
-            raise ValueError(f"{path} has no features (0 columns)")
+        path, summary, n_rows, width = file_summary(path, chunk_rows, n_features)
         targets = np.asarray(summary["labels"], dtype=np.float64)
         if not np.all(np.isfinite(targets)):
             raise ValueError(f"{path} has targets that are not finite")

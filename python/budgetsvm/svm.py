@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import stat
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
@@ -20,6 +18,7 @@ from budgetsvm._budgeted import (
     MERGE_SEARCHES,
     SOLVERS,
     BudgetedMachine,
+    file_summary,
 )
 from budgetsvm._budgeted import epoch_callback as _epoch_callback
 from budgetsvm._budgeted import polish_callback as _polish_callback
@@ -578,29 +577,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
                 "probability=True needs fit (its cross-validation refits on the rows in "
                 "memory); fit_file cannot estimate probabilities"
             )
-        path = os.fspath(path)
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            # A pipe or device would give its rows to the first pass only (and a FIFO would
-            # block the second open forever).
-            raise ValueError(
-                f"fit_file reads its file once per epoch after a first pass for the classes and "
-                f"the size, so it needs a regular file; {path} is a pipe or device: write it to "
-                "a file first, or load it and call fit"
-            )
-        check_positive("chunk_rows", chunk_rows, integer=True, minimum=1)
-        summary = _budgetsvm.summarize_libsvm(path, int(chunk_rows))
-        n_rows, width = summary["n_rows"], summary["n_features"]
-        if n_rows == 0:
-            raise ValueError(f"{path} holds no data rows")
-        if n_features is not None:
-            check_positive("n_features", n_features, integer=True, minimum=1)
-            if width > n_features:
-                raise ValueError(
-                    f"{path} has features up to index {width}, more than n_features={n_features}"
-                )
-            width = int(n_features)
-        if width == 0:
-            raise ValueError(f"{path} has no features (0 columns)")
+        path, summary, n_rows, width = file_summary(path, chunk_rows, n_features)
         # Labels equal as numbers are one class (-0 and 0 in a file), as in fit.
         classes, merged = np.unique(
             np.asarray(summary["labels"], dtype=np.float64) + 0.0, return_inverse=True
