@@ -4,7 +4,7 @@ Regression on a budget: the fitted curve and its epsilon tube
 
 Twenty thousand noisy samples of a curve, fitted by :class:`~budgetsvm.BudgetSVR` with 25
 support vectors (BSCA, merging, then the polish) and by the exact :class:`~budgetsvm.KernelSVR`
-with every support vector it needs. Errors inside the tube (|f(x) - y| <= epsilon) cost
+with every support vector it needs. Errors inside the tube (``abs(f(x) - y) <= epsilon``) cost
 nothing. The budgeted model's support vectors are drawn at their merged positions, at the
 height of the curve there: a few dozen carry the whole function.
 """

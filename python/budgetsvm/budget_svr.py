@@ -45,8 +45,8 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
     smaller one), and it is taken when it degrades less than the best same-sign merge (fried,
     B = 500: R^2 0.9519 against 0.9467 with same-sign merges only).
 
-    The polish solves min 1/2 beta^T K_SS beta + C sum_i w_i max(0, |f(x_i) - y_i| - epsilon)^2
-    with f(x) = sum_j beta_j k(x, s_j) + b over the kept support vectors S: the squared
+    The polish solves ``min 1/2 beta^T K_SS beta + C sum_i w_i max(0, abs(f(x_i) - y_i) -
+    epsilon)^2`` with ``f(x) = sum_j beta_j k(x, s_j) + b`` over the kept support vectors S: the squared
     epsilon-insensitive loss (L2-SVR) restricted to span(S), by the same primal Newton solver
     as ``BudgetSVC``'s polish. The budgeted pass works on the targets minus their (weighted)
     mean, which the intercept then carries.
@@ -246,6 +246,15 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
         """Solve the coefficients and the intercept of the fitted model exactly on (X, y),
         keeping its support vectors (the polish of ``polish=True``), e.g. after ``partial_fit``.
 
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training rows.
+        y : array-like of shape (n_samples,)
+            Their real targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Multiplies C for each row; rows of weight 0 are left out.
+
         Returns
         -------
         self : BudgetSVR
@@ -266,6 +275,17 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
         mean, which the intercept carries) and, with ``n_samples`` (the stream's total rows;
         default the batch's), lambda = 1 / (n_samples C). The model is not polished: call
         ``polish_coef`` on rows in memory for that. Only for ``solver='bsgd'``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            One batch of the stream.
+        y : array-like of shape (n_samples,)
+            Its real targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Multiplies C for each row of the batch; rows of weight 0 are left out.
+        n_samples : int, default=None
+            First call only: the total number of rows of the stream.
 
         Returns
         -------
@@ -314,6 +334,17 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
         in chunks per pass of the solve). Memory: one chunk, the budget, the polish's cache and
         a few numbers per row (and the first pass keeps each distinct target value once).
         Only for ``solver='bsgd'``.
+
+        Parameters
+        ----------
+        path : str or path-like
+            The LIBSVM file; each line's label is its target.
+        chunk_rows : int, default=100_000
+            Lines read at a time.
+        n_features : int, default=None
+            The model's width, at least the file's largest feature index.
+        progress : callable, default=None
+            ``progress(rows_done, rows_total)``, called after every chunk.
 
         Returns
         -------

@@ -68,7 +68,7 @@ class KernelSVR(RegressorMixin, SingleOutputMachine):
     n_support_ : ndarray of shape (1,)
     n_iter_ : int
     dual_objective_ : float
-        The dual's value at the solution (LIBSVM prints obj = -dual_objective_).
+        The dual's value at the solution (LIBSVM prints its negative as obj).
     fit_status_ : int
         0 when converged, 1 at the iteration cap.
     fit_stats_ : dict

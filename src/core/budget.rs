@@ -322,7 +322,8 @@ impl BudgetMaintainer {
                 }
             }
         };
-        self.stats.events += 1;
+        // Saturating: a restored state may carry any count.
+        self.stats.events = self.stats.events.saturating_add(1);
         self.stats.total_weight_degradation += wd;
         self.stats.seconds += start.elapsed().as_secs_f64();
     }
@@ -338,7 +339,7 @@ impl BudgetMaintainer {
         let Some(proj) = &mut self.projection else {
             return self.remove(svs, p);
         };
-        proj.events_since_refresh += 1;
+        proj.events_since_refresh = proj.events_since_refresh.saturating_add(1);
         if proj.events_since_refresh >= proj.n {
             proj.refresh();
         }
@@ -462,9 +463,9 @@ impl BudgetMaintainer {
             return self.remove(svs, p);
         };
         if let Some(other) = self.compare_with {
-            self.stats.compared += 1;
+            self.stats.compared = self.stats.compared.saturating_add(1);
             if self.best_partner(svs, p, other).map(|b| b.0) == Some(q) {
-                self.stats.agreed += 1;
+                self.stats.agreed = self.stats.agreed.saturating_add(1);
             }
         }
         let (cp, cq) = (svs.coef(p)[0], svs.coef(q)[0]);

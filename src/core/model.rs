@@ -253,7 +253,7 @@ impl SupportVectors {
     pub fn accumulate_average(&mut self) {
         if let Some(a) = &mut self.averaging {
             a.scale_sum += self.scale;
-            a.steps += 1;
+            a.steps = a.steps.saturating_add(1);
         }
     }
 

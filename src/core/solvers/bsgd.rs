@@ -271,7 +271,7 @@ impl BsgdState {
         let mut heartbeat = Heartbeat::new(Duration::from_millis(100));
         let (gamma, lambda, n_out) = (self.gamma, self.lambda, self.f.len());
         for &i in order {
-            self.t += 1;
+            self.t = self.t.saturating_add(1);
             let t = self.t;
             let svs = &mut self.svs;
             if self.averaging && t == self.average_from {
@@ -315,7 +315,7 @@ impl BsgdState {
                 }
                 let new_row = &kvals[..svs.len() - 1];
                 self.maintainer.after_push(new_row);
-                self.insertions += 1;
+                self.insertions = self.insertions.saturating_add(1);
                 if svs.len() > self.budget {
                     self.maintainer.reduce_after_push(svs, new_row);
                 }
@@ -334,7 +334,7 @@ impl BsgdState {
                 })?;
             }
         }
-        self.passes += 1;
+        self.passes = self.passes.saturating_add(1);
         self.seconds += start.elapsed().as_secs_f64();
         Ok(())
     }
