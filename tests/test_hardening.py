@@ -307,7 +307,7 @@ def test_save_model_of_a_kernel_svc_says_what_to_do(tmp_path):
     from budgetsvm import save_model
 
     X, y = xor_data(100, 12)
-    with pytest.raises(TypeError, match="model files hold BudgetSVC models.*pickle"):
+    with pytest.raises(TypeError, match="model files hold BudgetSVC and BudgetSVR models.*pickle"):
         save_model(KernelSVC().fit(X, y), tmp_path / "k.model")
     assert not (tmp_path / "k.model").exists()
 
