@@ -200,7 +200,8 @@ def main() -> None:
         "Fit seconds; ratio: fit time over the peer's in the same run (oneDAL's, scikit-learn's for "
         "one-class); quality on the test rows: R^2, or the share of rows predicted as the peer "
         "predicts them; SVs: support vectors (landmarks for Nystroem). What each row runs: the "
-        "docstring of `benchmarks/regression.py`.",
+        "docstring of `benchmarks/regression.py`. The issue's California-houses row is not "
+        "rerun: that data set is not in ../shared/data and this machine has no network.",
         "",
         "| task | data (train rows x columns) | method | fit s | ratio | quality | SVs |",
         "|---|---|---|---|---|---|---|",
