@@ -259,18 +259,16 @@ impl SharedProblems {
                     self.alpha[0][i] = new;
                     changed = true;
                 }
-            }
-            for (c, delta) in self.delta.iter_mut().enumerate() {
-                if self.values.is_some() {
-                    break;
-                }
-                let y = self.labels[c][i];
-                let old = self.alpha[c][i];
-                let new = (old + eta * (1.0 - y * self.f[c])).clamp(0.0, upper[i]);
-                *delta = y * (new - old);
-                if new != old {
-                    self.alpha[c][i] = new;
-                    changed = true;
+            } else {
+                for (c, delta) in self.delta.iter_mut().enumerate() {
+                    let y = self.labels[c][i];
+                    let old = self.alpha[c][i];
+                    let new = (old + eta * (1.0 - y * self.f[c])).clamp(0.0, upper[i]);
+                    *delta = y * (new - old);
+                    if new != old {
+                        self.alpha[c][i] = new;
+                        changed = true;
+                    }
                 }
             }
             if changed {
