@@ -4,7 +4,9 @@
    gzip, which must agree), and the BSGD stream state decoder; structure-aware mutations of
    valid seeds. ``FUZZ_SECONDS`` per target.
 2. Model files (python/budgetsvm/modelfile.py), in a child process: byte flips, truncation and
-   edits of the JSON header of saved models (dense, sparse, multi-class, with probabilities);
+   edits of the JSON header of saved models (BudgetSVC dense, sparse, multi-class, with
+   probabilities; BudgetSVR; KernelSVC, KernelSVR, KernelOneClassSVM with poly, sigmoid and
+   precomputed kernels);
    ``load_model`` must raise ModelFormatError (or OSError) or return a model that predicts.
 
 Executions, crashes (panics, or a child that died) and outcome coverage (the distinct error
@@ -30,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 MODEL_FUZZ = r"""
 import io, json, random, sys, time, zipfile, collections, tempfile, os
 import numpy as np, scipy.sparse as sp
-from budgetsvm import BudgetSVC, ModelFormatError, load_model
+from budgetsvm import (BudgetSVC, BudgetSVR, KernelOneClassSVM, KernelSVC, KernelSVR,
+                       ModelFormatError, load_model)
 seconds = float(sys.argv[1])
 rng = np.random.default_rng(0)
 X = rng.normal(size=(300, 4)); y3 = (X[:, 0] > 0).astype(int) + (X[:, 1] > 1)
@@ -44,13 +47,27 @@ for k, (XX, yy, kw) in enumerate([
     path = os.path.join(tmp, f"seed{k}.model")
     BudgetSVC(budget=20, random_state=0, **kw).fit(XX, yy).save(path)
     seeds.append(open(path, "rb").read())
+K = X @ X.T
+for k, (est, XX, yy) in enumerate([
+    (BudgetSVR(budget=20, random_state=0), X, X[:, 0]),
+    (KernelSVC(kernel="poly", degree=2, probability=True, random_state=0), X, y3),
+    (KernelSVR(kernel="sigmoid", gamma=0.1), sp.csr_matrix(np.where(np.abs(X) > 1, X, 0)),
+     X[:, 1]),
+    (KernelOneClassSVM(kernel="precomputed", nu=0.2), K, None),
+]):
+    path = os.path.join(tmp, f"exact{k}.model")
+    est.fit(XX, yy).save(path)
+    seeds.append(open(path, "rb").read())
 
 def header_mutation(data, r):
     z = zipfile.ZipFile(io.BytesIO(data))
     h = json.loads(z.read("header.json"))
     keys = [("arrays", "support_vectors"), ("arrays", "dual_coef"), ("classes", "dtype"),
             ("classes", "values"), ("kernel", "gamma"), ("n_features",), ("version",),
-            ("probability",), ("class_weight",), ("params",)]
+            ("probability",), ("class_weight",), ("params",), ("task",), ("estimator",),
+            ("intercept",), ("kernel", "name"), ("kernel", "degree"), ("kernel", "coef0"),
+            ("arrays", "support"), ("exact", "n_support"), ("exact", "shape_fit"),
+            ("exact", "n_iter"), ("exact", "dual_objective"), ("exact", "fit_status")]
     path = r.choice(keys)
     values = [None, -1, 0, 2**63, 1e308, float("nan"), "x", [], [1, 2], {"a": 1}, "<U99999999",
               [10**12, 4], [3, 10**9]]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from budgetsvm import BudgetSVC
+from budgetsvm import BudgetSVC, load_model
 from budgetsvm.datasets import load_svmlight_file
 from conftest import xor_data
 from numpy.testing import assert_array_equal
@@ -135,7 +135,7 @@ def test_errors_are_one_line_with_exit_codes(files, tmp_path):
     assert "budget" in error(2, "train", "-B", "1", train)
     assert "gamma" in error(2, "train", "-g", "wide", train)
     assert "unrecognized" in error(2, "train", "--nope", train)
-    assert "invalid choice" in error(2, "train", "-A", "smo", train)
+    assert "invalid choice" in error(2, "train", "-A", "sgd", train)
     assert "BSGD only" in error(2, "train", "--stream", "-A", "bsca", train)
     assert "chunk-rows" in error(2, "predict", "--chunk-rows", "0", test, model)
     assert "No such file" in error(3, "train", tmp_path / "missing.svm")
@@ -174,3 +174,148 @@ def test_help_has_examples_and_exit_codes():
 def test_demo_still_runs():
     r = cli("demo", "-B", 20, "-e", 1)
     assert "lookup-wd" in r.stdout and "gss" in r.stdout
+
+
+@pytest.fixture
+def regression_files(tmp_path):
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-2, 2, size=(900, 3))
+    y = np.sin(X[:, 0]) + 0.5 * X[:, 1] * X[:, 2] + 0.05 * rng.normal(size=900)
+    return (
+        write_libsvm(tmp_path / "reg.train", X[:600], y[:600]),
+        write_libsvm(tmp_path / "reg.test", X[600:], y[600:]),
+    )
+
+
+def r2_of(r):
+    return float(r.stdout.split("R^2:")[1].split()[0])
+
+
+@pytest.mark.parametrize(
+    "solver, options, kind",
+    [
+        ("bsca", ["-B", 60], "BudgetSVR"),
+        ("bsgd", ["-B", 60, "-e", 10], "BudgetSVR"),
+        ("alfpgm", [], "KernelSVR"),
+        ("smo", ["-k", "poly", "-d", 2, "-r", 1, "--tol", 1e-4], "KernelSVR"),
+    ],
+)
+def test_train_regression_every_solver(regression_files, tmp_path, solver, options, kind):
+    train, test = regression_files
+    model = tmp_path / "reg.model"
+    r = cli("train", "-T", "regression", "-A", solver, "-c", 10, "-g", 0.5, "-p", 0.05,
+            *options, train, model)
+    assert "regression" in r.stdout and solver.upper() in r.stdout
+    clf = load_model(model)
+    assert type(clf).__name__ == kind
+    assert clf.epsilon == 0.05 and clf.C == 10
+    Xt, yt = load_svmlight_file(test, n_features=3)
+    out = tmp_path / "pred.txt"
+    cli("predict", test, model, out)
+    assert_array_equal(np.array(out.read_text().split(), dtype=float), clf.predict(Xt))
+    r = cli("evaluate", test, model)
+    assert r2_of(r) == pytest.approx(clf.score(Xt, yt), abs=1e-6)
+    assert r2_of(r) > 0.8
+
+
+def test_train_regression_stream_equals_in_memory(regression_files, tmp_path):
+    train, _ = regression_files
+    common = ["-q", "-T", "regression", "-A", "bsgd", "-g", 0.5, "-B", 30, "-e", 2, "--no-shuffle"]
+    cli("train", *common, train, tmp_path / "mem.model")
+    cli("train", *common, "--stream", "--chunk-rows", 100, train, tmp_path / "stream.model")
+    a, b = load_model(tmp_path / "mem.model"), load_model(tmp_path / "stream.model")
+    assert_array_equal(a.support_vectors_, b.support_vectors_)
+    np.testing.assert_allclose(a.dual_coef_, b.dual_coef_, rtol=1e-12, atol=1e-12)
+
+
+def test_train_exact_classifier_with_each_kernel(files, tmp_path):
+    from budgetsvm import KernelSVC
+
+    train, test = files
+    X, y = load_svmlight_file(train, n_features=2)
+    Xt, yt = load_svmlight_file(test, n_features=2)
+    for kernel in ("rbf", "linear", "poly", "sigmoid"):
+        model = tmp_path / f"{kernel}.model"
+        r = cli("train", "-A", "smo", "-k", kernel, "-g", 2, "-c", 3, "-d", 2, "-r", 0.5,
+                "--cache-size", 10, train, model)
+        assert f"kernel {kernel}" in r.stdout
+        clf = KernelSVC.load(model)
+        direct = KernelSVC(C=3, kernel=kernel, gamma=2.0, degree=2, coef0=0.5, solver="smo",
+                           cache_size=10, random_state=0).fit(X, y)
+        assert_array_equal(clf.predict(Xt), direct.predict(Xt))
+        r = cli("predict", "-d", test, model)
+        values = np.array([line.split() for line in r.stdout.splitlines()], dtype=float)
+        assert_array_equal(values, direct.decision_function(Xt))
+        r = cli("evaluate", test, model)
+        acc = float(r.stdout.split("accuracy:")[1].split("%")[0])
+        assert acc == pytest.approx(100 * direct.score(Xt, yt), abs=1e-3)
+
+
+def test_train_novelty_detector(tmp_path):
+    from budgetsvm import KernelOneClassSVM
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(800, 2))
+    y = np.where(np.linalg.norm(X, axis=1) > 2.2, -1, 1)
+    data = write_libsvm(tmp_path / "nov.svm", X, y)
+    model = tmp_path / "nov.model"
+    r = cli("train", "-T", "novelty", "-n", 0.05, "-g", 0.5, data, model)
+    assert "novelty detection" in r.stdout
+    det = KernelOneClassSVM.load(model)
+    assert det.nu == 0.05 and det.solver == "alfpgm"
+    direct = KernelOneClassSVM(nu=0.05, gamma=0.5).fit(X)
+    assert_array_equal(det.predict(X), direct.predict(X))
+    r = cli("predict", data, model)
+    assert_array_equal(np.array(r.stdout.split(), dtype=int), direct.predict(X))
+    r = cli("evaluate", data, model)
+    lines = r.stdout.splitlines()
+    assert lines[2].split() == ["-1", "1"]
+    acc = float(lines[0].split("accuracy:")[1].split("%")[0])
+    assert acc == pytest.approx(100 * np.mean(direct.predict(X) == y), abs=1e-3)
+    r = cli("predict", "--values", data, model)
+    assert_array_equal(np.array(r.stdout.split(), dtype=float), direct.decision_function(X))
+
+
+def test_train_precomputed_kernel(tmp_path):
+    from budgetsvm import KernelSVR
+
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(120, 3))
+    y = X[:, 0] - X[:, 1] ** 2
+    K = (X @ X.T + 1.0) ** 2
+    data = write_libsvm(tmp_path / "gram.svm", K, y)
+    model = tmp_path / "gram.model"
+    cli("train", "-T", "regression", "-A", "smo", "-k", "precomputed", "-c", 5, data, model)
+    direct = KernelSVR(kernel="precomputed", C=5, solver="smo").fit(K, y)
+    loaded = KernelSVR.load(model)
+    assert_array_equal(loaded.support_, direct.support_)
+    r = cli("predict", data, model)
+    np.testing.assert_allclose(np.array(r.stdout.split(), dtype=float), direct.predict(K))
+    wide = write_libsvm(tmp_path / "wide.svm", np.hstack([K, K[:, :1]]), y)
+    r = cli("train", "-T", "regression", "-A", "smo", "-k", "precomputed", wide, model, ok=False)
+    assert r.returncode == 1 and "one column per training row" in r.stderr
+
+
+def test_train_option_errors(files, tmp_path):
+    train, _ = files
+    model = tmp_path / "m"
+
+    def error(*args):
+        r = cli("train", *args, train, model, ok=False)
+        assert r.returncode == 2, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+        return r.stderr
+
+    assert "novelty detection is exact only" in error("-T", "novelty", "-A", "bsgd")
+    assert "Gaussian (rbf) kernels only" in error("-k", "poly")
+    assert "-B/--budget, --no-polish: only the budgeted" in error("-A", "smo", "-B", 10,
+                                                                   "--no-polish")
+    assert "epsilon" in error("-T", "regression", "-p", -1)
+    assert "epsilon" in error("-T", "regression", "-A", "alfpgm", "-p", -1)
+    assert "nu" in error("-T", "novelty", "-n", 1.5)
+    assert "tol" in error("-A", "alfpgm", "--tol", 0)
+    assert "degree" in error("-A", "smo", "-k", "poly", "-d", -2)
+    assert "cache_size" in error("-A", "smo", "--cache-size", -5)
+    assert "invalid choice" in error("-k", "laplacian")
+    assert "invalid choice" in error("-T", "ranking")
+    assert not model.exists()

@@ -303,12 +303,13 @@ def test_ctrl_c_stops_the_cli_with_exit_code_130(tmp_path):
     assert not (tmp_path / "m").exists()
 
 
-def test_save_model_of_a_kernel_svc_says_what_to_do(tmp_path):
+def test_save_model_of_a_foreign_estimator_says_what_to_do(tmp_path):
     from budgetsvm import save_model
+    from sklearn.svm import SVC
 
     X, y = xor_data(100, 12)
-    with pytest.raises(TypeError, match="model files hold BudgetSVC and BudgetSVR models.*pickle"):
-        save_model(KernelSVC().fit(X, y), tmp_path / "k.model")
+    with pytest.raises(TypeError, match="model files hold BudgetSVC, .*KernelSVC.*not SVC.*pickle"):
+        save_model(SVC().fit(X, y), tmp_path / "k.model")
     assert not (tmp_path / "k.model").exists()
 
 

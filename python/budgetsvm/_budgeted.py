@@ -26,6 +26,7 @@ from budgetsvm._validation import (
     sv_from_native,
     to_native,
 )
+from budgetsvm.modelfile import ModelFileMixin
 
 SOLVERS = ("bsgd", "bsca")
 MAINTENANCE = ("merge", "remove", "project")
@@ -35,7 +36,7 @@ MERGE_SEARCHES = ("lookup-wd", "lookup-h", "gss", "gss-precise")
 Callback = Optional[Callable[[Dict[str, Any]], Any]]
 
 
-class BudgetedMachine(BaseEstimator):
+class BudgetedMachine(ModelFileMixin, BaseEstimator):
     """Base of the budgeted estimators (not for direct use). Subclasses set the parameters in
     ``__init__`` under the names used here (C, lam, gamma, budget, solver, maintenance, merge,
     epochs, average, shuffle, dual_step, sv_storage, n_jobs, polish, polish_tol,
@@ -228,46 +229,6 @@ class BudgetedMachine(BaseEstimator):
                 ConvergenceWarning,
                 stacklevel=4,
             )
-
-    def save(self, path: Any) -> None:
-        """Write the fitted model to a model file (``docs/model_format.md``): a versioned zip of
-        a JSON header and float64 ``.npy`` arrays that loads without running code.
-
-        The file holds what predicts (support vectors, coefficients, intercepts, classes,
-        gamma) plus the parameters and statistics; not the state that ``partial_fit``
-        continues (pickle keeps that). See :func:`budgetsvm.save_model`.
-
-        Parameters
-        ----------
-        path : str or path-like
-            Where to write; an existing file is replaced.
-        """
-        from budgetsvm.modelfile import save_model
-
-        save_model(self, path)
-
-    @classmethod
-    def load(cls, path: Any) -> Any:
-        """Read a model file written by :meth:`save`; the estimator predicts exactly as the
-        saved one did. Raises :class:`budgetsvm.ModelFormatError` (a ``ValueError``) for a
-        truncated, corrupted, foreign or newer-version file.
-
-        Parameters
-        ----------
-        path : str or path-like
-            The model file.
-
-        Returns
-        -------
-        estimator
-            The fitted estimator, of this class.
-        """
-        from budgetsvm.modelfile import load_model
-
-        clf = load_model(path)
-        if not isinstance(clf, cls):
-            raise TypeError(f"{path} holds a {type(clf).__name__}, not a {cls.__name__}")
-        return clf
 
     def _expansion_values(self, X: Any) -> np.ndarray:
         """sum_j dual_coef_[:, j] k(x, s_j) + intercept_ for every row: (n_samples, n_out)."""

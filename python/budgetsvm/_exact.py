@@ -27,6 +27,7 @@ from budgetsvm._validation import (
     resolve_gamma,
     to_native,
 )
+from budgetsvm.modelfile import ModelFileMixin
 
 KERNELS = ("rbf", "linear", "poly", "sigmoid", "precomputed")
 #: ``_validate_fit``'s "no y given" (None is a y, which supervised estimators reject).
@@ -50,7 +51,7 @@ def check_nonnegative(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
 
 
-class ExactKernelMachine(BaseEstimator):
+class ExactKernelMachine(ModelFileMixin, BaseEstimator):
     """Base of the exact kernel estimators. Subclasses set ``_problem`` ('svc', 'svr' or
     'one_class') and define ``__init__`` with the parameters read here: kernel, degree, gamma,
     coef0, solver, shrinking, tol, cache_size, max_iter, n_jobs, verbose, solver_options."""
@@ -64,6 +65,18 @@ class ExactKernelMachine(BaseEstimator):
         return tags
 
     # Parameters.
+
+    def _check_params(self) -> Dict[str, Any]:
+        """Every parameter checked (before any data is read): the native solver's keyword
+        arguments, the problem's (``_problem_params``) and the solver's."""
+        problem = self._problem_params()
+        solver = self._solver_params()
+        self._check_kernel()
+        return {**problem, **solver}
+
+    def _problem_params(self) -> Dict[str, Any]:
+        """The problem's own parameters (C, epsilon, nu), checked."""
+        raise NotImplementedError
 
     def _solver_params(self) -> Dict[str, Any]:
         """The native solver's keyword arguments, every value checked."""

@@ -1,8 +1,10 @@
 """Command line: ``budgetsvm train | predict | evaluate | demo``.
 
 LIBSVM-style: ``train`` reads a LIBSVM-format file (plain, .gz, .bz2 or .xz) and writes a model
-file (``docs/model_format.md``), ``predict`` writes one label (or decision values) per line,
-``evaluate`` prints accuracy and the confusion matrix. Prediction and evaluation read the data
+file (``docs/model_format.md``): a classifier, a regression or a novelty detector, budgeted
+(BSGD, BSCA) or exact (ALFPGM, SMO, any kernel). ``predict`` writes one label, value or
+decision value per line, ``evaluate`` prints accuracy and the confusion matrix (R^2 and errors
+for regression). Prediction and evaluation read the data
 in chunks, so files larger than memory work; so does training with ``--stream`` (BSGD).
 Errors are one line on stderr, never a traceback; exit codes are listed in ``budgetsvm --help``.
 """
@@ -41,12 +43,20 @@ budgeted support vectors), and print the three side by side.
 """
 
 TRAIN_HELP = """\
-Train a budgeted Gaussian-kernel SVM on a LIBSVM-format file (plain, .gz, .bz2 or .xz) and
-write the model file (default: TRAIN_FILE.model, as svm-train does).
+Train an SVM on a LIBSVM-format file (plain, .gz, .bz2 or .xz) and write the model file
+(default: TRAIN_FILE.model, as svm-train does).
+
+The task (-T) is classification (labels), regression (real targets: epsilon-SVR) or novelty
+detection (labels ignored: a one-class SVM, +1 inside). The solver (-A) picks the model: bsgd
+and bsca train a budgeted Gaussian-kernel SVM (BudgetSVC, BudgetSVR) of at most --budget
+support vectors; alfpgm and smo solve the exact SVM (KernelSVC, KernelSVR, KernelOneClassSVM)
+with any kernel (-k). Defaults: bsgd for classification, bsca for regression, alfpgm for
+novelty detection (exact only).
 
 By default the file is loaded into memory and trained for --epochs epochs. With --stream (BSGD
 only) it is read --chunk-rows lines at a time and never held whole: memory is one chunk plus
-the budget, so files larger than memory train too.
+the budget, so files larger than memory train too. A precomputed kernel (-k precomputed)
+reads each row's kernel values K(x_i, x_1..x_n) as its features 1..n.
 """
 
 TRAIN_EXAMPLES = """\
@@ -55,13 +65,18 @@ examples:
   budgetsvm train --solver bsca -c 32 -g 2 -B 500 ijcnn1.bz2
   budgetsvm train --stream --chunk-rows 200000 -L 1e-4 -g 8 -B 500 -e 1 huge.svm.xz huge.model
   budgetsvm train -m project -B 50 -s 7 -j 2 train.svm
+  budgetsvm train -T regression -c 10 -g 0.1 -p 0.1 -B 500 fried.train fried.model
+  budgetsvm train -T regression -A alfpgm -c 10 -g 0.1 fried.train fried-exact.model
+  budgetsvm train -T novelty -n 0.1 -g 0.5 ijcnn1.bz2 ijcnn1-novelty.model
+  budgetsvm train -A smo -k poly -d 3 -g 0.0078125 -r 1 a9a a9a-poly.model
 """
 
 PREDICT_HELP = """\
 Predict the rows of a LIBSVM-format file (labels in the file are ignored) with a model file
-written by `budgetsvm train`: one predicted label per line, or with --values the decision
-values (one per class, space-separated, for more than two classes). The file is read in
-chunks. OUTPUT defaults to stdout ('-').
+written by `budgetsvm train` (or save_model): one predicted label per line (+1 / -1 for
+novelty detection, the predicted value for regression), or with --values the decision values
+(one per class, space-separated, for more than two classes). The file is read in chunks.
+OUTPUT defaults to stdout ('-').
 """
 
 PREDICT_EXAMPLES = """\
@@ -72,7 +87,9 @@ examples:
 
 EVALUATE_HELP = """\
 Evaluate a model file on a labelled LIBSVM-format file: accuracy and the confusion matrix
-(rows: true label, columns: predicted label). The file is read in chunks.
+(rows: true label, columns: predicted label; for novelty detection the labels are +1 / -1),
+or for a regression model R^2, mean squared and mean absolute error. The file is read in
+chunks.
 """
 
 EVALUATE_EXAMPLES = """\
@@ -141,44 +158,131 @@ def _progress_enabled(args: argparse.Namespace) -> bool:
     return sys.stderr.isatty()
 
 
-def _estimator(args: argparse.Namespace) -> Any:
-    from budgetsvm import BudgetSVC
+BUDGETED_SOLVERS = ("bsgd", "bsca")
+EXACT_SOLVERS = ("alfpgm", "smo")
+DEFAULT_SOLVER = {"classification": "bsgd", "regression": "bsca", "novelty": "alfpgm"}
 
-    gamma: Any = args.gamma
-    if gamma not in ("scale", "auto"):
-        try:
-            gamma = float(gamma)
-        except ValueError:
-            raise CliError(
-                f"-g/--gamma must be a positive number, 'scale' or 'auto'; got {args.gamma!r}",
-                EXIT_USAGE,
-            ) from None
-    clf = BudgetSVC(
-        C=args.cost,
-        lam=args.lam,
-        gamma=gamma,
-        budget=args.budget,
-        solver=args.solver,
-        maintenance=args.maintenance,
-        merge=args.merge,
-        epochs=args.epochs,
-        average=not args.no_average,
-        polish=not args.no_polish,
-        shuffle=not args.no_shuffle,
-        dual_step=args.dual_step,
-        random_state=args.seed,
-    )
+
+def _gamma(args: argparse.Namespace) -> Any:
+    if args.gamma in ("scale", "auto"):
+        return args.gamma
     try:
-        clf._check_params()
+        return float(args.gamma)
+    except ValueError:
+        raise CliError(
+            f"-g/--gamma must be a positive number, 'scale' or 'auto'; got {args.gamma!r}",
+            EXIT_USAGE,
+        ) from None
+
+
+def _budgeted_only(args: argparse.Namespace) -> List[str]:
+    """The budgeted options given on the command line (an exact solver takes none)."""
+    given = []
+    for option, value in (
+        ("-B/--budget", args.budget),
+        ("-e/--epochs", args.epochs),
+        ("-m/--maintenance", args.maintenance),
+        ("-M/--merge", args.merge),
+        ("-L/--lambda", args.lam),
+        ("--dual-step", args.dual_step),
+    ):
+        if value is not None:
+            given.append(option)
+    for option, flag in (
+        ("--no-average", args.no_average),
+        ("--no-polish", args.no_polish),
+        ("--no-shuffle", args.no_shuffle),
+        ("--stream", args.stream),
+    ):
+        if flag:
+            given.append(option)
+    return given
+
+
+def _estimator(args: argparse.Namespace) -> Any:
+    """The estimator the options ask for, every parameter checked before any data is read."""
+    task = args.task
+    solver = args.solver or DEFAULT_SOLVER[task]
+    args.solver = solver
+    gamma = _gamma(args)
+    try:
         if args.seed is not None and args.seed < 0:
             raise ValueError(f"-s/--seed must be non-negative, got {args.seed}")
         if args.chunk_rows < 1:
             raise ValueError(f"--chunk-rows must be at least 1, got {args.chunk_rows}")
-        if args.stream and args.solver != "bsgd":
-            raise ValueError("--stream trains BSGD only (BSCA keeps one variable per row)")
+        if solver in EXACT_SOLVERS:
+            given = _budgeted_only(args)
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)}: only the budgeted solvers (bsgd, bsca) take this; "
+                    f"-A {solver} solves the exact SVM"
+                )
+            clf = _exact_estimator(args, task, solver, gamma)
+            # Parameters are checked by fit; checking them now spares reading the file.
+            clf._check_params()
+        else:
+            if task == "novelty":
+                raise ValueError(
+                    "novelty detection is exact only: -A alfpgm or -A smo (the one-class SVM)"
+                )
+            if args.kernel != "rbf":
+                raise ValueError(
+                    f"the budgeted solvers (bsgd, bsca) train Gaussian (rbf) kernels only, the "
+                    f"kernel their merges are derived for; -k {args.kernel} needs -A alfpgm "
+                    "or -A smo"
+                )
+            if args.stream and solver != "bsgd":
+                raise ValueError("--stream trains BSGD only (BSCA keeps one variable per row)")
+            clf = _budgeted_estimator(args, task, solver, gamma)
+            clf._check_params()
     except ValueError as e:
         raise CliError(str(e), EXIT_USAGE) from None
     return clf
+
+
+def _budgeted_estimator(args: argparse.Namespace, task: str, solver: str, gamma: Any) -> Any:
+    from budgetsvm import BudgetSVC, BudgetSVR
+
+    params = dict(
+        C=args.cost,
+        lam=args.lam,
+        gamma=gamma,
+        budget=100 if args.budget is None else args.budget,
+        solver=solver,
+        maintenance=args.maintenance or "merge",
+        merge=args.merge or "lookup-wd",
+        epochs=5 if args.epochs is None else args.epochs,
+        polish=not args.no_polish,
+        shuffle=not args.no_shuffle,
+        dual_step=args.dual_step or "decaying",
+        random_state=args.seed,
+        verbose=args.verbose,
+    )
+    if task == "regression":
+        return BudgetSVR(epsilon=args.epsilon, **params)
+    return BudgetSVC(average=not args.no_average, **params)
+
+
+def _exact_estimator(args: argparse.Namespace, task: str, solver: str, gamma: Any) -> Any:
+    from budgetsvm import KernelOneClassSVM, KernelSVC, KernelSVR
+
+    params: dict = dict(
+        kernel=args.kernel,
+        degree=args.degree,
+        gamma=gamma,
+        coef0=args.coef0,
+        tol=args.tol,
+        solver=solver,
+        shrinking=not args.no_shrinking,
+        verbose=args.verbose,
+    )
+    if args.cache_size is not None:
+        params["cache_size"] = args.cache_size
+    if task == "novelty":
+        return KernelOneClassSVM(nu=args.nu, **params)
+    if task == "regression":
+        return KernelSVR(C=args.cost, epsilon=args.epsilon, **params)
+    return KernelSVC(C=args.cost, random_state=args.seed, **params)
 
 
 def _set_threads(args: argparse.Namespace) -> None:
@@ -224,25 +328,62 @@ def _train(args: argparse.Namespace) -> int:
             n_rows = X.shape[0]
             if n_rows == 0:
                 raise ValueError(f"{args.train_file} holds no data rows")
-            epochs_done = [0]
+            if args.kernel == "precomputed":
+                X = _precomputed_rows(X, n_rows, args.train_file)
+            if args.task == "novelty":
+                clf.fit(X)
+            elif args.task == "classification" and args.solver in BUDGETED_SOLVERS:
 
-            def on_epoch(info: Any) -> None:
-                epochs_done[0] = info["epoch"]
-                bar.update(info["epoch"] * n_rows, info["epochs"] * n_rows)
+                def on_epoch(info: Any) -> None:
+                    bar.update(info["epoch"] * n_rows, info["epochs"] * n_rows)
 
-            clf.fit(X, y, _callback=on_epoch)
+                clf.fit(X, y, _callback=on_epoch)
+            else:
+                clf.fit(X, y)
     finally:
         bar.close()
     seconds = time.perf_counter() - start
     clf.save(model_path)
     if not args.quiet:
-        print(
-            f"{clf.solver.upper()}: {n_rows:,} rows, {clf.n_features_in_} features, "
-            f"{len(clf.classes_)} classes, {clf.support_vectors_.shape[0]} support vectors "
-            f"(budget {clf.budget}), {clf.n_iter_} epochs, gamma {clf.gamma_:.6g}, "
-            f"{seconds:.2f} s; model written to {model_path}"
-        )
+        print(f"{_summary(args, clf, n_rows)}, {seconds:.2f} s; model written to {model_path}")
     return EXIT_OK
+
+
+def _precomputed_rows(X: Any, n_rows: int, path: str) -> Any:
+    """A precomputed kernel's rows, dense: row i holds K(x_i, x_j) as feature j + 1."""
+    if X.shape[1] > n_rows:
+        raise ValueError(
+            f"{path}: a precomputed kernel has one column per training row ({n_rows}), but "
+            f"the file has features up to {X.shape[1]}"
+        )
+    import numpy as np
+
+    dense = np.zeros((n_rows, n_rows))
+    dense[:, : X.shape[1]] = X.toarray()
+    return dense
+
+
+def _summary(args: argparse.Namespace, clf: Any, n_rows: int) -> str:
+    import numpy as np
+
+    n_sv = clf.dual_coef_.shape[1]
+    what = {
+        "classification": f"{len(getattr(clf, 'classes_', []))} classes",
+        "regression": "regression",
+        "novelty": "novelty detection",
+    }[args.task]
+    text = (
+        f"{args.solver.upper()}: {n_rows:,} rows, {clf.n_features_in_} features, {what}, "
+        f"{n_sv} support vectors"
+    )
+    if args.solver in BUDGETED_SOLVERS:
+        text += f" (budget {clf.budget}), {clf.n_iter_} epochs, gamma {clf.gamma_:.6g}"
+    else:
+        text += f", kernel {clf.kernel}"
+        if clf.kernel not in ("linear", "precomputed"):
+            text += f" (gamma {clf.gamma_:.6g})"
+        text += f", {int(sum(np.atleast_1d(clf.n_iter_))):,} iterations"
+    return text
 
 
 def _format_label(v: Any) -> str:
@@ -465,6 +606,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("train_file", metavar="TRAIN_FILE")
     train.add_argument("model", metavar="MODEL_FILE", nargs="?", help="default TRAIN_FILE.model")
     g = train.add_argument_group("model")
+    g.add_argument(
+        "-T",
+        "--task",
+        choices=("classification", "regression", "novelty"),
+        default="classification",
+        help="what to learn (default classification; novelty: one-class SVM, labels ignored)",
+    )
     g.add_argument("-c", "--cost", type=float, default=1.0, metavar="C", help="C (default 1)")
     g.add_argument(
         "-L",
@@ -472,52 +620,98 @@ def build_parser() -> argparse.ArgumentParser:
         dest="lam",
         type=float,
         metavar="LAMBDA",
-        help="regularisation lambda, instead of C (lambda = 1/(n C) otherwise)",
+        help="budgeted: regularisation lambda, instead of C (lambda = 1/(n C) otherwise)",
     )
     g.add_argument(
         "-g",
         "--gamma",
         default="scale",
         metavar="GAMMA",
-        help="kernel width in exp(-gamma |x-x'|^2): a number, 'scale' or 'auto' (default scale)",
+        help="kernel width in exp(-gamma |x-x'|^2) (and the scale of poly and sigmoid): a "
+        "number, 'scale' or 'auto' (default scale)",
     )
-    g.add_argument("-B", "--budget", type=int, default=100, help="support vectors (default 100)")
+    g.add_argument(
+        "-p",
+        "--epsilon",
+        type=float,
+        default=0.1,
+        help="regression: half-width of the loss-free tube (default 0.1)",
+    )
+    g.add_argument(
+        "-n",
+        "--nu",
+        type=float,
+        default=0.5,
+        help="novelty: bound on the fraction of training rows outside, in (0, 1] (default 0.5)",
+    )
+    g.add_argument(
+        "-k",
+        "--kernel",
+        choices=("rbf", "linear", "poly", "sigmoid", "precomputed"),
+        default="rbf",
+        help="exact solvers: the kernel (default rbf; the budgeted solvers are rbf only)",
+    )
+    g.add_argument("-d", "--degree", type=int, default=3, help="poly kernel degree (default 3)")
+    g.add_argument(
+        "-r", "--coef0", type=float, default=0.0, help="poly / sigmoid kernel coef0 (default 0)"
+    )
+    g.add_argument(
+        "-B", "--budget", type=int, help="budgeted: support vectors kept (default 100)"
+    )
     g = train.add_argument_group("solver")
-    g.add_argument("-A", "--solver", choices=("bsgd", "bsca"), default="bsgd", help="default bsgd")
-    g.add_argument("-e", "--epochs", type=int, default=5, help="passes over the data (default 5)")
+    g.add_argument(
+        "-A",
+        "--solver",
+        choices=BUDGETED_SOLVERS + EXACT_SOLVERS,
+        help="bsgd, bsca: budgeted SVM; alfpgm, smo: exact SVM (default bsgd for "
+        "classification, bsca for regression, alfpgm for novelty)",
+    )
+    g.add_argument("-e", "--epochs", type=int, help="budgeted: passes over the data (default 5)")
     g.add_argument(
         "-m",
         "--maintenance",
         choices=("merge", "remove", "project"),
-        default="merge",
-        help="budget maintenance (default merge)",
+        help="budgeted: budget maintenance (default merge)",
     )
     g.add_argument(
         "-M",
         "--merge",
         choices=("lookup-wd", "lookup-h", "gss", "gss-precise"),
-        default="lookup-wd",
-        help="merge partner search (default lookup-wd)",
+        help="budgeted: merge partner search (default lookup-wd)",
     )
     g.add_argument("-s", "--seed", type=int, default=0, help="random seed (default 0)")
-    g.add_argument("--no-average", action="store_true", help="BSGD: return the last iterate")
+    g.add_argument(
+        "--no-average", action="store_true", help="BSGD classification: return the last iterate"
+    )
     g.add_argument(
         "--no-polish",
         action="store_true",
-        help="keep the budgeted pass's coefficients (default: solve them and an intercept "
-        "exactly over the support vectors, about the budgeted pass's time again)",
+        help="budgeted: keep the budgeted pass's coefficients (default: solve them and an "
+        "intercept exactly over the support vectors, about the budgeted pass's time again)",
     )
-    g.add_argument("--no-shuffle", action="store_true", help="keep the file's row order")
+    g.add_argument("--no-shuffle", action="store_true", help="budgeted: keep the file's row order")
     g.add_argument(
         "--dual-step",
         choices=("decaying", "full"),
-        default="decaying",
         help="BSCA: 1/epoch of the coordinate step (default, stable) or the paper's full step",
     )
     g.add_argument(
         "--stream",
         action="store_true",
         help="BSGD: read the file in chunks, never whole (memory: one chunk + the budget)",
+    )
+    g.add_argument(
+        "--tol", type=float, default=1e-3, help="exact: stopping tolerance (default 0.001)"
+    )
+    g.add_argument(
+        "--cache-size",
+        type=float,
+        metavar="MB",
+        help="exact: kernel-row cache in MB (default: the estimator's)",
+    )
+    g.add_argument("--no-shrinking", action="store_true", help="exact: no shrinking")
+    g.add_argument(
+        "-v", "--verbose", action="store_true", help="print the solver's progress lines"
     )
     _common_io(train)
     train.set_defaults(func=_train)

@@ -3,7 +3,7 @@ OneClassSVM."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 import numpy as np
 from sklearn.base import OutlierMixin
@@ -114,17 +114,19 @@ class KernelOneClassSVM(OutlierMixin, SingleOutputMachine):
         -------
         self : KernelOneClassSVM
         """
+        params = self._check_params()
+        X = self._validate_fit(X)
+        self._fit_single(X, None, sample_weight, **params)
+        self.offset_ = float(-self.intercept_[0])
+        return self
+
+    def _problem_params(self) -> Dict[str, Any]:
         nu = self.nu
         if isinstance(nu, bool) or not isinstance(nu, (int, float, np.number)):
             raise ValueError(f"nu must be a number in (0, 1], got {nu!r}")
         if not (np.isfinite(nu) and 0 < nu <= 1):
             raise ValueError(f"nu must be in (0, 1], got {nu!r}")
-        solver = self._solver_params()
-        self._check_kernel()
-        X = self._validate_fit(X)
-        self._fit_single(X, None, sample_weight, nu=float(nu), **solver)
-        self.offset_ = float(-self.intercept_[0])
-        return self
+        return dict(nu=float(nu))
 
     def decision_function(self, X: Any) -> np.ndarray:
         """Signed distance to the boundary: positive inside (inliers), negative outside.

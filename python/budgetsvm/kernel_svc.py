@@ -225,7 +225,7 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, ExactKernelMachine):
         self.random_state = random_state
         self.solver_options = solver_options
 
-    def _native_params(self) -> Dict[str, Any]:
+    def _problem_params(self) -> Dict[str, Any]:
         check_positive("C", self.C)
         check_choice("decision_function_shape", self.decision_function_shape, SHAPES)
         check_choice("probability", self.probability, (True, False))
@@ -234,8 +234,7 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, ExactKernelMachine):
             raise ValueError(
                 "break_ties must be False when decision_function_shape is 'ovo' (as SVC)"
             )
-        self._check_kernel()
-        return dict(c=float(self.C), **self._solver_params())
+        return dict(c=float(self.C))
 
     @fit_guard
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> KernelSVC:
@@ -254,7 +253,7 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, ExactKernelMachine):
         -------
         self : KernelSVC
         """
-        native_params = self._native_params()
+        native_params = self._check_params()
         X, y = self._validate_fit(X, y)
         rows = training_rows(type(self).__name__, X, y, sample_weight, self.class_weight)
         if self.kernel == "precomputed" and rows.kept is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 import numpy as np
 from sklearn.base import RegressorMixin
@@ -141,16 +141,16 @@ class KernelSVR(RegressorMixin, SingleOutputMachine):
         -------
         self : KernelSVR
         """
-        check_positive("C", self.C)
-        check_nonnegative("epsilon", self.epsilon)
-        solver = self._solver_params()
-        self._check_kernel()
+        params = self._check_params()
         X, y = self._validate_fit(X, y, y_numeric=True)
         y = np.ascontiguousarray(y, dtype=np.float64)
-        self._fit_single(
-            X, y, sample_weight, c=float(self.C), epsilon=float(self.epsilon), **solver
-        )
+        self._fit_single(X, y, sample_weight, **params)
         return self
+
+    def _problem_params(self) -> Dict[str, Any]:
+        check_positive("C", self.C)
+        check_nonnegative("epsilon", self.epsilon)
+        return dict(c=float(self.C), epsilon=float(self.epsilon))
 
     def predict(self, X: Any) -> np.ndarray:
         """Predicted targets.

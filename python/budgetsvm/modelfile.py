@@ -5,7 +5,9 @@ name and version, classes, kernel, training parameters, statistics) and the arra
 ``dual_coef.npy`` and either ``support_vectors.npy`` (dense) or, for a model with sparse
 support vectors (version 2), ``support_vectors_data.npy``, ``support_vectors_indices.npy`` and
 ``support_vectors_indptr.npy`` (CSR); a polished model's intercepts are in the header
-(version 3). Arrays are little-endian and read with ``allow_pickle=False``. Everything read is checked: a truncated, corrupted, foreign or
+(version 3); a regression model says so (version 4); an exact kernel machine (``KernelSVC``,
+``KernelSVR``, ``KernelOneClassSVM``, version 5) adds ``support.npy``, its kernel's parameters and
+its solver's per-pair results. Arrays are little-endian and read with ``allow_pickle=False``. Everything read is checked: a truncated, corrupted, foreign or
 newer-version file raises :class:`ModelFormatError` (a ``ValueError``) with a message that
 says which, and reading never executes code from the file.
 """
@@ -17,17 +19,32 @@ import json
 import math
 import os
 import zipfile
-from typing import Any, Dict, Union
+from typing import Any, Dict, Optional, Union
 
 import numpy as np
 
 FORMAT_NAME = "budgetsvm-model"
 # Version 2 adds sparse (CSR) support vectors, version 3 an intercept per output (the polish),
-# version 4 regression models (BudgetSVR: "task": "regression", no classes); older files still
-# load.
-FORMAT_VERSION = 4
+# version 4 regression models (BudgetSVR: "task": "regression", no classes), version 5 the exact
+# kernel machines (any kernel, "support" indices); older files still load.
+FORMAT_VERSION = 5
 # The estimators a model file holds, by the header's "estimator".
-ESTIMATORS = {"BudgetSVC": "budgetsvm.svm", "BudgetSVR": "budgetsvm.budget_svr"}
+BUDGETED = {"BudgetSVC": "budgetsvm.svm", "BudgetSVR": "budgetsvm.budget_svr"}
+EXACT = {
+    "KernelSVC": "budgetsvm.kernel_svc",
+    "KernelSVR": "budgetsvm.kernel_svr",
+    "KernelOneClassSVM": "budgetsvm.kernel_one_class",
+}
+ESTIMATORS = {**BUDGETED, **EXACT}
+# The task of each estimator: what predict gives.
+TASKS = {
+    "BudgetSVC": "classification",
+    "BudgetSVR": "regression",
+    "KernelSVC": "classification",
+    "KernelSVR": "regression",
+    "KernelOneClassSVM": "novelty",
+}
+KERNELS = ("rbf", "linear", "poly", "sigmoid", "precomputed")
 HEADER = "header.json"
 ARRAYS = ("support_vectors", "dual_coef")
 # Label dtypes a model file can hold (numpy kinds): signed/unsigned integers, floats, unicode
@@ -44,6 +61,50 @@ PathLike = Union[str, "os.PathLike[str]"]
 class ModelFormatError(ValueError):
     """A file is not a readable budgetsvm model: truncated, corrupted, not a budgetsvm model file
     at all, or written by a newer budgetsvm in a format version this one cannot read."""
+
+
+class ModelFileMixin:
+    """``save`` and ``load`` of the estimators a model file holds (both families)."""
+
+    def save(self, path: Any) -> None:
+        """Write the fitted model to a model file (``docs/model_format.md``): a versioned zip of
+        a JSON header and float64 ``.npy`` arrays that loads without running code.
+
+        The file holds what predicts (support vectors, coefficients, intercepts, classes, the
+        kernel) plus the parameters and statistics; not the state that ``partial_fit``
+        continues (pickle keeps that). See :func:`budgetsvm.save_model`.
+
+        Parameters
+        ----------
+        path : str or path-like
+            Where to write; an existing file is replaced.
+        """
+        from budgetsvm.modelfile import save_model
+
+        save_model(self, path)
+
+    @classmethod
+    def load(cls, path: Any) -> Any:
+        """Read a model file written by :meth:`save`; the estimator predicts exactly as the
+        saved one did. Raises :class:`budgetsvm.ModelFormatError` (a ``ValueError``) for a
+        truncated, corrupted, foreign or newer-version file.
+
+        Parameters
+        ----------
+        path : str or path-like
+            The model file.
+
+        Returns
+        -------
+        estimator
+            The fitted estimator, of this class.
+        """
+        from budgetsvm.modelfile import load_model
+
+        clf = load_model(path)
+        if not isinstance(clf, cls):
+            raise TypeError(f"{path} holds a {type(clf).__name__}, not a {cls.__name__}")
+        return clf
 
 
 def _json_value(v: Any) -> Any:
@@ -71,33 +132,27 @@ def _npy_bytes(a: np.ndarray, dtype: str = "<f8") -> bytes:
 
 
 def save_model(clf: Any, path: PathLike) -> None:
-    """Write a fitted :class:`~budgetsvm.BudgetSVC` or :class:`~budgetsvm.BudgetSVR` to
-    ``path`` (see the module doc).
+    """Write a fitted estimator to ``path`` (see the module doc): a :class:`~budgetsvm.BudgetSVC`,
+    :class:`~budgetsvm.BudgetSVR`, :class:`~budgetsvm.KernelSVC`, :class:`~budgetsvm.KernelSVR`
+    or :class:`~budgetsvm.KernelOneClassSVM`.
 
     Raises ``NotFittedError`` for an unfitted estimator and ``ValueError`` for labels that a
     model file cannot hold (anything but integers, floats, strings and booleans).
 
     Parameters
     ----------
-    clf : BudgetSVC or BudgetSVR
+    clf : BudgetSVC, BudgetSVR, KernelSVC, KernelSVR or KernelOneClassSVM
         A fitted estimator.
     path : str or path-like
         Where to write; an existing file is replaced.
     """
     from sklearn.utils.validation import check_is_fitted
 
-    from budgetsvm.budget_svr import BudgetSVR
-    from budgetsvm.svm import BudgetSVC
-
-    if not isinstance(clf, (BudgetSVC, BudgetSVR)):
-        raise TypeError(
-            f"model files hold BudgetSVC and BudgetSVR models, not {type(clf).__name__}; save "
-            f"a {type(clf).__name__} with pickle or joblib.dump"
-        )
+    name = _estimator_name(clf)
     check_is_fitted(clf)
-    regression = isinstance(clf, BudgetSVR)
-    # A regression model has no labels: an empty list of them.
-    classes = np.zeros(0) if regression else np.asarray(clf.classes_)
+    task = TASKS[name]
+    # Regression and novelty models have no labels: an empty list of them.
+    classes = np.asarray(clf.classes_) if task == "classification" else np.zeros(0)
     if classes.dtype.kind == "O":
         kinds = {type(c) for c in classes}
         if kinds <= {str}:
@@ -119,13 +174,11 @@ def save_model(clf: Any, path: PathLike) -> None:
         "format": FORMAT_NAME,
         "version": 1,
         "created_by": f"budgetsvm {__import__('budgetsvm').__version__}",
-        "estimator": type(clf).__name__,
+        "estimator": name,
         "kernel": {"name": "rbf", "gamma": float(clf.gamma_)},
         "n_features": int(clf.n_features_in_),
         "classes": {"dtype": classes.dtype.str, "values": classes.tolist()},
         "params": _json_value(params),
-        "lambda": _json_value(getattr(clf, "lambda_", None)),
-        "n_iter": int(clf.n_iter_),
         "fit_stats": _json_value(getattr(clf, "fit_stats_", {})),
         "arrays": {
             "support_vectors": list(clf.support_vectors_.shape),
@@ -146,10 +199,35 @@ def save_model(clf: Any, path: PathLike) -> None:
     if np.any(intercept != 0):
         # An older reader would drop the intercept and predict differently: version 3.
         header["version"] = 3
+    if np.any(intercept != 0) or name in EXACT:
         header["intercept"] = [float(v) for v in intercept]
-    if regression:
+    if task == "regression":
         header["version"] = 4
-        header["task"] = "regression"
+        header["task"] = task
+    if name in EXACT:
+        # Another kernel, support indices and the per-pair intercepts: an older reader would
+        # take it for a budgeted Gaussian model.
+        header["version"] = 5
+        header["task"] = task
+        header["kernel"] = {
+            "name": clf.kernel,
+            "gamma": float(clf.gamma_),
+            "degree": int(clf.degree),
+            "coef0": float(clf.coef0),
+        }
+        header["arrays"]["support"] = [len(clf.support_)]
+        header["exact"] = _json_value(
+            {
+                "n_support": np.asarray(clf.n_support_).tolist(),
+                "n_iter": np.asarray(clf.n_iter_).tolist(),
+                "dual_objective": np.asarray(clf.dual_objective_).tolist(),
+                "fit_status": clf.fit_status_,
+                "shape_fit": list(clf.shape_fit_),
+            }
+        )
+    else:
+        header["lambda"] = _json_value(getattr(clf, "lambda_", None))
+        header["n_iter"] = int(clf.n_iter_)
     if hasattr(clf, "class_weight_"):
         header["class_weight"] = _json_value(np.asarray(clf.class_weight_).tolist())
     if hasattr(clf, "probA_"):
@@ -170,6 +248,22 @@ def save_model(clf: Any, path: PathLike) -> None:
         else:
             z.writestr("support_vectors.npy", _npy_bytes(clf.support_vectors_))
         z.writestr("dual_coef.npy", _npy_bytes(clf.dual_coef_))
+        if name in EXACT:
+            z.writestr("support.npy", _npy_bytes(clf.support_, "<i8"))
+
+
+def _estimator_name(clf: Any) -> str:
+    """The model-file estimator that ``clf`` is (a subclass saves as its base)."""
+    import importlib
+
+    for name, module in ESTIMATORS.items():
+        if isinstance(clf, getattr(importlib.import_module(module), name)):
+            return name
+    kind = type(clf).__name__
+    raise TypeError(
+        f"model files hold {', '.join(ESTIMATORS)} models, not {kind}; save a {kind} with "
+        "pickle or joblib.dump"
+    )
 
 
 def _fail(path: Any, what: str) -> ModelFormatError:
@@ -229,24 +323,64 @@ def _read_csr(z: zipfile.ZipFile, shape: tuple, nnz: Any) -> tuple:
 
 
 class SavedModel:
-    """What a model file holds, read and checked without scikit-learn: the arrays that predict
-    and the header. ``decision_function`` and ``predict`` give what the saved estimator gives
-    (the command line predicts with it; :func:`load_model` makes the estimator from it)."""
+    """What a model file holds, read and checked: the arrays that predict and the header.
+    ``decision_function`` and ``predict`` give what the saved estimator gives (the command line
+    predicts with it; :func:`load_model` makes the estimator from it). A budgeted model predicts
+    through the engine directly, without scikit-learn; an exact kernel machine through its
+    estimator, made on first use."""
 
     def __init__(self, header: Dict[str, Any], classes: np.ndarray, support_vectors: Any,
-                 dual_coef: np.ndarray, intercept: np.ndarray) -> None:
+                 dual_coef: np.ndarray, intercept: np.ndarray,
+                 support: Optional[np.ndarray] = None) -> None:
         self.header = header
-        self.classes = classes
+        #: the labels predict gives (-1 and +1 for novelty detection; none for regression)
+        self.classes = np.array([-1, 1]) if TASKS[self.estimator] == "novelty" else classes
         #: dense ndarray, or CSR parts (data, indices, indptr, n_cols)
         self.support_vectors = support_vectors
         self.dual_coef = dual_coef
         self.intercept = intercept
+        #: the support vectors' training rows (exact kernel machines), else None
+        self.support = support
         self.gamma = float(header["kernel"]["gamma"])
         self.n_features = int(header["n_features"])
+        self._fitted: Any = None
+
+    @property
+    def estimator(self) -> str:
+        """The saved estimator's class name."""
+        return str(self.header.get("estimator", "BudgetSVC"))
+
+    @property
+    def task(self) -> str:
+        """'classification', 'regression' or 'novelty' (+1 inside, -1 outside)."""
+        return TASKS[self.estimator]
+
+    @property
+    def regression(self) -> bool:
+        """A regression model: ``predict`` gives the function's values."""
+        return self.task == "regression"
+
+    @property
+    def kernel(self) -> str:
+        return str(self.header["kernel"]["name"])
+
+    def fitted_estimator(self) -> Any:
+        """The estimator this file holds (made once, then reused)."""
+        if self._fitted is None:
+            import importlib
+
+            cls = getattr(importlib.import_module(ESTIMATORS[self.estimator]), self.estimator)
+            self._fitted = _estimator(cls, self)
+        return self._fitted
 
     def decision_function(self, X: Any, n_threads: Any = None) -> np.ndarray:
         """Decision values of validated rows (a float64 array or a CSR matrix of
-        ``n_features`` columns): one per row for two classes, one per class otherwise."""
+        ``n_features`` columns): one per row for two classes, regression and novelty, one per
+        class otherwise."""
+        if self.estimator in EXACT:
+            # SVR's decision function is its prediction (it has no decision_function).
+            method = "predict" if self.regression else "decision_function"
+            return self._through_estimator(method, X, n_threads)
         from budgetsvm import _budgetsvm
         from budgetsvm._validation import to_native
 
@@ -260,20 +394,31 @@ class SavedModel:
         )
         return values[:, 0] if values.shape[1] == 1 else values
 
-    @property
-    def regression(self) -> bool:
-        """A regression model (BudgetSVR): ``predict`` gives the function's values."""
-        return self.header.get("task") == "regression"
-
     def predict(self, X: Any, n_threads: Any = None) -> np.ndarray:
-        """Labels: the sign of the decision value, or the class of the largest score; for a
-        regression model the predicted values."""
+        """Labels (the sign of the decision value, or the class of the largest score; +1 / -1
+        for novelty detection), or for a regression model the predicted values."""
+        if self.estimator in EXACT:
+            return self._through_estimator("predict", X, n_threads)
         values = self.decision_function(X, n_threads)
         if self.regression:
             return values
         if values.ndim == 1:
             return self.classes[(values > 0).astype(np.intp)]
         return self.classes[np.argmax(values, axis=1)]
+
+    def _through_estimator(self, method: str, X: Any, n_threads: Any) -> np.ndarray:
+        import scipy.sparse as sp
+
+        clf = self.fitted_estimator()
+        if self.kernel == "precomputed" and sp.issparse(X):
+            # Kernel values read from a LIBSVM-format file arrive sparse.
+            X = X.toarray()
+        n_jobs = clf.n_jobs
+        clf.n_jobs = n_threads if n_threads is not None else n_jobs
+        try:
+            return np.asarray(getattr(clf, method)(X))
+        finally:
+            clf.n_jobs = n_jobs
 
 
 def read_model(path: PathLike) -> SavedModel:
@@ -330,8 +475,8 @@ def read_model(path: PathLike) -> SavedModel:
 
 
 def load_model(path: PathLike) -> Any:
-    """Read a model file written by :func:`save_model`; returns the fitted ``BudgetSVC`` or
-    ``BudgetSVR``.
+    """Read a model file written by :func:`save_model`; returns the fitted estimator
+    (``BudgetSVC``, ``BudgetSVR``, ``KernelSVC``, ``KernelSVR`` or ``KernelOneClassSVM``).
 
     Parameters
     ----------
@@ -340,7 +485,7 @@ def load_model(path: PathLike) -> Any:
 
     Returns
     -------
-    BudgetSVC or BudgetSVR
+    estimator
         The fitted estimator; it predicts exactly as the saved one did.
 
     Raises
@@ -351,15 +496,9 @@ def load_model(path: PathLike) -> Any:
         The file is truncated or corrupted, is not a budgetsvm model file, or was written in a
         newer format version.
     """
-    import importlib
-
     saved = read_model(path)
-    name = str(saved.header.get("estimator", "BudgetSVC"))
-    if name not in ESTIMATORS:
-        raise _fail(os.fspath(path), f"holds an unknown estimator {name!r}")
-    cls = getattr(importlib.import_module(ESTIMATORS[name]), name)
     try:
-        return _estimator(cls, saved)
+        return saved.fitted_estimator()
     except Exception as e:  # anything inconsistent: a clear error, never a crash
         raise _fail(os.fspath(path), f"corrupted model file ({type(e).__name__}: {e})") from None
 
@@ -371,7 +510,37 @@ def _finite_floats(values: Any, length: int, what: str) -> np.ndarray:
     return out
 
 
+def _count(value: Any, what: str, minimum: int = 0) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{what} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _check_kernel(kernel: Any, exact: bool) -> None:
+    name = kernel.get("name")
+    gamma = float(kernel["gamma"])
+    if not (math.isfinite(gamma) and gamma > 0):
+        raise ValueError(f"bad kernel gamma {kernel['gamma']!r}")
+    if not exact:
+        if name != "rbf":
+            raise ValueError(f"unsupported kernel {kernel!r}")
+        return
+    if name not in KERNELS:
+        raise ValueError(f"unknown kernel {name!r}")
+    if _count(kernel["degree"], "kernel degree") > 64:
+        raise ValueError(f"kernel degree {kernel['degree']} is above 64")
+    if not math.isfinite(float(kernel["coef0"])):
+        raise ValueError("kernel coef0 is not finite")
+
+
 def _read(z: zipfile.ZipFile, header: Dict[str, Any]) -> SavedModel:
+    name = header.get("estimator", "BudgetSVC")
+    if name not in ESTIMATORS:
+        raise ValueError(f"unknown estimator {name!r}")
+    exact = name in EXACT
+    task = header.get("task", "classification")
+    if task != TASKS[name]:
+        raise ValueError(f"a {name} model's task is {TASKS[name]!r}, not {task!r}")
     arrays = header["arrays"]
     sv_shape = _shape(arrays["support_vectors"], 2)
     coef_shape = _shape(arrays["dual_coef"], 2)
@@ -390,23 +559,25 @@ def _read(z: zipfile.ZipFile, header: Dict[str, Any]) -> SavedModel:
     elif dtype.itemsize > 16:
         raise ValueError(f"label dtype {dtype.str} is not a label type")
     classes = np.array(values, dtype=dtype)
-    regression = header.get("task", "classification") == "regression"
-    if header.get("task", "classification") not in ("classification", "regression"):
-        raise ValueError(f"unknown task {header.get('task')!r}")
-    n_features = header["n_features"]
-    gamma = float(header["kernel"]["gamma"])
-    if header["kernel"].get("name") != "rbf" or not (math.isfinite(gamma) and gamma > 0):
-        raise ValueError(f"unsupported kernel {header['kernel']!r}")
-    if regression:
-        if classes.shape != (0,) or header.get("estimator") != "BudgetSVR":
-            raise ValueError("a regression model is a BudgetSVR without classes")
+    n_features = _count(header["n_features"], "n_features")
+    _check_kernel(header["kernel"], exact)
+    if task != "classification":
+        if classes.shape != (0,):
+            raise ValueError(f"a {task} model has no classes")
+        n_out = 1
     elif classes.ndim != 1 or len(classes) < 2 or len(np.unique(classes)) != len(classes):
         raise ValueError("classes must be at least two distinct labels")
-    n_out = 1 if len(classes) <= 2 else len(classes)
-    if sv_shape[1] != n_features or coef_shape != (n_out, sv_shape[0]):
+    else:
+        # The exact SVC's one-vs-one layout has n_classes - 1 rows of coefficients.
+        n_out = max(len(classes) - 1, 1) if exact else (1 if len(classes) == 2 else len(classes))
+    n_sv = coef_shape[1]
+    precomputed = header["kernel"]["name"] == "precomputed"
+    # A precomputed kernel's model holds no vectors, only their training rows (support).
+    want_sv = (0, 0) if precomputed else (n_sv, n_features)
+    if sv_shape != want_sv or coef_shape != (n_out, n_sv):
         raise ValueError(
             f"array shapes {list(sv_shape)} and {list(coef_shape)} do not fit "
-            f"{n_features} features and {len(classes)} classes"
+            f"{n_features} features, {n_sv} support vectors and {len(classes)} classes"
         )
     sv_format = arrays.get("support_vectors_format", "dense")
     if sv_format == "csr":
@@ -416,12 +587,53 @@ def _read(z: zipfile.ZipFile, header: Dict[str, Any]) -> SavedModel:
     else:
         raise ValueError(f"unknown support_vectors_format {sv_format!r}")
     dual_coef = _read_array(z, "dual_coef", coef_shape)
-    intercept = (
-        _finite_floats(header["intercept"], n_out, "intercept")
-        if "intercept" in header
-        else np.zeros(n_out)
-    )
-    return SavedModel(header, classes, support_vectors, dual_coef, intercept)
+    support = None
+    n_intercepts = n_out
+    if exact:
+        n_intercepts = len(classes) * (len(classes) - 1) // 2 if task == "classification" else 1
+        _check_exact(header, classes, n_sv, n_features, n_intercepts)
+        support = _read_array(z, "support", (n_sv,), kind="i")
+        n_rows = header["exact"]["shape_fit"][0]
+        if n_sv and (support.min() < 0 or support.max() >= n_rows):
+            raise ValueError(f"support indices out of range [0, {n_rows})")
+    if "intercept" in header:
+        intercept = _finite_floats(header["intercept"], n_intercepts, "intercept")
+    elif exact:
+        raise ValueError("an exact model's intercept is missing")
+    else:
+        intercept = np.zeros(n_out)
+    return SavedModel(header, classes, support_vectors, dual_coef, intercept, support)
+
+
+def _check_exact(
+    header: Dict[str, Any], classes: np.ndarray, n_sv: int, n_features: int, n_pairs: int
+) -> None:
+    """The exact machine's solver results: per class (n_support) and per pair (n_iter,
+    dual_objective) for SVC, one of each otherwise."""
+    info = header["exact"]
+    n_support = info["n_support"]
+    per_class = len(classes) if len(classes) else 1
+    if not isinstance(n_support, list) or len(n_support) != per_class:
+        raise ValueError(f"n_support must list {per_class} counts")
+    if sum(_count(c, "n_support") for c in n_support) != n_sv:
+        raise ValueError(f"n_support does not add up to the {n_sv} support vectors")
+    shape_fit = info["shape_fit"]
+    if not isinstance(shape_fit, list) or len(shape_fit) != 2:
+        raise ValueError("shape_fit must be [n_samples, n_features]")
+    _count(shape_fit[0], "shape_fit rows", 1)
+    if header["kernel"]["name"] == "precomputed" and shape_fit != [n_features, n_features]:
+        raise ValueError("a precomputed kernel's shape_fit is n_features x n_features")
+    if info["fit_status"] not in (0, 1):
+        raise ValueError(f"fit_status must be 0 or 1, got {info['fit_status']!r}")
+    if len(classes):
+        if not isinstance(info["n_iter"], list) or len(info["n_iter"]) != n_pairs:
+            raise ValueError(f"n_iter must list {n_pairs} counts")
+        for v in info["n_iter"]:
+            _count(v, "n_iter")
+        _finite_floats(info["dual_objective"], n_pairs, "dual_objective")
+    else:
+        _count(info["n_iter"], "n_iter")
+        _finite_floats([info["dual_objective"]], 1, "dual_objective")
 
 
 def _estimator(cls: Any, saved: SavedModel) -> Any:
@@ -432,18 +644,26 @@ def _estimator(cls: Any, saved: SavedModel) -> Any:
     n_features = saved.n_features
     known = cls().get_params()
     params = {k: v for k, v in dict(header.get("params", {})).items() if k in known}
-    # Files from before the polish hold unpolished models.
-    params.setdefault("polish", False)
+    exact = saved.estimator in EXACT
+    if exact:
+        # The kernel is the header's (what the arrays were fitted with), whatever params say.
+        kernel = header["kernel"]
+        params.update(
+            kernel=kernel["name"], degree=int(kernel["degree"]), coef0=float(kernel["coef0"])
+        )
+    else:
+        # Files from before the polish hold unpolished models.
+        params.setdefault("polish", False)
     if isinstance(params.get("class_weight"), list):
         params["class_weight"] = {label: float(w) for label, w in params["class_weight"]}
     clf = cls(**params)
     if "class_weight" in header:
         clf.class_weight_ = _finite_floats(header["class_weight"], len(classes), "class_weight")
+    n_pairs = len(classes) * (len(classes) - 1) // 2
     if "probability" in header:
-        n_pairs = len(classes) * (len(classes) - 1) // 2
         clf.probA_ = _finite_floats(header["probability"]["A"], n_pairs, "probability A")
         clf.probB_ = _finite_floats(header["probability"]["B"], n_pairs, "probability B")
-    if not saved.regression:
+    if saved.task == "classification":
         clf.classes_ = classes
     sv = saved.support_vectors
     if isinstance(sv, tuple):
@@ -454,15 +674,32 @@ def _estimator(cls: Any, saved: SavedModel) -> Any:
     clf.intercept_ = saved.intercept
     clf.gamma_ = saved.gamma
     clf.n_features_in_ = int(n_features)
-    clf.n_iter_ = int(header.get("n_iter", 0))
     clf.fit_stats_ = dict(header.get("fit_stats") or {})
-    if header.get("lambda") is not None:
-        clf.lambda_ = float(header["lambda"])
     if "feature_names" in header:
         names = np.asarray(header["feature_names"], dtype=object)
         if names.shape != (n_features,):
             raise ValueError("feature_names do not match n_features")
         clf.feature_names_in_ = names
+    if exact:
+        info = header["exact"]
+        clf.support_ = np.asarray(saved.support, dtype=np.int32)
+        clf.n_support_ = np.asarray(info["n_support"], dtype=np.int32)
+        clf.shape_fit_ = tuple(info["shape_fit"])
+        clf.fit_status_ = int(info["fit_status"])
+        if saved.task == "classification":
+            clf.n_iter_ = np.asarray(info["n_iter"], dtype=np.int64)
+            clf.dual_objective_ = np.asarray(info["dual_objective"], dtype=np.float64)
+            # SVC's binary sign convention (intercept_ = rho) against LIBSVM's (-rho).
+            clf._rho = saved.intercept.copy() if len(classes) == 2 else -saved.intercept
+        else:
+            clf.n_iter_ = int(info["n_iter"])
+            clf.dual_objective_ = float(info["dual_objective"])
+        if saved.task == "novelty":
+            clf.offset_ = float(-saved.intercept[0])
+        return clf
+    clf.n_iter_ = int(header.get("n_iter", 0))
+    if header.get("lambda") is not None:
+        clf.lambda_ = float(header["lambda"])
     clf.history_ = None
     clf._stream = None
     return clf
