@@ -23,9 +23,9 @@ from budgetsvm._validation import (
     check_choice,
     check_n_jobs,
     check_positive,
-    check_sample_weight,
     resolve_gamma,
     to_native,
+    weighted_rows,
 )
 from budgetsvm.modelfile import ModelFileMixin
 
@@ -283,20 +283,11 @@ class SingleOutputMachine(ExactKernelMachine):
 
     def _fit_single(self, X: Any, target: Any, sample_weight: Any, **problem: Any) -> None:
         """Fits validated X (and target); rows of sample weight 0 are left out."""
-        weights, kept = None, None
-        if sample_weight is not None:
-            weights = check_sample_weight(sample_weight, X.shape[0])
-            if not (weights > 0).any():
-                raise ValueError(
-                    "sample_weight is zero for every row: at least one row needs a non-zero weight"
-                )
-            if not (weights > 0).all():
-                kept = np.flatnonzero(weights > 0)
-                X = X[np.ix_(kept, kept)] if self.kernel == "precomputed" else X[kept]
-                weights = weights[kept]
-                if target is not None:
-                    target = target[kept]
-            weights = np.ascontiguousarray(weights)
+        weights, kept = weighted_rows(sample_weight, X.shape[0])
+        if kept is not None:
+            X = X[np.ix_(kept, kept)] if self.kernel == "precomputed" else X[kept]
+            if target is not None:
+                target = target[kept]
         [r] = self._fit_native(X, target, weights, **problem)
         support = r["support"]
         self.support_vectors_ = self._support_vectors(X, support)

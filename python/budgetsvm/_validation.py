@@ -7,7 +7,7 @@ import numbers
 import sys
 import threading
 import weakref
-from typing import Any, Callable, NamedTuple, Optional, TypeVar, Union
+from typing import Any, Callable, NamedTuple, Optional, Tuple, TypeVar, Union
 
 import numpy as np
 
@@ -152,6 +152,26 @@ def check_sample_weight(sample_weight: Any, n_rows: int) -> np.ndarray:
     return w
 
 
+def weighted_rows(
+    sample_weight: Any, n_rows: int
+) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]:
+    """Checked ``sample_weight`` of the rows it keeps, and which rows those are: rows of weight 0
+    are left out, as if they were not in the data (kept is None when every row stays; weights
+    is None without sample_weight). A weight of 0 on every row is an error."""
+    if sample_weight is None:
+        return None, None
+    weights = check_sample_weight(sample_weight, n_rows)
+    positive = weights > 0
+    if not positive.any():
+        raise ValueError(
+            "sample_weight is zero for every row: at least one row needs a non-zero weight"
+        )
+    if positive.all():
+        return weights, None
+    kept = np.flatnonzero(positive)
+    return np.ascontiguousarray(weights[kept]), kept
+
+
 def class_weights(class_weight: Any, classes: np.ndarray, y_index: Optional[np.ndarray] = None,
                   sample_weight: Optional[np.ndarray] = None, all_labels: Any = None) -> np.ndarray:
     """The weight of each class of ``classes``: ones for None; for a dict label -> weight the
@@ -216,18 +236,9 @@ def training_rows(
 
     check_classification_targets(y)
     given_y = y
-    kept = None
-    sw = None
-    if sample_weight is not None:
-        sw = check_sample_weight(sample_weight, X.shape[0])
-        positive = sw > 0
-        if not positive.any():
-            raise ValueError(
-                "sample_weight is zero for every row: at least one row needs a non-zero weight"
-            )
-        if not positive.all():
-            kept = np.flatnonzero(positive)
-            X, y, sw = X[kept], y[kept], sw[kept]
+    sw, kept = weighted_rows(sample_weight, X.shape[0])
+    if kept is not None:
+        X, y = X[kept], y[kept]
     classes, y_index = np.unique(y, return_inverse=True)
     if len(classes) < 2:
         extra = " with a non-zero sample weight" if kept is not None else ""

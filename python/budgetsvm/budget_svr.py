@@ -13,10 +13,10 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from budgetsvm._budgeted import BudgetedMachine, epoch_callback, file_summary, polish_callback
 from budgetsvm._validation import (
     check_positive,
-    check_sample_weight,
     fit_guard,
     resolve_gamma,
     to_native,
+    weighted_rows,
 )
 
 __all__ = ["BudgetSVR"]
@@ -188,18 +188,9 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
             reset=reset,
         )
         y = np.ascontiguousarray(y, dtype=np.float64)
-        weights = None
-        if sample_weight is not None:
-            weights = check_sample_weight(sample_weight, X.shape[0])
-            keep = weights > 0
-            if not keep.any():
-                raise ValueError(
-                    "sample_weight is zero for every row: at least one row needs a non-zero weight"
-                )
-            if not keep.all():
-                idx = np.flatnonzero(keep)
-                X, y, weights = X[idx], y[idx], weights[idx]
-            weights = np.ascontiguousarray(weights)
+        weights, kept = weighted_rows(sample_weight, X.shape[0])
+        if kept is not None:
+            X, y = X[kept], y[kept]
         return X, y, weights
 
     @fit_guard
