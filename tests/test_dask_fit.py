@@ -174,3 +174,148 @@ def test_a_worker_killed_mid_fit_is_a_clear_error(clusters):
     finally:
         bdask._AFTER_ROUND = None
     assert not hasattr(clf, "support_vectors_")
+
+
+# --- Regression (BudgetSVR) -----------------------------------------------------------------
+
+
+def regression_data(n, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, size=(n, 2))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 + 0.05 * rng.normal(size=n) + 3.0
+    return X, y
+
+
+def regression_objective(reg, X, y, w=None):
+    """The polish's objective on the squared epsilon-insensitive loss, from explicit kernels."""
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    S = reg.support_vectors_
+    beta = reg.dual_coef_[0]
+    f = rbf_kernel(X, S, gamma=reg.gamma_) @ beta + reg.intercept_[0]
+    w = np.ones(len(y)) if w is None else w
+    xi = np.maximum(0.0, np.abs(f - y) - reg.epsilon)
+    kss = rbf_kernel(S, S, gamma=reg.gamma_)
+    return 0.5 * beta @ kss @ beta + reg.C * np.sum(w * xi * xi)
+
+
+def test_regression_on_one_and_two_workers_reaches_the_polish_optimum(clusters):
+    from budgetsvm import BudgetSVR
+
+    X, y = regression_data(sum(CHUNKS), 7)
+    dX = da.from_array(X, chunks=(CHUNKS, (2,)))
+    dy = da.from_array(y, chunks=(CHUNKS,))
+    params = dict(C=5.0, gamma=1.0, epsilon=0.05, budget=40, epochs=3, random_state=0)
+    one = fit_on(clusters[0], BudgetSVR(**params), dX, dy)
+    two = fit_on(clusters[1], BudgetSVR(**params), dX, dy)
+    assert_array_equal(one.support_vectors_, two.support_vectors_)
+    assert_allclose(regression_objective(two, X, y), regression_objective(one, X, y), rtol=1e-6)
+    assert one.fit_stats_["polish"]["converged"]
+    stats = one.fit_stats_["dask"]
+    assert stats["partitions"] == len(CHUNKS) and stats["empty_partitions"] == 1
+    assert stats["pooled_support_vectors"] > 40 >= one.support_vectors_.shape[0]
+    # The serial polish from the distributed one's point finds nothing better.
+    before = regression_objective(one, X, y)
+    again = pickle.loads(pickle.dumps(one)).polish_coef(X, y)
+    assert regression_objective(again, X, y) >= before * (1 - 1e-9)
+    # Better than the unpolished basis, and a good fit of the function.
+    raw = fit_on(clusters[1], BudgetSVR(polish=False, **params), dX, dy)
+    assert regression_objective(one, X, y) < regression_objective(raw, X, y)
+    assert one.score(X, y) > 0.95
+    # The intercept started at the targets' mean (the unpolished model's) and the polish
+    # moved it.
+    assert raw.intercept_[0] == pytest.approx(y.mean(), rel=1e-12)
+    # Lazy predictions over the collection: the values.
+    assert_allclose(bdask.predict(one, dX).compute(), one.predict(X))
+
+
+def test_regression_on_one_partition_is_the_serial_fit(clusters):
+    from budgetsvm import BudgetSVR
+
+    X, y = regression_data(1500, 8)
+    for solver in ("bsca", "bsgd"):
+        params = dict(C=5.0, gamma=1.0, budget=30, epochs=2, random_state=3, solver=solver)
+        serial = BudgetSVR(polish=False, **params).fit(X, y)
+        dask_fit = fit_on(
+            clusters[1], BudgetSVR(polish=False, **params), da.from_array(X), da.from_array(y)
+        )
+        assert_allclose(dask_fit.support_vectors_, serial.support_vectors_, rtol=1e-9)
+        assert_allclose(dask_fit.dual_coef_, serial.dual_coef_, rtol=1e-7, atol=1e-10)
+        assert_allclose(dask_fit.intercept_, serial.intercept_, rtol=1e-12)
+        polished = BudgetSVR(**params).fit(X, y)
+        distributed_polish = fit_on(
+            clusters[1], BudgetSVR(**params), da.from_array(X), da.from_array(y)
+        )
+        assert_allclose(
+            regression_objective(distributed_polish, X, y),
+            regression_objective(polished, X, y),
+            rtol=1e-6,
+        )
+
+
+def test_regression_dataframes_and_zero_weights(clusters):
+    from budgetsvm import BudgetSVR
+
+    X, y = regression_data(2400, 9)
+    rng = np.random.default_rng(9)
+    w = rng.uniform(0.5, 2.0, len(y))
+    w[::5] = 0.0
+    frame = pd.DataFrame(X, columns=["a", "b"])
+    dX = dd.from_pandas(frame, npartitions=4)
+    dy = dd.from_pandas(pd.Series(y), npartitions=4)
+    dw = dd.from_pandas(pd.Series(w), npartitions=4)
+    params = dict(C=3.0, gamma=1.0, budget=30, epochs=2, random_state=2)
+    reg = fit_on(clusters[1], BudgetSVR(**params), dX, dy, sample_weight=dw)
+    assert list(reg.feature_names_in_) == ["a", "b"] and not hasattr(reg, "classes_")
+    assert reg.score(frame, y) > 0.9
+    keep = w > 0
+    ends = np.cumsum(np.asarray(dX.map_partitions(len).compute()))
+    sizes = tuple(int(keep[a:b].sum()) for a, b in zip(np.r_[0, ends[:-1]], ends))
+    other = fit_on(
+        clusters[1],
+        BudgetSVR(**params),
+        da.from_array(X[keep], chunks=(sizes, (2,))),
+        da.from_array(y[keep], chunks=(sizes,)),
+        sample_weight=da.from_array(w[keep], chunks=(sizes,)),
+    )
+    assert_array_equal(other.support_vectors_, reg.support_vectors_)
+    assert_allclose(other.predict(X), reg.predict(frame), rtol=1e-6, atol=1e-6)
+    assert_allclose(
+        bdask.predict(reg, dX).compute().to_numpy(), reg.predict(frame), rtol=1e-12
+    )
+
+
+def test_regression_errors(clusters):
+    from budgetsvm import BudgetSVR
+
+    X, y = regression_data(600, 10)
+    dX = da.from_array(X, chunks=(200, 2))
+    bad = y.copy()
+    bad[3] = np.inf
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        fit_on(clusters[1], BudgetSVR(budget=10), dX, da.from_array(bad, chunks=200))
+    with pytest.raises(ValueError, match="zero for every row"):
+        fit_on(
+            clusters[1], BudgetSVR(budget=10), dX, da.from_array(y, chunks=200),
+            sample_weight=da.zeros(600, chunks=200),
+        )
+    with pytest.raises(ValueError, match="epsilon"):
+        fit_on(clusters[1], BudgetSVR(epsilon=-1.0), dX, da.from_array(y, chunks=200))
+
+
+def test_fit_incremental_trains_a_regressor_as_partial_fit_does(clusters):
+    from budgetsvm import BudgetSVR
+
+    X, y = regression_data(1200, 11)
+    dX = da.from_array(X, chunks=(300, 2))
+    dy = da.from_array(y, chunks=(300,))
+    params = dict(solver="bsgd", C=5.0, gamma=1.0, budget=25, random_state=0)
+    with distributed.Client(clusters[1]):
+        reg = bdask.fit_incremental(BudgetSVR(**params), dX, dy, n_samples=1200)
+        with pytest.raises(ValueError, match="classes is for classifiers"):
+            bdask.fit_incremental(BudgetSVR(**params), dX, dy, classes=[0, 1])
+    local = BudgetSVR(**params)
+    for k in range(0, 1200, 300):
+        local.partial_fit(X[k : k + 300], y[k : k + 300], n_samples=1200 if k == 0 else None)
+    assert_array_equal(reg.dual_coef_, local.dual_coef_)
+    assert_array_equal(reg.intercept_, local.intercept_)

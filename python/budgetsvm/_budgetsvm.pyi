@@ -193,6 +193,7 @@ def reduce_budget(
     maintenance: str = "merge",
     merge: str = "lookup-wd",
     sv_storage: str = "auto",
+    opposite_sign_merges: bool = False,
 ) -> Tuple[Any, npt.NDArray[np.float64], float]: ...
 
 @final
@@ -202,10 +203,11 @@ class PolishPartition:
         support_vectors: _Features,
         gamma: float,
         x: _Features,
-        y: npt.NDArray[np.uint32],
+        y: Union[npt.NDArray[np.uint32], npt.NDArray[np.float64]],
         n_classes: int,
         *,
         sample_weight: Optional[npt.NDArray[np.float64]] = None,
+        epsilon: Optional[float] = None,
     ) -> PolishPartition: ...
     @property
     def nbytes(self) -> int: ...

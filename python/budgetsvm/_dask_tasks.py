@@ -41,9 +41,10 @@ def _use_worker_threads() -> None:
         _budgetsvm.set_num_threads(int(n))
 
 
-def _partition_rows(X: Any, y: Any, w: Any, classes: np.ndarray, class_w: np.ndarray):
-    """A partition's rows as the engine takes them: (X native, class indices, weights or None),
-    rows of weight 0 left out."""
+def _partition_rows(X: Any, y: Any, w: Any, targets: dict):
+    """A partition's rows as the engine takes them: (X native, targets, weights or None), rows
+    of weight 0 left out. ``targets`` says what y is: {"classes", "class_w"} (class indices
+    made from the labels) or {"epsilon"} (real values)."""
     # Nothing here imports scikit-learn: a worker process would pay a second for it.
     from budgetsvm._validation import check_sample_weight, to_native
 
@@ -55,41 +56,90 @@ def _partition_rows(X: Any, y: Any, w: Any, classes: np.ndarray, class_w: np.nda
         raise ValueError(f"a partition has {X.shape[0]} rows of X but {len(y)} labels")
     if not np.all(np.isfinite(X)):
         raise ValueError("Input X contains NaN or infinity")
-    pos = np.minimum(np.searchsorted(classes, y), len(classes) - 1)
-    if len(y) and np.any(classes[pos] != y):
-        raise ValueError(f"y contains labels not in classes: {np.unique(y[classes[pos] != y])!r}")
-    y_index = np.ascontiguousarray(pos, dtype=np.uint32)
     weights = None
-    uniform = bool(np.all(class_w == 1.0))
-    if w is not None or not uniform:
-        weights = np.ones(len(y))
+    if "epsilon" in targets:
+        values = _target_values(y)
         if w is not None:
             w = np.ravel(w.to_numpy() if hasattr(w, "to_numpy") else np.asarray(w))
             weights = check_sample_weight(w, len(y))
-        weights = np.ascontiguousarray(weights * class_w[y_index])
+    else:
+        classes, class_w = targets["classes"], targets["class_w"]
+        pos = np.minimum(np.searchsorted(classes, y), len(classes) - 1)
+        if len(y) and np.any(classes[pos] != y):
+            raise ValueError(
+                f"y contains labels not in classes: {np.unique(y[classes[pos] != y])!r}"
+            )
+        values = np.ascontiguousarray(pos, dtype=np.uint32)
+        if w is not None or not bool(np.all(class_w == 1.0)):
+            weights = np.ones(len(y))
+            if w is not None:
+                w = np.ravel(w.to_numpy() if hasattr(w, "to_numpy") else np.asarray(w))
+                weights = check_sample_weight(w, len(y))
+            weights = weights * class_w[values]
+    if weights is not None:
         keep = weights > 0
         if not np.all(keep):
-            X, y_index, weights = X[keep], y_index[keep], weights[keep]
-    return to_native(np.ascontiguousarray(X)), np.ascontiguousarray(y_index), weights
+            X, values, weights = X[keep], values[keep], weights[keep]
+        weights = _aligned(weights)
+    return to_native(np.ascontiguousarray(X)), _aligned(values), weights
 
 
-def _block_facts(X: Any, y: Any) -> tuple:
-    """Rows, labels, and the sums of the entries for gamma='scale'."""
+def _target_values(y: Any) -> np.ndarray:
+    """Regression targets: finite float64."""
+    try:
+        values = np.asarray(y, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"regression targets must be numbers, got dtype {y.dtype}") from None
+    if not np.all(np.isfinite(values)):
+        raise ValueError("y contains NaN or infinity")
+    return values
+
+
+def _block_facts(X: Any, y: Any, w: Any, regression: bool) -> dict:
+    """What the driver needs of a block before training: rows, width, the sums of the entries
+    (gamma='scale'), and the labels with their counts (classes) or the weighted sums of the
+    targets (regression: their mean is the offset the intercept carries)."""
     X = np.asarray(X.to_numpy() if hasattr(X, "to_numpy") else X, dtype=np.float64)
     y = np.ravel(y.to_numpy() if hasattr(y, "to_numpy") else np.asarray(y))
-    labels, counts = np.unique(y, return_counts=True) if len(y) else (y[:0], np.zeros(0, int))
-    return X.shape[0], X.shape[1] if X.ndim == 2 else 0, labels, counts, float(X.sum()), float((X * X).sum())
+    facts = dict(
+        rows=X.shape[0],
+        width=X.shape[1] if X.ndim == 2 else 0,
+        sum=float(X.sum()),
+        sum_sq=float((X * X).sum()),
+    )
+    if regression:
+        values = _target_values(y)
+        if w is None:
+            weights = np.ones(len(values))
+        else:
+            from budgetsvm._validation import check_sample_weight
+
+            w = np.ravel(w.to_numpy() if hasattr(w, "to_numpy") else np.asarray(w))
+            weights = check_sample_weight(w, len(values))
+        facts.update(sum_w=float(weights.sum()), sum_wy=float(weights @ values))
+    else:
+        labels, counts = (
+            np.unique(y, return_counts=True) if len(y) else (y[:0], np.zeros(0, int))
+        )
+        facts.update(labels=labels, counts=counts)
+    return facts
 
 
-def _fit_partition(X: Any, y: Any, w: Any, params: dict, seed: int, classes, class_w) -> Any:
-    """The budgeted pass on one partition: (support vectors, coef, rows used) or None."""
+def _fit_partition(X: Any, y: Any, w: Any, params: dict, seed: int, targets: dict) -> Any:
+    """The budgeted pass on one partition: (support vectors, coef, rows used) or None.
+    Regression targets are centred by ``params["offset"]`` (the intercept carries it)."""
     from budgetsvm import _budgetsvm
 
     _use_worker_threads()
-    Xn, y_index, weights = _partition_rows(X, y, w, classes, class_w)
-    n = len(y_index)
+    Xn, values, weights = _partition_rows(X, y, w, targets)
+    n = len(values)
     if n == 0:
         return None
+    n_classes = 0
+    if "epsilon" in targets:
+        values = np.ascontiguousarray(values - params["offset"])
+    else:
+        n_classes = len(targets["classes"])
     common = dict(
         c=params["C"] if params["lam"] is None else 1.0 / (n * params["lam"]),
         gamma=params["gamma"],
@@ -101,14 +151,15 @@ def _fit_partition(X: Any, y: Any, w: Any, params: dict, seed: int, classes, cla
         shuffle=params["shuffle"],
         sv_storage="dense",
         sample_weight=weights,
+        epsilon=targets.get("epsilon"),
     )
     if params["solver"] == "bsca":
         r = _budgetsvm.fit_bsca(
-            Xn, y_index, len(classes), dual_step=params["dual_step"], average=params["average"], **common
+            Xn, values, n_classes, dual_step=params["dual_step"], average=params["average"], **common
         )
     else:
         r = _budgetsvm.fit_bsgd(
-            Xn, y_index, len(classes), average=params["average"], lambda_=params["lam"], **common
+            Xn, values, n_classes, average=params["average"], lambda_=params["lam"], **common
         )
     return np.asarray(r["support_vectors"]), np.asarray(r["coef"]), n
 
@@ -160,18 +211,18 @@ def _polish_group(context: dict, parts: list, request: tuple) -> Any:
         key = (context["token"], index)
         part = _WORKER_CACHE.get(key)
         if part is None:
-            Xn, y_index, weights = _partition_rows(
-                X, y, w, context["classes"], context["class_w"]
-            )
-            if len(y_index) == 0:
+            targets = context["targets"]
+            Xn, values, weights = _partition_rows(X, y, w, targets)
+            if len(values) == 0:
                 continue
             part = _budgetsvm.PolishPartition(
                 to_native(np.asarray(context["basis"])),
                 context["gamma"],
                 Xn,
-                y_index,
-                len(context["classes"]),
+                values,
+                len(targets.get("classes", ())),
                 sample_weight=weights,
+                epsilon=targets.get("epsilon"),
             )
             if part.nbytes <= context["cache_bytes"]:
                 _WORKER_CACHE[key] = part

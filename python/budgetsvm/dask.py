@@ -13,7 +13,10 @@ reduces the pool to the budget with the same budget maintenance a fit uses, then
 coefficients exactly over all rows, each Newton iteration a map over the partitions (their
 kernel values K(X_p, S) kept on the workers that hold them) and a reduce on this process:
 O(B^2) bytes per partition and iteration, never rows. The result is a plain fitted
-``BudgetSVC``.
+``BudgetSVC`` or ``BudgetSVR`` (regression: the targets' weighted mean, summed over the
+partitions first, is the offset every partition centres by and the intercept starts from; the
+pool is reduced with the sign-mixed merges a regression fit uses; the polish is on the squared
+epsilon-insensitive loss).
 
 :func:`fit_incremental` is the sequential alternative: it walks the collection's chunks in
 order, has the cluster compute (load, preprocess) each chunk, and feeds it to
@@ -67,13 +70,20 @@ def _frame_values(clf: Any, part: Any) -> Any:
 
 
 def _n_out(clf: Any) -> int:
-    return 1 if len(clf.classes_) == 2 else len(clf.classes_)
+    classes = getattr(clf, "classes_", ())
+    return len(classes) if len(classes) > 2 else 1
+
+
+def _prediction_dtype(clf: Any) -> np.dtype:
+    """Labels' dtype, or float64 for a regression (or novelty detection's +-1)."""
+    classes = getattr(clf, "classes_", None)
+    return np.dtype(np.float64) if classes is None else classes.dtype
 
 
 def _predict_rows(clf: Any, X: Any) -> np.ndarray:
     if X.shape[0] == 0:
-        return np.empty(0, dtype=clf.classes_.dtype)
-    return clf.predict(X)
+        return np.empty(0, dtype=_prediction_dtype(clf))
+    return np.asarray(clf.predict(X), dtype=_prediction_dtype(clf))
 
 
 def _decision_rows(clf: Any, X: Any) -> np.ndarray:
@@ -112,8 +122,9 @@ def predict(clf: Any, X: Any) -> Any:
 
     Parameters
     ----------
-    clf : BudgetSVC or KernelSVC
-        A fitted estimator (sent to the workers).
+    clf : estimator
+        A fitted budgetsvm (or any scikit-learn) estimator, sent to the workers: labels, or
+        values for a regressor.
     X : dask.array.Array or dask.dataframe.DataFrame
         Rows to predict.
 
@@ -123,16 +134,13 @@ def predict(clf: Any, X: Any) -> Any:
         For a dask array a 1-D dask array, one block per row block of X; for a dataframe a
         Series, one partition per partition.
     """
+    dtype = _prediction_dtype(clf)
     if isinstance(X, dd.DataFrame):
-        meta = dd.utils.make_meta(
-            ("prediction", clf.classes_.dtype if clf.classes_.dtype.kind != "U" else object)
-        )
+        meta = dd.utils.make_meta(("prediction", dtype if dtype.kind != "U" else object))
         return X.map_partitions(_predict_partition, clf, meta=meta)
     if isinstance(X, da.Array):
         X = _rows_only(X)
-        return X.map_blocks(
-            _predict_block, clf, dtype=clf.classes_.dtype, drop_axis=1, chunks=(X.chunks[0],)
-        )
+        return X.map_blocks(_predict_block, clf, dtype=dtype, drop_axis=1, chunks=(X.chunks[0],))
     raise TypeError(f"X must be a dask array or dask dataframe, got {type(X).__name__}")
 
 
@@ -202,25 +210,26 @@ def fit_incremental(
     epochs: int = 1,
     n_samples: Optional[int] = None,
 ) -> Any:
-    """Train ``clf`` (a ``BudgetSVC`` with ``solver='bsgd'``) over the chunks of a dask
-    collection: ``partial_fit`` on every row block of a dask array (with y a 1-D dask array) or
-    every partition of a dask dataframe (with y a dask Series), in order, ``epochs`` times.
+    """Train ``clf`` (a ``BudgetSVC`` or ``BudgetSVR`` with ``solver='bsgd'``) over the chunks
+    of a dask collection: ``partial_fit`` on every row block of a dask array (with y a 1-D dask
+    array) or every partition of a dask dataframe (with y a dask Series), in order, ``epochs``
+    times.
 
     The cluster computes the chunks, the next one while this process trains on the current
-    one. ``classes`` is needed unless the estimator is already fitted (then training
+    one. A classifier needs ``classes`` unless it is already fitted (then training
     continues); ``n_samples`` (the total rows, default: the first chunk's) is passed to the
     first ``partial_fit`` call, see there.
 
     Parameters
     ----------
-    clf : BudgetSVC
+    clf : BudgetSVC or BudgetSVR
         With ``solver='bsgd'``.
     X : dask.array.Array or dask.dataframe.DataFrame
         Training rows.
     y : dask.array.Array or dask.dataframe.Series
-        Labels, chunked or partitioned like X.
+        Labels (targets for a regressor), chunked or partitioned like X.
     classes : array-like, default=None
-        Every label of the data (unless ``clf`` is already fitted).
+        Every label of the data (a classifier, unless ``clf`` is already fitted).
     epochs : int, default=1
         Passes over the chunks.
     n_samples : int, default=None
@@ -237,7 +246,12 @@ def fit_incremental(
     pairs = _blocks(X, y)
     if not pairs:
         raise ValueError("the collection has no chunks")
+    from sklearn.base import is_regressor
+
+    regression = is_regressor(clf)
     if classes is not None:
+        if regression:
+            raise ValueError(f"classes is for classifiers; {type(clf).__name__} has targets")
         classes = np.asarray(classes)
     first = True
     for _ in range(epochs):
@@ -252,7 +266,10 @@ def fit_incremental(
             if len(yb) == 0:
                 continue
             if first:
-                clf.partial_fit(Xb, yb, classes=classes, n_samples=n_samples)
+                if regression:
+                    clf.partial_fit(Xb, yb, n_samples=n_samples)
+                else:
+                    clf.partial_fit(Xb, yb, classes=classes, n_samples=n_samples)
                 first = False
             else:
                 clf.partial_fit(Xb, yb)
@@ -305,7 +322,8 @@ def _collections(X: Any, y: Any, sample_weight: Any) -> tuple:
 
 
 def fit(clf: Any, X: Any, y: Any, sample_weight: Any = None) -> Any:
-    """Train a ``BudgetSVC`` across the cluster of the current ``dask.distributed`` client.
+    """Train a ``BudgetSVC`` or a ``BudgetSVR`` across the cluster of the current
+    ``dask.distributed`` client.
 
     1. Every partition (row block) runs the estimator's budgeted pass (``solver``, ``budget``,
        ``epochs``, merging...) on its own rows, in parallel on the workers that hold them, with
@@ -324,35 +342,40 @@ def fit(clf: Any, X: Any, y: Any, sample_weight: Any = None) -> Any:
     The result depends on the partitioning and the seed, not on the number of workers; it is a
     plain fitted ``BudgetSVC`` (it pickles, saves to a model file and predicts without a
     cluster). ``fit_stats_['dask']`` reports the partitions, the pooled support vectors, the
-    rounds and bytes moved and the time of each stage.
+    rounds and bytes moved and the time of each stage. A ``BudgetSVR`` is trained the same
+    way on targets centred by their weighted mean over all partitions (one extra sum in the
+    first map), with opposite-sign merges in the reduction, as its ``fit`` does.
 
     Parameters
     ----------
-    clf : BudgetSVC
+    clf : BudgetSVC or BudgetSVR
         The estimator, with its parameters (not with ``probability=True``: its
         cross-validation needs the rows in one process).
     X : dask.array.Array or dask.dataframe.DataFrame
         Training rows (dense), in row blocks.
     y : dask.array.Array or dask.dataframe.Series
-        Labels, chunked or partitioned like X.
+        Labels (real targets for a ``BudgetSVR``), chunked or partitioned like X.
     sample_weight : dask.array.Array or dask.dataframe.Series, default=None
         Multiplies C for each row, as in ``fit``; rows of weight 0 are left out.
 
     Returns
     -------
-    clf : BudgetSVC
+    clf : BudgetSVC or BudgetSVR
         Fitted.
     """
     import time
 
     from distributed import default_client
 
+    from budgetsvm.budget_svr import BudgetSVR
     from budgetsvm.svm import BudgetSVC
 
-    if not isinstance(clf, BudgetSVC):
-        raise TypeError(f"budgetsvm.dask.fit trains a BudgetSVC, not {type(clf).__name__}")
+    if not isinstance(clf, (BudgetSVC, BudgetSVR)):
+        raise TypeError(
+            f"budgetsvm.dask.fit trains a BudgetSVC or a BudgetSVR, not {type(clf).__name__}"
+        )
     clf._check_params()
-    if clf.probability:
+    if getattr(clf, "probability", False):
         raise ValueError(
             "probability=True needs its cross-validation on rows in one process; fit with "
             "probability=False on the cluster"
@@ -396,32 +419,33 @@ def _fit_on_parts(clf, client, x_parts, y_parts, w_parts, columns, start):
     import uuid
 
     from budgetsvm import _budgetsvm
-    from budgetsvm._validation import class_weights
 
-    facts = client.gather(client.map(_block_facts, x_parts, y_parts, pure=False))
-    n_rows = int(sum(f[0] for f in facts))
+    regression = clf._epsilon() is not None
+    facts = client.gather(
+        client.map(
+            _block_facts, x_parts, y_parts, w_parts, [regression] * len(x_parts), pure=False
+        )
+    )
+    n_rows = int(sum(f["rows"] for f in facts))
     if n_rows == 0:
         raise ValueError("the collection holds no rows")
-    width = max(f[1] for f in facts)
+    width = max(f["width"] for f in facts)
     if width == 0:
         raise ValueError("X has no features (0 columns)")
-    labels = np.concatenate([f[2] for f in facts if len(f[2])])
-    classes = np.unique(labels)
-    counts = np.zeros(len(classes))
-    for f in facts:
-        if len(f[2]):
-            counts[np.searchsorted(classes, f[2])] += f[3]
-    if len(classes) < 2:
-        raise ValueError(
-            f"BudgetSVC needs samples of at least two classes; the data contain only one class: "
-            f"{classes[0]!r}"
-        )
-    from sklearn.utils.multiclass import check_classification_targets
-
-    check_classification_targets(classes)
-    class_w = class_weights(clf.class_weight, classes, np.arange(len(classes)), counts)
+    offset = 0.0
+    if regression:
+        total_w = sum(f["sum_w"] for f in facts)
+        if total_w == 0:
+            raise ValueError(
+                "sample_weight is zero for every row: at least one row needs a non-zero weight"
+            )
+        # The weighted mean of the targets, as BudgetSVR.fit centres them.
+        offset = sum(f["sum_wy"] for f in facts) / total_w
+        targets: dict = dict(epsilon=float(clf.epsilon))
+    else:
+        targets = _class_targets(clf, facts)
     if isinstance(clf.gamma, str) and clf.gamma == "scale":
-        total, total_sq = sum(f[4] for f in facts), sum(f[5] for f in facts)
+        total, total_sq = sum(f["sum"] for f in facts), sum(f["sum_sq"] for f in facts)
         count = float(n_rows) * width
         var = total_sq / count - (total / count) ** 2
         gamma = 1.0 / (width * var) if var > 0 else 1.0
@@ -443,18 +467,23 @@ def _fit_on_parts(clf, client, x_parts, y_parts, w_parts, columns, start):
         dual_step=clf.dual_step,
         average=bool(clf.average),
         n_rows=n_rows,
+        offset=offset,
     )
     setup_seconds = time.perf_counter() - start
     t0 = time.perf_counter()
     seeds = [(seed + 7919 * k) % (2**31 - 1) for k in range(len(x_parts))]
     models = client.gather(
         [
-            client.submit(_fit_partition, xp, yp, wp, params, sd, classes, class_w, pure=False)
+            client.submit(_fit_partition, xp, yp, wp, params, sd, targets, pure=False)
             for xp, yp, wp, sd in zip(x_parts, y_parts, w_parts, seeds)
         ]
     )
     basis_seconds = time.perf_counter() - t0
     kept = [m for m in models if m is not None]
+    if not kept:
+        raise ValueError(
+            "sample_weight is zero for every row: at least one row needs a non-zero weight"
+        )
     used = sum(m[2] for m in kept)
     pool_sv = np.vstack([m[0] for m in kept])
     pool_coef = np.vstack([m[1] * (m[2] / used) for m in kept])
@@ -462,10 +491,14 @@ def _fit_on_parts(clf, client, x_parts, y_parts, w_parts, columns, start):
     sv, coef, pool_wd = _budgetsvm.reduce_budget(
         np.ascontiguousarray(pool_sv), np.ascontiguousarray(pool_coef), gamma, int(clf.budget),
         maintenance=params["maintenance"], merge=clf.merge, sv_storage="dense",
+        opposite_sign_merges=regression,
     )
     reduce_seconds = time.perf_counter() - t0
-    clf.classes_ = classes
-    clf.class_weight_ = class_w
+    if regression:
+        clf._y_offset = offset
+    else:
+        clf.classes_ = targets["classes"]
+        clf.class_weight_ = targets["class_w"]
     clf.gamma_ = gamma
     clf.n_features_in_ = int(width)
     if columns is not None and all(isinstance(c, str) for c in columns):
@@ -476,7 +509,7 @@ def _fit_on_parts(clf, client, x_parts, y_parts, w_parts, columns, start):
     clf.lambda_ = 1.0 / (used * C) if clf.lam is None else float(clf.lam)
     clf.support_vectors_ = np.asarray(sv)
     clf.dual_coef_ = np.ascontiguousarray(np.asarray(coef).T)
-    clf.intercept_ = np.zeros(clf.dual_coef_.shape[0])
+    clf.intercept_ = np.full(clf.dual_coef_.shape[0], offset)
     clf.n_iter_ = int(clf.epochs)
     clf.history_ = None
     clf._stream = None
@@ -496,7 +529,7 @@ def _fit_on_parts(clf, client, x_parts, y_parts, w_parts, columns, start):
         token = uuid.uuid4().hex
         try:
             polish_stats = _distributed_polish(
-                clf, client, x_parts, y_parts, w_parts, classes, class_w, C, token
+                clf, client, x_parts, y_parts, w_parts, targets, C, token
             )
         finally:
             # The workers' kernel values of this fit are dropped; nothing waits for it.
@@ -551,10 +584,33 @@ def _nbytes(value: Any) -> int:
     return 0
 
 
-def _distributed_polish(clf, client, x_parts, y_parts, w_parts, classes, class_w, C, token):
+def _class_targets(clf: Any, facts: list) -> dict:
+    """The classes of the blocks' labels and their weights (``class_weight``)."""
+    from sklearn.utils.multiclass import check_classification_targets
+
+    from budgetsvm._validation import class_weights
+
+    labels = np.concatenate([f["labels"] for f in facts if len(f["labels"])])
+    classes = np.unique(labels)
+    counts = np.zeros(len(classes))
+    for f in facts:
+        if len(f["labels"]):
+            counts[np.searchsorted(classes, f["labels"])] += f["counts"]
+    if len(classes) < 2:
+        raise ValueError(
+            f"BudgetSVC needs samples of at least two classes; the data contain only one class: "
+            f"{classes[0]!r}"
+        )
+    check_classification_targets(classes)
+    class_w = class_weights(clf.class_weight, classes, np.arange(len(classes)), counts)
+    return dict(classes=classes, class_w=class_w)
+
+
+def _distributed_polish(clf, client, x_parts, y_parts, w_parts, targets, C, token):
     """Newton iterations of the polish (``solvers::polish``), the sums over rows mapped over
     the partitions and added here in partition order; the step from the line search's grid
-    (sufficient decrease), per output. Sets ``dual_coef_`` and ``intercept_``."""
+    (sufficient decrease), per output, from the model's coefficients and intercepts. Sets
+    ``dual_coef_`` and ``intercept_``."""
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
@@ -572,8 +628,7 @@ def _distributed_polish(clf, client, x_parts, y_parts, w_parts, classes, class_w
             token=token,
             basis=S,
             gamma=clf.gamma_,
-            classes=classes,
-            class_w=class_w,
+            targets=targets,
             cache_bytes=float(clf.polish_cache_size) * 1024 * 1024,
         ),
         broadcast=True,
@@ -642,7 +697,7 @@ def _distributed_polish(clf, client, x_parts, y_parts, w_parts, classes, class_w
         return 0.5 * beta @ kss @ beta
 
     coef = np.ascontiguousarray(clf.dual_coef_.T)  # m x q
-    b = np.zeros(q)
+    b = np.array(clf.intercept_, dtype=np.float64)
     gram = np.zeros((q, m, m))
     s = np.zeros((q, m))
     u = np.zeros((q, m))

@@ -653,11 +653,14 @@ impl BudgetMaintainer {
 /// at a time: the pooled support vectors of several budgeted passes (`budgetsvm.dask.fit`)
 /// become one budgeted model. Deterministic for a given order of the vectors. Projection keeps
 /// a matrix of the whole pool's kernel values, so it is not offered here (an error).
+/// `opposite_sign_merges` as a regression's fit has them
+/// (`BudgetMaintainer::set_opposite_sign_merges`).
 pub fn reduce_to_budget(
     model: &BudgetModel,
     budget: usize,
     maintenance: Maintenance,
     layout: SvLayout,
+    opposite_sign_merges: bool,
 ) -> Result<(BudgetModel, MaintenanceStats)> {
     model.validate()?;
     if budget < 1 {
@@ -680,6 +683,7 @@ pub fn reduce_to_budget(
         )?;
     }
     let mut maintainer = BudgetMaintainer::new(maintenance, model.gamma, None);
+    maintainer.set_opposite_sign_merges(opposite_sign_merges);
     while svs.len() > budget {
         maintainer.reduce(&mut svs);
     }
@@ -998,11 +1002,14 @@ mod tests {
                 .append(&half.support_vectors)
                 .unwrap();
             pooled.coef.extend_from_slice(&half.coef);
+            // Regression's opposite-sign merges never beat merging a vector with its twin.
+            let opposite = n_out == 1;
             let (reduced, stats) = reduce_to_budget(
                 &pooled,
                 12,
                 Maintenance::Merge(MergeSearch::LookupWd),
                 layout,
+                opposite,
             )
             .unwrap();
             assert_eq!(reduced.n_sv(), 12);
@@ -1018,7 +1025,7 @@ mod tests {
             for (u, v) in a.iter().zip(&b) {
                 assert!((u - v).abs() < 1e-9 * (1.0 + u.abs()));
             }
-            assert!(reduce_to_budget(&pooled, 12, Maintenance::Project, layout).is_err());
+            assert!(reduce_to_budget(&pooled, 12, Maintenance::Project, layout, false).is_err());
         }
     }
 

@@ -1238,16 +1238,20 @@ struct PolishPartition {
 
 #[pymethods]
 impl PolishPartition {
+    /// `y`: class indices (uint32) of `n_classes` classes, or with `epsilon` real targets
+    /// (float64, `n_classes` 0) of a regression.
     #[new]
-    #[pyo3(signature = (support_vectors, gamma, x, y, n_classes, *, sample_weight = None))]
+    #[pyo3(signature = (support_vectors, gamma, x, y, n_classes, *, sample_weight = None, epsilon = None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         support_vectors: &Bound<'_, PyAny>,
         gamma: f64,
         x: &Bound<'_, PyAny>,
-        y: PyReadonlyArray1<'_, u32>,
+        y: &Bound<'_, PyAny>,
         n_classes: usize,
         sample_weight: Option<PyReadonlyArray1<'_, f64>>,
+        epsilon: Option<f64>,
     ) -> PyResult<Self> {
         let (sv, n_sv, dim) = sv_matrix(support_vectors)?;
         let features = Features::extract(x)?;
@@ -1261,19 +1265,20 @@ impl PolishPartition {
                 xr.n_cols()
             )));
         }
-        let y = convert::slice1(&y)?;
+        let y = TargetArray::extract(y, n_classes, epsilon)?;
+        let targets = y.targets()?;
         let weights = sample_weight.as_ref().map(convert::slice1).transpose()?;
         let rows = py.detach(|| {
             no_panic(|| {
                 let blocks = KernelBlocks::from_sv_matrix(&sv, n_sv, dim, Kernel::rbf(gamma))?;
                 crate::core::data::check_sq_norms(blocks.sq_norms(), "support vector")?;
-                PartitionRows::new(&blocks, &xr, y, weights, n_classes)
+                PartitionRows::new(&blocks, &xr, targets, weights)
             })
         })?;
         Ok(PolishPartition {
+            n_out: rows.n_out(),
             rows,
             m: n_sv,
-            n_out: if n_classes == 2 { 1 } else { n_classes },
         })
     }
 
@@ -1456,10 +1461,10 @@ fn polish_newton_point<'py>(
 }
 
 /// Reduces a model (support vectors and coef (n_sv, n_out)) to at most `budget` support
-/// vectors by budget maintenance (`budget::reduce_to_budget`): (support_vectors, coef, total
-/// weight degradation).
+/// vectors by budget maintenance (`budget::reduce_to_budget`; `opposite_sign_merges` as a
+/// regression's fit merges): (support_vectors, coef, total weight degradation).
 #[pyfunction]
-#[pyo3(signature = (support_vectors, coef, gamma, budget, *, maintenance = "merge", merge = "lookup-wd", sv_storage = "auto"))]
+#[pyo3(signature = (support_vectors, coef, gamma, budget, *, maintenance = "merge", merge = "lookup-wd", sv_storage = "auto", opposite_sign_merges = false))]
 #[allow(clippy::too_many_arguments)]
 fn reduce_budget<'py>(
     py: Python<'py>,
@@ -1470,6 +1475,7 @@ fn reduce_budget<'py>(
     maintenance: &str,
     merge: &str,
     sv_storage: &str,
+    opposite_sign_merges: bool,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray2<f64>>, f64)> {
     let sparse_input = !support_vectors.is_instance_of::<numpy::PyUntypedArray>();
     let (sv, n_sv, dim) = sv_matrix(support_vectors)?;
@@ -1487,8 +1493,9 @@ fn reduce_budget<'py>(
     };
     let maintenance = Maintenance::parse(maintenance, merge)?;
     let layout = SvLayout::choose(sv_storage, sparse_input, dim)?;
-    let (reduced, stats) =
-        py.detach(|| no_panic(|| reduce_to_budget(&model, budget, maintenance, layout)))?;
+    let (reduced, stats) = py.detach(|| {
+        no_panic(|| reduce_to_budget(&model, budget, maintenance, layout, opposite_sign_merges))
+    })?;
     let (sv, coef) = model_arrays(py, &reduced)?;
     Ok((sv, coef, stats.total_weight_degradation))
 }

@@ -47,9 +47,7 @@ use crate::core::kernel::Kernel;
 use crate::core::kernel_block::{sv_rows, BlockScratch, KernelBlocks};
 use crate::core::libsvm::LibsvmChunks;
 use crate::core::model::BudgetModel;
-use crate::core::solvers::{
-    check_classes, check_positive_finite, check_weights, Monitor, Progress, Targets,
-};
+use crate::core::solvers::{check_positive_finite, check_weights, Monitor, Progress, Targets};
 use crate::core::{parallel, simd};
 
 /// Rows of a segment of K(X, S): the unit of caching and of parallel work.
@@ -269,21 +267,57 @@ impl RowSource for LibsvmFileRows {
 pub struct PartitionRows {
     k: Vec<f64>,
     m: usize,
-    y: Vec<u32>,
+    targets: OwnedTargets,
     w: Option<Vec<f64>>,
     n_out: usize,
+}
+
+/// A partition's targets, kept with its kernel values for every later round.
+enum OwnedTargets {
+    Classes { y: Vec<u32>, n_classes: usize },
+    Values { y: Vec<f64>, epsilon: f64 },
+}
+
+impl OwnedTargets {
+    fn new(targets: Targets<'_>) -> Self {
+        match targets {
+            Targets::Classes { y, n_classes } => OwnedTargets::Classes {
+                y: y.to_vec(),
+                n_classes,
+            },
+            Targets::Values { y, epsilon } => OwnedTargets::Values {
+                y: y.to_vec(),
+                epsilon,
+            },
+        }
+    }
+
+    fn view(&self) -> Targets<'_> {
+        match self {
+            OwnedTargets::Classes { y, n_classes } => Targets::Classes {
+                y,
+                n_classes: *n_classes,
+            },
+            OwnedTargets::Values { y, epsilon } => Targets::Values {
+                y,
+                epsilon: *epsilon,
+            },
+        }
+    }
 }
 
 /// A partition's part of one iteration, per output.
 #[derive(Debug, Clone)]
 pub struct PartitionSums {
-    /// sum w max(0, 1 - y f)^2 at the counted point and at the trial point.
+    /// sum w (r - f)^2 over the active terms (`Targets::active_target`: r = y below the
+    /// margin for classes, y -+ epsilon outside the tube for values) at the counted point and
+    /// at the trial point.
     pub loss_counted: Vec<f64>,
     pub loss_trial: Vec<f64>,
-    /// sum w y (f_trial - f_counted) max(0, 1 - y f_counted): times -2C, the loss term's
-    /// derivative along the step at the counted point.
+    /// sum w (f_trial - f_counted) (r - f_counted) over the counted point's active terms:
+    /// times -2C, the loss term's derivative along the step at the counted point.
     pub slope: Vec<f64>,
-    /// Rows whose active state differs between the two points.
+    /// Rows whose active term (none, or its target r) differs between the two points.
     pub flips: Vec<u64>,
     /// The change of the active-set sums from the counted point's active set to the trial
     /// point's (rows entering added, rows leaving subtracted, in row order). Its M part is
@@ -331,27 +365,15 @@ pub fn add_gram_factor(gram: &mut [f64], m: usize, factor: &GramFactor) -> Resul
 
 impl PartitionRows {
     /// The kernel values of `x`'s rows against the basis of `blocks` (rows in parallel), with
-    /// their class indices and weights.
+    /// their targets (class indices, or values and the tube) and weights.
     pub fn new<R: Rows>(
         blocks: &KernelBlocks,
         x: &R,
-        y: &[u32],
+        targets: Targets<'_>,
         weights: Option<&[f64]>,
-        n_classes: usize,
     ) -> Result<Self> {
         let n = x.n_rows();
-        if y.len() != n {
-            return Err(SvmError::invalid_input(format!(
-                "X has {n} rows but y has {} labels",
-                y.len()
-            )));
-        }
-        check_classes(n_classes, None)?;
-        if let Some(bad) = y.iter().find(|&&c| c as usize >= n_classes) {
-            return Err(SvmError::invalid_input(format!(
-                "class index {bad} out of range for {n_classes} classes"
-            )));
-        }
+        targets.check(n)?;
         check_weights(weights, n)?;
         let m = blocks.n_basis();
         let norms = crate::core::data::finite_sq_norms(x, "X")?;
@@ -374,33 +396,25 @@ impl PartitionRows {
         Ok(PartitionRows {
             k,
             m,
-            y: y.to_vec(),
+            n_out: targets.n_out(),
+            targets: OwnedTargets::new(targets),
             w: weights.map(<[f64]>::to_vec),
-            n_out: if n_classes == 2 { 1 } else { n_classes },
         })
     }
 
     /// Rows of the partition.
     pub fn n_rows(&self) -> usize {
-        self.y.len()
+        self.targets.view().len()
+    }
+
+    /// Outputs of the model the partition polishes.
+    pub fn n_out(&self) -> usize {
+        self.n_out
     }
 
     /// Bytes held (the kernel values).
     pub fn nbytes(&self) -> usize {
         self.k.len() * 8
-    }
-
-    fn target(&self, k: usize, i: usize) -> f64 {
-        let positive = if self.n_out == 1 {
-            self.y[i] == 1
-        } else {
-            self.y[i] as usize == k
-        };
-        if positive {
-            1.0
-        } else {
-            -1.0
-        }
     }
 
     /// f = K coef + intercept for every row and output (row-major n x n_out).
@@ -429,10 +443,11 @@ impl PartitionRows {
     }
 
     /// The line search's sums along a direction from the counted point, at every step t of
-    /// `ts`: per t and output (t-major, ts.len() x n_out) sum w max(0, 1 - y f_t)^2,
-    /// sum w y delta max(0, 1 - y f_t) (times -2C, the loss term's slope at t) and the rows
-    /// whose active state differs from the counted point's, with f_t = f + t delta and
-    /// delta = K d + db. One pass over the kernel values for all the steps.
+    /// `ts`: per t and output (t-major, ts.len() x n_out) sum w (r_t - f_t)^2 and
+    /// sum w delta (r_t - f_t) over the active terms at f_t (times -2C, the loss term's slope
+    /// at t) and the rows whose active term differs from the counted point's, with
+    /// f_t = f + t delta and delta = K d + db. One pass over the kernel values for all the
+    /// steps.
     pub fn line_sums(
         &self,
         counted: (&[f64], &[f64]),
@@ -460,19 +475,21 @@ impl PartitionRows {
             slope: vec![0.0; g * q],
             flips: vec![0; g * q],
         };
+        let targets = self.targets.view();
         for i in 0..n {
             let w = self.w.as_ref().map_or(1.0, |w| w[i]);
             for k in 0..q {
                 let (f, delta) = (both[i * 2 * q + k], both[i * 2 * q + q + k]);
-                let y = self.target(k, i);
-                let active = 1.0 - y * f > 0.0;
+                let counted = targets.active_target(k, i, f);
                 for (j, &t) in ts.iter().enumerate() {
-                    let xi = 1.0 - y * (f + t * delta);
-                    if xi > 0.0 {
-                        out.loss[j * q + k] += w * xi * xi;
-                        out.slope[j * q + k] += w * y * delta * xi;
+                    let ft = f + t * delta;
+                    let active = targets.active_target(k, i, ft);
+                    if let Some(r) = active {
+                        let e = r - ft;
+                        out.loss[j * q + k] += w * e * e;
+                        out.slope[j * q + k] += w * delta * e;
                     }
-                    if (xi > 0.0) != active {
+                    if active != counted {
                         out.flips[j * q + k] += 1;
                     }
                 }
@@ -525,49 +542,56 @@ impl PartitionRows {
             change: (0..q).map(|_| ActiveSums::new(m)).collect(),
             factors: vec![None; q],
         };
+        let targets = self.targets.view();
         for k in 0..q {
             let mut staging = Staging::default();
-            let mut changed: Vec<usize> = Vec::new();
+            // The terms that change: (row, signed weight, target), the counted point's term
+            // leaving (-w), the trial point's entering (+w); a row that moves across the tube
+            // (regression) does both.
+            let mut changed: Vec<(usize, f64, f64)> = Vec::new();
             for i in 0..n {
-                let (y, w) = (self.target(k, i), weight(i));
+                let w = weight(i);
                 let ft = f_trial[i * q + k];
-                let xi_t = 1.0 - y * ft;
-                let active_t = xi_t > 0.0;
-                if active_t {
-                    out.loss_trial[k] += w * xi_t * xi_t;
+                let active_t = targets.active_target(k, i, ft);
+                if let Some(r) = active_t {
+                    out.loss_trial[k] += w * (r - ft) * (r - ft);
                 }
                 let active_c = match &f_counted {
                     Some(fc) => {
-                        let xi_c = 1.0 - y * fc[i * q + k];
-                        if xi_c > 0.0 {
-                            out.loss_counted[k] += w * xi_c * xi_c;
-                            out.slope[k] += w * y * (ft - fc[i * q + k]) * xi_c;
+                        let f = fc[i * q + k];
+                        let active = targets.active_target(k, i, f);
+                        if let Some(r) = active {
+                            out.loss_counted[k] += w * (r - f) * (r - f);
+                            out.slope[k] += w * (ft - f) * (r - f);
                         }
-                        xi_c > 0.0
+                        active
                     }
-                    None => false,
+                    None => None,
                 };
                 if active_t != active_c {
                     out.flips[k] += 1;
-                    changed.push(i);
+                    if let Some(r) = active_c {
+                        changed.push((i, -w, r));
+                    }
+                    if let Some(r) = active_t {
+                        changed.push((i, w, r));
+                    }
                 }
             }
             let mut factor = GramFactor::default();
             let as_factor = 2 * changed.len() < m + 1;
             let change = &mut out.change[k];
-            for &i in &changed {
-                let (y, w, ft) = (self.target(k, i), weight(i), f_trial[i * q + k]);
-                let g = if 1.0 - y * ft > 0.0 { w } else { -w };
+            for &(i, g, r) in &changed {
                 let row = &self.k[i * m..(i + 1) * m];
                 if as_factor {
                     simd::axpy(g, row, &mut change.s);
-                    simd::axpy(g * y, row, &mut change.u);
+                    simd::axpy(g * r, row, &mut change.u);
                     change.sw += g;
-                    change.swy += g * y;
+                    change.swy += g * r;
                     factor.weights.push(g);
                     factor.rows.extend_from_slice(row);
                 } else {
-                    change.add_row(g, y, row, &mut staging);
+                    change.add_row(g, r, row, &mut staging);
                 }
             }
             if as_factor {
@@ -1766,13 +1790,39 @@ mod tests {
     }
 
     /// The distributed form (partitions' sums added by a driver running Newton steps with
-    /// Armijo backtracking) reaches the serial solve's optimum.
+    /// Armijo backtracking) reaches the serial solve's optimum, for classes and for values
+    /// (where rows also cross the tube, changing their target but not their activity).
     #[test]
     #[allow(clippy::needless_range_loop)] // outputs index several arrays at once
     fn partition_sums_reach_the_serial_optimum() {
-        for (n_classes, c) in [(2, 3.0), (3, 1.0)] {
+        // (classes, C, epsilon): epsilon given means regression on a smooth target.
+        for (n_classes, c, epsilon) in [(2, 3.0, None), (3, 1.0, None), (2, 2.0, Some(0.05))] {
             let (x, y, model) = problem(11, 900, 25, n_classes);
-            let serial = run(&x, &y, None, n_classes, &model, &params(c));
+            let z: Vec<f64> = (0..900)
+                .map(|i| (3.0 * x[2 * i]).sin() + x[2 * i + 1] * x[2 * i + 1])
+                .collect();
+            let targets = |rows: std::ops::Range<usize>| match epsilon {
+                None => Targets::classes(&y[rows], n_classes),
+                Some(epsilon) => Targets::Values {
+                    y: &z[rows],
+                    epsilon,
+                },
+            };
+            let serial = {
+                let view = DenseView::new(&x, 900, 2).unwrap();
+                let mut source = InMemory(AnyRows::Dense(view));
+                let p = params(c);
+                polish(
+                    &model,
+                    None,
+                    &mut source,
+                    targets(0..900),
+                    None,
+                    &p,
+                    &mut no_monitor,
+                )
+                .unwrap()
+            };
             let m = model.n_sv();
             let q = model.n_out;
             let blocks = KernelBlocks::from_sv_matrix(
@@ -1794,7 +1844,7 @@ mod tests {
                 .windows(2)
                 .map(|w| {
                     let view = DenseView::new(&x[2 * w[0]..2 * w[1]], w[1] - w[0], 2).unwrap();
-                    PartitionRows::new(&blocks, &view, &y[w[0]..w[1]], None, n_classes).unwrap()
+                    PartitionRows::new(&blocks, &view, targets(w[0]..w[1]), None).unwrap()
                 })
                 .collect();
             let all = |counted: Option<(&[f64], &[f64])>, trial: (&[f64], &[f64])| {
@@ -1886,7 +1936,7 @@ mod tests {
                 let rel = (obj[k] - serial.objective[k]).abs() / serial.objective[k];
                 assert!(
                     rel < 1e-9,
-                    "classes {n_classes} output {k}: {} vs {}",
+                    "classes {n_classes} epsilon {epsilon:?} output {k}: {} vs {}",
                     obj[k],
                     serial.objective[k]
                 );
