@@ -135,16 +135,8 @@ impl Kernel {
                 gamma,
                 coef0,
                 degree,
-            } => {
-                for d in dots.iter_mut() {
-                    *d = (gamma * *d + coef0).powi(degree as i32);
-                }
-            }
-            Kernel::Sigmoid { gamma, coef0 } => {
-                for d in dots.iter_mut() {
-                    *d = (gamma * *d + coef0).tanh();
-                }
-            }
+            } => simd::poly_from_dots(gamma, coef0, degree, dots),
+            Kernel::Sigmoid { gamma, coef0 } => simd::sigmoid_from_dots(gamma, coef0, dots),
         }
     }
 
