@@ -70,7 +70,9 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
         Passes over the data, each in a fresh random order.
     average : bool, default=False
         Return the average of the budgeted model over the last epoch instead of its last
-        state (as ``BudgetSVC``'s; the polish makes it unnecessary).
+        state (as ``BudgetSVC``'s; the polish makes it unnecessary). With merging the average
+        follows merges chosen for the last state and can be far worse than it (fried-like
+        data, bsgd without the polish: R^2 below 0); projection keeps it sound.
     random_state : int, RandomState or None, default=None
         Seed of the example order.
     verbose : bool, default=False

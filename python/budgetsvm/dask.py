@@ -220,6 +220,10 @@ def fit_incremental(
     continues); ``n_samples`` (the total rows, default: the first chunk's) is passed to the
     first ``partial_fit`` call, see there.
 
+    Nothing is polished: the model is BSGD's. A regressor's last BSGD iterate is usable only
+    with strong regularisation (small C; see ``docs/dask_scaling.md``); ``budgetsvm.dask.fit``
+    trains with the polish.
+
     Parameters
     ----------
     clf : BudgetSVC or BudgetSVR
