@@ -182,11 +182,9 @@ def main() -> None:
         "|---|---|---|---|---|---|---|",
         *rows,
         "",
-        "`fit_incremental` returns the averaged BSGD model of `partial_fit` without a polish. On "
-        "these noisy labels the averaged budgeted model is poor in a single process too "
-        "(`BudgetSVC(..., polish=False).fit` with the same settings), while the last iterate "
-        "and every polished model are not: the polish keeps the basis and re-solves the "
-        "coefficients (`docs/polish_notes.md`).",
+        "`fit_incremental` returns the averaged BSGD model of `partial_fit` without a polish "
+        "(its merges placed for the average: `docs/polish_notes.md`); `budgetsvm.dask.fit` "
+        "polishes.",
         "",
         "## Regression: BudgetSVR",
         "",

@@ -109,6 +109,25 @@ def test_checkerboard_accuracy(params, average):
     assert clf.score(X_test, y_test) > 0.9
 
 
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_unpolished_average_beats_the_last_iterate_on_noisy_labels(solver):
+    # A 4x4 checkerboard with 10% of the labels flipped and a narrow kernel: the average of the
+    # iterates takes out the label noise the last iterate carries. (With merges placed for the
+    # current coefficients only, the average fell below the last iterate: 40% / 61% on 200,000
+    # rows of this data with B = 200, bsgd / bsca.)
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 1, size=(20000, 2))
+    clean = (np.floor(2 * X[:, 0]) + np.floor(2 * X[:, 1])) % 2
+    y = np.where(rng.random(len(X)) < 0.1, 1 - clean, clean)
+    Xt = rng.uniform(-1, 1, size=(5000, 2))
+    yt = (np.floor(2 * Xt[:, 0]) + np.floor(2 * Xt[:, 1])) % 2
+    kw = dict(C=10.0, gamma=16.0, budget=100, epochs=2, polish=False, random_state=0)
+    avg = BudgetSVC(solver=solver, average=True, **kw).fit(X, y)
+    last = BudgetSVC(solver=solver, average=False, **kw).fit(X, y)
+    assert avg.score(Xt, yt) > 0.8
+    assert avg.score(Xt, yt) > last.score(Xt, yt) - 0.01
+
+
 def test_multiclass_accuracy():
     X, y = blobs(2000, 4, 3, seed=12)
     clf = BudgetSVC(C=10.0, gamma=0.5, budget=40, epochs=5, random_state=0)
@@ -120,6 +139,7 @@ def test_multiclass_accuracy():
 @pytest.mark.parametrize("params", VARIANTS, ids=VARIANT_IDS)
 @pytest.mark.parametrize("n_classes", [2, 3])
 def test_average_changes_only_the_coefficients(params, n_classes):
+    # With the polish (the default) merges are placed for the last iterate, averaging or not.
     X, y = blobs(600, n_classes, 2, seed=31)
     avg = BudgetSVC(budget=20, epochs=3, random_state=0, **params).fit(X, y)
     last = BudgetSVC(budget=20, epochs=3, average=False, random_state=0, **params).fit(X, y)

@@ -52,8 +52,10 @@ def test_partial_fit_over_chunks_equals_fit_on_concatenation(maintenance, n_clas
     assert_array_equal(stream.predict(X), whole.predict(X))
     assert stream.fit_stats_["iterations"] == whole.fit_stats_["iterations"] == 1200
     assert stream.lambda_ == whole.lambda_
-    # The stream polished on all its rows is the polished fit.
-    polished = BudgetSVC(**params).fit(X, y)
+    # The stream polished on all its rows is the unpolished fit polished. (A fit with the polish
+    # places averaged merges for the last iterate, not for the average: another basis.)
+    polished = BudgetSVC(**params, polish=False).fit(X, y)
+    polished.polish_coef(X, y)
     stream.polish_coef(X, y)
     assert_array_equal(stream.dual_coef_, polished.dual_coef_)
     assert_array_equal(stream.intercept_, polished.intercept_)

@@ -129,6 +129,9 @@ class BudgetedMachine(ModelFileMixin, BaseEstimator):
             sv_storage=self.sv_storage,
             sample_weight=weights,
             epsilon=self._epsilon(),
+            # Merges serve the model returned: the average's placement only when no polish
+            # re-solves the coefficients over the basis (DEVELOPERS.md).
+            average_placement=not self.polish,
         )
         if self.solver == "bsca":
             return _budgetsvm.fit_bsca(

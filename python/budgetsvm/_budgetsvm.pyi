@@ -71,6 +71,7 @@ def fit_bsgd(
     sv_storage: str = "auto",
     sample_weight: Optional[npt.NDArray[np.float64]] = None,
     epsilon: Optional[float] = None,
+    average_placement: bool = False,
 ) -> Dict[str, Any]: ...
 def fit_bsca(
     x: _Features,
@@ -93,6 +94,7 @@ def fit_bsca(
     sv_storage: str = "auto",
     sample_weight: Optional[npt.NDArray[np.float64]] = None,
     epsilon: Optional[float] = None,
+    average_placement: bool = False,
 ) -> Dict[str, Any]: ...
 def fit_exact(
     x: _Features,
@@ -296,6 +298,7 @@ class BsgdStream:
         y: Union[npt.NDArray[np.uint32], npt.NDArray[np.float64]],
         callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
         sample_weight: Optional[npt.NDArray[np.float64]] = None,
+        average_placement: bool = True,
     ) -> None: ...
     def copy(self) -> BsgdStream: ...
     def result(self) -> Dict[str, Any]: ...

@@ -70,9 +70,9 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
         Passes over the data, each in a fresh random order.
     average : bool, default=False
         Return the average of the budgeted model over the last epoch instead of its last
-        state (as ``BudgetSVC``'s; the polish makes it unnecessary). With merging the average
-        follows merges chosen for the last state and can be far worse than it (fried-like
-        data, bsgd without the polish: R^2 below 0); projection keeps it sound.
+        state (as ``BudgetSVC``'s; the polish makes it unnecessary). Without the polish, BSGD
+        needs a small C for regression, averaged or not (fried-like data at C = 10: R^2 below
+        0; at C = 1: 0.90 averaged, 0.85 the last state).
     random_state : int, RandomState or None, default=None
         Seed of the example order.
     verbose : bool, default=False
@@ -365,7 +365,11 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
                 if chunk_width > width:  # the file changed since the first pass
                     raise ValueError(f"{path} has features beyond index {width}")
                 X_chunk = (data, indices.astype(np.int64), indptr, width)
-                stream.partial_fit(X_chunk, np.ascontiguousarray(labels - self._y_offset))
+                stream.partial_fit(
+                    X_chunk,
+                    np.ascontiguousarray(labels - self._y_offset),
+                    average_placement=not self.polish,
+                )
                 done += len(labels)
                 if progress is not None:
                     progress(done, epochs * n_rows)

@@ -8,8 +8,8 @@ use crate::core::codec::{corrupt, Reader, Writer};
 use crate::core::error::{Result, SvmError};
 use crate::core::merge::{
     coefficient_sums, merge_multiclass_bound, merge_multiclass_sums, opposite_sign_degradation,
-    opposite_sign_merge, search_pair, weight_degradation, MergeSearch, MergeTable, GSS_EPS,
-    GSS_PRECISE_EPS, MERGE_MIN_KAPPA,
+    opposite_sign_merge, search_pair, MergeSearch, MergeTable, GSS_EPS, GSS_PRECISE_EPS,
+    MERGE_MIN_KAPPA,
 };
 use crate::core::model::{BudgetModel, SupportVectors, SvLayout};
 use crate::core::simd;
@@ -231,6 +231,9 @@ pub struct BudgetMaintainer {
     projection: Option<Projection>,
     /// Binary merges may also pair SVs of opposite signs (`merge::opposite_sign_merge`).
     opposite_sign: bool,
+    /// While the store averages, binary merges place z for the averaged coefficients
+    /// (`set_average_placement`).
+    average_placement: bool,
     pub stats: MaintenanceStats,
 }
 
@@ -250,6 +253,7 @@ impl BudgetMaintainer {
             candidates: Vec::new(),
             projection: (maintenance == Maintenance::Project).then(Projection::new),
             opposite_sign: false,
+            average_placement: false,
             stats: MaintenanceStats::default(),
         }
     }
@@ -261,6 +265,18 @@ impl BudgetMaintainer {
     /// Classification keeps the papers' same-sign merges.
     pub fn set_opposite_sign_merges(&mut self, on: bool) {
         self.opposite_sign = on;
+    }
+
+    /// Places merged points for the averaged coefficients while the store averages: right when
+    /// the average is the model returned (no polish). The partner is still the current
+    /// iterate's, which takes its best coefficient at that z. Placed for the current
+    /// coefficients, a fresh SV (no average yet) drags its partner's average towards itself at
+    /// every merge, and where the kernel is narrow the average ends far from the iterates'
+    /// (checkerboard stream: 63% against 95%; DEVELOPERS.md, "Averaging with merging"). With
+    /// a polish, which keeps only the basis, leave it off: placed for the average, the basis
+    /// stops following the data during the averaging window.
+    pub fn set_average_placement(&mut self, on: bool) {
+        self.average_placement = on;
     }
 
     /// Tells maintenance about an SV just appended, with its kernel values against the SVs that
@@ -440,45 +456,86 @@ impl BudgetMaintainer {
             None
         };
         let same = nearest.and_then(|_| self.best_partner(svs, p, search));
+        let eps = if search == MergeSearch::GssPrecise {
+            GSS_PRECISE_EPS
+        } else {
+            GSS_EPS
+        };
+        // The partner and where z = h x_p + (1 - h) x_q goes for the current coefficients.
+        let mut chosen = None;
         if let Some(o) = opposite {
             // p is the smallest, so |c_o| >= |c_p|: r <= 1 (up to `NEWEST_TIE`).
             let (cp, co) = (svs.coef(p)[0], svs.coef(o)[0]);
             let r = (cp / co).abs().min(1.0);
-            let eps = if search == MergeSearch::GssPrecise {
-                GSS_PRECISE_EPS
-            } else {
-                GSS_EPS
-            };
             let (h, q) = opposite_sign_merge(r, self.kappa[o], eps);
             let wd = co * co * opposite_sign_degradation(r, self.kappa[o], q);
             if same.is_none_or(|(_, best)| wd < best) {
-                // z = h x_o + (1 - h) x_p, i.e. 1 - h of the way from x_o to x_p.
-                self.merge_into_partner(svs, p, o, 1.0 - h);
-                let s = svs.scale();
-                return s * s * wd;
+                // opposite_sign_merge's h measures from x_p to x_o.
+                chosen = Some((o, 1.0 - h));
             }
         }
-        let Some((q, _)) = same else {
-            // No SV of the same sign to merge with: removal is the only option.
-            return self.remove(svs, p);
+        let (q, h_current) = match (chosen, same) {
+            (Some(c), _) => c,
+            (None, Some((q, _))) => {
+                if let Some(other) = self.compare_with {
+                    self.stats.compared = self.stats.compared.saturating_add(1);
+                    if self.best_partner(svs, p, other).map(|b| b.0) == Some(q) {
+                        self.stats.agreed = self.stats.agreed.saturating_add(1);
+                    }
+                }
+                let (cp, cq) = (svs.coef(p)[0], svs.coef(q)[0]);
+                (q, self.merge_h(cp / (cp + cq), self.kappa[q], search))
+            }
+            // No partner of either sign: removal is the only option.
+            (None, None) => return self.remove(svs, p),
         };
-        if let Some(other) = self.compare_with {
-            self.stats.compared = self.stats.compared.saturating_add(1);
-            if self.best_partner(svs, p, other).map(|b| b.0) == Some(q) {
-                self.stats.agreed = self.stats.agreed.saturating_add(1);
-            }
-        }
-        let (cp, cq) = (svs.coef(p)[0], svs.coef(q)[0]);
-        let kappa = self.kappa[q];
-        let m = cp / (cp + cq);
-        let h = match search {
-            MergeSearch::LookupH | MergeSearch::LookupWd => self.table.h(m, kappa),
-            MergeSearch::Gss => crate::core::merge::gss_h(m, kappa, GSS_EPS),
-            MergeSearch::GssPrecise => crate::core::merge::gss_h(m, kappa, GSS_PRECISE_EPS),
+        let (cp, cq, kappa) = (svs.coef(p)[0], svs.coef(q)[0], self.kappa[q]);
+        // A merge moves the average's mass too (`set_average_placement`).
+        let averaged = |j| svs.average_coef(j, 0).filter(|_| self.average_placement);
+        let h = match (averaged(p), averaged(q)) {
+            (Some(ap), Some(aq)) => self
+                .placement(ap, aq, kappa, search, eps)
+                .unwrap_or(h_current),
+            _ => h_current,
         };
         self.merge_into_partner(svs, p, q, h);
         let s = svs.scale();
-        s * s * (cp + cq) * (cp + cq) * weight_degradation(m, kappa, h)
+        s * s * pair_degradation(cp, cq, kappa, h)
+    }
+
+    /// Where z = h x_p + (1 - h) x_q best represents a_p phi(x_p) + a_q phi(x_q): the merge's h
+    /// for one sign, the opposite-sign merge's where the signs differ and this maintainer makes
+    /// such merges; None where it does not, or for two zeros.
+    fn placement(
+        &self,
+        ap: f64,
+        aq: f64,
+        kappa: f64,
+        search: MergeSearch,
+        eps: f64,
+    ) -> Option<f64> {
+        if ap * aq >= 0.0 {
+            return (ap + aq != 0.0).then(|| self.merge_h(ap / (ap + aq), kappa, search));
+        }
+        if !self.opposite_sign {
+            return None;
+        }
+        // opposite_sign_merge puts z beyond the larger of the two, r = smaller / larger.
+        if ap.abs() <= aq.abs() {
+            Some(1.0 - opposite_sign_merge((ap / aq).abs(), kappa, eps).0)
+        } else {
+            Some(opposite_sign_merge((aq / ap).abs(), kappa, eps).0)
+        }
+    }
+
+    /// The optimal h for coefficient ratio m = a_p / (a_p + a_q) in [0, 1] and kappa, by the
+    /// run's search.
+    fn merge_h(&self, m: f64, kappa: f64, search: MergeSearch) -> f64 {
+        match search {
+            MergeSearch::LookupH | MergeSearch::LookupWd => self.table.h(m, kappa),
+            MergeSearch::Gss => crate::core::merge::gss_h(m, kappa, GSS_EPS),
+            MergeSearch::GssPrecise => crate::core::merge::gss_h(m, kappa, GSS_PRECISE_EPS),
+        }
     }
 
     /// Replaces SV p and SV q by z = h x_p + (1 - h) x_q with the optimal coefficients
@@ -648,6 +705,13 @@ impl BudgetMaintainer {
     }
 }
 
+/// |a_p phi(x_p) + a_q phi(x_q) - a_z phi(z)|^2 for z = h x_p + (1 - h) x_q with the best a_z
+/// = a_p k(x_p, z) + a_q k(x_q, z), kappa = k(x_p, x_q) (Gaussian): any h, any signs.
+pub fn pair_degradation(ap: f64, aq: f64, kappa: f64, h: f64) -> f64 {
+    let az = ap * kappa.powf((1.0 - h) * (1.0 - h)) + aq * kappa.powf(h * h);
+    (ap * ap + aq * aq + 2.0 * ap * aq * kappa - az * az).max(0.0)
+}
+
 /// Reduces a model of more than `budget` support vectors to `budget` by the same budget
 /// maintenance a fit uses (the smallest SV merged with its best partner, or removed), one event
 /// at a time: the pooled support vectors of several budgeted passes (`budgetsvm.dask.fit`)
@@ -694,7 +758,7 @@ pub fn reduce_to_budget(
 mod tests {
     use super::*;
     use crate::core::data::{DenseView, Rows};
-    use crate::core::merge::merge_multiclass;
+    use crate::core::merge::{merge_multiclass, weight_degradation};
     use crate::core::rng::Rng;
 
     /// |w_before - w_after|^2 in feature space, through kernel values of explicit vectors.

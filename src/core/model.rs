@@ -893,6 +893,15 @@ impl SupportVectors {
         })
     }
 
+    /// SV j's averaged coefficient for output k so far (actual units, per averaged step), while
+    /// averaging.
+    pub fn average_coef(&self, j: usize, k: usize) -> Option<f64> {
+        let a = self.averaging.as_ref()?;
+        let jk = j * self.n_out + k;
+        let pending = self.coef[jk] * (a.scale_sum - a.mark[j]);
+        Some((a.sum[jk] + pending) / a.steps.max(1) as f64)
+    }
+
     /// Whether averaging has started.
     pub fn is_averaging(&self) -> bool {
         self.averaging.is_some()

@@ -455,7 +455,7 @@ impl<'py> TargetArray<'py> {
 /// state ("state", a `BsgdStream` that `partial_fit` continues). `y` holds class indices
 /// (uint32), or real targets (float64) when `epsilon` is given (regression; n_classes 0).
 #[pyfunction]
-#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, average = true, lambda_ = None, compare_with = None, callback = None, observer = None, shuffle = true, sv_storage = "auto", sample_weight = None, epsilon = None))]
+#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, average = true, lambda_ = None, compare_with = None, callback = None, observer = None, shuffle = true, sv_storage = "auto", sample_weight = None, epsilon = None, average_placement = false))]
 #[allow(clippy::too_many_arguments)]
 fn fit_bsgd<'py>(
     py: Python<'py>,
@@ -478,6 +478,7 @@ fn fit_bsgd<'py>(
     sv_storage: &str,
     sample_weight: Option<PyReadonlyArray1<'py, f64>>,
     epsilon: Option<f64>,
+    average_placement: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     SvLayout::choose(sv_storage, false, 0)?;
     let mut params = BsgdParams {
@@ -489,6 +490,7 @@ fn fit_bsgd<'py>(
         maintenance: Maintenance::parse(maintenance, merge)?,
         seed,
         average,
+        average_placement,
         compare_with: compare_with.map(MergeSearch::parse).transpose()?,
         shuffle,
         layout: SvLayout::Dense,
@@ -509,7 +511,7 @@ fn fit_bsgd<'py>(
 
 /// Trains BSCA; returns a dict with the model arrays and the training statistics.
 #[pyfunction]
-#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, compare_with = None, callback = None, observer = None, shuffle = true, dual_step = "decaying", average = false, sv_storage = "auto", sample_weight = None, epsilon = None))]
+#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, compare_with = None, callback = None, observer = None, shuffle = true, dual_step = "decaying", average = false, sv_storage = "auto", sample_weight = None, epsilon = None, average_placement = false))]
 #[allow(clippy::too_many_arguments)]
 fn fit_bsca<'py>(
     py: Python<'py>,
@@ -532,6 +534,7 @@ fn fit_bsca<'py>(
     sv_storage: &str,
     sample_weight: Option<PyReadonlyArray1<'py, f64>>,
     epsilon: Option<f64>,
+    average_placement: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     SvLayout::choose(sv_storage, false, 0)?;
     let mut params = BscaParams {
@@ -545,6 +548,7 @@ fn fit_bsca<'py>(
         shuffle,
         step: DualStep::parse(dual_step)?,
         average,
+        average_placement,
         layout: SvLayout::Dense,
     };
     let y = TargetArray::extract(y, n_classes, epsilon)?;
@@ -611,6 +615,7 @@ impl BsgdStream {
             maintenance: Maintenance::parse(maintenance, merge)?,
             seed,
             average,
+            average_placement: false,
             compare_with: None,
             shuffle,
             layout: SvLayout::choose(sv_storage, sparse_input, n_features)?,
@@ -631,7 +636,9 @@ impl BsgdStream {
 
     /// One pass over a batch (dense array or CSR parts) with class indices y (uint32) or real
     /// targets (float64, a regression run) and optional row weights, GIL released.
-    #[pyo3(signature = (x, y, callback = None, sample_weight = None))]
+    /// `average_placement`: while averaging, merges place merged points for the average (the
+    /// model returned when nothing polishes it; `BsgdParams::average_placement`).
+    #[pyo3(signature = (x, y, callback = None, sample_weight = None, average_placement = true))]
     fn partial_fit<'py>(
         &mut self,
         py: Python<'py>,
@@ -639,7 +646,9 @@ impl BsgdStream {
         y: &Bound<'py, PyAny>,
         callback: Option<Py<PyAny>>,
         sample_weight: Option<PyReadonlyArray1<'py, f64>>,
+        average_placement: bool,
     ) -> PyResult<()> {
+        self.state.set_average_placement(average_placement);
         let y = match self.state.task() {
             Task::Classes(n) => TargetArray::extract(y, n, None)?,
             Task::Regression { epsilon } => TargetArray::extract(y, 0, Some(epsilon))?,

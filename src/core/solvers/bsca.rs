@@ -72,6 +72,8 @@ pub struct BscaParams {
     /// one epoch) instead of the last one; not with removal, which discards SVs with their
     /// averages (as in BSGD).
     pub average: bool,
+    /// While averaging, place merged points for the averaged coefficients (as BSGD's).
+    pub average_placement: bool,
 }
 
 /// Size of the coordinate steps (see the module doc).
@@ -116,6 +118,7 @@ impl Default for BscaParams {
             shuffle: true,
             step: DualStep::Decaying,
             average: false,
+            average_placement: false,
             layout: SvLayout::Dense,
         }
     }
@@ -189,6 +192,7 @@ impl SharedProblems {
         let mut maintainer = BudgetMaintainer::new(p.maintenance, p.gamma, p.compare_with);
         // Regression merges may pair SVs of opposite signs (`BudgetMaintainer`).
         maintainer.set_opposite_sign_merges(values.is_some());
+        maintainer.set_average_placement(p.average_placement);
         Ok(SharedProblems {
             alpha: vec![vec![0.0; n]; k],
             labels,

@@ -49,6 +49,9 @@ pub struct BsgdParams {
     pub seed: u64,
     /// Return the average of the last epoch's iterates instead of the last iterate.
     pub average: bool,
+    /// While averaging, place merged points for the averaged coefficients: when the average is
+    /// the model returned (no polish; `BudgetMaintainer::set_average_placement`).
+    pub average_placement: bool,
     /// Run this second partner search at every merge and count agreements (diagnostics).
     pub compare_with: Option<MergeSearch>,
     /// Visit the examples in a fresh random order every epoch (pass); otherwise in the order given.
@@ -68,6 +71,7 @@ impl Default for BsgdParams {
             maintenance: Maintenance::Merge(MergeSearch::LookupWd),
             seed: 0,
             average: true,
+            average_placement: false,
             compare_with: None,
             shuffle: true,
             layout: SvLayout::Dense,
@@ -208,6 +212,11 @@ impl BsgdState {
         } else {
             n as u64 / 2 + 1
         }
+    }
+
+    /// See [`BsgdParams::average_placement`]; a stream sets it per pass (it is not saved).
+    pub fn set_average_placement(&mut self, on: bool) {
+        self.maintainer.set_average_placement(on);
     }
 
     pub fn dim(&self) -> usize {
@@ -490,6 +499,7 @@ impl BsgdState {
 fn maintainer_for(task: Task, p: &BsgdParams) -> BudgetMaintainer {
     let mut maintainer = BudgetMaintainer::new(p.maintenance, p.gamma, p.compare_with);
     maintainer.set_opposite_sign_merges(matches!(task, Task::Regression { .. }));
+    maintainer.set_average_placement(p.average_placement);
     maintainer
 }
 
@@ -711,10 +721,95 @@ mod tests {
         for epochs in [1, 4] {
             let (avg, last) = (fit(true, epochs), fit(false, epochs));
             assert_ne!(avg.coef, last.coef);
-            // Same support vectors: averaging only changes the coefficients.
+            // Same support vectors: merges placed for the last iterate (no `average_placement`),
+            // averaging only changes the coefficients.
             assert_eq!(avg.support_vectors, last.support_vectors);
             assert!(accuracy(&avg, &xt, &yt) > 0.93);
         }
+    }
+
+    /// A 4x4 checkerboard on [-1, 1]^2 (cells of side 1/2), a share `noise` of labels flipped.
+    fn checkerboard(n: usize, seed: u64, noise: f64) -> (Vec<f64>, Vec<u32>) {
+        let mut rng = Rng::new(seed);
+        let mut xs = Vec::with_capacity(2 * n);
+        let mut ys = Vec::with_capacity(n);
+        for _ in 0..n {
+            let (a, b) = (rng.next_f64() * 2.0 - 1.0, rng.next_f64() * 2.0 - 1.0);
+            let cell = (2.0 * a).floor() as i64 + (2.0 * b).floor() as i64;
+            let flip = rng.next_f64() < noise;
+            xs.extend([a, b]);
+            ys.push(u32::from((cell.rem_euclid(2) == 1) != flip));
+        }
+        (xs, ys)
+    }
+
+    /// With merging, the averaged model stays near the explicit average of the iterates'
+    /// decision functions over the averaging window. Merges placed for the current
+    /// coefficients alone dragged the average away where the kernel is narrow (on this data:
+    /// signs agreeing on 84% of the test points, accuracy 81% against the explicit average's
+    /// 91%; placed for the average: 100%, 88.4% and 88.4%).
+    #[test]
+    fn averaged_model_under_merging_tracks_the_average_of_the_iterates() {
+        let n = 3000;
+        let (xs, ys) = checkerboard(n, 21, 0.1);
+        let (xt, yt) = checkerboard(500, 22, 0.0);
+        let test = DenseView::new(&xt, yt.len(), 2).unwrap();
+        let test_norms: Vec<f64> = xt.chunks(2).map(|r| r[0] * r[0] + r[1] * r[1]).collect();
+        let params = BsgdParams {
+            c: 10.0,
+            gamma: 16.0,
+            budget: 60,
+            epochs: 1,
+            average: true,
+            average_placement: true,
+            shuffle: false,
+            ..Default::default()
+        }
+        .check(n)
+        .unwrap();
+        let average_from = BsgdState::suffix_start(n, 1);
+        let mut state = BsgdState::new(&params, 2, Task::Classes(2), average_from).unwrap();
+        let (mut explicit, mut iterates) = (vec![0.0; yt.len()], 0.0);
+        let (mut kvals, mut f) = (Vec::new(), [0.0]);
+        for i in 0..n {
+            let row = DenseView::new(&xs[2 * i..2 * i + 2], 1, 2).unwrap();
+            let target = Targets::classes(&ys[i..i + 1], 2);
+            state
+                .pass(&row, target, None, 1, 1, &mut no_monitor)
+                .unwrap();
+            if state.steps() >= average_from {
+                let mut svs = state.support_vectors().clone();
+                kvals.resize(svs.capacity(), 0.0);
+                for (k, e) in explicit.iter_mut().enumerate() {
+                    svs.kernel_row_and_decision(&test, k, test_norms[k], 16.0, &mut kvals, &mut f);
+                    *e += f[0];
+                }
+                iterates += 1.0;
+            }
+        }
+        let model = state.model();
+        assert!(model.n_sv() <= 60);
+        let mut averaged = vec![0.0; yt.len()];
+        model.decision_function(&test, &mut averaged).unwrap();
+        let agree = explicit
+            .iter()
+            .zip(&averaged)
+            .filter(|(e, a)| (**e > 0.0) == (**a > 0.0))
+            .count() as f64
+            / yt.len() as f64;
+        let explicit_model_accuracy = explicit
+            .iter()
+            .zip(&yt)
+            .filter(|(e, &y)| (**e / iterates > 0.0) == (y == 1))
+            .count() as f64
+            / yt.len() as f64;
+        let acc = accuracy(&model, &xt, &yt);
+        eprintln!("signs agree on {agree}; accuracy {acc}, explicit {explicit_model_accuracy}");
+        assert!(agree > 0.9, "signs agree on {agree}");
+        assert!(
+            acc > explicit_model_accuracy - 0.05,
+            "averaged model {acc}, explicit average {explicit_model_accuracy}"
+        );
     }
 
     #[test]
