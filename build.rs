@@ -2,11 +2,11 @@
 //! section search): computed here once per build instead of in every process on its first fit.
 
 #[allow(dead_code)]
-#[path = "src/core/merge_math.rs"]
+#[path = "src/core/budget/merge_math.rs"]
 mod merge_math;
 
 fn main() {
-    println!("cargo:rerun-if-changed=src/core/merge_math.rs");
+    println!("cargo:rerun-if-changed=src/core/budget/merge_math.rs");
     println!("cargo:rerun-if-changed=build.rs");
     let n = merge_math::DEFAULT_TABLE_SIZE;
     let mut h = vec![0.0; n * n];

@@ -14,14 +14,14 @@
 //! data, so the report reads as a multiple of the floor. `cargo bench --bench floor`;
 //! `benchmarks/criterion_report.py` tabulates it.
 
-use budgetsvm::core::budget::{BudgetMaintainer, Maintenance};
-use budgetsvm::core::data::{CsrView, DenseView, Rows};
-use budgetsvm::core::merge::{MergeSearch, MergeTable};
-use budgetsvm::core::model::{SupportVectors, SvLayout};
-use budgetsvm::core::rng::Rng;
-use budgetsvm::core::solvers::bsgd::{train_bsgd_state, BsgdParams};
-use budgetsvm::core::solvers::no_monitor;
-use budgetsvm::core::solvers::Targets;
+use budgetsvm::core::budget::maintenance::{BudgetMaintainer, Maintenance};
+use budgetsvm::core::budget::merge::{MergeSearch, MergeTable};
+use budgetsvm::core::budget::model::{SupportVectors, SvLayout};
+use budgetsvm::core::budgeted::bsgd::{train_bsgd_state, BsgdParams};
+use budgetsvm::core::budgeted::problem::Targets;
+use budgetsvm::core::common::progress::no_monitor;
+use budgetsvm::core::common::rng::Rng;
+use budgetsvm::core::data::rows::{CsrView, DenseView, Rows};
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 #[cfg(target_arch = "x86_64")]

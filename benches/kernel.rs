@@ -3,10 +3,10 @@
 //! report says how close to the machine's limit the kernel loop runs; plus a parallel block of
 //! kernel rows. `cargo bench --bench kernel`
 
-use budgetsvm::core::data::{CsrView, DenseView, Rows};
-use budgetsvm::core::kernel::kernel_matrix;
-use budgetsvm::core::model::{SupportVectors, SvLayout};
-use budgetsvm::core::rng::Rng;
+use budgetsvm::core::budget::model::{SupportVectors, SvLayout};
+use budgetsvm::core::common::rng::Rng;
+use budgetsvm::core::data::rows::{CsrView, DenseView, Rows};
+use budgetsvm::core::kernels::kernel_block::kernel_matrix;
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 fn dense_rows(n: usize, dim: usize, seed: u64) -> Vec<f64> {

@@ -10,10 +10,11 @@
 //!
 //! Results and the choice made from them: docs/kernel_block.md.
 
-use budgetsvm::core::data::DenseView;
-use budgetsvm::core::kernel_cache::KernelRowCache;
-use budgetsvm::core::rng::Rng;
-use budgetsvm::core::{parallel, simd};
+use budgetsvm::core::common::parallel;
+use budgetsvm::core::common::rng::Rng;
+use budgetsvm::core::data::rows::DenseView;
+use budgetsvm::core::kernels::kernel_cache::KernelRowCache;
+use budgetsvm::core::simd;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 const N: usize = 32_768;

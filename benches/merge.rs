@@ -2,11 +2,11 @@
 //! B = 500, for each partner search; plus removal and projection for scale.
 //! `cargo bench --bench merge`
 
-use budgetsvm::core::budget::{BudgetMaintainer, Maintenance};
-use budgetsvm::core::data::DenseView;
-use budgetsvm::core::merge::{MergeSearch, MergeTable};
-use budgetsvm::core::model::{SupportVectors, SvLayout};
-use budgetsvm::core::rng::Rng;
+use budgetsvm::core::budget::maintenance::{BudgetMaintainer, Maintenance};
+use budgetsvm::core::budget::merge::{MergeSearch, MergeTable};
+use budgetsvm::core::budget::model::{SupportVectors, SvLayout};
+use budgetsvm::core::common::rng::Rng;
+use budgetsvm::core::data::rows::DenseView;
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 
 /// B + 1 support vectors of one sign (as in binary BSGD) with coefficients like a late SGD phase:

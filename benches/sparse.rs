@@ -8,9 +8,9 @@
 //! Zipf-like column popularity; support vectors of 50 and 400 non-zeros (merged vectors fill
 //! in). `cargo bench --bench sparse`.
 
-use budgetsvm::core::data::CsrView;
-use budgetsvm::core::rng::Rng;
-use budgetsvm::core::sparse::{ColumnIndex, RowProbe, SparseArena};
+use budgetsvm::core::common::rng::Rng;
+use budgetsvm::core::data::rows::CsrView;
+use budgetsvm::core::data::sparse::{ColumnIndex, RowProbe, SparseArena};
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 const DIM: u64 = 1_000_000;

@@ -17,11 +17,12 @@ use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
-use budgetsvm::core::data::DenseView;
-use budgetsvm::core::libsvm::{parse_libsvm, LibsvmChunks};
-use budgetsvm::core::rng::Rng;
-use budgetsvm::core::solvers::bsgd::{BsgdParams, BsgdState};
-use budgetsvm::core::solvers::{no_monitor, Targets, Task};
+use budgetsvm::core::budgeted::bsgd::{BsgdParams, BsgdState};
+use budgetsvm::core::budgeted::problem::{Targets, Task};
+use budgetsvm::core::common::progress::no_monitor;
+use budgetsvm::core::common::rng::Rng;
+use budgetsvm::core::data::libsvm::{parse_libsvm, LibsvmChunks};
+use budgetsvm::core::data::rows::DenseView;
 
 const SEEDS: &[&str] = &[
     "1 1:0.5 3:1\n-1 2:2\n",

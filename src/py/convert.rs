@@ -6,7 +6,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use crate::core::data::{AnyRows, CsrView, DenseView};
+use crate::core::data::rows::{AnyRows, CsrView, DenseView};
 
 /// Borrowed feature matrix as the binding receives it.
 pub enum Features<'py> {

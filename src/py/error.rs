@@ -5,7 +5,7 @@ use pyo3::exceptions::{
 };
 use pyo3::PyErr;
 
-use crate::core::error::SvmError;
+use crate::core::common::error::SvmError;
 
 impl From<SvmError> for PyErr {
     fn from(err: SvmError) -> PyErr {

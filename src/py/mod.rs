@@ -15,29 +15,34 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
-use crate::core::budget::reduce_to_budget;
-use crate::core::budget::Maintenance;
-use crate::core::budget::MaintenanceStats;
-use crate::core::data::{check_finite, AnyRows, Rows};
-use crate::core::error::SvmError;
-use crate::core::kernel::Kernel;
-use crate::core::kernel_block::KernelBlocks;
-use crate::core::kernel_block::{decision_from_kernel_values, Outputs};
-use crate::core::libsvm::{summarize_libsvm_file, LibsvmChunks, LibsvmData};
-use crate::core::merge::{search_pair, MergeSearch, MergeTable, DEFAULT_TABLE_SIZE};
-use crate::core::model::{decision_of_expansion, BudgetModel, SvLayout, SvMatrix};
-use crate::core::solvers::alfpgm::{AlfpgmParams, InnerSolver};
-use crate::core::solvers::bsca::{train_bsca, BscaParams, DualStep};
-use crate::core::solvers::bsgd::{train_bsgd_state, BsgdParams, BsgdState};
-use crate::core::solvers::kernel_svc::{
-    train_kernel_svc, train_kernel_svr, train_one_class, ExactModel, ExactParams, ExactSolver,
-};
-use crate::core::solvers::polish::{
+use crate::core::budget::maintenance::reduce_to_budget;
+use crate::core::budget::maintenance::Maintenance;
+use crate::core::budget::maintenance::MaintenanceStats;
+use crate::core::budget::merge::{search_pair, MergeSearch, MergeTable, DEFAULT_TABLE_SIZE};
+use crate::core::budget::model::{decision_of_expansion, BudgetModel, SvLayout};
+use crate::core::budgeted::bsca::{train_bsca, BscaParams, DualStep};
+use crate::core::budgeted::bsgd::{train_bsgd_state, BsgdParams, BsgdState};
+use crate::core::budgeted::observer::{EpochObserver, EpochSnapshot};
+use crate::core::budgeted::polish::{
     add_gram_factor, polish as polish_solve, ActiveSums, GramFactor, InMemory, LibsvmFileRows,
     PartitionRows, PolishParams, PolishResult,
 };
-use crate::core::solvers::{EpochObserver, EpochSnapshot, Monitor, Progress, Targets, Task};
-use crate::core::{kernel, parallel, simd};
+use crate::core::budgeted::problem::{Targets, Task};
+use crate::core::common::error::SvmError;
+use crate::core::common::parallel;
+use crate::core::common::progress::{Monitor, Progress};
+use crate::core::data::libsvm::{summarize_libsvm_file, LibsvmChunks, LibsvmData};
+use crate::core::data::rows::{check_finite, AnyRows, Rows};
+use crate::core::data::sv_matrix::SvMatrix;
+use crate::core::exact::alfpgm::{AlfpgmParams, InnerSolver};
+use crate::core::exact::machines::{
+    train_kernel_svc, train_kernel_svr, train_one_class, ExactModel, ExactParams, ExactSolver,
+};
+use crate::core::kernels::kernel::Kernel;
+use crate::core::kernels::kernel_block;
+use crate::core::kernels::kernel_block::KernelBlocks;
+use crate::core::kernels::kernel_block::{decision_from_kernel_values, Outputs};
+use crate::core::simd;
 use convert::Features;
 use error::no_panic;
 
@@ -115,7 +120,7 @@ fn rbf_kernel<'py>(
         no_panic(|| {
             let mut out = vec![0.0; n * m];
             parallel::install_with(n_threads, || {
-                kernel::kernel_matrix(&xr, &yr, gamma, &mut out)
+                kernel_block::kernel_matrix(&xr, &yr, gamma, &mut out)
             })??;
             Ok(out)
         })
@@ -886,8 +891,11 @@ fn kernel_rows<'py>(
     let (out, seconds) = py.detach(|| {
         no_panic(|| {
             let bytes = idx.len().max(2) * n.max(1) * std::mem::size_of::<f32>();
-            let mut cache =
-                crate::core::kernel_cache::KernelRowCache::new(&xr, Kernel::rbf(gamma), bytes)?;
+            let mut cache = crate::core::kernels::kernel_cache::KernelRowCache::new(
+                &xr,
+                Kernel::rbf(gamma),
+                bytes,
+            )?;
             let got = cache.rows(&idx)?;
             let mut out = Vec::with_capacity(idx.len() * n);
             for k in 0..got.len() {
@@ -1280,7 +1288,7 @@ impl PolishPartition {
         let rows = py.detach(|| {
             no_panic(|| {
                 let blocks = KernelBlocks::from_sv_matrix(&sv, n_sv, dim, Kernel::rbf(gamma))?;
-                crate::core::data::check_sq_norms(blocks.sq_norms(), "support vector")?;
+                crate::core::data::rows::check_sq_norms(blocks.sq_norms(), "support vector")?;
                 PartitionRows::new(&blocks, &xr, targets, weights)
             })
         })?;
@@ -1512,7 +1520,7 @@ fn reduce_budget<'py>(
 /// Reads a LIBSVM/svmlight file (plain, gzip, bzip2 or xz): (data, indices, indptr, labels, n_features).
 #[pyfunction]
 fn load_libsvm(py: Python<'_>, path: std::path::PathBuf) -> PyResult<CsrChunk<'_>> {
-    let data = py.detach(|| no_panic(|| crate::core::libsvm::read_libsvm_file(&path)))?;
+    let data = py.detach(|| no_panic(|| crate::core::data::libsvm::read_libsvm_file(&path)))?;
     Ok(csr_chunk(py, data))
 }
 
@@ -1600,7 +1608,7 @@ fn summarize_libsvm<'py>(
 fn feature_variance(py: Python<'_>, x: &Bound<'_, PyAny>) -> PyResult<f64> {
     let features = Features::extract(x)?;
     let rows = features.rows()?;
-    Ok(py.detach(|| crate::core::data::entry_variance(&rows)))
+    Ok(py.detach(|| crate::core::data::rows::entry_variance(&rows)))
 }
 
 /// Sets the number of threads of parallel work for estimators whose ``n_jobs`` is None.
@@ -1645,7 +1653,7 @@ mod _budgetsvm {
         use pyo3::types::PyModuleMethods;
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         m.add("DEFAULT_TABLE_SIZE", super::DEFAULT_TABLE_SIZE)?;
-        m.add("MAX_THREADS", crate::core::parallel::MAX_THREADS)?;
+        m.add("MAX_THREADS", crate::core::common::parallel::MAX_THREADS)?;
         // Load NumPy's C API now. Loaded lazily, it is first needed for the arrays a long read
         // returns, and an import run while a Ctrl-C is pending fails inside rust-numpy as a
         // PanicException instead of a KeyboardInterrupt.

@@ -15,11 +15,11 @@
 
 use rayon::prelude::*;
 
-use crate::core::data::Rows;
-use crate::core::error::Result;
-use crate::core::kernel_cache::{CachedRows, KernelRowCache};
-use crate::core::parallel;
-use crate::core::solvers::smo::DualState;
+use crate::core::common::error::Result;
+use crate::core::common::parallel;
+use crate::core::data::rows::Rows;
+use crate::core::exact::dual::DualState;
+use crate::core::kernels::kernel_cache::{CachedRows, KernelRowCache};
 
 /// Variable pairs moved between two shrinking passes (LIBSVM: min(n, 1000) SMO steps).
 const SHRINK_EVERY: usize = 1000;
@@ -292,79 +292,4 @@ fn add_scaled_rows(
                 }
             })
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Mutex;
-
-    use crate::core::data::DenseView;
-    use crate::core::kernel::Kernel;
-    use crate::core::kernel_cache::KernelRowCache;
-    use crate::core::solvers::alfpgm::{solve_alfpgm, AlfpgmParams};
-    use crate::core::solvers::smo::tests::{bounds, check_solution, problem, q_matrix, rbf_svc};
-    use crate::core::solvers::smo::{solve_smo, DualSolution, ExactRun, Reporter};
-    use crate::core::solvers::{no_monitor, Monitor, Progress};
-
-    fn solve(
-        x: &DenseView<'_>,
-        y: &[f64],
-        c: &[f64],
-        alfpgm: bool,
-        shrinking: Option<usize>,
-        cache_bytes: usize,
-    ) -> DualSolution {
-        let mut cache = KernelRowCache::new(x, Kernel::rbf(1.5), cache_bytes).unwrap();
-        let mut mon = no_monitor;
-        let m: Monitor<'_> = &mut mon;
-        let monitor = Mutex::new(m);
-        let mut rep = Reporter::new(&monitor, Progress::default(), None);
-        let (y, c) = (y.to_vec(), c.to_vec());
-        let run = ExactRun {
-            tol: 1e-4,
-            max_iter: 10_000_000,
-            shrinking,
-        };
-        if alfpgm {
-            let p = AlfpgmParams {
-                n_pairs: 20,
-                ..Default::default()
-            };
-            solve_alfpgm(&mut cache, rbf_svc(y, c), &run, &p, &mut rep).unwrap()
-        } else {
-            solve_smo(&mut cache, rbf_svc(y, c), &run, &mut rep).unwrap()
-        }
-    }
-
-    #[test]
-    fn shrinking_reaches_the_unshrunk_solution() {
-        // Many rows at a bound (noisy labels, few SVs in the bulk), a cache of 40 rows: row
-        // prefixes are computed short, cut by swaps and extended again.
-        let (n, d) = (1200, 2);
-        let (xs, y) = problem(n, d, 21);
-        let x = DenseView::new(&xs, n, d).unwrap();
-        let q = q_matrix(&xs, &y, d, 1.5);
-        for (weighted, alfpgm) in [(false, false), (true, false), (false, true), (true, true)] {
-            let c = bounds(n, 4.0, weighted, 5);
-            let plain = solve(&x, &y, &c, alfpgm, None, 1 << 24);
-            assert_eq!(plain.min_active, n);
-            for (schedule, bytes) in [(Some(0), 1 << 24), (Some(0), 40 * n * 4), (Some(7), 0)] {
-                let shrunk = solve(&x, &y, &c, alfpgm, schedule, bytes);
-                // ALFPGM moves up to 20 pairs a step and may finish before 1000 pairs.
-                assert!(
-                    shrunk.min_active < n / 2 || (alfpgm && schedule == Some(0)),
-                    "nothing shrunk: {} of {n} active",
-                    shrunk.min_active
-                );
-                check_solution(&q, &shrunk, &c, 1e-4);
-                let scale = 1.0 + plain.objective.abs();
-                assert!(
-                    (shrunk.objective - plain.objective).abs() < 1e-4 * scale,
-                    "alfpgm {alfpgm} weighted {weighted}: {} vs {}",
-                    shrunk.objective,
-                    plain.objective
-                );
-            }
-        }
-    }
 }

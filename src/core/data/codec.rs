@@ -2,7 +2,7 @@
 //! that is pickled between `partial_fit` calls). Every read is checked: truncated or inconsistent
 //! bytes give `SvmError::InvalidInput`, never a panic or an out-of-memory allocation.
 
-use crate::core::error::{Result, SvmError};
+use crate::core::common::error::{Result, SvmError};
 
 /// Appends values to a byte buffer.
 #[derive(Debug, Default)]

@@ -10,7 +10,7 @@ use std::sync::{Arc, RwLock};
 
 use rayon::{ThreadPool, ThreadPoolBuilder};
 
-use crate::core::error::{Result, SvmError};
+use crate::core::common::error::{Result, SvmError};
 
 struct Pool {
     threads: usize,

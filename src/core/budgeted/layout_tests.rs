@@ -2,15 +2,15 @@
 //! every budget maintenance and merge search, binary and multi-class, BSGD and BSCA; and the
 //! sparse layout trains on inputs whose number of columns no dense store could hold.
 
-use crate::core::budget::Maintenance;
-use crate::core::data::CsrView;
-use crate::core::merge::MergeSearch;
-use crate::core::model::{BudgetModel, SvLayout};
-use crate::core::rng::Rng;
-use crate::core::solvers::bsca::{train_bsca, BscaParams};
-use crate::core::solvers::bsgd::{train_bsgd, BsgdParams};
-use crate::core::solvers::no_monitor;
-use crate::core::solvers::Targets;
+use crate::core::budget::maintenance::Maintenance;
+use crate::core::budget::merge::MergeSearch;
+use crate::core::budget::model::{BudgetModel, SvLayout};
+use crate::core::budgeted::bsca::{train_bsca, BscaParams};
+use crate::core::budgeted::bsgd::{train_bsgd, BsgdParams};
+use crate::core::budgeted::problem::Targets;
+use crate::core::common::progress::no_monitor;
+use crate::core::common::rng::Rng;
+use crate::core::data::rows::CsrView;
 
 /// Random sparse rows whose label depends on a few columns; columns spread over `n_cols`.
 struct SparseData {

@@ -4,7 +4,7 @@
 //! without copying; the trait is what a kernel evaluation needs from a row: iterate its non-zeros,
 //! take a dot product with a dense vector, and know its squared norm.
 
-use crate::core::error::{Result, SvmError};
+use crate::core::common::error::{Result, SvmError};
 use crate::core::simd;
 
 /// Read access to a set of feature rows.
@@ -456,7 +456,7 @@ pub fn check_finite(values: &[f64], what: &str) -> Result<()> {
     const CHUNK: usize = 1 << 16;
     let first_bad = if values.len() > 16 * CHUNK {
         use rayon::prelude::*;
-        crate::core::parallel::install(|| {
+        crate::core::common::parallel::install(|| {
             values
                 .par_chunks(CHUNK)
                 .enumerate()

@@ -20,15 +20,15 @@ use std::sync::OnceLock;
 
 use rayon::prelude::*;
 
-use crate::core::error::{Result, SvmError};
-use crate::core::parallel;
+use crate::core::common::error::{Result, SvmError};
+use crate::core::common::parallel;
 
 /// Grid size of the default lookup tables (paper 000 uses 400 x 400; `build.rs` embeds them).
-pub use crate::core::merge_math::DEFAULT_TABLE_SIZE;
-pub use crate::core::merge_math::{
+pub use crate::core::budget::merge_math::DEFAULT_TABLE_SIZE;
+pub use crate::core::budget::merge_math::{
     golden_section_max, gss_h, merged_value, weight_degradation, GSS_EPS, GSS_PRECISE_EPS,
 };
-use crate::core::merge_math::{gss_h_and_value, table_row, wd_from_merged_value};
+use crate::core::budget::merge_math::{gss_h_and_value, table_row, wd_from_merged_value};
 /// Below this kernel value a binary merge cannot beat the removal of the smaller SV measurably:
 /// the removal of p degrades the model by (a_p + a_q)^2 m^2, the best merge with q by
 /// (a_p + a_q)^2 wd(m, kappa), and with L = -ln kappa, r = (1 - m) / m >= 1 and the merge at h,
@@ -371,8 +371,8 @@ pub fn opposite_sign_degradation(r: f64, kappa: f64, q: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::merge_math::wd_over_m2_at_zero;
-    use crate::core::rng::Rng;
+    use crate::core::budget::merge_math::wd_over_m2_at_zero;
+    use crate::core::common::rng::Rng;
 
     /// The opposite-sign merge against explicit feature vectors and a brute-force search of h
     /// over the whole line: the closed form is the explicit degradation, the search finds the

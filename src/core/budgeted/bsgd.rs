@@ -24,17 +24,17 @@
 
 use std::time::{Duration, Instant};
 
-use crate::core::budget::{BudgetMaintainer, Maintenance, MaintenanceStats};
-use crate::core::codec::{corrupt, verified, with_checksum, Reader, Writer};
-use crate::core::data::{finite_sq_norms, Rows};
-use crate::core::error::{Result, SvmError};
-use crate::core::merge::MergeSearch;
-use crate::core::model::{BudgetModel, SupportVectors, SvLayout};
-use crate::core::rng::Rng;
-use crate::core::solvers::{
-    check_classes, check_positive_finite, check_run, check_targets, check_task, check_weights,
-    EpochObserver, EpochSnapshot, Heartbeat, Monitor, Progress, Targets, Task,
-};
+use crate::core::budget::maintenance::{BudgetMaintainer, Maintenance, MaintenanceStats};
+use crate::core::budget::merge::MergeSearch;
+use crate::core::budget::model::{BudgetModel, SupportVectors, SvLayout};
+use crate::core::budgeted::observer::{EpochObserver, EpochSnapshot};
+use crate::core::budgeted::problem::{check_run, check_targets, check_task, Targets, Task};
+use crate::core::common::checks::{check_classes, check_positive_finite, check_weights};
+use crate::core::common::error::{Result, SvmError};
+use crate::core::common::progress::{Heartbeat, Monitor, Progress};
+use crate::core::common::rng::Rng;
+use crate::core::data::codec::{corrupt, verified, with_checksum, Reader, Writer};
+use crate::core::data::rows::{finite_sq_norms, Rows};
 
 /// BSGD hyper-parameters as the user gave them; `check` turns them into [`ValidBsgdParams`].
 #[derive(Debug, Clone, PartialEq)]
@@ -565,8 +565,8 @@ pub fn train_bsgd_state<R: Rows>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::data::DenseView;
-    use crate::core::solvers::no_monitor;
+    use crate::core::common::progress::no_monitor;
+    use crate::core::data::rows::DenseView;
 
     /// Two Gaussian blobs per class in 2-D; labels by quadrant parity (an XOR problem).
     fn xor_data(n: usize, seed: u64) -> (Vec<f64>, Vec<u32>) {

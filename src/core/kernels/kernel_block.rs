@@ -2,7 +2,7 @@
 //! S (a model's support vectors, the polish's basis, the Y of `kernel_matrix`), and the decision
 //! values of a kernel expansion over S. Written once here and shared by every prediction path
 //! (BudgetSVC, KernelSVC one-vs-one, the Dask and command-line predictions), the polish
-//! (`solvers::polish`) and `kernel::kernel_matrix`.
+//! (`solvers::polish`) and `kernel_matrix` here.
 //!
 //! S is copied once feature-major (feature c of vector j at `t[c * n + j]`), and a block is
 //! computed a chunk of S at a time, each chunk an L2-sized slice of the copy that all rows of the
@@ -21,12 +21,13 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use crate::core::data::{DenseView, Rows};
-use crate::core::error::{Result, SvmError};
-use crate::core::kernel::Kernel;
-use crate::core::model::SvMatrix;
-use crate::core::sparse::ColumnIndex;
-use crate::core::{parallel, simd};
+use crate::core::common::error::{Result, SvmError};
+use crate::core::common::parallel;
+use crate::core::data::rows::{DenseView, Rows};
+use crate::core::data::sparse::ColumnIndex;
+use crate::core::data::sv_matrix::SvMatrix;
+use crate::core::kernels::kernel::{check_gamma, Kernel};
+use crate::core::simd;
 
 /// Bytes of the feature-major copy in one chunk: the slice a block of rows reuses from L2.
 const CHUNK_BYTES: usize = 192 << 10;
@@ -627,11 +628,80 @@ pub fn decision_from_kernel_values(
     Ok(())
 }
 
+/// Kernel matrix K[i, j] = k(x_i, y_j), row-major into `out` (len x.n_rows() * y.n_rows()),
+/// blocks of rows of X computed in parallel on the configured pool as kernel blocks against Y
+/// (`kernel_block`: the routine prediction and the polish use). Rows whose squared norms
+/// overflow (values near 1e154) make the norm form NaN; those entries are taken from the
+/// explicit difference instead, which is exact there (and underflows to a kernel value of 0).
+pub fn kernel_matrix<X: Rows, Y: Rows>(x: &X, y: &Y, gamma: f64, out: &mut [f64]) -> Result<()> {
+    check_gamma(gamma)?;
+    let (n, m) = (x.n_rows(), y.n_rows());
+    if out.len() != n * m {
+        return Err(SvmError::invalid_input(
+            "kernel output buffer has the wrong size",
+        ));
+    }
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    let blocks = KernelBlocks::new(y, gamma)?;
+    let x_norms = x.sq_norms();
+    parallel::install(|| {
+        out.par_chunks_mut(BLOCK_ROWS * m)
+            .enumerate()
+            .for_each_init(BlockScratch::default, |scratch, (b, block)| {
+                let first = b * BLOCK_ROWS;
+                let rows = first..first + block.len() / m;
+                blocks.fill_rows(x, rows.clone(), &x_norms[rows.clone()], block, scratch);
+                for (r, row) in block.chunks_mut(m).enumerate() {
+                    for (j, o) in row.iter_mut().enumerate() {
+                        if o.is_nan() {
+                            *o = (-gamma * explicit_sq_distance(x, first + r, y, j)).exp();
+                        }
+                    }
+                }
+            });
+    });
+    Ok(())
+}
+
+/// |x_i - y_j|^2 from the two rows' non-zeros (no norms involved).
+fn explicit_sq_distance<X: Rows, Y: Rows>(x: &X, i: usize, y: &Y, j: usize) -> f64 {
+    let mut a: Vec<(usize, f64)> = Vec::new();
+    x.for_each_nonzero(i, |c, v| a.push((c, v)));
+    let mut b: Vec<(usize, f64)> = Vec::new();
+    y.for_each_nonzero(j, |c, v| b.push((c, v)));
+    a.sort_by_key(|e| e.0);
+    b.sort_by_key(|e| e.0);
+    let (mut p, mut q, mut d2) = (0, 0, 0.0);
+    while p < a.len() || q < b.len() {
+        let ca = a.get(p).map_or(usize::MAX, |e| e.0);
+        let cb = b.get(q).map_or(usize::MAX, |e| e.0);
+        let diff = match ca.cmp(&cb) {
+            std::cmp::Ordering::Less => {
+                p += 1;
+                a[p - 1].1
+            }
+            std::cmp::Ordering::Greater => {
+                q += 1;
+                b[q - 1].1
+            }
+            std::cmp::Ordering::Equal => {
+                p += 1;
+                q += 1;
+                a[p - 1].1 - b[q - 1].1
+            }
+        };
+        d2 += diff * diff;
+    }
+    d2
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::data::CsrView;
-    use crate::core::rng::Rng;
+    use crate::core::common::rng::Rng;
+    use crate::core::data::rows::{CsrView, DenseView};
 
     fn explicit(a: &[f64], b: &[f64], gamma: f64) -> f64 {
         explicit_kernel(Kernel::rbf(gamma), a, b)
@@ -879,5 +949,59 @@ mod tests {
             decision_values(&blocks, &outputs, None, &x, &norms, &mut out, &|| true),
             Err(SvmError::Interrupted)
         ));
+    }
+
+    #[test]
+    fn kernel_matrix_matches_explicit_distance_dense_and_sparse() {
+        let mut rng = Rng::new(5);
+        let (n, m, d) = (7, 5, 9);
+        let mut xs: Vec<f64> = (0..n * d).map(|_| rng.next_f64() - 0.5).collect();
+        // Make X sparse-ish so the CSR path has real zeros.
+        for v in xs.iter_mut() {
+            if rng.next_f64() < 0.5 {
+                *v = 0.0;
+            }
+        }
+        let ys: Vec<f64> = (0..m * d).map(|_| rng.next_f64() - 0.5).collect();
+        let x = DenseView::new(&xs, n, d).unwrap();
+        let y = DenseView::new(&ys, m, d).unwrap();
+        let mut indptr = vec![0i32];
+        let (mut idx, mut val) = (vec![], vec![]);
+        for i in 0..n {
+            for c in 0..d {
+                if xs[i * d + c] != 0.0 {
+                    idx.push(c as i32);
+                    val.push(xs[i * d + c]);
+                }
+            }
+            indptr.push(idx.len() as i32);
+        }
+        let xsp = CsrView::new(&indptr, &idx, &val, d).unwrap();
+        let mut k1 = vec![0.0; n * m];
+        let mut k2 = vec![0.0; n * m];
+        let mut k3 = vec![0.0; n * n];
+        kernel_matrix(&x, &y, 0.7, &mut k1).unwrap();
+        kernel_matrix(&xsp, &y, 0.7, &mut k2).unwrap();
+        kernel_matrix(&xsp, &xsp, 0.7, &mut k3).unwrap();
+        // The same rows declared 10^12 columns wide take the hash-probe path: same values.
+        let wide = CsrView::new(&indptr, &idx, &val, 1_000_000_000_000).unwrap();
+        let mut k4 = vec![0.0; n * n];
+        kernel_matrix(&wide, &wide, 0.7, &mut k4).unwrap();
+        for (a, b) in k3.iter().zip(&k4) {
+            assert!((a - b).abs() < 1e-13);
+        }
+        for i in 0..n {
+            for j in 0..m {
+                let e = explicit(&xs[i * d..(i + 1) * d], &ys[j * d..(j + 1) * d], 0.7);
+                assert!((k1[i * m + j] - e).abs() < 1e-13);
+                assert!((k2[i * m + j] - e).abs() < 1e-13);
+            }
+            for j in 0..n {
+                let e = explicit(&xs[i * d..(i + 1) * d], &xs[j * d..(j + 1) * d], 0.7);
+                assert!((k3[i * n + j] - e).abs() < 1e-13);
+            }
+        }
+        assert!(kernel_matrix(&x, &y, -1.0, &mut k1).is_err());
+        assert!(kernel_matrix(&x, &y, f64::NAN, &mut k1).is_err());
     }
 }

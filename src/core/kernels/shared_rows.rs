@@ -21,124 +21,10 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rayon::prelude::*;
-
-use crate::core::data::Rows;
-use crate::core::error::{Result, SvmError};
-use crate::core::kernel::Kernel;
-use crate::core::kernel_cache::{RowComputer, RowJob, Scratch};
-
-/// Kernel values of the fit's rows against the rows of one class, by request.
-pub trait SegmentSource: Sync {
-    /// The own-class segment of fit row g: k(x_g, x_h) for the rows h of g's class in class
-    /// order, and how many values were computed to answer (0 when it was stored); None when
-    /// the store does not keep segments of g's class (they were seldom asked for again), and
-    /// the caller computes what it needs.
-    fn own_segment(&self, g: usize) -> Option<(Arc<[f32]>, u64)>;
-    /// Writes k(x_g, x_h) for the rows h of `class` from its `from`-th row on into `out`
-    /// (nothing stored); returns the values computed.
-    fn compute(&self, g: usize, class: u32, from: usize, out: &mut [f32]) -> u64;
-}
-
-/// The rows of one pair problem (a, b) on the shared store: class a's rows and then class
-/// b's, each in class order.
-pub struct PairSegments<'a> {
-    source: &'a dyn SegmentSource,
-    classes: [u32; 2],
-    /// Per row of the pair problem: the fit's row behind it.
-    global: Vec<u32>,
-    /// Rows of class a (the first ones).
-    first: usize,
-}
-
-impl<'a> PairSegments<'a> {
-    /// `rows`: the fit's rows of the pair problem, class a's (`class_of` each row's class)
-    /// and then class b's, each class in the order of the store's segments (`rank_in_class`:
-    /// each fit row's place among the rows of its class).
-    pub fn new(
-        source: &'a dyn SegmentSource,
-        classes: (u32, u32),
-        rows: &[usize],
-        class_of: &[u32],
-        rank_in_class: &[u32],
-    ) -> Result<Self> {
-        let first = rows
-            .iter()
-            .take_while(|&&g| class_of.get(g) == Some(&classes.0))
-            .count();
-        for (t, &g) in rows.iter().enumerate() {
-            let (class, rank) = if t < first {
-                (classes.0, t)
-            } else {
-                (classes.1, t - first)
-            };
-            if class_of.get(g) != Some(&class) || rank_in_class.get(g) != Some(&(rank as u32)) {
-                return Err(SvmError::invalid_input(format!(
-                    "row {g} is out of the class order of pair {classes:?}"
-                )));
-            }
-        }
-        if rows.len() > u32::MAX as usize || rows.iter().any(|&g| g > u32::MAX as usize) {
-            return Err(SvmError::invalid_input(
-                "too many rows for the shared store",
-            ));
-        }
-        Ok(PairSegments {
-            source,
-            classes: [classes.0, classes.1],
-            global: rows.iter().map(|&g| g as u32).collect(),
-            first,
-        })
-    }
-
-    /// Rows of the pair problem.
-    pub fn n_rows(&self) -> usize {
-        self.global.len()
-    }
-
-    /// Fills each job (a row of the pair problem at a position; positions in order, `perm` the
-    /// identity); returns the values computed for it.
-    pub(crate) fn fill(&self, jobs: &mut [RowJob<'_>], perm: &[u32]) -> u64 {
-        let (n, first) = (self.global.len(), self.first);
-        jobs.par_iter_mut()
-            .map(|job| {
-                let r = perm[job.pos] as usize;
-                let g = self.global[r] as usize;
-                let (from, len) = (job.from, job.out.len());
-                // The pair row's range [lo, hi) of g's own class, and of the other class.
-                let [a, b] = self.classes;
-                let ((own_lo, own_hi, own_class), (other_lo, other_hi, other_class)) = if r < first
-                {
-                    ((0, first, a), (first, n, b))
-                } else {
-                    ((first, n, b), (0, first, a))
-                };
-                let (own, mut computed) = match self.source.own_segment(g) {
-                    Some((own, computed)) => (Some(own), computed),
-                    None => (None, 0),
-                };
-                // Copy the stored part, compute the rest in place.
-                for (lo, hi, class) in [
-                    (own_lo, own_hi, own_class),
-                    (other_lo, other_hi, other_class),
-                ] {
-                    let (start, end) = (lo.max(from), hi.min(from + len));
-                    if start >= end {
-                        continue;
-                    }
-                    let out = &mut job.out[start - from..end - from];
-                    match &own {
-                        Some(own) if class == own_class => {
-                            out.copy_from_slice(&own[start - lo..end - lo])
-                        }
-                        _ => computed += self.source.compute(g, class, start - lo, out),
-                    }
-                }
-                computed
-            })
-            .sum()
-    }
-}
+use crate::core::common::error::{Result, SvmError};
+use crate::core::data::rows::Rows;
+use crate::core::kernels::kernel::Kernel;
+use crate::core::kernels::kernel_rows::{RowComputer, RowJob, Scratch, SegmentSource};
 
 /// Counters of a shared store's life.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -373,10 +259,11 @@ impl<R: Rows> SegmentSource for SharedKernelRows<'_, R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::data::{finite_sq_norms, CsrView, DenseView, SubsetRows};
-    use crate::core::kernel::kernel_matrix;
-    use crate::core::kernel_cache::KernelRowCache;
-    use crate::core::rng::Rng;
+    use crate::core::common::rng::Rng;
+    use crate::core::data::rows::{finite_sq_norms, CsrView, DenseView, SubsetRows};
+    use crate::core::kernels::kernel_block::kernel_matrix;
+    use crate::core::kernels::kernel_cache::KernelRowCache;
+    use crate::core::kernels::kernel_rows::PairSegments;
 
     /// The grouping a one-vs-one fit makes: rows by class (stable), class starts, positions,
     /// each row's class and rank in it.
@@ -462,7 +349,7 @@ mod tests {
     #[test]
     fn pair_rows_from_segments_match_the_kernel_matrix() {
         for (n, d, k, seed) in [(60, 3, 3, 1), (300, 7, 5, 2), (150, 40, 4, 3)] {
-            let t = crate::core::kernel_cache::tests::data(n, d, seed);
+            let t = crate::core::kernels::kernel_cache::tests::data(n, d, seed);
             let y: Vec<u32> = (0..n).map(|i| (i % k) as u32).collect();
             let dense = DenseView::new(&t.dense, n, d).unwrap();
             let csr = CsrView::new(&t.indptr, &t.indices, &t.values, d).unwrap();

@@ -56,14 +56,14 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
-use crate::core::data::Rows;
-use crate::core::error::{Result, SvmError};
-use crate::core::kernel_cache::{row_blocks, KernelRowCache, ROW_BLOCK};
-use crate::core::parallel;
-use crate::core::simd::{self, Level};
-use crate::core::solvers::smo::{
-    start_state, DualProblem, DualSolution, DualState, ExactRun, Reporter, TAU,
-};
+use crate::core::common::error::{Result, SvmError};
+use crate::core::common::parallel;
+use crate::core::data::rows::Rows;
+use crate::core::exact::dual::{DualProblem, DualSolution, DualState, ExactRun, Reporter, TAU};
+use crate::core::exact::smo::start_state;
+use crate::core::kernels::kernel_cache::{row_blocks, KernelRowCache, ROW_BLOCK};
+use crate::core::simd;
+use crate::core::simd::Level;
 
 /// ALFPGM's parameters (defaults in `Default`).
 #[derive(Debug, Clone, PartialEq)]
@@ -803,7 +803,7 @@ impl TwoSmallest {
 /// Builds and solves the subproblem on B; leaves the feasible step in `work.d`. Returns
 /// (phi(d), FISTA iterations).
 fn solve_subproblem(
-    rows: &crate::core::kernel_cache::CachedRows<'_>,
+    rows: &crate::core::kernels::kernel_cache::CachedRows<'_>,
     state: &DualState,
     work: &mut Work,
     params: &AlfpgmParams,
@@ -1327,7 +1327,7 @@ fn repair(d: &mut [f64], yb: &[f64], lo: &[f64], hi: &[f64]) {
 
 /// a_B += d (bounds set exactly), limiter counters, and G += Q_{:,B} d over the cached rows.
 fn apply_step(
-    rows: &crate::core::kernel_cache::CachedRows<'_>,
+    rows: &crate::core::kernels::kernel_cache::CachedRows<'_>,
     state: &mut DualState,
     work: &mut Work,
 ) {
@@ -1404,13 +1404,13 @@ fn smo_fallback<R: Rows>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::data::{CsrView, DenseView};
-    use crate::core::kernel::Kernel;
-    use crate::core::rng::Rng;
-    use crate::core::solvers::smo::tests::{
+    use crate::core::common::progress::{no_monitor, Monitor, Progress};
+    use crate::core::common::rng::Rng;
+    use crate::core::data::rows::{CsrView, DenseView};
+    use crate::core::exact::smo::tests::{
         bounds, check_solution, problem, q_matrix, rbf_svc, run_smo,
     };
-    use crate::core::solvers::{no_monitor, Monitor, Progress};
+    use crate::core::kernels::kernel::Kernel;
     use std::sync::Mutex;
 
     #[allow(clippy::too_many_arguments)] // the problem, the solver settings and the cache

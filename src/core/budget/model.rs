@@ -1,13 +1,14 @@
 //! Support vectors with their coefficients: the working set a budgeted solver updates, and the
 //! finished model that predicts.
 
-use crate::core::codec::{corrupt, Reader, Writer};
-use crate::core::data::{DenseView, Rows};
-use crate::core::error::{Result, SvmError};
-use crate::core::kernel::{check_gamma, Kernel};
-use crate::core::kernel_block::{decision_values, KernelBlocks, Outputs};
+use crate::core::common::error::{Result, SvmError};
+use crate::core::data::codec::{corrupt, Reader, Writer};
+use crate::core::data::rows::{DenseView, Rows};
+use crate::core::data::sparse::{RowProbe, SparseArena};
+use crate::core::data::sv_matrix::SvMatrix;
+use crate::core::kernels::kernel::{check_gamma, Kernel};
+use crate::core::kernels::kernel_block::{decision_values, KernelBlocks, Outputs};
 use crate::core::simd;
-use crate::core::sparse::{RowProbe, SparseArena};
 
 /// How the support vectors of a model under training are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -908,91 +909,6 @@ impl SupportVectors {
     }
 }
 
-/// The support vectors of a finished model.
-#[derive(Debug, Clone, PartialEq)]
-pub enum SvMatrix {
-    /// n_sv x dim, row-major.
-    Dense(Vec<f64>),
-    /// CSR: row j holds columns `indices[indptr[j]..indptr[j + 1]]` (sorted).
-    Sparse {
-        indptr: Vec<usize>,
-        indices: Vec<u64>,
-        values: Vec<f64>,
-    },
-}
-
-impl SvMatrix {
-    /// Stored values (all of them for the dense form).
-    pub fn values(&self) -> &[f64] {
-        match self {
-            SvMatrix::Dense(v) => v,
-            SvMatrix::Sparse { values, .. } => values,
-        }
-    }
-
-    /// Rows stacked: `self` followed by `other` (same form and dimension).
-    pub fn append(&mut self, other: &SvMatrix) -> Result<()> {
-        match (self, other) {
-            (SvMatrix::Dense(a), SvMatrix::Dense(b)) => a.extend_from_slice(b),
-            (
-                SvMatrix::Sparse {
-                    indptr,
-                    indices,
-                    values,
-                },
-                SvMatrix::Sparse {
-                    indptr: p2,
-                    indices: i2,
-                    values: v2,
-                },
-            ) => {
-                let base = indices.len();
-                indptr.extend(p2.iter().skip(1).map(|&p| p + base));
-                indices.extend_from_slice(i2);
-                values.extend_from_slice(v2);
-            }
-            _ => {
-                return Err(SvmError::invalid_input(
-                    "cannot stack dense and sparse support vectors",
-                ))
-            }
-        }
-        Ok(())
-    }
-
-    /// The matrix row-major dense, n_sv x dim.
-    pub fn to_dense(&self, n_sv: usize, dim: usize) -> Vec<f64> {
-        match self {
-            SvMatrix::Dense(v) => v.clone(),
-            SvMatrix::Sparse {
-                indptr,
-                indices,
-                values,
-            } => {
-                let mut out = vec![0.0; n_sv * dim];
-                for j in 0..n_sv {
-                    for k in indptr[j]..indptr[j + 1] {
-                        out[j * dim + indices[k] as usize] = values[k];
-                    }
-                }
-                out
-            }
-        }
-    }
-
-    /// An empty matrix of the same form.
-    pub fn empty_like(&self) -> SvMatrix {
-        match self {
-            SvMatrix::Dense(_) => SvMatrix::Dense(Vec::new()),
-            SvMatrix::Sparse { .. } => SvMatrix::Sparse {
-                indptr: vec![0],
-                indices: Vec::new(),
-                values: Vec::new(),
-            },
-        }
-    }
-}
-
 /// A trained kernel expansion f_k(x) = sum_j coef[j][k] k(sv_j, x).
 #[derive(Debug, Clone, PartialEq)]
 pub struct BudgetModel {
@@ -1053,8 +969,8 @@ impl BudgetModel {
                 }
             }
         }
-        crate::core::data::check_finite(self.support_vectors.values(), "support vectors")?;
-        crate::core::data::check_finite(&self.coef, "coefficients")
+        crate::core::data::rows::check_finite(self.support_vectors.values(), "support vectors")?;
+        crate::core::data::rows::check_finite(&self.coef, "coefficients")
     }
 
     /// Decision values, n_rows x n_out row-major, rows in parallel.
@@ -1106,17 +1022,17 @@ pub fn decision_of_expansion<R: Rows>(
         SvMatrix::Dense(v) => v.len().checked_div(dim).unwrap_or(0),
         SvMatrix::Sparse { indptr, .. } => indptr.len().saturating_sub(1),
     };
-    let x_norms = crate::core::data::finite_sq_norms(x, "X")?;
+    let x_norms = crate::core::data::rows::finite_sq_norms(x, "X")?;
     let blocks = KernelBlocks::from_sv_matrix(support_vectors, n_sv, dim, kernel)?;
-    crate::core::data::check_sq_norms(blocks.sq_norms(), "support vector")?;
+    crate::core::data::rows::check_sq_norms(blocks.sq_norms(), "support vector")?;
     decision_values(&blocks, outputs, intercept, x, &x_norms, out, stop)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::data::DenseView;
-    use crate::core::rng::Rng;
+    use crate::core::common::rng::Rng;
+    use crate::core::data::rows::DenseView;
 
     #[test]
     fn kernel_values_and_decision_match_direct_evaluation() {

@@ -41,14 +41,17 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
-use crate::core::data::{AnyRows, CsrView, Rows};
-use crate::core::error::{Result, SvmError};
-use crate::core::kernel::Kernel;
-use crate::core::kernel_block::{sv_rows, BlockScratch, KernelBlocks};
-use crate::core::libsvm::LibsvmChunks;
-use crate::core::model::BudgetModel;
-use crate::core::solvers::{check_positive_finite, check_weights, Monitor, Progress, Targets};
-use crate::core::{parallel, simd};
+use crate::core::budget::model::BudgetModel;
+use crate::core::budgeted::problem::Targets;
+use crate::core::common::checks::{check_positive_finite, check_weights};
+use crate::core::common::error::{Result, SvmError};
+use crate::core::common::parallel;
+use crate::core::common::progress::{Monitor, Progress};
+use crate::core::data::libsvm::LibsvmChunks;
+use crate::core::data::rows::{AnyRows, CsrView, Rows};
+use crate::core::kernels::kernel::Kernel;
+use crate::core::kernels::kernel_block::{sv_rows, BlockScratch, KernelBlocks};
+use crate::core::simd;
 
 /// Rows of a segment of K(X, S): the unit of caching and of parallel work.
 const SEGMENT_ROWS: usize = 1024;
@@ -376,7 +379,7 @@ impl PartitionRows {
         targets.check(n)?;
         check_weights(weights, n)?;
         let m = blocks.n_basis();
-        let norms = crate::core::data::finite_sq_norms(x, "X")?;
+        let norms = crate::core::data::rows::finite_sq_norms(x, "X")?;
         let mut k = Vec::new();
         k.try_reserve_exact(n * m).map_err(|_| {
             SvmError::invalid_input("not enough memory for the partition's kernel values")
@@ -682,7 +685,7 @@ pub fn polish(
         model.dim,
         Kernel::rbf(model.gamma),
     )?;
-    crate::core::data::check_sq_norms(blocks.sq_norms(), "support vector")?;
+    crate::core::data::rows::check_sq_norms(blocks.sq_norms(), "support vector")?;
     let c = params.c;
     let weight = |i: usize| weights.map_or(1.0, |w| w[i]);
 
@@ -1516,11 +1519,11 @@ fn line_search(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::data::DenseView;
-    use crate::core::kernel::kernel_matrix;
-    use crate::core::model::SvMatrix;
-    use crate::core::rng::Rng;
-    use crate::core::solvers::no_monitor;
+    use crate::core::common::progress::no_monitor;
+    use crate::core::common::rng::Rng;
+    use crate::core::data::rows::DenseView;
+    use crate::core::data::sv_matrix::SvMatrix;
+    use crate::core::kernels::kernel_block::kernel_matrix;
 
     /// A small binary problem: rows in [-1, 1]^2 labelled by a circle, and a basis of rows.
     fn problem(

@@ -1756,7 +1756,7 @@ pub fn dots_8_rows<T: ColumnValue>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::rng::Rng;
+    use crate::core::common::rng::Rng;
 
     /// Max relative error of exp over [-708, 0] on `level` (through `rbf_from_dots_at`).
     fn worst_exp_error(level: Level) -> f64 {

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::core::data::Rows;
+use crate::core::data::rows::Rows;
 
 const EMPTY: u64 = u64::MAX;
 
@@ -513,8 +513,8 @@ impl ColumnIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::data::{CsrView, DenseView};
-    use crate::core::rng::Rng;
+    use crate::core::common::rng::Rng;
+    use crate::core::data::rows::{CsrView, DenseView};
 
     fn random_sparse(rng: &mut Rng, dim: u64, nnz: usize) -> (Vec<u64>, Vec<f64>) {
         let mut idx: Vec<u64> = (0..nnz)

@@ -19,15 +19,18 @@ use std::time::Duration;
 
 use rayon::prelude::*;
 
-use crate::core::data::{Rows, SubsetRows};
-use crate::core::error::{Result, SvmError};
-use crate::core::kernel::{kernel_norms, Kernel};
-use crate::core::kernel_cache::{CacheStats, KernelRowCache};
-use crate::core::parallel;
-use crate::core::shared_rows::{PairSegments, SharedKernelRows};
-use crate::core::solvers::alfpgm::{solve_alfpgm, AlfpgmParams};
-use crate::core::solvers::smo::{solve_smo, DualProblem, DualSolution, ExactRun, Reporter};
-use crate::core::solvers::{check_weights, Monitor, Progress};
+use crate::core::common::checks::check_weights;
+use crate::core::common::error::{Result, SvmError};
+use crate::core::common::parallel;
+use crate::core::common::progress::{Monitor, Progress};
+use crate::core::data::rows::{Rows, SubsetRows};
+use crate::core::exact::alfpgm::{solve_alfpgm, AlfpgmParams};
+use crate::core::exact::dual::{DualProblem, DualSolution, ExactRun, Reporter};
+use crate::core::exact::smo::solve_smo;
+use crate::core::kernels::kernel::{kernel_norms, Kernel};
+use crate::core::kernels::kernel_cache::{CacheStats, KernelRowCache};
+use crate::core::kernels::kernel_rows::PairSegments;
+use crate::core::kernels::shared_rows::SharedKernelRows;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExactSolver {
@@ -253,7 +256,7 @@ pub fn train_kernel_svc<R: Rows>(
             y.len()
         )));
     }
-    crate::core::solvers::check_classes(n_classes, Some(n))?;
+    crate::core::common::checks::check_classes(n_classes, Some(n))?;
     check_weights(weights, n)?;
     let mut counts = vec![0usize; n_classes];
     for &c in y {
@@ -507,9 +510,9 @@ pub fn train_one_class<R: Rows>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::data::DenseView;
-    use crate::core::rng::Rng;
-    use crate::core::solvers::no_monitor;
+    use crate::core::common::progress::no_monitor;
+    use crate::core::common::rng::Rng;
+    use crate::core::data::rows::DenseView;
 
     #[test]
     fn one_vs_one_pairs_agree_between_solvers_and_threads() {
@@ -596,7 +599,7 @@ mod tests {
             indptr.push(indices.len() as i32);
         }
         let dense = DenseView::new(&xs, n, d).unwrap();
-        let csr = crate::core::data::CsrView::new(&indptr, &indices, &xs, d).unwrap();
+        let csr = crate::core::data::rows::CsrView::new(&indptr, &indices, &xs, d).unwrap();
         for solver in [ExactSolver::Smo, ExactSolver::Alfpgm] {
             for shrinking in [false, true] {
                 let fit = |shared_rows: bool, sparse: bool| {

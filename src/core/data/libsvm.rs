@@ -17,7 +17,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use crate::core::error::{Result, SvmError};
+use crate::core::common::error::{Result, SvmError};
 
 /// Parsed LIBSVM data as CSR with 0-based column indices.
 #[derive(Debug, Clone, PartialEq)]

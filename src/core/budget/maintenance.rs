@@ -4,14 +4,14 @@
 
 use std::time::Instant;
 
-use crate::core::codec::{corrupt, Reader, Writer};
-use crate::core::error::{Result, SvmError};
-use crate::core::merge::{
+use crate::core::budget::merge::{
     coefficient_sums, merge_multiclass_bound, merge_multiclass_sums, opposite_sign_degradation,
     opposite_sign_merge, search_pair, MergeSearch, MergeTable, GSS_EPS, GSS_PRECISE_EPS,
     MERGE_MIN_KAPPA,
 };
-use crate::core::model::{BudgetModel, SupportVectors, SvLayout};
+use crate::core::budget::model::{BudgetModel, SupportVectors, SvLayout};
+use crate::core::common::error::{Result, SvmError};
+use crate::core::data::codec::{corrupt, Reader, Writer};
 use crate::core::simd;
 
 /// What a budget maintenance event does with the smallest support vector.
@@ -533,8 +533,8 @@ impl BudgetMaintainer {
     fn merge_h(&self, m: f64, kappa: f64, search: MergeSearch) -> f64 {
         match search {
             MergeSearch::LookupH | MergeSearch::LookupWd => self.table.h(m, kappa),
-            MergeSearch::Gss => crate::core::merge::gss_h(m, kappa, GSS_EPS),
-            MergeSearch::GssPrecise => crate::core::merge::gss_h(m, kappa, GSS_PRECISE_EPS),
+            MergeSearch::Gss => crate::core::budget::merge::gss_h(m, kappa, GSS_EPS),
+            MergeSearch::GssPrecise => crate::core::budget::merge::gss_h(m, kappa, GSS_PRECISE_EPS),
         }
     }
 
@@ -659,7 +659,7 @@ impl BudgetMaintainer {
         let maintenance =
             Maintenance::parse(maintenance, merge).map_err(|_| corrupt("maintenance"))?;
         let gamma = r.f64()?;
-        crate::core::kernel::check_gamma(gamma).map_err(|_| corrupt("gamma"))?;
+        crate::core::kernels::kernel::check_gamma(gamma).map_err(|_| corrupt("gamma"))?;
         let compare_with = match r.str()? {
             "" => None,
             name => Some(MergeSearch::parse(name).map_err(|_| corrupt("merge search"))?),
@@ -737,7 +737,7 @@ pub fn reduce_to_budget(
         ));
     }
     let n = model.n_sv();
-    let rows = crate::core::kernel_block::sv_rows(&model.support_vectors, n, model.dim);
+    let rows = crate::core::kernels::kernel_block::sv_rows(&model.support_vectors, n, model.dim);
     let mut svs = SupportVectors::new(model.dim, n, model.n_out, layout)?;
     for j in 0..n {
         svs.push_row(
@@ -757,14 +757,14 @@ pub fn reduce_to_budget(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::data::{DenseView, Rows};
-    use crate::core::merge::{merge_multiclass, weight_degradation};
-    use crate::core::rng::Rng;
+    use crate::core::budget::merge::{merge_multiclass, weight_degradation};
+    use crate::core::common::rng::Rng;
+    use crate::core::data::rows::{DenseView, Rows};
 
     /// |w_before - w_after|^2 in feature space, through kernel values of explicit vectors.
     fn feature_space_change(
-        before: &crate::core::model::BudgetModel,
-        after: &crate::core::model::BudgetModel,
+        before: &crate::core::budget::model::BudgetModel,
+        after: &crate::core::budget::model::BudgetModel,
     ) -> f64 {
         let d = before.dim;
         let n_out = before.n_out;
@@ -1013,7 +1013,7 @@ mod tests {
             let m = 0.01 + 0.49 * rng.next_f64().powi(2);
             let kappa = MERGE_MIN_KAPPA * rng.next_f64();
             let (h, s) = (
-                crate::core::merge::gss_h(m, kappa, GSS_PRECISE_EPS),
+                crate::core::budget::merge::gss_h(m, kappa, GSS_PRECISE_EPS),
                 m * m, // the removal's normalised degradation
             );
             let merged = weight_degradation(m, kappa, h);

@@ -1,0 +1,385 @@
+//! Sequential minimal optimisation with second-order working-set selection (WSS2; Fan, Chen &
+//! Lin, JMLR 6 (2005)), as LIBSVM's `Solver` does it, over the shared kernel-row cache. It is the
+//! reference the multi-pair solver (ALFPGM) is checked against and that solver's fallback step.
+//!
+//! Both exact solvers take one general problem, LIBSVM's (`DualProblem`):
+//!   min_a f(a) = 1/2 a^T Q a + p^T a   s.t.  y^T a = y^T a0,  0 <= a_t <= C_t,
+//! Q_ts = y_t y_s K_ts, y_t = +-1, started from a feasible a0 (0 unless given). C-SVC, epsilon-SVR
+//! and one-class SVM are small builders of it (`solvers::kernel_svc`): C-SVC p = -e, a0 = 0, C_t = C
+//! times the row's weight; SVR 2n variables over n rows; one-class p = 0, y = e, a0 summing to
+//! nu n. The gradient is G = Q a + p (G = p at a = 0).
+//! I_up = {t: a_t < C_t, y_t = +1} u {t: a_t > 0, y_t = -1},  I_low = {t: a_t < C_t, y_t = -1} u
+//! {t: a_t > 0, y_t = +1};  m(a) = max_{I_up} -y_t G_t,  M(a) = min_{I_low} -y_t G_t. The run stops
+//! when m(a) - M(a) < tol (LIBSVM's `Gmax + Gmax2 < eps`), or at the iteration cap, which is
+//! reported (`converged = false`), never looped past.
+//!
+//! Shrinking as LIBSVM's (`shrinking.rs`): the state works on positions; variables 0..active
+//! are optimised, the others sit at a bound and are not expected to move, their gradient kept
+//! recoverable through G_bar and reconstructed before the final optimality test, so the stopping
+//! rule is the unshrunk solver's. Kernel rows are K rows (the labels are applied on the fly); the
+//! diagonal K_tt is kept per variable in f64 (exactly 1 for the Gaussian kernel), as LIBSVM's QD.
+
+use std::time::Instant;
+
+use crate::core::common::error::{Result, SvmError};
+use crate::core::data::rows::Rows;
+use crate::core::exact::dual::{DualProblem, DualSolution, DualState, ExactRun, Reporter};
+use crate::core::exact::shrinking::Shrinking;
+use crate::core::kernels::kernel_cache::KernelRowCache;
+
+/// WSS2 SMO on the active positions: the working pair, or None when m - M < tol there.
+fn select_pair<R: Rows>(
+    cache: &mut KernelRowCache<'_, R>,
+    state: &DualState,
+    tol: f64,
+) -> Result<Option<(usize, usize)>> {
+    let Some((i, gmax)) = state.select_i() else {
+        return Ok(None);
+    };
+    let (j, gmax2) = {
+        let rows = cache.rows_prefix(&[i], state.active)?;
+        state.select_j(i, gmax, rows.row(0))
+    };
+    // No j with b_ij > 0 means no violating pair at all (LIBSVM returns "optimal" too).
+    match j {
+        Some(j) if gmax + gmax2 >= tol => Ok(Some((i, j))),
+        _ => Ok(None),
+    }
+}
+
+/// Kernel rows fetched together while the gradient of a non-zero start is built.
+const START_BATCH: usize = 64;
+
+/// The state of `problem` at its start, its gradient complete: G = p + Q a0 and, when
+/// shrinking keeps G_bar, G_bar = sum over the variables at their upper bound of C_s Q_.s, from
+/// the kernel rows of the non-zero a0_s (LIBSVM's initialisation in `Solver::Solve`).
+pub(crate) fn start_state<R: Rows>(
+    cache: &mut KernelRowCache<'_, R>,
+    problem: DualProblem,
+    shrinking: Option<usize>,
+) -> Result<(DualState, Shrinking)> {
+    problem.check()?;
+    if problem.n() != cache.n() {
+        return Err(SvmError::invalid_input(format!(
+            "a dual problem of {} variables over {} kernel rows",
+            problem.n(),
+            cache.n()
+        )));
+    }
+    let mut state = DualState::new(problem);
+    let shrinker = Shrinking::new(shrinking, &mut state);
+    let nonzero: Vec<usize> = (0..state.n()).filter(|&t| state.alpha[t] > 0.0).collect();
+    for batch in nonzero.chunks(START_BATCH.min(cache.capacity()).max(1)) {
+        let rows = cache.rows(batch)?;
+        for (k, &s) in batch.iter().enumerate() {
+            let row = rows.row(k);
+            let ys = state.y[s];
+            let coef = state.alpha[s] * ys;
+            for ((g, &yt), &kv) in state.grad.iter_mut().zip(&state.y).zip(row) {
+                *g += yt * coef * f64::from(kv);
+            }
+            if !state.grad_bar.is_empty() && state.alpha[s] >= state.upper[s] {
+                let coef = state.upper[s] * ys;
+                for ((g, &yt), &kv) in state.grad_bar.iter_mut().zip(&state.y).zip(row) {
+                    *g += yt * coef * f64::from(kv);
+                }
+            }
+        }
+    }
+    Ok((state, shrinker))
+}
+
+/// WSS2 SMO until m - M < tol or `max_iter` steps.
+pub fn solve_smo<R: Rows>(
+    cache: &mut KernelRowCache<'_, R>,
+    problem: DualProblem,
+    run: &ExactRun,
+    reporter: &mut Reporter<'_, '_>,
+) -> Result<DualSolution> {
+    let start = Instant::now();
+    let (tol, max_iter, shrinking) = (run.tol, run.max_iter, run.shrinking);
+    let (mut state, mut shrinker) = start_state(cache, problem, shrinking)?;
+    let mut iter = 0u64;
+    let mut converged = false;
+    while iter < max_iter {
+        let mut pair = select_pair(cache, &state, tol)?;
+        if pair.is_none() && shrinker.unshrink(&mut state, cache)? {
+            pair = select_pair(cache, &state, tol)?;
+        }
+        let Some((i, j)) = pair else {
+            converged = true;
+            break;
+        };
+        let (old_i, old_j) = (state.alpha[i], state.alpha[j]);
+        {
+            let rows = cache.rows_prefix(&[i, j], state.active)?;
+            state.smo_step(i, j, rows.row(0), rows.row(1));
+        }
+        shrinker.record_moves(&[(i, old_i), (j, old_j)], &mut state, cache)?;
+        shrinker.after_step(1, &mut state, cache, tol)?;
+        iter += 1;
+        reporter.tick(&state, iter, true)?;
+    }
+    shrinker.unshrink(&mut state, cache)?;
+    if !converged && iter >= max_iter {
+        converged = state.gap() < tol;
+    }
+    let mut sol = DualSolution::from_state(state, iter, converged, start);
+    sol.cache = cache.stats().clone();
+    sol.min_active = shrinker.min_active;
+    reporter.finish(&sol)?;
+    Ok(sol)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::core::common::progress::no_monitor;
+    use crate::core::common::progress::{Monitor, Progress};
+    use crate::core::common::rng::Rng;
+    use crate::core::data::rows::DenseView;
+    use crate::core::kernels::kernel::Kernel;
+
+    /// A C-SVC problem with the Gaussian kernel's unit diagonal.
+    pub(crate) fn rbf_svc(y: Vec<f64>, upper: Vec<f64>) -> DualProblem {
+        let n = y.len();
+        DualProblem::classification(y, upper, vec![1.0; n])
+    }
+
+    /// Random points in [-1, 1]^d with noisy circle labels (both classes, some bounded alphas).
+    pub(crate) fn problem(n: usize, d: usize, seed: u64) -> (Vec<f64>, Vec<f64>) {
+        let mut rng = Rng::new(seed);
+        let mut xs = Vec::with_capacity(n * d);
+        let mut ys = Vec::with_capacity(n);
+        for k in 0..n {
+            let p: Vec<f64> = (0..d).map(|_| rng.next_f64() * 2.0 - 1.0).collect();
+            let r2: f64 = p.iter().map(|v| v * v).sum();
+            let flip = rng.next_f64() < 0.1;
+            let mut y = if (r2 < 0.35 * d as f64) != flip {
+                1.0
+            } else {
+                -1.0
+            };
+            if k < 2 {
+                y = if k == 0 { 1.0 } else { -1.0 };
+            }
+            xs.extend(p);
+            ys.push(y);
+        }
+        (xs, ys)
+    }
+
+    pub(crate) fn q_matrix(xs: &[f64], y: &[f64], d: usize, gamma: f64) -> Vec<f64> {
+        let n = y.len();
+        let mut q = vec![0.0; n * n];
+        for i in 0..n {
+            for j in 0..n {
+                let d2: f64 = (0..d)
+                    .map(|c| (xs[i * d + c] - xs[j * d + c]).powi(2))
+                    .sum();
+                q[i * n + j] = y[i] * y[j] * (-gamma * d2).exp();
+            }
+        }
+        q
+    }
+
+    pub(crate) fn objective(q: &[f64], a: &[f64]) -> f64 {
+        let n = a.len();
+        let mut v = 0.0;
+        for i in 0..n {
+            for j in 0..n {
+                v += 0.5 * a[i] * a[j] * q[i * n + j];
+            }
+            v -= a[i];
+        }
+        v
+    }
+
+    /// An independent QP solver: accelerated projected gradient (FISTA with gradient restart) on
+    /// {y^T a = 0, 0 <= a_i <= C_i}, the projection exact by bisection on its multiplier; step
+    /// 1/n (lambda_max(Q) <= n for the Gaussian kernel).
+    pub(crate) fn reference_qp(q: &[f64], y: &[f64], c: &[f64], iters: usize) -> Vec<f64> {
+        let n = y.len();
+        let step = 1.0 / n as f64;
+        let (mut a, mut z, mut v) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+        let mut t = 1.0f64;
+        let mut prev = vec![0.0; n];
+        for _ in 0..iters {
+            for i in 0..n {
+                let g: f64 = (0..n).map(|j| q[i * n + j] * z[j]).sum::<f64>() - 1.0;
+                v[i] = z[i] - step * g;
+            }
+            prev.copy_from_slice(&a);
+            project(&v, y, c, &mut a);
+            let t_next = (1.0 + (1.0 + 4.0 * t * t).sqrt()) / 2.0;
+            // Restart when the step goes against the momentum.
+            let dot: f64 = (0..n).map(|i| (z[i] - a[i]) * (a[i] - prev[i])).sum();
+            if dot > 0.0 {
+                t = 1.0;
+                z.copy_from_slice(&a);
+                continue;
+            }
+            for i in 0..n {
+                z[i] = a[i] + (t - 1.0) / t_next * (a[i] - prev[i]);
+            }
+            t = t_next;
+        }
+        a
+    }
+
+    /// Euclidean projection onto {y^T a = 0, 0 <= a_i <= C_i}: a_i = clip(v_i - mu y_i), with mu
+    /// found by bisection on the monotone sum y^T a(mu).
+    fn project(v: &[f64], y: &[f64], c: &[f64], out: &mut [f64]) {
+        let s = |mu: f64| -> f64 {
+            v.iter()
+                .zip(y)
+                .zip(c)
+                .map(|((vi, yi), ci)| yi * (vi - mu * yi).clamp(0.0, *ci))
+                .sum()
+        };
+        let (mut lo, mut hi) = (-1e6, 1e6);
+        for _ in 0..200 {
+            let mid = 0.5 * (lo + hi);
+            if s(mid) > 0.0 {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        let mu = 0.5 * (lo + hi);
+        for (((o, vi), yi), ci) in out.iter_mut().zip(v).zip(y).zip(c) {
+            *o = (vi - mu * yi).clamp(0.0, *ci);
+        }
+    }
+
+    pub(crate) fn run_smo(
+        xs: &[f64],
+        y: &[f64],
+        d: usize,
+        c: &[f64],
+        gamma: f64,
+        tol: f64,
+        shrinking: Option<usize>,
+    ) -> DualSolution {
+        let n = y.len();
+        let x = DenseView::new(xs, n, d).unwrap();
+        let mut cache = KernelRowCache::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
+        let mut mon = no_monitor;
+        let m: Monitor<'_> = &mut mon;
+        let monitor = Mutex::new(m);
+        let mut rep = Reporter::new(&monitor, Progress::default(), None);
+        let run = ExactRun {
+            tol,
+            max_iter: 1_000_000,
+            shrinking,
+        };
+        solve_smo(&mut cache, rbf_svc(y.to_vec(), c.to_vec()), &run, &mut rep).unwrap()
+    }
+
+    /// Box bounds for a test problem: all C, or C times a random weight in [0.1, 3) per
+    /// variable (weighted rows).
+    pub(crate) fn bounds(n: usize, c: f64, weighted: bool, seed: u64) -> Vec<f64> {
+        let mut rng = Rng::new(seed);
+        (0..n)
+            .map(|_| {
+                if weighted {
+                    c * (0.1 + 2.9 * rng.next_f64())
+                } else {
+                    c
+                }
+            })
+            .collect()
+    }
+
+    /// Checks what every exact solution must satisfy, from the kernel matrix itself.
+    pub(crate) fn check_solution(q: &[f64], sol: &DualSolution, c: &[f64], tol: f64) {
+        let n = sol.alpha.len();
+        let c_max = c.iter().copied().fold(0.0, f64::max);
+        let ya: f64 = sol.alpha.iter().zip(&sol.y).map(|(a, y)| a * y).sum();
+        assert!(ya.abs() < 1e-9 * c_max * n as f64, "y^T a = {ya}");
+        assert!(sol
+            .alpha
+            .iter()
+            .zip(c)
+            .all(|(&a, &ci)| (0.0..=ci).contains(&a)));
+        // Recompute G from scratch and check the KKT gap to tol (plus rounding of f32 rows).
+        let mut st = DualState::new(rbf_svc(sol.y.clone(), c.to_vec()));
+        st.alpha = sol.alpha.clone();
+        for i in 0..n {
+            st.grad[i] = (0..n).map(|j| q[i * n + j] * st.alpha[j]).sum::<f64>() - 1.0;
+        }
+        assert!(st.gap() < tol + 1e-4, "gap {}", st.gap());
+        assert!(sol.converged);
+        assert!((st.objective() - sol.objective).abs() < 1e-5 * (1.0 + sol.objective.abs()));
+        assert!(
+            (objective(q, &sol.alpha) - sol.objective).abs() < 1e-5 * (1.0 + sol.objective.abs())
+        );
+        // rho: free variables satisfy y_i G_i = rho (to tol).
+        for (i, (&a, &ci)) in sol.alpha.iter().zip(c).enumerate() {
+            if a > 1e-9 && a < ci - 1e-9 {
+                assert!((st.y[i] * st.grad[i] - sol.rho).abs() < tol + 1e-4);
+            }
+        }
+    }
+
+    #[test]
+    fn smo_matches_an_independent_qp_solver() {
+        let mut rng = Rng::new(77);
+        // Odd trials weight the rows: a bound C_i per variable.
+        for trial in 0..24 {
+            let n = 10 + rng.below(50);
+            let d = 1 + rng.below(4);
+            let c = [0.1, 1.0, 10.0][trial % 3];
+            let gamma = [0.3, 1.0, 4.0][(trial / 3) % 3];
+            let (xs, y) = problem(n, d, 1000 + trial as u64);
+            let c = bounds(n, c, trial % 2 == 1, trial as u64);
+            let q = q_matrix(&xs, &y, d, gamma);
+            let tol = 1e-6;
+            // Shrinking off, every 3 pairs (many passes on a small problem), LIBSVM's period.
+            let shrinking = [None, Some(3), Some(0)][(trial / 2) % 3];
+            let sol = run_smo(&xs, &y, d, &c, gamma, tol, shrinking);
+            check_solution(&q, &sol, &c, tol);
+            let reference = reference_qp(&q, &y, &c, 5_000);
+            let f_ref = objective(&q, &reference);
+            assert!(
+                sol.objective <= f_ref + 1e-6 * (1.0 + f_ref.abs()),
+                "trial {trial}: smo {} vs reference {f_ref}",
+                sol.objective
+            );
+            assert!(
+                (sol.objective - f_ref).abs() < 1e-4 * (1.0 + f_ref.abs()),
+                "trial {trial}: {} vs {f_ref}",
+                sol.objective
+            );
+        }
+    }
+
+    #[test]
+    fn smo_stops_at_the_iteration_cap_and_says_so() {
+        let (xs, y) = problem(80, 2, 3);
+        let x = DenseView::new(&xs, 80, 2).unwrap();
+        let mut cache = KernelRowCache::new(&x, Kernel::rbf(2.0), 1 << 20).unwrap();
+        let mut mon = no_monitor;
+        let m: Monitor<'_> = &mut mon;
+        let monitor = Mutex::new(m);
+        let mut rep = Reporter::new(&monitor, Progress::default(), None);
+        let run = ExactRun {
+            tol: 1e-8,
+            max_iter: 3,
+            shrinking: Some(1),
+        };
+        let sol = solve_smo(
+            &mut cache,
+            rbf_svc(y.clone(), vec![10.0; 80]),
+            &run,
+            &mut rep,
+        )
+        .unwrap();
+        assert_eq!(sol.iterations, 3);
+        assert!(!sol.converged);
+        let ya: f64 = sol.alpha.iter().zip(&y).map(|(a, y)| a * y).sum();
+        assert!(ya.abs() < 1e-12);
+    }
+}

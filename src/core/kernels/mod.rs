@@ -1,0 +1,11 @@
+//! Kernel values and where they are computed: the kernel functions (`kernel`: rbf, linear, poly,
+//! sigmoid, precomputed, from dot products), kernel blocks K(X, S) for prediction and the polish
+//! (`kernel_block`), and the exact solvers' kernel rows: computed in parallel batches
+//! (`kernel_rows`), cached (`kernel_cache`) and shared between one-vs-one pairs
+//! (`shared_rows`). Uses `common`, `simd` and `data`.
+
+pub mod kernel;
+pub mod kernel_block;
+pub mod kernel_cache;
+pub mod kernel_rows;
+pub mod shared_rows;
