@@ -3,7 +3,8 @@
 The Rust graph: a file's edges are the `crate::` and `super::` paths it names (in `use` lines,
 brace groups and inline paths, test modules included), each resolved to the file that defines
 the longest prefix of the path. The Python graph: every `import` of the package's own modules,
-inside functions too (the compiled extension, known by its stub, is a module without imports). A strongly connected component of more than one file is a loop.
+inside functions too (the compiled extension, known by its stub, is a module without imports). A strongly connected component of more than one file is a loop. The Rust core's folders are
+also layered (`LAYERS`): a file may use its own folder and the folders of lower layers only.
 
 Run from the repository root: `python .ci/import_loops.py` (CI runs it; exit 1 on a loop).
 """
@@ -53,12 +54,7 @@ def _expand_groups(path: str) -> list[str]:
             items.append(inner[last:i].strip())
             last = i + 1
     prefix = path[:start]
-    return [
-        expanded
-        for item in items
-        if item
-        for expanded in _expand_groups(prefix + item)
-    ]
+    return [expanded for item in items if item for expanded in _expand_groups(prefix + item)]
 
 
 PATH_RE = re.compile(r"\b(crate|super)((?:\s*::\s*(?:[A-Za-z_][A-Za-z0-9_]*|\{[^;]*?\}|\*))+)")
@@ -151,6 +147,33 @@ def python_edges(package: Path) -> dict[Path, set[Path]]:
     return edges
 
 
+# The core's folders, lowest first; folders of one layer do not use each other.
+LAYERS = [["common"], ["simd"], ["data"], ["kernels"], ["budget", "exact"], ["budgeted"]]
+
+
+def layer_breaches(edges: dict[Path, set[Path]], core: Path) -> list[str]:
+    rank = {name: k for k, names in enumerate(LAYERS) for name in names}
+
+    def folder(path: Path) -> str | None:
+        parts = path.relative_to(core).parts
+        return parts[0] if len(parts) > 1 else None
+
+    breaches = []
+    for path, targets in sorted(edges.items()):
+        if core not in path.parents:
+            continue
+        own = folder(path)
+        for target in sorted(targets):
+            other = folder(target) if core in target.parents else None
+            if own is None or other is None or other == own:
+                continue
+            if rank.get(other, -1) >= rank.get(own, -1):
+                breaches.append(
+                    f"{path.relative_to(ROOT)} uses {target.relative_to(ROOT)} ({own} may not use {other})"
+                )
+    return breaches
+
+
 def loops(edges: dict[Path, set[Path]]) -> list[list[Path]]:
     """Strongly connected components with more than one file (Tarjan, iterative)."""
     index: dict[Path, int] = {}
@@ -214,7 +237,11 @@ def main() -> int:
             for path in component:
                 inside = sorted(str(t.relative_to(ROOT)) for t in edges[path] & members)
                 print(f"  {path.relative_to(ROOT)} -> {', '.join(inside)}")
-        if not components:
+        breaches = layer_breaches(edges, ROOT / "src" / "core") if label == "Rust" else []
+        for breach in breaches:
+            failed = True
+            print(f"Rust layering: {breach}")
+        if not components and not breaches:
             print(f"{label}: {len(edges)} files, {n_edges} imports, no loops")
     return 1 if failed else 0
 
