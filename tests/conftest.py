@@ -9,8 +9,11 @@ Profiles (select with the environment variable ``HYPOTHESIS_PROFILE``):
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import warnings
+import zipfile
 
 import numpy as np
 from hypothesis import HealthCheck, settings
@@ -77,6 +80,44 @@ def interrupt_after_first_line(code: str, cwd, wait: float) -> tuple[str, int, s
             proc.kill()
             proc.communicate()
     return first, proc.returncode, out.decode(), err.decode()
+
+
+def rewrite(src, dst, change):
+    """Copy a model file, passing each member through change(name, bytes) -> bytes or None."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for name in zin.namelist():
+            out = change(name, zin.read(name))
+            if out is not None:
+                zout.writestr(name, out)
+    return dst
+
+
+def header_edit(edit):
+    """A change for ``rewrite`` that applies ``edit`` to the header's dict."""
+
+    def change(name, data):
+        if name == "header.json":
+            h = json.loads(data)
+            edit(h)
+            return json.dumps(h).encode()
+        return data
+
+    return change
+
+
+def array_edit(member: str, edit):
+    """A change for ``rewrite`` that applies ``edit`` in place to the array stored as ``member``."""
+
+    def change(name, data):
+        if name == member:
+            a = np.load(io.BytesIO(data))
+            edit(a)
+            buf = io.BytesIO()
+            np.save(buf, a)
+            return buf.getvalue()
+        return data
+
+    return change
 
 
 # scikit-learn's checks that fitting with integer weights equals fitting on repeated rows
