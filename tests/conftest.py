@@ -82,6 +82,17 @@ def interrupt_after_first_line(code: str, cwd, wait: float) -> tuple[str, int, s
     return first, proc.returncode, out.decode(), err.decode()
 
 
+def assert_ctrl_c_stops_fit(code: str, cwd, wait: float, first_line_has: str) -> None:
+    """Ctrl-C, once ``code`` has printed a line with ``first_line_has`` (training is under way),
+    ends the child with KeyboardInterrupt before the fit returns: ``code`` prints FINISHED after
+    its fit, which must never show."""
+    first, returncode, out, err = interrupt_after_first_line(code, cwd, wait=wait)
+    assert first_line_has in first, first
+    assert returncode != 0
+    assert "KeyboardInterrupt" in err, err
+    assert "FINISHED" not in out
+
+
 def rewrite(src, dst, change):
     """Copy a model file, passing each member through change(name, bytes) -> bytes or None."""
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
