@@ -93,6 +93,26 @@ def assert_ctrl_c_stops_fit(code: str, cwd, wait: float, first_line_has: str) ->
     assert "FINISHED" not in out
 
 
+def flip_bits_and_load(path, tmp_path, flips: int, seed: int, X) -> None:
+    """Loads ``flips`` copies of the model file at ``path``, each with one random bit flipped
+    anywhere past its first two bytes: each must raise the documented ModelFormatError, never
+    crash, or (a flip in what zip does not check) load a model that predicts ``X``."""
+    from budgetsvm import ModelFormatError, load_model
+
+    raw = bytearray(path.read_bytes())
+    rng = np.random.default_rng(seed)
+    for _ in range(flips):
+        b = bytearray(raw)
+        k = int(rng.integers(2, len(b)))
+        b[k] ^= 1 << int(rng.integers(0, 8))
+        (tmp_path / "c").write_bytes(bytes(b))
+        try:
+            model = load_model(tmp_path / "c")
+        except ModelFormatError:
+            continue
+        model.predict(X)
+
+
 def rewrite(src, dst, change):
     """Copy a model file, passing each member through change(name, bytes) -> bytes or None."""
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
