@@ -30,8 +30,10 @@ def commit() -> str:
 
 
 def publish(lines: list, out: Path | None) -> None:
-    """Writes the report's lines to ``out`` (when given) and prints them."""
+    """Prints the report's lines and writes them to ``out`` (when given, creating its folder)."""
     text = "\n".join(lines) + "\n"
-    if out:
-        Path(out).write_text(text)
+    # Printed first: a report that took hours survives an ``out`` that cannot be written.
     print(text)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(text)

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import budgetsvm  # noqa: E402
 from _data import SETTINGS, load  # noqa: E402
 from _report import commit as _commit  # noqa: E402
-from _report import machine  # noqa: E402
+from _report import machine, publish  # noqa: E402
 from budgetsvm import BudgetSVC  # noqa: E402
 
 # Paper 002 Table 1: LIBSVM's test accuracy and training time.
@@ -332,11 +332,7 @@ def main() -> None:
             *svc_rows,
             "",
         ]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+    publish(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import budgetsvm  # noqa: E402
 from _data import SETTINGS, load  # noqa: E402
 from _report import commit as _commit  # noqa: E402
-from _report import machine  # noqa: E402
+from _report import machine, publish  # noqa: E402
 from budgetsvm import BudgetSVC  # noqa: E402
 
 
@@ -124,11 +124,7 @@ def main() -> None:
                 f"| {w['freq'].mean():.1f}% | {s.get('paper_merge_freq', '-')}% | {100 * agreement:.1f}% "
                 f"| {w['ns_kernel'].mean():.1f} |"
             )
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+    publish(lines, args.out)
 
 
 if __name__ == "__main__":

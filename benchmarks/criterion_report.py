@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import commit as _commit  # noqa: E402
-from _report import machine  # noqa: E402
+from _report import machine, publish  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1] / "target" / "criterion"
 
@@ -40,6 +40,17 @@ def maybe_ns(*parts: str, root: Path | None) -> float | None:
         return None
 
 
+def measured(groups, sizes, *benches: str):
+    """(group, label, B, the benches' means) for each group and B whose benches have all run."""
+    for group, label in groups:
+        for B in sizes:
+            try:
+                means = [mean_ns(group, bench, str(B)) for bench in benches]
+            except OSError:
+                continue
+            yield group, label, B, means
+
+
 def floor_section(before: Path | None) -> list:
     lines = [
         "## The budgeted step against its floor",
@@ -54,24 +65,20 @@ def floor_section(before: Path | None) -> list:
         + (" step before | before / floor |" if before else ""),
         "|---|---|---|---|---|---|" + ("---|---|" if before else ""),
     ]
-    for group, label in (
+    steps = (
         ("step_dense_d2", "dense, d = 2"),
         ("step_dense_d22", "dense, d = 22"),
         ("step_dense_d123", "dense, d = 123"),
         ("step_sparse_a9a_like", "sparse, 123 columns, 14 non-zeros"),
+    )
+    for group, label, B, (floor, exp, step) in measured(
+        steps, (96, 496, 2000), "floor", "floor_exp_only", "step"
     ):
-        for B in (96, 496, 2000):
-            try:
-                floor = mean_ns(group, "floor", str(B))
-                exp = mean_ns(group, "floor_exp_only", str(B))
-                step = mean_ns(group, "step", str(B))
-            except OSError:
-                continue
-            row = f"| {label} | {B} | {floor:.0f} ns | {exp:.0f} ns | {step:.0f} ns | {step / floor:.2f} |"
-            old = maybe_ns(group, "step", str(B), root=before)
-            if before:
-                row += f" {old:.0f} ns | {old / floor:.2f} |" if old else " - | - |"
-            lines.append(row)
+        row = f"| {label} | {B} | {floor:.0f} ns | {exp:.0f} ns | {step:.0f} ns | {step / floor:.2f} |"
+        old = maybe_ns(group, "step", str(B), root=before)
+        if before:
+            row += f" {old:.0f} ns | {old / floor:.2f} |" if old else " - | - |"
+        lines.append(row)
     lines += [
         "",
         "## Step and merge event of a trained BSGD model",
@@ -88,22 +95,18 @@ def floor_section(before: Path | None) -> list:
         "| its / step |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for group, label in (
+    events = (
         ("event_checkerboard_d2", "checkerboard, d = 2, gamma 100"),
         ("event_dense_d22", "uniform, d = 22, gamma 1"),
+    )
+    for _, label, B, (step, both, full) in measured(
+        events, (100, 500, 2000), "step", "step+insert+merge", "step+insert+merge-row-computed"
     ):
-        for B in (100, 500, 2000):
-            try:
-                step = mean_ns(group, "step", str(B))
-                both = mean_ns(group, "step+insert+merge", str(B))
-                full = mean_ns(group, "step+insert+merge-row-computed", str(B))
-            except OSError:
-                continue
-            event, event_full = both - step, full - step
-            lines.append(
-                f"| {label} | {B} | {step:.0f} ns | {both:.0f} ns | {event:.0f} ns "
-                f"| {event / step:.2f} | {event_full:.0f} ns | {event_full / step:.2f} |"
-            )
+        event, event_full = both - step, full - step
+        lines.append(
+            f"| {label} | {B} | {step:.0f} ns | {both:.0f} ns | {event:.0f} ns "
+            f"| {event / step:.2f} | {event_full:.0f} ns | {event_full / step:.2f} |"
+        )
     return lines + [""]
 
 
@@ -189,12 +192,8 @@ def main() -> None:
         "",
         f"Parallel kernel block 512 x 2048 (dense, 123 features): {block / 1e6:.1f} ms, "
         f"{block / (512 * 2048):.2f} ns per kernel value.",
-        "",
     ]
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        args.out.write_text(text)
+    publish(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import budgetsvm  # noqa: E402
 from _data import DATA  # noqa: E402
 from _report import commit as _commit  # noqa: E402
-from _report import machine  # noqa: E402
+from _report import machine, publish  # noqa: E402
 from budgetsvm.datasets import load_svmlight_file  # noqa: E402
 
 FILES = ["a9a/a9a.xz", "a9a/a9a.t.xz", "ijcnn1/ijcnn1.bz2", "ijcnn1/ijcnn1.t.bz2", "w8a/w8a.xz"]
@@ -85,10 +85,7 @@ def main() -> None:
                     f"| {t_sk / t_us:.1f}x |"
                 )
                 print(lines[-1], flush=True)
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        args.out.write_text(text)
+    publish(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -9,8 +9,11 @@ Profiles (select with the environment variable ``HYPOTHESIS_PROFILE``):
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import warnings
+import zipfile
 
 import numpy as np
 from hypothesis import HealthCheck, settings
@@ -77,6 +80,75 @@ def interrupt_after_first_line(code: str, cwd, wait: float) -> tuple[str, int, s
             proc.kill()
             proc.communicate()
     return first, proc.returncode, out.decode(), err.decode()
+
+
+def assert_ctrl_c_stops_fit(code: str, cwd, wait: float, first_line_has: str) -> None:
+    """Ctrl-C, once ``code`` has printed a line with ``first_line_has`` (training is under way),
+    ends the child with KeyboardInterrupt before the fit returns: ``code`` prints FINISHED after
+    its fit, which must never show."""
+    first, returncode, out, err = interrupt_after_first_line(code, cwd, wait=wait)
+    assert first_line_has in first, first
+    assert returncode != 0
+    assert "KeyboardInterrupt" in err, err
+    assert "FINISHED" not in out
+
+
+def flip_bits_and_load(path, tmp_path, flips: int, seed: int, X) -> None:
+    """Loads ``flips`` copies of the model file at ``path``, each with one random bit flipped
+    anywhere past its first two bytes: each must raise the documented ModelFormatError, never
+    crash, or (a flip in what zip does not check) load a model that predicts ``X``."""
+    from budgetsvm import ModelFormatError, load_model
+
+    raw = bytearray(path.read_bytes())
+    rng = np.random.default_rng(seed)
+    for _ in range(flips):
+        b = bytearray(raw)
+        k = int(rng.integers(2, len(b)))
+        b[k] ^= 1 << int(rng.integers(0, 8))
+        (tmp_path / "c").write_bytes(bytes(b))
+        try:
+            model = load_model(tmp_path / "c")
+        except ModelFormatError:
+            continue
+        model.predict(X)
+
+
+def rewrite(src, dst, change):
+    """Copy a model file, passing each member through change(name, bytes) -> bytes or None."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for name in zin.namelist():
+            out = change(name, zin.read(name))
+            if out is not None:
+                zout.writestr(name, out)
+    return dst
+
+
+def header_edit(edit):
+    """A change for ``rewrite`` that applies ``edit`` to the header's dict."""
+
+    def change(name, data):
+        if name == "header.json":
+            h = json.loads(data)
+            edit(h)
+            return json.dumps(h).encode()
+        return data
+
+    return change
+
+
+def array_edit(member: str, edit):
+    """A change for ``rewrite`` that applies ``edit`` in place to the array stored as ``member``."""
+
+    def change(name, data):
+        if name == member:
+            a = np.load(io.BytesIO(data))
+            edit(a)
+            buf = io.BytesIO()
+            np.save(buf, a)
+            return buf.getvalue()
+        return data
+
+    return change
 
 
 # scikit-learn's checks that fitting with integer weights equals fitting on repeated rows

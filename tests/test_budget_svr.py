@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from budgetsvm import BudgetSVR
-from conftest import expected_failures
+from conftest import expected_failures, header_edit, rewrite
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
@@ -304,23 +304,13 @@ def test_model_file_round_trip_and_command_line(tmp_path, sparse):
 
 
 def test_a_regression_file_without_its_estimator_is_refused(tmp_path):
-    import json
-    import zipfile
-
     from budgetsvm import ModelFormatError, load_model
 
     X, y = curve(200, 15)
     path = tmp_path / "reg.model"
     BudgetSVR(gamma=1.0, budget=5, random_state=0).fit(X, y).save(path)
-    bad = tmp_path / "bad.model"
-    with zipfile.ZipFile(path) as zin, zipfile.ZipFile(bad, "w") as zout:
-        for name in zin.namelist():
-            data = zin.read(name)
-            if name == "header.json":
-                header = json.loads(data)
-                header["estimator"] = "BudgetSVC"
-                data = json.dumps(header).encode()
-            zout.writestr(name, data)
+    as_classifier = header_edit(lambda h: h.update(estimator="BudgetSVC"))
+    bad = rewrite(path, tmp_path / "bad.model", as_classifier)
     with pytest.raises(ModelFormatError, match="corrupted"):
         load_model(bad)
 

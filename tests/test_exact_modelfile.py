@@ -3,7 +3,6 @@ version 5): round trips for every kernel, problem and input storage, and broken 
 
 from __future__ import annotations
 
-import io
 import json
 import pickle
 import zipfile
@@ -20,6 +19,7 @@ from budgetsvm import (
     load_model,
 )
 from budgetsvm.modelfile import read_model
+from conftest import array_edit, flip_bits_and_load, header_edit, rewrite
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_array_equal
@@ -226,26 +226,6 @@ def saved(tmp_path):
     return path
 
 
-def rewrite(src, dst, change):
-    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
-        for name in zin.namelist():
-            out = change(name, zin.read(name))
-            if out is not None:
-                zout.writestr(name, out)
-    return dst
-
-
-def header_edit(edit):
-    def change(name, data):
-        if name == "header.json":
-            h = json.loads(data)
-            edit(h)
-            return json.dumps(h).encode()
-        return data
-
-    return change
-
-
 def test_inconsistent_exact_files_are_corrupted(saved, tmp_path):
     cases = {
         "kernel name": lambda h: h["kernel"].update(name="laplacian"),
@@ -271,17 +251,11 @@ def test_inconsistent_exact_files_are_corrupted(saved, tmp_path):
         with pytest.raises(ModelFormatError, match="corrupted"):
             load_model(path)
 
-    def support(values):
-        def change(name, data):
-            if name == "support.npy":
-                a = np.load(io.BytesIO(data))
-                a[0] = values
-                buf = io.BytesIO()
-                np.save(buf, a)
-                return buf.getvalue()
-            return data
+    def support(value):
+        def first_index(a):
+            a[0] = value
 
-        return change
+        return array_edit("support.npy", first_index)
 
     for value in (-1, 240, 10**12):
         with pytest.raises(ModelFormatError, match="support indices out of range"):
@@ -292,19 +266,8 @@ def test_inconsistent_exact_files_are_corrupted(saved, tmp_path):
 
 
 def test_bit_flips_give_the_documented_error_or_a_working_model(saved, tmp_path):
-    raw = bytearray(saved.read_bytes())
     X, _, _ = problem(n=5)
-    rng = np.random.default_rng(1)
-    for _ in range(200):
-        b = bytearray(raw)
-        k = int(rng.integers(2, len(b)))
-        b[k] ^= 1 << int(rng.integers(0, 8))
-        (tmp_path / "c").write_bytes(bytes(b))
-        try:
-            model = load_model(tmp_path / "c")
-        except ModelFormatError:
-            continue
-        model.predict(X)
+    flip_bits_and_load(saved, tmp_path, flips=200, seed=1, X=X)
 
 
 def test_an_older_budgetsvm_refuses_version_5(saved, tmp_path):

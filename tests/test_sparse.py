@@ -12,6 +12,7 @@ import scipy.sparse as sp
 from budgetsvm import BudgetSVC, KernelSVC
 from budgetsvm.datasets import load_svmlight_file
 from budgetsvm.modelfile import load_model, save_model
+from conftest import array_edit, rewrite
 from hypothesis import given
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
@@ -180,37 +181,27 @@ def test_dense_models_are_still_written_as_version_1(tmp_path):
     ["unsorted", "out_of_range", "indptr"],
 )
 def test_corrupted_sparse_model_files_are_rejected(tmp_path, corrupt):
-    import io
-    import zipfile
-
     from budgetsvm import ModelFormatError
 
     X, y = text_like(100, 20_000, 8)
     clf = BudgetSVC(budget=10, epochs=1, gamma=0.8, random_state=0).fit(X, y)
     save_model(clf, tmp_path / "m.bsvm")
-    src = zipfile.ZipFile(tmp_path / "m.bsvm")
-    out = tmp_path / "bad.bsvm"
-    with zipfile.ZipFile(out, "w") as dst:
-        for name in src.namelist():
-            data = src.read(name)
-            arr_name = {
-                "unsorted": "support_vectors_indices.npy",
-                "out_of_range": "support_vectors_indices.npy",
-                "indptr": "support_vectors_indptr.npy",
-            }[corrupt]
-            if name == arr_name:
-                a = np.load(io.BytesIO(data))
-                if corrupt == "unsorted":
-                    a[:2] = a[1::-1] if a[0] != a[1] else a[:2]
-                    a[0], a[1] = max(a[0], a[1]) + 1, min(a[0], a[1])
-                elif corrupt == "out_of_range":
-                    a[-1] = 10**9
-                else:
-                    a[1] = a[-1] + 5
-                buf = io.BytesIO()
-                np.save(buf, a)
-                data = buf.getvalue()
-            dst.writestr(name, data)
+    arr_name = {
+        "unsorted": "support_vectors_indices.npy",
+        "out_of_range": "support_vectors_indices.npy",
+        "indptr": "support_vectors_indptr.npy",
+    }[corrupt]
+
+    def damage(a):
+        if corrupt == "unsorted":
+            a[:2] = a[1::-1] if a[0] != a[1] else a[:2]
+            a[0], a[1] = max(a[0], a[1]) + 1, min(a[0], a[1])
+        elif corrupt == "out_of_range":
+            a[-1] = 10**9
+        else:
+            a[1] = a[-1] + 5
+
+    out = rewrite(tmp_path / "m.bsvm", tmp_path / "bad.bsvm", array_edit(arr_name, damage))
     with pytest.raises(ModelFormatError):
         load_model(out)
 
