@@ -10,6 +10,12 @@ rounds of each method's mean fit time and accuracy, and the time ratio after / b
     python -m venv --system-site-packages /tmp/before
     /tmp/before/bin/pip install --no-deps path/to/previous.whl
     python benchmarks/before_after.py --before /tmp/before/bin/python --out docs/sparse_dense_path.md
+
+``--suite engine`` times instead, per data set, the engine's main paths in each build: the
+budgeted step (BSGD, no polish), the polish (BSGD then the polish), prediction (decision values
+of the polished model on the test rows) and the exact fit (KernelSVC), each the best of
+``--repeat`` runs, and a digest of every model's decision values, so the report also says
+whether the two builds train the same models bit for bit (a refactoring's check).
 """
 
 from __future__ import annotations
@@ -38,6 +44,78 @@ print("RESULT " + json.dumps(out))
 """
 
 
+ENGINE_CHILD = """
+import hashlib, json, sys, time
+sys.path.insert(0, {bench!r})
+import numpy as np
+import budgetsvm
+from _data import SETTINGS, load
+Xtr, ytr, Xte, yte = load({name!r})
+C, gamma = SETTINGS[{name!r}]["C"], SETTINGS[{name!r}]["gamma"]
+
+def best(fn):
+    times = []
+    for _ in range({repeat!r}):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return min(times), out
+
+def digest(est):
+    d = np.ascontiguousarray(est.decision_function(Xte), dtype=np.float64)
+    return hashlib.sha256(d.tobytes()).hexdigest()[:16]
+
+def budgeted(polish):
+    return budgetsvm.BudgetSVC(C=C, gamma=gamma, budget={budget!r}, epochs=1, polish=polish,
+                               random_state=0).fit(Xtr, ytr)
+
+out = {{"version_file": budgetsvm.__file__, "rows": {{}}}}
+t, est = best(lambda: budgeted(False))
+out["rows"]["budgeted step"] = dict(s=t, digest=digest(est))
+t, est = best(lambda: budgeted(True))
+out["rows"]["polish"] = dict(s=t, digest=digest(est))
+t, _ = best(lambda: est.decision_function(Xte))
+out["rows"]["predict"] = dict(s=t, digest=digest(est))
+t, exact = best(lambda: budgetsvm.KernelSVC(C=C, gamma=gamma).fit(Xtr, ytr))
+out["rows"]["exact fit"] = dict(s=t, digest=digest(exact))
+print("RESULT " + json.dumps(out))
+"""
+
+
+def run_engine_child(python: str, name: str, args) -> dict:
+    code = ENGINE_CHILD.format(
+        bench=str(Path(__file__).resolve().parent),
+        name=name,
+        repeat=args.repeat,
+        budget=args.budgets[-1],
+    )
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
+    line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT ") :])
+
+
+def engine_report(results: dict, args) -> list:
+    """The engine suite's table: median over rounds of each path's best time, per build."""
+    first = results["before"][args.datasets[0]][0]
+    lines = [
+        "| data | path | s before | s after | after / before | same decision values |",
+        "|---|---|---|---|---|---|",
+    ]
+    for d in args.datasets:
+        for path in first["rows"]:
+
+            def med(b, d=d, path=path):
+                return statistics.median(x["rows"][path]["s"] for x in results[b][d])
+
+            digests = {x["rows"][path]["digest"] for b in results for x in results[b][d]}
+            tb, ta = med("before"), med("after")
+            lines.append(
+                f"| {d} | {path} | {tb:.3f} | {ta:.3f} | {ta / tb:.3f} | "
+                f"{'yes' if len(digests) == 1 else 'NO'} |"
+            )
+    return lines
+
+
 def run_child(python: str, name: str, args) -> dict:
     code = CHILD.format(
         bench=str(Path(__file__).resolve().parent),
@@ -60,17 +138,37 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--suite", choices=["bsgd", "engine"], default="bsgd")
+    ap.add_argument("--repeat", type=int, default=3, help="engine suite: best of this many runs")
     args = ap.parse_args()
+    child = run_engine_child if args.suite == "engine" else run_child
     builds = {"before": args.before, "after": sys.executable}
     results: dict = {b: {d: [] for d in args.datasets} for b in builds}
     for r in range(args.rounds):
         for d in args.datasets:
             order = list(builds) if r % 2 == 0 else list(reversed(builds))
             for b in order:
-                res = run_child(builds[b], d, args)
+                res = child(builds[b], d, args)
                 results[b][d].append(res)
                 print(f"round {r} {d} {b}: {json.dumps(res['rows'])}", file=sys.stderr)
     load = os.getloadavg()
+    if args.suite == "engine":
+        lines = [
+            "# The engine's paths: before and after, alternated in one run",
+            "",
+            f"Machine: {machine()}; commit {commit()}; load average at end {load[0]:.2f}.",
+            "",
+            "Command: `python benchmarks/before_after.py " + " ".join(sys.argv[1:]) + "`",
+            "",
+            f"Per data set (SETTINGS.md C and gamma), BudgetSVC B = {args.budgets[-1]}, one epoch, "
+            f"seed 0; each cell the median over {args.rounds} alternated rounds of the best of "
+            f"{args.repeat} runs. Before: "
+            + results["before"][args.datasets[0]][0]["version_file"]
+            + ".",
+            "",
+        ]
+        publish(lines + engine_report(results, args), args.out)
+        return
     lines = [
         "# Dense and low-dimensional path: before and after, alternated in one run",
         "",
