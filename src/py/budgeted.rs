@@ -1,0 +1,406 @@
+//! The budgeted solvers: BSGD and BSCA fits, the BSGD stream that `partial_fit` continues, the
+//! merge search and budget reduction of a model.
+
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyType};
+
+use super::convert::{budget_model, dict, model_arrays, slice1, TargetArray};
+use super::error::no_panic;
+use super::runtime::{detached, run_on_rows};
+use crate::core::budget::maintenance::{reduce_to_budget, Maintenance};
+use crate::core::budget::merge::{search_pair, MergeSearch, MergeTable, DEFAULT_TABLE_SIZE};
+use crate::core::budget::model::{BudgetModel, SvLayout};
+use crate::core::budgeted::bsca::{train_bsca, BscaParams, DualStep};
+use crate::core::budgeted::bsgd::{train_bsgd_state, BsgdParams, BsgdState, TrainStats};
+use crate::core::budgeted::problem::Task;
+use crate::core::common::error::SvmError;
+use crate::core::data::rows::{AnyRows, Rows};
+
+type ArrayPair<'py> = (Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>);
+
+/// Optimal merge coefficient h and normalised weight degradation for arrays of (m, kappa).
+#[pyfunction]
+#[pyo3(signature = (m, kappa, method, table_size = None))]
+pub fn merge_search<'py>(
+    py: Python<'py>,
+    m: PyReadonlyArray1<'py, f64>,
+    kappa: PyReadonlyArray1<'py, f64>,
+    method: &str,
+    table_size: Option<usize>,
+) -> PyResult<ArrayPair<'py>> {
+    let table_size = table_size.unwrap_or(DEFAULT_TABLE_SIZE);
+    let search = MergeSearch::parse(method)?;
+    let (m, kappa) = (slice1(&m)?, slice1(&kappa)?);
+    if m.len() != kappa.len() {
+        return Err(PyValueError::new_err(format!(
+            "m and kappa differ in length ({} vs {})",
+            m.len(),
+            kappa.len()
+        )));
+    }
+    for (name, v) in [("m", m), ("kappa", kappa)] {
+        if let Some(bad) = v.iter().find(|x| !(0.0..=1.0).contains(*x)) {
+            return Err(PyValueError::new_err(format!(
+                "{name} must lie in [0, 1], got {bad}"
+            )));
+        }
+    }
+    let (h, wd) = detached(py, || {
+        let built;
+        let table = if table_size == DEFAULT_TABLE_SIZE {
+            MergeTable::shared()
+        } else {
+            built = MergeTable::build(table_size)?;
+            &built
+        };
+        let mut h = Vec::with_capacity(m.len());
+        let mut wd = Vec::with_capacity(m.len());
+        for (&mi, &ki) in m.iter().zip(kappa) {
+            let choice = search_pair(search, table, mi, ki);
+            let hi = if search == MergeSearch::LookupWd {
+                table.h(mi, ki)
+            } else {
+                choice.h
+            };
+            h.push(hi);
+            wd.push(choice.wd);
+        }
+        Ok((h, wd))
+    })?;
+    Ok((h.into_pyarray(py), wd.into_pyarray(py)))
+}
+
+/// The result dict shared by the budgeted solvers.
+fn fit_result<'py>(
+    py: Python<'py>,
+    model: &BudgetModel,
+    stats: &TrainStats,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (sv, coef) = model_arrays(py, model)?;
+    let maintenance = &stats.maintenance;
+    dict!(PyDict::new(py), {
+        "support_vectors" => sv,
+        "coef" => coef,
+        "iterations" => stats.iterations,
+        "insertions" => stats.insertions,
+        "maintenance_events" => maintenance.events,
+        "maintenance_frequency" => stats.maintenance_frequency(),
+        "maintenance_seconds" => maintenance.seconds,
+        "total_weight_degradation" => maintenance.total_weight_degradation,
+        "compared_merges" => maintenance.compared,
+        "agreeing_merges" => maintenance.agreed,
+        "seconds" => stats.seconds,
+        "epochs" => stats.epochs,
+    })
+}
+
+/// The support vector layout for `sv_storage` on these rows.
+fn layout_for(sv_storage: &str, rows: &AnyRows<'_>) -> Result<SvLayout, SvmError> {
+    SvLayout::choose(
+        sv_storage,
+        !matches!(rows, AnyRows::Dense(_)),
+        rows.n_cols(),
+    )
+}
+
+/// Trains BSGD; returns a dict with the model arrays, the training statistics and the run's
+/// state ("state", a `BsgdStream` that `partial_fit` continues). `y` holds class indices
+/// (uint32), or real targets (float64) when `epsilon` is given (regression; n_classes 0).
+#[pyfunction]
+#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, average = true, lambda_ = None, compare_with = None, callback = None, observer = None, shuffle = true, sv_storage = "auto", sample_weight = None, epsilon = None, average_placement = false))]
+#[allow(clippy::too_many_arguments)]
+pub fn fit_bsgd<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    y: &Bound<'py, PyAny>,
+    n_classes: usize,
+    c: f64,
+    gamma: f64,
+    budget: usize,
+    epochs: usize,
+    maintenance: &str,
+    merge: &str,
+    seed: u64,
+    average: bool,
+    lambda_: Option<f64>,
+    compare_with: Option<&str>,
+    callback: Option<Py<PyAny>>,
+    observer: Option<Py<PyAny>>,
+    shuffle: bool,
+    sv_storage: &str,
+    sample_weight: Option<PyReadonlyArray1<'py, f64>>,
+    epsilon: Option<f64>,
+    average_placement: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    SvLayout::choose(sv_storage, false, 0)?;
+    let mut params = BsgdParams {
+        c,
+        lambda: lambda_,
+        gamma,
+        budget,
+        epochs,
+        maintenance: Maintenance::parse(maintenance, merge)?,
+        seed,
+        average,
+        average_placement,
+        compare_with: compare_with.map(MergeSearch::parse).transpose()?,
+        shuffle,
+        layout: SvLayout::Dense,
+    };
+    let y = TargetArray::extract(y, n_classes, epsilon)?;
+    let targets = y.targets()?;
+    let state = run_on_rows(py, x, sample_weight.as_ref(), callback, observer, |job| {
+        params.layout = layout_for(sv_storage, job.rows)?;
+        let valid = params.check(job.rows.n_rows())?;
+        train_bsgd_state(
+            job.rows,
+            targets,
+            job.weights,
+            &valid,
+            job.monitor,
+            job.observer,
+        )
+    })?;
+    let stream = BsgdStream { state };
+    let out = stream.result(py)?;
+    out.set_item("state", Py::new(py, stream)?)?;
+    Ok(out)
+}
+
+/// Trains BSCA; returns a dict with the model arrays and the training statistics.
+#[pyfunction]
+#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, compare_with = None, callback = None, observer = None, shuffle = true, dual_step = "decaying", average = false, sv_storage = "auto", sample_weight = None, epsilon = None, average_placement = false))]
+#[allow(clippy::too_many_arguments)]
+pub fn fit_bsca<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    y: &Bound<'py, PyAny>,
+    n_classes: usize,
+    c: f64,
+    gamma: f64,
+    budget: usize,
+    epochs: usize,
+    maintenance: &str,
+    merge: &str,
+    seed: u64,
+    compare_with: Option<&str>,
+    callback: Option<Py<PyAny>>,
+    observer: Option<Py<PyAny>>,
+    shuffle: bool,
+    dual_step: &str,
+    average: bool,
+    sv_storage: &str,
+    sample_weight: Option<PyReadonlyArray1<'py, f64>>,
+    epsilon: Option<f64>,
+    average_placement: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    SvLayout::choose(sv_storage, false, 0)?;
+    let mut params = BscaParams {
+        c,
+        gamma,
+        budget,
+        epochs,
+        maintenance: Maintenance::parse(maintenance, merge)?,
+        seed,
+        compare_with: compare_with.map(MergeSearch::parse).transpose()?,
+        shuffle,
+        step: DualStep::parse(dual_step)?,
+        average,
+        average_placement,
+        layout: SvLayout::Dense,
+    };
+    let y = TargetArray::extract(y, n_classes, epsilon)?;
+    let targets = y.targets()?;
+    let (model, stats) = run_on_rows(py, x, sample_weight.as_ref(), callback, observer, |job| {
+        params.layout = layout_for(sv_storage, job.rows)?;
+        let valid = params.check(job.rows.n_rows())?;
+        train_bsca(
+            job.rows,
+            targets,
+            job.weights,
+            &valid,
+            job.monitor,
+            job.observer,
+        )
+    })?;
+    let shared = TrainStats {
+        iterations: stats.iterations,
+        insertions: stats.insertions,
+        maintenance: stats.maintenance,
+        seconds: stats.seconds,
+        epochs: stats.epochs,
+    };
+    let out = fit_result(py, &model, &shared)?;
+    out.set_item("updates", stats.updates)?;
+    out.set_item("dropped_svs", stats.dropped)?;
+    Ok(out)
+}
+
+/// A BSGD run fed in batches (`BudgetSVC.partial_fit`, training from a file in chunks): the core
+/// `BsgdState` behind a Python object, pickled as its versioned byte form.
+#[pyclass(module = "budgetsvm._budgetsvm")]
+pub struct BsgdStream {
+    state: BsgdState,
+}
+
+#[pymethods]
+impl BsgdStream {
+    /// A fresh run. lambda = `lambda_` if given, else 1/(n_samples C); averaging (if on) starts
+    /// where `fit_bsgd` with `epochs` epochs over n_samples rows starts it (the last epoch, or
+    /// the second half of a single one). With `epsilon` a regression run (n_classes 0).
+    #[new]
+    #[pyo3(signature = (n_features, n_classes, *, c, gamma, budget, maintenance, merge, seed, n_samples, epochs = 1, average = true, lambda_ = None, shuffle = true, sv_storage = "auto", sparse_input = false, epsilon = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        n_features: usize,
+        n_classes: usize,
+        c: f64,
+        gamma: f64,
+        budget: usize,
+        maintenance: &str,
+        merge: &str,
+        seed: u64,
+        n_samples: usize,
+        epochs: usize,
+        average: bool,
+        lambda_: Option<f64>,
+        shuffle: bool,
+        sv_storage: &str,
+        sparse_input: bool,
+        epsilon: Option<f64>,
+    ) -> PyResult<Self> {
+        let params = BsgdParams {
+            c,
+            lambda: lambda_,
+            gamma,
+            budget,
+            epochs,
+            maintenance: Maintenance::parse(maintenance, merge)?,
+            seed,
+            average,
+            average_placement: false,
+            compare_with: None,
+            shuffle,
+            layout: SvLayout::choose(sv_storage, sparse_input, n_features)?,
+        };
+        let valid = params.check(n_samples)?;
+        let task = match epsilon {
+            None => Task::Classes(n_classes),
+            Some(epsilon) => Task::Regression { epsilon },
+        };
+        let state = BsgdState::new(
+            &valid,
+            n_features,
+            task,
+            BsgdState::suffix_start(n_samples, epochs),
+        )?;
+        Ok(BsgdStream { state })
+    }
+
+    /// One pass over a batch (dense array or CSR parts) with class indices y (uint32) or real
+    /// targets (float64, a regression run) and optional row weights, GIL released.
+    /// `average_placement`: while averaging, merges place merged points for the average (the
+    /// model returned when nothing polishes it; `BsgdParams::average_placement`).
+    #[pyo3(signature = (x, y, callback = None, sample_weight = None, average_placement = true))]
+    fn partial_fit<'py>(
+        &mut self,
+        py: Python<'py>,
+        x: &Bound<'py, PyAny>,
+        y: &Bound<'py, PyAny>,
+        callback: Option<Py<PyAny>>,
+        sample_weight: Option<PyReadonlyArray1<'py, f64>>,
+        average_placement: bool,
+    ) -> PyResult<()> {
+        self.state.set_average_placement(average_placement);
+        let y = match self.state.task() {
+            Task::Classes(n) => TargetArray::extract(y, n, None)?,
+            Task::Regression { epsilon } => TargetArray::extract(y, 0, Some(epsilon))?,
+        };
+        let y = y.targets()?;
+        let state = &mut self.state;
+        run_on_rows(py, x, sample_weight.as_ref(), callback, None, |job| {
+            state.pass(job.rows, y, job.weights, 1, 1, job.monitor)
+        })
+    }
+
+    /// An independent copy of the run (what a partial_fit call advances, so that an
+    /// interrupted or failed call leaves the estimator's run as it was).
+    fn copy(&self) -> Self {
+        BsgdStream {
+            state: self.state.clone(),
+        }
+    }
+
+    /// The current model and statistics, in the dict `fit_bsgd` returns.
+    fn result<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        fit_result(py, &self.state.model(), &self.state.stats())
+    }
+
+    #[getter]
+    fn n_features(&self) -> usize {
+        self.state.dim()
+    }
+
+    /// Classes of the run (0 for regression).
+    #[getter]
+    fn n_classes(&self) -> usize {
+        match self.state.task() {
+            Task::Classes(n) => n,
+            Task::Regression { .. } => 0,
+        }
+    }
+
+    /// Steps taken so far (the t of the learning rate 1/(lambda t)).
+    #[getter]
+    fn steps(&self) -> u64 {
+        self.state.steps()
+    }
+
+    fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.state.to_bytes())
+    }
+
+    #[classmethod]
+    fn from_bytes(_cls: &Bound<'_, PyType>, data: &[u8]) -> PyResult<Self> {
+        let state = no_panic(|| BsgdState::from_bytes(data))?;
+        Ok(BsgdStream { state })
+    }
+
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyBytes>,))> {
+        let from_bytes = slf.get_type().getattr("from_bytes")?;
+        let bytes = slf.borrow().to_bytes(slf.py());
+        Ok((from_bytes, (bytes,)))
+    }
+}
+
+/// Reduces a model (support vectors and coef (n_sv, n_out)) to at most `budget` support
+/// vectors by budget maintenance (`budget::reduce_to_budget`; `opposite_sign_merges` as a
+/// regression's fit merges): (support_vectors, coef, total weight degradation).
+#[pyfunction]
+#[pyo3(signature = (support_vectors, coef, gamma, budget, *, maintenance = "merge", merge = "lookup-wd", sv_storage = "auto", opposite_sign_merges = false))]
+#[allow(clippy::too_many_arguments)]
+pub fn reduce_budget<'py>(
+    py: Python<'py>,
+    support_vectors: &Bound<'py, PyAny>,
+    coef: PyReadonlyArray2<'py, f64>,
+    gamma: f64,
+    budget: usize,
+    maintenance: &str,
+    merge: &str,
+    sv_storage: &str,
+    opposite_sign_merges: bool,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray2<f64>>, f64)> {
+    let sparse_input = !support_vectors.is_instance_of::<numpy::PyUntypedArray>();
+    let model = budget_model(support_vectors, &coef, gamma)?;
+    let maintenance = Maintenance::parse(maintenance, merge)?;
+    let layout = SvLayout::choose(sv_storage, sparse_input, model.dim)?;
+    let (reduced, stats) = detached(py, || {
+        reduce_to_budget(&model, budget, maintenance, layout, opposite_sign_merges)
+    })?;
+    let (sv, coef) = model_arrays(py, &reduced)?;
+    Ok((sv, coef, stats.total_weight_degradation))
+}

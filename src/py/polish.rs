@@ -1,0 +1,405 @@
+//! The polish (the exact solve of a budgeted model's coefficients over its support vectors) on
+//! rows in memory or on a LIBSVM file read in chunks, and the pieces of its distributed form:
+//! partitions kept on the workers, the Gram change and the Newton point.
+
+use numpy::{
+    IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2,
+    PyUntypedArrayMethods,
+};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use super::convert::{budget_model, cache_bytes, dict, slice1, sv_matrix, Features, TargetArray};
+use super::runtime::{detached, run_monitored, run_on_rows};
+use crate::core::budget::model::BudgetModel;
+use crate::core::budgeted::polish::{
+    add_gram_factor, polish as polish_solve, ActiveSums, GramFactor, InMemory, LibsvmFileRows,
+    PartitionRows, PolishParams, PolishResult,
+};
+use crate::core::budgeted::problem::Targets;
+use crate::core::data::rows::{check_sq_norms, Rows};
+use crate::core::kernels::kernel::Kernel;
+use crate::core::kernels::kernel_block::KernelBlocks;
+
+/// The polish: the exact solve of a budgeted model's coefficients (and intercepts) over its
+/// support vectors on the training rows `x` with class indices `y` (uint32, squared hinge), or
+/// with real targets `y` (float64) and `epsilon` (squared epsilon-insensitive loss; n_classes is
+/// then 0) (`solvers::polish`). Returns a dict: coef (n_sv, n_out), intercept (n_out),
+/// objectives, iterations, statistics.
+#[pyfunction]
+#[pyo3(signature = (support_vectors, coef, gamma, x, y, n_classes, *, c, tol = 1e-6, max_iter = 50, cache_size = 1024.0, intercept = None, sample_weight = None, callback = None, epsilon = None))]
+#[allow(clippy::too_many_arguments)]
+pub fn polish<'py>(
+    py: Python<'py>,
+    support_vectors: &Bound<'py, PyAny>,
+    coef: PyReadonlyArray2<'py, f64>,
+    gamma: f64,
+    x: &Bound<'py, PyAny>,
+    y: &Bound<'py, PyAny>,
+    n_classes: usize,
+    c: f64,
+    tol: f64,
+    max_iter: usize,
+    cache_size: f64,
+    intercept: Option<PyReadonlyArray1<'py, f64>>,
+    sample_weight: Option<PyReadonlyArray1<'py, f64>>,
+    callback: Option<Py<PyAny>>,
+    epsilon: Option<f64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (model, params) =
+        polish_inputs(support_vectors, coef, gamma, c, tol, max_iter, cache_size)?;
+    let n_sv = model.n_sv();
+    let y = TargetArray::extract(y, n_classes, epsilon)?;
+    let targets = y.targets()?;
+    let start = intercept.as_ref().map(slice1).transpose()?;
+    let r = run_on_rows(py, x, sample_weight.as_ref(), callback, None, |job| {
+        let mut source = InMemory(*job.rows);
+        polish_solve(
+            &model,
+            start,
+            &mut source,
+            targets,
+            job.weights,
+            &params,
+            job.monitor,
+        )
+    })?;
+    polish_result(py, &r, n_sv, model.n_out)
+}
+
+/// The model and settings of a polish from the binding's arguments.
+fn polish_inputs(
+    support_vectors: &Bound<'_, PyAny>,
+    coef: PyReadonlyArray2<'_, f64>,
+    gamma: f64,
+    c: f64,
+    tol: f64,
+    max_iter: usize,
+    cache_size: f64,
+) -> PyResult<(BudgetModel, PolishParams)> {
+    if !(cache_size.is_finite() && cache_size >= 0.0) {
+        return Err(PyValueError::new_err(format!(
+            "cache_size must be a number of MB >= 0, got {cache_size}"
+        )));
+    }
+    let model = budget_model(support_vectors, &coef, gamma)?;
+    let params = PolishParams {
+        c,
+        tol,
+        max_iter,
+        cache_bytes: cache_bytes(cache_size),
+    };
+    Ok((model, params))
+}
+
+/// The polish's result as a dict.
+fn polish_result<'py>(
+    py: Python<'py>,
+    r: &PolishResult,
+    n_sv: usize,
+    n_out: usize,
+) -> PyResult<Bound<'py, PyDict>> {
+    dict!(PyDict::new(py), {
+        "coef" => PyArray1::from_slice(py, &r.coef).reshape([n_sv, n_out])?,
+        "intercept" => PyArray1::from_slice(py, &r.intercept),
+        "objective_start" => PyArray1::from_slice(py, &r.objective_start),
+        "objective" => PyArray1::from_slice(py, &r.objective),
+        "iterations" => r.iterations,
+        "converged" => r.converged,
+        "cached_rows" => r.cached_rows,
+        "passes" => r.passes,
+        "active_changes" => r.active_changes,
+        "kernel_seconds" => r.kernel_seconds,
+        "gram_seconds" => r.gram_seconds,
+        "solve_seconds" => r.solve_seconds,
+        "seconds" => r.seconds,
+    })
+}
+
+/// The polish of a model trained on a LIBSVM file (`fit_file`): the file is read once for its
+/// labels, then again in chunks of `chunk_rows` lines on every pass of the solve, never whole.
+/// `classes` are the model's sorted labels; `class_weights` (one per class) weigh the rows.
+#[pyfunction]
+#[pyo3(signature = (path, chunk_rows, width, classes, support_vectors, coef, gamma, *, c, tol = 1e-6, max_iter = 50, cache_size = 1024.0, intercept = None, class_weights = None, callback = None, epsilon = None))]
+#[allow(clippy::too_many_arguments)]
+pub fn polish_file<'py>(
+    py: Python<'py>,
+    path: std::path::PathBuf,
+    chunk_rows: usize,
+    width: usize,
+    classes: PyReadonlyArray1<'py, f64>,
+    support_vectors: &Bound<'py, PyAny>,
+    coef: PyReadonlyArray2<'py, f64>,
+    gamma: f64,
+    c: f64,
+    tol: f64,
+    max_iter: usize,
+    cache_size: f64,
+    intercept: Option<PyReadonlyArray1<'py, f64>>,
+    class_weights: Option<PyReadonlyArray1<'py, f64>>,
+    callback: Option<Py<PyAny>>,
+    epsilon: Option<f64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (model, params) =
+        polish_inputs(support_vectors, coef, gamma, c, tol, max_iter, cache_size)?;
+    let classes = slice1(&classes)?;
+    if epsilon.is_some() && (!classes.is_empty() || class_weights.is_some()) {
+        return Err(PyValueError::new_err(
+            "a regression polish (epsilon given) takes no classes or class weights",
+        ));
+    }
+    let class_weights = class_weights.as_ref().map(slice1).transpose()?;
+    if class_weights.is_some_and(|w| w.len() != classes.len()) {
+        return Err(PyValueError::new_err(
+            "one class weight per class is needed",
+        ));
+    }
+    let start = intercept.as_ref().map(slice1).transpose()?;
+    let r = run_monitored(py, callback, None, |monitor, _| {
+        if let Some(epsilon) = epsilon {
+            let (mut source, z) = LibsvmFileRows::open_values(&path, chunk_rows, width)?;
+            let targets = Targets::Values { y: &z, epsilon };
+            return polish_solve(&model, start, &mut source, targets, None, &params, monitor);
+        }
+        let (mut source, y) = LibsvmFileRows::open(&path, chunk_rows, width, classes)?;
+        let weights: Option<Vec<f64>> =
+            class_weights.map(|w| y.iter().map(|&k| w[k as usize]).collect());
+        let targets = Targets::Classes {
+            y: &y,
+            n_classes: classes.len(),
+        };
+        polish_solve(
+            &model,
+            start,
+            &mut source,
+            targets,
+            weights.as_deref(),
+            &params,
+            monitor,
+        )
+    })?;
+    polish_result(py, &r, model.n_sv(), model.n_out)
+}
+
+/// One partition's rows of a distributed polish, kept on the worker that holds them: their
+/// kernel values against the basis, computed once (`solvers::polish::PartitionRows`).
+#[pyclass(module = "budgetsvm._budgetsvm")]
+pub struct PolishPartition {
+    rows: PartitionRows,
+    m: usize,
+    n_out: usize,
+}
+
+#[pymethods]
+impl PolishPartition {
+    /// `y`: class indices (uint32) of `n_classes` classes, or with `epsilon` real targets
+    /// (float64, `n_classes` 0) of a regression.
+    #[new]
+    #[pyo3(signature = (support_vectors, gamma, x, y, n_classes, *, sample_weight = None, epsilon = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        support_vectors: &Bound<'_, PyAny>,
+        gamma: f64,
+        x: &Bound<'_, PyAny>,
+        y: &Bound<'_, PyAny>,
+        n_classes: usize,
+        sample_weight: Option<PyReadonlyArray1<'_, f64>>,
+        epsilon: Option<f64>,
+    ) -> PyResult<Self> {
+        let (sv, n_sv, dim) = sv_matrix(support_vectors)?;
+        let features = Features::extract(x)?;
+        let xr = features.finite_rows()?;
+        if xr.n_cols() != dim {
+            return Err(PyValueError::new_err(format!(
+                "X has {} features, the support vectors {dim}",
+                xr.n_cols()
+            )));
+        }
+        let y = TargetArray::extract(y, n_classes, epsilon)?;
+        let targets = y.targets()?;
+        let weights = sample_weight.as_ref().map(slice1).transpose()?;
+        let rows = detached(py, || {
+            let blocks = KernelBlocks::from_sv_matrix(&sv, n_sv, dim, Kernel::rbf(gamma))?;
+            check_sq_norms(blocks.sq_norms(), "support vector")?;
+            PartitionRows::new(&blocks, &xr, targets, weights)
+        })?;
+        Ok(PolishPartition {
+            n_out: rows.n_out(),
+            rows,
+            m: n_sv,
+        })
+    }
+
+    /// Bytes of kernel values held.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.rows.nbytes()
+    }
+
+    /// The line search's sums along (dir_coef, dir_intercept) from the counted point at each
+    /// step of `ts`: a dict of loss, slope and flips, each (len(ts), n_out)
+    /// (`PartitionRows::line_sums`).
+    fn line_sums<'py>(
+        &self,
+        py: Python<'py>,
+        counted_coef: PyReadonlyArray2<'py, f64>,
+        counted_intercept: PyReadonlyArray1<'py, f64>,
+        dir_coef: PyReadonlyArray2<'py, f64>,
+        dir_intercept: PyReadonlyArray1<'py, f64>,
+        ts: PyReadonlyArray1<'py, f64>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let cc: Vec<f64> = counted_coef.as_array().iter().copied().collect();
+        let dc: Vec<f64> = dir_coef.as_array().iter().copied().collect();
+        let (cb, db) = (slice1(&counted_intercept)?, slice1(&dir_intercept)?);
+        let ts = slice1(&ts)?;
+        let r = detached(py, || self.rows.line_sums((&cc, cb), (&dc, db), ts))?;
+        let (g, q) = (ts.len(), self.n_out);
+        dict!(PyDict::new(py), {
+            "loss" => r.loss.into_pyarray(py).reshape([g, q])?,
+            "slope" => r.slope.into_pyarray(py).reshape([g, q])?,
+            "flips" => r.flips.into_pyarray(py).reshape([g, q])?,
+        })
+    }
+
+    /// The partition's sums between the counted point (None: no row counted yet) and the
+    /// trial point: a dict of loss_counted, loss_trial, slope, flips (n_out each), s and u
+    /// (n_out, m), sw and swy (n_out), and per output the change of M as `gram` (the upper
+    /// triangle packed row by row, m (m + 1) / 2 values) or as `factor` (signed weights and
+    /// the changed rows' kernel values, c x m, when fewer bytes), the other None.
+    #[pyo3(signature = (trial_coef, trial_intercept, counted_coef = None, counted_intercept = None))]
+    fn sums<'py>(
+        &self,
+        py: Python<'py>,
+        trial_coef: PyReadonlyArray2<'py, f64>,
+        trial_intercept: PyReadonlyArray1<'py, f64>,
+        counted_coef: Option<PyReadonlyArray2<'py, f64>>,
+        counted_intercept: Option<PyReadonlyArray1<'py, f64>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let tc: Vec<f64> = trial_coef.as_array().iter().copied().collect();
+        let tb = slice1(&trial_intercept)?;
+        let cc: Option<Vec<f64>> = counted_coef.map(|c| c.as_array().iter().copied().collect());
+        let cb = counted_intercept.as_ref().map(slice1).transpose()?;
+        let counted = match (&cc, cb) {
+            (Some(c), Some(b)) => Some((&c[..], b)),
+            (None, None) => None,
+            _ => {
+                return Err(PyValueError::new_err(
+                    "counted_coef and counted_intercept go together",
+                ))
+            }
+        };
+        let r = detached(py, || self.rows.sums(counted, (&tc, tb)))?;
+        let (m, q) = (self.m, self.n_out);
+        let flat = |f: &dyn Fn(&ActiveSums) -> &[f64]| -> Vec<f64> {
+            r.change.iter().flat_map(|c| f(c).iter().copied()).collect()
+        };
+        let grams = PyList::empty(py);
+        let factors = PyList::empty(py);
+        for (c, f) in r.change.iter().zip(&r.factors) {
+            match f {
+                Some(f) => {
+                    grams.append(py.None())?;
+                    let rows = PyArray1::from_slice(py, &f.rows).reshape([f.weights.len(), m])?;
+                    factors.append((PyArray1::from_slice(py, &f.weights), rows))?;
+                }
+                None => {
+                    let packed: Vec<f64> = (0..m)
+                        .flat_map(|i| c.gram[i * m + i..(i + 1) * m].iter().copied())
+                        .collect();
+                    grams.append(packed.into_pyarray(py))?;
+                    factors.append(py.None())?;
+                }
+            }
+        }
+        let sw: Vec<f64> = r.change.iter().map(|c| c.sw).collect();
+        let swy: Vec<f64> = r.change.iter().map(|c| c.swy).collect();
+        dict!(PyDict::new(py), {
+            "gram" => grams,
+            "factor" => factors,
+            "loss_counted" => PyArray1::from_slice(py, &r.loss_counted),
+            "loss_trial" => PyArray1::from_slice(py, &r.loss_trial),
+            "slope" => PyArray1::from_slice(py, &r.slope),
+            "flips" => PyArray1::from_slice(py, &r.flips),
+            "s" => flat(&|c| &c.s).into_pyarray(py).reshape([q, m])?,
+            "u" => flat(&|c| &c.u).into_pyarray(py).reshape([q, m])?,
+            "sw" => PyArray1::from_slice(py, &sw),
+            "swy" => PyArray1::from_slice(py, &swy),
+        })
+    }
+}
+
+/// Adds a partition's change of M (`PolishPartition.sums`: a packed upper triangle, or a
+/// factor of signed weights and rows) to `gram` (m x m, upper triangle), in place.
+#[pyfunction]
+#[pyo3(signature = (gram, *, packed = None, weights = None, rows = None))]
+pub fn add_gram_change<'py>(
+    py: Python<'py>,
+    mut gram: numpy::PyReadwriteArray2<'py, f64>,
+    packed: Option<PyReadonlyArray1<'py, f64>>,
+    weights: Option<PyReadonlyArray1<'py, f64>>,
+    rows: Option<PyReadonlyArray2<'py, f64>>,
+) -> PyResult<()> {
+    let m = gram.shape()[0];
+    if gram.shape()[1] != m {
+        return Err(PyValueError::new_err("gram must be square"));
+    }
+    let g = gram
+        .as_slice_mut()
+        .map_err(|_| PyValueError::new_err("gram must be C-contiguous"))?;
+    match (packed, weights, rows) {
+        (Some(p), None, None) => {
+            let p = slice1(&p)?;
+            if p.len() != m * (m + 1) / 2 {
+                return Err(PyValueError::new_err(
+                    "a packed triangle of an m x m matrix has m (m + 1) / 2 values",
+                ));
+            }
+            let mut k = 0;
+            for i in 0..m {
+                for v in &mut g[i * m + i..(i + 1) * m] {
+                    *v += p[k];
+                    k += 1;
+                }
+            }
+            Ok(())
+        }
+        (None, Some(w), Some(r)) => {
+            let factor = GramFactor {
+                weights: slice1(&w)?.to_vec(),
+                rows: r.as_array().iter().copied().collect(),
+            };
+            detached(py, || add_gram_factor(g, m, &factor))
+        }
+        _ => Err(PyValueError::new_err(
+            "give either packed, or weights and rows",
+        )),
+    }
+}
+
+/// The minimiser (beta, b) of the polish's quadratic model for the active-set sums given
+/// (`ActiveSums::newton_point`, the serial solve's own): m + 1 values.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn polish_newton_point<'py>(
+    py: Python<'py>,
+    kss: PyReadonlyArray2<'py, f64>,
+    gram: PyReadonlyArray2<'py, f64>,
+    s: PyReadonlyArray1<'py, f64>,
+    u: PyReadonlyArray1<'py, f64>,
+    sw: f64,
+    swy: f64,
+    c: f64,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let sums = ActiveSums {
+        gram: gram.as_array().iter().copied().collect(),
+        s: slice1(&s)?.to_vec(),
+        u: slice1(&u)?.to_vec(),
+        sw,
+        swy,
+    };
+    let kss: Vec<f64> = kss.as_array().iter().copied().collect();
+    let x = detached(py, || sums.newton_point(&kss, c))?;
+    Ok(x.into_pyarray(py))
+}
