@@ -344,7 +344,7 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
         self : BudgetSVR
         """
         from budgetsvm import _budgetsvm
-        from budgetsvm.svm import _file_gamma
+        from budgetsvm.budget_svc import _file_gamma
 
         self._check_params()
         path, summary, n_rows, width = file_summary(path, chunk_rows, n_features)

@@ -371,8 +371,8 @@ def fit(clf: Any, X: Any, y: Any, sample_weight: Any = None) -> Any:
 
     from distributed import default_client
 
+    from budgetsvm.budget_svc import BudgetSVC
     from budgetsvm.budget_svr import BudgetSVR
-    from budgetsvm.svm import BudgetSVC
 
     if not isinstance(clf, (BudgetSVC, BudgetSVR)):
         raise TypeError(

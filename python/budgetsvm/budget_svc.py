@@ -1,4 +1,4 @@
-"""scikit-learn estimators backed by the Rust engine."""
+"""The budgeted Gaussian-kernel SVM classifier: BudgetSVC."""
 
 from __future__ import annotations
 
