@@ -23,6 +23,7 @@ from budgetsvm._budgeted import (
 from budgetsvm._budgeted import epoch_callback as _epoch_callback
 from budgetsvm._budgeted import polish_callback as _polish_callback
 from budgetsvm._budgeted import print_epoch as _print_epoch
+from budgetsvm._docstrings import rows_doc
 from budgetsvm._history import HistoryRecorder
 from budgetsvm._probability import ProbabilityMixin
 from budgetsvm._validation import (
@@ -697,34 +698,20 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
             n_threads=check_n_jobs(self.n_jobs),
         )
 
+    @rows_doc(
+        "ndarray of shape (n_samples,) or (n_samples, n_classes)",
+        "For two classes one value per row, positive for ``classes_[1]``; otherwise one\n"
+        "score per class.",
+    )
     def decision_function(self, X: Any) -> np.ndarray:
-        """Decision values of the budgeted model.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples,) or (n_samples, n_classes)
-            For two classes one value per row, positive for ``classes_[1]``; otherwise one
-            score per class.
-        """
+        """Decision values of the budgeted model."""
         values = self._expansion_values(X)
         return values[:, 0] if values.shape[1] == 1 else values
 
+    @rows_doc()
     def predict(self, X: Any) -> np.ndarray:
         """Predicted class labels: the sign of the decision value, or the class of the largest
-        score.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-        """
+        score."""
         values = self.decision_function(X)
         if values.ndim == 1:
             return self.classes_[(values > 0).astype(np.intp)]

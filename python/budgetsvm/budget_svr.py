@@ -11,6 +11,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from budgetsvm._budgeted import BudgetedMachine, epoch_callback, file_summary, polish_callback
+from budgetsvm._docstrings import rows_doc
 from budgetsvm._validation import (
     check_positive,
     fit_guard,
@@ -395,15 +396,7 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
             self._apply_polish(result)
         return self
 
+    @rows_doc()
     def predict(self, X: Any) -> np.ndarray:
-        """Predicted targets.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-        """
+        """Predicted targets."""
         return self._expansion_values(X)[:, 0]
