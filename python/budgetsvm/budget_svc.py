@@ -11,7 +11,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from budgetsvm import _budgetsvm, _probability
+from budgetsvm import _probability
 from budgetsvm._budgeted import (
     DUAL_STEPS,
     MAINTENANCE,
@@ -406,10 +406,9 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
             X, y_index, weights = X[keep], y_index[keep], weights[keep]
         if X.shape[0] == 0:
             raise ValueError("polish_coef needs at least one row")
-        C = float(self.C) if self.lam is None else 1.0 / (X.shape[0] * float(self.lam))
         if not hasattr(self, "intercept_"):  # a model unpickled from before the polish
             self.intercept_ = np.zeros(self.dual_coef_.shape[0])
-        self._polish_rows(to_native(X), y_index, weights, C)
+        self._polish_rows(to_native(X), y_index, weights, self._c_for(X.shape[0]))
         return self
 
     @available_if(lambda self: self.solver == "bsgd" and not self.probability)
@@ -496,9 +495,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
             self.classes_ = classes_
             self.class_weight_ = class_weights(self.class_weight, classes_)
             self.gamma_ = resolve_gamma(self.gamma, X)
-            self.lambda_ = (
-                float(self.lam) if self.lam is not None else 1.0 / (n_samples * float(self.C))
-            )
+            self.lambda_ = self._lambda_for(n_samples)
             stream = self._new_stream(X.shape[1], len(classes_), n_samples, sp.issparse(X))
             self.history_ = None
         else:
@@ -598,65 +595,45 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
             self.class_weight, classes, np.arange(len(classes)), counts
         )
         row_class_weights = None if self.class_weight is None else self.class_weight_
-        self.n_features_in_ = width
-        self.gamma_ = _file_gamma(self.gamma, summary, n_rows, width)
-        self.lambda_ = float(self.lam) if self.lam is not None else 1.0 / (n_rows * float(self.C))
-        epochs = int(self.epochs)
-        stream = self._new_stream(width, len(classes), n_rows, True, epochs)
+
+        def chunk_targets(labels: np.ndarray) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+            y_chunk = _class_indices(classes, labels)
+            return y_chunk, None if row_class_weights is None else row_class_weights[y_chunk]
+
         self.history_ = None
-        done = 0
-        for epoch in range(1, epochs + 1):
-            reader = _budgetsvm.LibsvmChunkReader(path, int(chunk_rows))
-            for data, indices, indptr, labels, chunk_width in reader:
-                if chunk_width > width:  # the file changed since the first pass
-                    raise ValueError(f"{path} has features beyond index {width}")
-                X_chunk = (data, indices.astype(np.int64), indptr, width)
-                y_chunk = _class_indices(classes, labels)
-                weights = None if row_class_weights is None else row_class_weights[y_chunk]
-                stream.partial_fit(
-                    X_chunk, y_chunk, sample_weight=weights, average_placement=not self.polish
-                )
-                done += len(labels)
-                if progress is not None:
-                    progress(done, epochs * n_rows)
-            if self.verbose:
-                info = stream.result()
-                _print_epoch(
-                    dict(
-                        epoch=epoch,
-                        epochs=epochs,
-                        iteration=info["iterations"],
-                        n_sv=info["coef"].shape[0],
-                        maintenance_events=info["maintenance_events"],
-                        seconds=info["seconds"],
-                    )
-                )
-        self._stream = stream
+        stream = self._stream_file(
+            path, chunk_rows, summary, n_rows, width, len(classes), chunk_targets, progress
+        )
         self._set_model(stream.result())
-        self.n_iter_ = epochs
-        self.fit_stats_["epochs"] = epochs
+        self.n_iter_ = int(self.epochs)
+        self.fit_stats_["epochs"] = int(self.epochs)
         if self.polish:
-            C = float(self.C) if self.lam is None else 1.0 / (n_rows * float(self.lam))
-            result = _budgetsvm.polish_file(
+            result = self._polish_file(
                 path,
-                int(chunk_rows),
+                chunk_rows,
                 width,
+                n_rows,
                 np.ascontiguousarray(classes, dtype=np.float64),
-                to_native(self.support_vectors_),
-                np.ascontiguousarray(self.dual_coef_.T),
-                self.gamma_,
-                c=C,
-                tol=float(self.polish_tol),
-                max_iter=int(self.polish_max_iter),
-                cache_size=float(self.polish_cache_size),
-                intercept=np.ascontiguousarray(self.intercept_),
                 class_weights=None
                 if row_class_weights is None
                 else np.ascontiguousarray(row_class_weights, dtype=np.float64),
-                callback=_polish_callback(self.verbose, None),
             )
             self._apply_polish(result)
         return self
+
+    def _file_epoch_done(self, stream: Any, epoch: int, epochs: int) -> None:
+        if self.verbose:
+            info = stream.result()
+            _print_epoch(
+                dict(
+                    epoch=epoch,
+                    epochs=epochs,
+                    iteration=info["iterations"],
+                    n_sv=info["coef"].shape[0],
+                    maintenance_events=info["maintenance_events"],
+                    seconds=info["seconds"],
+                )
+            )
 
     def _history_recorder(
         self,
@@ -727,24 +704,6 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         a = np.array([p[0] for p in pairs])
         b = np.array([p[1] for p in pairs])
         return values[:, a] - values[:, b]
-
-
-def _file_gamma(gamma: Any, summary: Dict[str, Any], n_rows: int, width: int) -> float:
-    """``resolve_gamma`` for a file known only by its running sums."""
-    if isinstance(gamma, str) and gamma == "scale":
-        count = float(n_rows) * width
-        mean = summary["value_sum"] / count
-        var = max(summary["value_sq_sum"] / count - mean * mean, 0.0)
-        value = 1.0 / (width * var) if var > 0 else 1.0
-        if not (np.isfinite(value) and value > 0):
-            raise ValueError(
-                f"gamma='scale' gives an unusable kernel width ({value!r}) for this file; "
-                "pass a numeric gamma"
-            )
-        return value
-    if isinstance(gamma, str) and gamma == "auto":
-        return 1.0 / width
-    return resolve_gamma(gamma, sp.csr_matrix((1, width)))
 
 
 def _batch_weights(
