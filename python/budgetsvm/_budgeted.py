@@ -231,9 +231,9 @@ class BudgetedMachine(ModelFileMixin, BaseEstimator):
         class_weights: Optional[np.ndarray] = None,
     ) -> Dict[str, Any]:
         """The polish of the current model on the rows of a file, read ``chunk_rows`` lines at
-        a time (``classes``: the labels of the outputs, empty for regression); the engine's
-        result, for ``_apply_polish`` (called by ``fit_file`` itself, which its warning
-        names)."""
+        a time (``classes``: the labels of the outputs, empty for regression). Returns the
+        engine's result: ``fit_file`` passes it to ``_apply_polish`` itself, so that the
+        warning of an unconverged polish points at fit_file's caller."""
         return _budgetsvm.polish_file(
             path,
             int(chunk_rows),
