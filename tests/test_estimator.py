@@ -284,6 +284,24 @@ def test_pickle_round_trip(n_classes, solver):
     assert clone.get_params() == clf.get_params()
 
 
+def test_pickle_from_before_the_module_move_loads():
+    """BudgetSVC lived in budgetsvm.svm, which pickles made then name; the module stays an alias."""
+    import budgetsvm.budget_svc
+    import budgetsvm.svm
+
+    assert budgetsvm.svm.BudgetSVC is budgetsvm.budget_svc.BudgetSVC
+    X, y = blobs(200, 2, 3, seed=19)
+    clf = BudgetSVC(budget=10, epochs=2, random_state=0).fit(X, y)
+    # Protocol 2 names classes as "module\nname\n" text (GLOBAL), so the module can be swapped.
+    new = pickle.dumps(clf, protocol=2)
+    assert b"cbudgetsvm.budget_svc\nBudgetSVC\n" in new
+    old = new.replace(b"cbudgetsvm.budget_svc\nBudgetSVC\n", b"cbudgetsvm.svm\nBudgetSVC\n")
+    clone = pickle.loads(old)
+    assert type(clone) is BudgetSVC
+    assert_array_equal(clone.decision_function(X), clf.decision_function(X))
+    clone.partial_fit(X, y)  # the BSGD run came along too
+
+
 # --- labels -------------------------------------------------------------------------------------
 
 

@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from budgetsvm._budgetsvm import __version__, get_num_threads, set_num_threads, simd_level
+    from budgetsvm.budget_svc import BudgetSVC
     from budgetsvm.budget_svr import BudgetSVR
     from budgetsvm.kernel_one_class import KernelOneClassSVM
     from budgetsvm.kernel_svc import KernelSVC
     from budgetsvm.kernel_svr import KernelSVR
     from budgetsvm.modelfile import ModelFormatError, load_model, save_model
-    from budgetsvm.svm import BudgetSVC
 
 _WHERE = {
-    "BudgetSVC": "budgetsvm.svm",
+    "BudgetSVC": "budgetsvm.budget_svc",
     "BudgetSVR": "budgetsvm.budget_svr",
     "KernelOneClassSVM": "budgetsvm.kernel_one_class",
     "KernelSVC": "budgetsvm.kernel_svc",

@@ -23,6 +23,8 @@ from budgetsvm._validation import (
     check_choice,
     check_n_jobs,
     check_positive,
+    resolve_gamma,
+    scale_gamma,
     sv_from_native,
     to_native,
 )
@@ -97,6 +99,10 @@ class BudgetedMachine(ModelFileMixin, BaseEstimator):
         """C of the objective on n_samples rows (from ``lam`` when given)."""
         return float(self.C) if self.lam is None else 1.0 / (n_samples * float(self.lam))
 
+    def _lambda_for(self, n_samples: int) -> float:
+        """lambda of the objective on n_samples rows (from C unless ``lam`` is given)."""
+        return float(self.lam) if self.lam is not None else 1.0 / (n_samples * float(self.C))
+
     def _native_fit(
         self,
         X_native: Any,
@@ -113,7 +119,7 @@ class BudgetedMachine(ModelFileMixin, BaseEstimator):
         engine's result (its BSGD run under "state")."""
         n_samples = X_native.shape[0] if hasattr(X_native, "shape") else X_native[2].shape[0] - 1
         C = self._c_for(n_samples)
-        self.lambda_ = 1.0 / (n_samples * C) if self.lam is None else float(self.lam)
+        self.lambda_ = self._lambda_for(n_samples)
         common: Dict[str, Any] = dict(
             c=C,
             gamma=self.gamma_,
@@ -171,6 +177,78 @@ class BudgetedMachine(ModelFileMixin, BaseEstimator):
             shuffle=bool(self.shuffle),
             sv_storage=self.sv_storage,
             sparse_input=sparse_input,
+            epsilon=self._epsilon(),
+        )
+
+    def _stream_file(
+        self,
+        path: str,
+        chunk_rows: int,
+        summary: Dict[str, Any],
+        n_rows: int,
+        width: int,
+        n_classes: int,
+        chunk_targets: Callable[[np.ndarray], Tuple[np.ndarray, Optional[np.ndarray]]],
+        progress: Optional[Callable[[int, int], Any]],
+    ) -> Any:
+        """``fit_file``'s budgeted pass over a file ``file_summary`` checked: ``epochs`` passes
+        of ``chunk_rows`` lines at a time through one fresh BSGD run, a chunk's labels turned
+        into the engine's targets and row weights by ``chunk_targets``. Sets the kernel width,
+        lambda and the run; returns the run."""
+        self.n_features_in_ = width
+        self.gamma_ = file_gamma(self.gamma, summary, n_rows, width)
+        self.lambda_ = self._lambda_for(n_rows)
+        epochs = int(self.epochs)
+        stream = self._new_stream(width, n_classes, n_rows, True, epochs)
+        done = 0
+        for epoch in range(1, epochs + 1):
+            reader = _budgetsvm.LibsvmChunkReader(path, int(chunk_rows))
+            for data, indices, indptr, labels, chunk_width in reader:
+                if chunk_width > width:  # the file changed since the first pass
+                    raise ValueError(f"{path} has features beyond index {width}")
+                X_chunk = (data, indices.astype(np.int64), indptr, width)
+                targets, weights = chunk_targets(labels)
+                stream.partial_fit(
+                    X_chunk, targets, sample_weight=weights, average_placement=not self.polish
+                )
+                done += len(labels)
+                if progress is not None:
+                    progress(done, epochs * n_rows)
+            self._file_epoch_done(stream, epoch, epochs)
+        self._stream = stream
+        return stream
+
+    def _file_epoch_done(self, stream: Any, epoch: int, epochs: int) -> None:
+        """Called after each of ``fit_file``'s epochs (``BudgetSVC`` prints its verbose line)."""
+
+    def _polish_file(
+        self,
+        path: str,
+        chunk_rows: int,
+        width: int,
+        n_rows: int,
+        classes: np.ndarray,
+        class_weights: Optional[np.ndarray] = None,
+    ) -> Dict[str, Any]:
+        """The polish of the current model on the rows of a file, read ``chunk_rows`` lines at
+        a time (``classes``: the labels of the outputs, empty for regression). Returns the
+        engine's result: ``fit_file`` passes it to ``_apply_polish`` itself, so that the
+        warning of an unconverged polish points at fit_file's caller."""
+        return _budgetsvm.polish_file(
+            path,
+            int(chunk_rows),
+            width,
+            classes,
+            to_native(self.support_vectors_),
+            np.ascontiguousarray(self.dual_coef_.T),
+            self.gamma_,
+            c=self._c_for(n_rows),
+            tol=float(self.polish_tol),
+            max_iter=int(self.polish_max_iter),
+            cache_size=float(self.polish_cache_size),
+            intercept=np.ascontiguousarray(self.intercept_),
+            class_weights=class_weights,
+            callback=polish_callback(self.verbose, None),
             epsilon=self._epsilon(),
         )
 
@@ -278,6 +356,18 @@ def file_summary(path: Any, chunk_rows: Any, n_features: Any) -> Tuple[str, Dict
     if width == 0:
         raise ValueError(f"{path} has no features (0 columns)")
     return path, summary, n_rows, width
+
+
+def file_gamma(gamma: Any, summary: Dict[str, Any], n_rows: int, width: int) -> float:
+    """``resolve_gamma`` for a file known only by its running sums."""
+    if isinstance(gamma, str) and gamma == "scale":
+        count = float(n_rows) * width
+        mean = summary["value_sum"] / count
+        var = max(summary["value_sq_sum"] / count - mean * mean, 0.0)
+        return scale_gamma(width, var, "for this file; pass a numeric gamma")
+    if isinstance(gamma, str) and gamma == "auto":
+        return 1.0 / width
+    return resolve_gamma(gamma, sp.csr_matrix((1, width)))
 
 
 def epoch_callback(verbose: bool, extra: Callback) -> Callback:

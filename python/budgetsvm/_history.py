@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 import numpy as np
@@ -14,6 +15,7 @@ DUAL_MAX_ROWS = 10_000
 _BLOCK = 2048
 
 
+@dataclass(eq=False)
 class HistoryRecorder:
     """Epoch observer for the native solvers: records objectives, accuracy, merge fraction, time.
 
@@ -23,30 +25,26 @@ class HistoryRecorder:
     sum(alpha) - 1/2 alpha^T Q alpha (BSCA only) is exact, and NaN above ``dual_max_rows`` rows.
     """
 
-    def __init__(
-        self,
-        X_native: Any,
-        y_index: np.ndarray,
-        n_classes: int,
-        C: float,
-        gamma: float,
-        solver: str,
-        eval_set: Optional[tuple] = None,
-        dual_max_rows: Optional[int] = None,
-        weights: Optional[np.ndarray] = None,
-        n_threads: Optional[int] = None,
-    ) -> None:
-        self.X = X_native
-        self.y = y_index
-        self.n_classes = n_classes
-        self.C = C
-        self.gamma = gamma
-        self.solver = solver
-        self.eval_set = eval_set
-        self.weights = weights
-        self.n_threads = n_threads
-        self.dual_max_rows = DUAL_MAX_ROWS if dual_max_rows is None else dual_max_rows
-        self.history: Dict[str, List[float]] = {
+    #: The training rows, as the engine takes them.
+    X: Any
+    #: Their class indices.
+    y: np.ndarray
+    n_classes: int
+    C: float
+    gamma: float
+    solver: str
+    #: (rows as the engine takes them, class indices; n_classes for a label never trained on).
+    eval_set: Optional[tuple] = None
+    #: None: the module's ``DUAL_MAX_ROWS`` when the recorder is made (tests lower it).
+    dual_max_rows: Optional[int] = None
+    weights: Optional[np.ndarray] = None
+    n_threads: Optional[int] = None
+    history: Dict[str, List[float]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.dual_max_rows is None:
+            self.dual_max_rows = DUAL_MAX_ROWS
+        self.history = {
             "epoch": [],
             "seconds": [],
             "primal": [],

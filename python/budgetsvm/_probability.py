@@ -24,6 +24,8 @@ from sklearn.model_selection import KFold
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
+from budgetsvm._docstrings import rows_doc
+
 #: LIBSVM's clip of pairwise probabilities before coupling.
 MIN_PROB = 1e-7
 #: Rows per block of the batched coupling solve (bounds its memory to a few MB per class pair).
@@ -212,36 +214,22 @@ class ProbabilityMixin:
         return X[rows]
 
     @available_if(lambda self: self.probability)
+    @rows_doc(
+        "ndarray of shape (n_samples, n_classes)",
+        "Columns in the order of ``classes_``; rows sum to 1.",
+    )
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities: Platt sigmoids of the pairwise decision values, coupled for
         several classes, as SVC(probability=True) computes them (needs ``probability=True``).
         As in SVC, ``predict`` follows the decision values, so on rare rows its class need not
-        be the most probable one.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-            Columns in the order of ``classes_``; rows sum to 1.
-        """
+        be the most probable one."""
         check_is_fitted(self, "probA_")
         return probabilities(
             self._pairwise_decision(X), self.probA_, self.probB_, len(self.classes_)
         )
 
     @available_if(lambda self: self.probability)
+    @rows_doc("ndarray of shape (n_samples, n_classes)")
     def predict_log_proba(self, X: Any) -> np.ndarray:
-        """Logarithm of ``predict_proba``.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-        """
+        """Logarithm of ``predict_proba``."""
         return np.log(self.predict_proba(X))

@@ -77,6 +77,16 @@ def check_choice(name: str, value: Any, choices: tuple) -> None:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
 
 
+def scale_gamma(n_features: int, var: float, context: str) -> float:
+    """gamma='scale' of data with variance ``var``: 1 / (n_features * var), 1 for constant
+    data. An unusable width (0, infinite) is an error, its message ending with ``context``
+    (which data, what to do)."""
+    value = 1.0 / (n_features * var) if var > 0 else 1.0
+    if not (np.isfinite(value) and value > 0):
+        raise ValueError(f"gamma='scale' gives an unusable kernel width ({value!r}) {context}")
+    return value
+
+
 def resolve_gamma(gamma: Any, X: Any) -> float:
     """scikit-learn's meaning of gamma: 'scale' = 1 / (n_features * X.var()), 'auto' = 1 / n_features."""
     n_features = X.shape[1]
@@ -88,13 +98,11 @@ def resolve_gamma(gamma: Any, X: Any) -> float:
                     "gamma='scale' needs the variance of X, which overflows for these feature "
                     "values; rescale the features or pass a numeric gamma"
                 )
-            gamma_value = 1.0 / (n_features * var) if var > 0 else 1.0
-            if not (np.isfinite(gamma_value) and gamma_value > 0):
-                raise ValueError(
-                    f"gamma='scale' gives an unusable kernel width ({gamma_value!r}) for the "
-                    "variance of X; rescale the features or pass a numeric gamma"
-                )
-            return gamma_value
+            return scale_gamma(
+                n_features,
+                var,
+                "for the variance of X; rescale the features or pass a numeric gamma",
+            )
         if gamma == "auto":
             return 1.0 / n_features
         raise ValueError(f"gamma must be 'scale', 'auto' or a positive number; got {gamma!r}")

@@ -11,6 +11,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from budgetsvm._budgeted import BudgetedMachine, epoch_callback, file_summary, polish_callback
+from budgetsvm._docstrings import rows_doc
 from budgetsvm._validation import (
     check_positive,
     fit_guard,
@@ -292,9 +293,7 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
                 n_samples = X.shape[0]
             check_positive("n_samples", n_samples, integer=True, minimum=1)
             self.gamma_ = resolve_gamma(self.gamma, X)
-            self.lambda_ = (
-                float(self.lam) if self.lam is not None else 1.0 / (n_samples * float(self.C))
-            )
+            self.lambda_ = self._lambda_for(n_samples)
             self._y_offset = float(np.average(y, weights=weights))
             stream = self._new_stream(X.shape[1], 0, n_samples, sp.issparse(X))
         else:
@@ -343,67 +342,27 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
         -------
         self : BudgetSVR
         """
-        from budgetsvm import _budgetsvm
-        from budgetsvm.svm import _file_gamma
-
         self._check_params()
         path, summary, n_rows, width = file_summary(path, chunk_rows, n_features)
         targets = np.asarray(summary["labels"], dtype=np.float64)
         if not np.all(np.isfinite(targets)):
             raise ValueError(f"{path} has targets that are not finite")
         counts = np.asarray(summary["label_counts"], dtype=np.float64)
-        self._y_offset = float(np.sum(targets * counts) / np.sum(counts))
-        self.n_features_in_ = width
-        self.gamma_ = _file_gamma(self.gamma, summary, n_rows, width)
-        self.lambda_ = float(self.lam) if self.lam is not None else 1.0 / (n_rows * float(self.C))
-        epochs = int(self.epochs)
-        stream = self._new_stream(width, 0, n_rows, True, epochs)
-        done = 0
-        for _ in range(epochs):
-            reader = _budgetsvm.LibsvmChunkReader(path, int(chunk_rows))
-            for data, indices, indptr, labels, chunk_width in reader:
-                if chunk_width > width:  # the file changed since the first pass
-                    raise ValueError(f"{path} has features beyond index {width}")
-                X_chunk = (data, indices.astype(np.int64), indptr, width)
-                stream.partial_fit(
-                    X_chunk,
-                    np.ascontiguousarray(labels - self._y_offset),
-                    average_placement=not self.polish,
-                )
-                done += len(labels)
-                if progress is not None:
-                    progress(done, epochs * n_rows)
-        self._stream = stream
-        self._set_model(stream.result(), intercept=self._y_offset)
+        offset = float(np.sum(targets * counts) / np.sum(counts))
+        self._y_offset = offset
+
+        def chunk_targets(labels: np.ndarray) -> Tuple[np.ndarray, None]:
+            return np.ascontiguousarray(labels - offset), None
+
+        stream = self._stream_file(
+            path, chunk_rows, summary, n_rows, width, 0, chunk_targets, progress
+        )
+        self._set_model(stream.result(), intercept=offset)
         if self.polish:
-            result = _budgetsvm.polish_file(
-                path,
-                int(chunk_rows),
-                width,
-                np.zeros(0),
-                to_native(self.support_vectors_),
-                np.ascontiguousarray(self.dual_coef_.T),
-                self.gamma_,
-                c=self._c_for(n_rows),
-                tol=float(self.polish_tol),
-                max_iter=int(self.polish_max_iter),
-                cache_size=float(self.polish_cache_size),
-                intercept=np.ascontiguousarray(self.intercept_),
-                callback=polish_callback(self.verbose, None),
-                epsilon=float(self.epsilon),
-            )
-            self._apply_polish(result)
+            self._apply_polish(self._polish_file(path, chunk_rows, width, n_rows, np.zeros(0)))
         return self
 
+    @rows_doc()
     def predict(self, X: Any) -> np.ndarray:
-        """Predicted targets.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-        """
+        """Predicted targets."""
         return self._expansion_values(X)[:, 0]

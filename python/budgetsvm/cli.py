@@ -16,7 +16,7 @@ import math
 import os
 import sys
 import time
-from typing import IO, Any, List, NoReturn, Optional
+from typing import IO, Any, Callable, List, NoReturn, Optional
 
 EXIT_OK = 0
 EXIT_DATA = 1  # a data or model file is malformed, or training/prediction failed on it
@@ -583,6 +583,27 @@ def _common_io(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _command(
+    sub: Any,
+    name: str,
+    func: Callable[[argparse.Namespace], int],
+    summary: str,
+    description: str,
+    examples: str,
+) -> argparse.ArgumentParser:
+    """The parser of a command that runs ``func``; its help ends with its examples and the exit
+    codes."""
+    parser = sub.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog=examples + "\n" + EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.set_defaults(func=func)
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="budgetsvm",
@@ -594,14 +615,14 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    fmt = argparse.RawDescriptionHelpFormatter
 
-    train = sub.add_parser(
+    train = _command(
+        sub,
         "train",
-        help="train on a LIBSVM file, write a model file",
-        description=TRAIN_HELP,
-        epilog=TRAIN_EXAMPLES + "\n" + EXIT_CODES,
-        formatter_class=fmt,
+        _train,
+        "train on a LIBSVM file, write a model file",
+        TRAIN_HELP,
+        TRAIN_EXAMPLES,
     )
     train.add_argument("train_file", metavar="TRAIN_FILE")
     train.add_argument("model", metavar="MODEL_FILE", nargs="?", help="default TRAIN_FILE.model")
@@ -714,14 +735,9 @@ def build_parser() -> argparse.ArgumentParser:
         "-v", "--verbose", action="store_true", help="print the solver's progress lines"
     )
     _common_io(train)
-    train.set_defaults(func=_train)
 
-    predict = sub.add_parser(
-        "predict",
-        help="predict labels or decision values",
-        description=PREDICT_HELP,
-        epilog=PREDICT_EXAMPLES + "\n" + EXIT_CODES,
-        formatter_class=fmt,
+    predict = _command(
+        sub, "predict", _predict, "predict labels or decision values", PREDICT_HELP, PREDICT_EXAMPLES
     )
     predict.add_argument("test_file", metavar="TEST_FILE")
     predict.add_argument("model", metavar="MODEL_FILE")
@@ -730,19 +746,18 @@ def build_parser() -> argparse.ArgumentParser:
         "-d", "--values", action="store_true", help="write decision values instead of labels"
     )
     _common_io(predict)
-    predict.set_defaults(func=_predict)
 
-    evaluate = sub.add_parser(
+    evaluate = _command(
+        sub,
         "evaluate",
-        help="accuracy and confusion matrix on a labelled file",
-        description=EVALUATE_HELP,
-        epilog=EVALUATE_EXAMPLES + "\n" + EXIT_CODES,
-        formatter_class=fmt,
+        _evaluate,
+        "accuracy and confusion matrix on a labelled file",
+        EVALUATE_HELP,
+        EVALUATE_EXAMPLES,
     )
     evaluate.add_argument("test_file", metavar="TEST_FILE")
     evaluate.add_argument("model", metavar="MODEL_FILE")
     _common_io(evaluate)
-    evaluate.set_defaults(func=_evaluate)
 
     demo = sub.add_parser(
         "demo", help="train on the embedded a9a data, gss vs lookup-wd", description=DEMO_HELP

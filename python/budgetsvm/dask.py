@@ -179,16 +179,21 @@ def decision_function(clf: Any, X: Any) -> Any:
     raise TypeError(f"X must be a dask array or dask dataframe, got {type(X).__name__}")
 
 
+def _check_dataframe_target(X: Any, y: Any) -> None:
+    """A dask dataframe X's y must be a dask Series partitioned as X."""
+    if not isinstance(y, (dd.Series, dd.DataFrame)):
+        raise TypeError("with a dask dataframe X, y must be a dask Series")
+    if X.npartitions != y.npartitions:
+        raise ValueError(
+            f"X has {X.npartitions} partitions but y has {y.npartitions}; "
+            "they must be partitioned alike"
+        )
+
+
 def _blocks(X: Any, y: Any) -> list:
     """(X chunk, y chunk) pairs as delayed objects, in row order."""
     if isinstance(X, dd.DataFrame):
-        if not isinstance(y, (dd.Series, dd.DataFrame)):
-            raise TypeError("with a dask dataframe X, y must be a dask Series")
-        if X.npartitions != y.npartitions:
-            raise ValueError(
-                f"X has {X.npartitions} partitions but y has {y.npartitions}; "
-                "they must be partitioned alike"
-            )
+        _check_dataframe_target(X, y)
         return list(zip(X.to_delayed(), y.to_delayed()))
     if isinstance(X, da.Array):
         if not isinstance(y, da.Array) or y.ndim != 1:
@@ -287,13 +292,7 @@ def _collections(X: Any, y: Any, sample_weight: Any) -> tuple:
     dataframe's column names (None for arrays)."""
     columns = None
     if isinstance(X, dd.DataFrame):
-        if not isinstance(y, (dd.Series, dd.DataFrame)):
-            raise TypeError("with a dask dataframe X, y must be a dask Series")
-        if X.npartitions != y.npartitions:
-            raise ValueError(
-                f"X has {X.npartitions} partitions but y has {y.npartitions}; "
-                "they must be partitioned alike"
-            )
+        _check_dataframe_target(X, y)
         columns = list(X.columns)
         import warnings
 
@@ -371,8 +370,8 @@ def fit(clf: Any, X: Any, y: Any, sample_weight: Any = None) -> Any:
 
     from distributed import default_client
 
+    from budgetsvm.budget_svc import BudgetSVC
     from budgetsvm.budget_svr import BudgetSVR
-    from budgetsvm.svm import BudgetSVC
 
     if not isinstance(clf, (BudgetSVC, BudgetSVR)):
         raise TypeError(

@@ -8,6 +8,7 @@ from typing import Any, Dict, Optional
 import numpy as np
 from sklearn.base import OutlierMixin
 
+from budgetsvm._docstrings import rows_doc
 from budgetsvm._exact import SingleOutputMachine
 from budgetsvm._validation import fit_guard
 
@@ -128,41 +129,17 @@ class KernelOneClassSVM(OutlierMixin, SingleOutputMachine):
             raise ValueError(f"nu must be in (0, 1], got {nu!r}")
         return dict(nu=float(nu))
 
+    @rows_doc()
     def decision_function(self, X: Any) -> np.ndarray:
-        """Signed distance to the boundary: positive inside (inliers), negative outside.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-        """
+        """Signed distance to the boundary: positive inside (inliers), negative outside."""
         return self._decision(X)
 
+    @rows_doc()
     def score_samples(self, X: Any) -> np.ndarray:
-        """sum_i a_i k(x_i, x), the unshifted score (``decision_function + offset_``).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-        """
+        """sum_i a_i k(x_i, x), the unshifted score (``decision_function + offset_``)."""
         return self._decision(X) + self.offset_
 
+    @rows_doc()
     def predict(self, X: Any) -> np.ndarray:
-        """+1 for inliers (decision value > 0), -1 for outliers, as OneClassSVM.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-        """
+        """+1 for inliers (decision value > 0), -1 for outliers, as OneClassSVM."""
         return np.where(self._decision(X) > 0, 1, -1)

@@ -10,6 +10,7 @@ from sklearn.base import ClassifierMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import _ovr_decision_function
 
+from budgetsvm._docstrings import rows_doc
 from budgetsvm._exact import (
     ALFPGM_OPTIONS,
     SHARED_OPTIONS,
@@ -348,20 +349,14 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, ExactKernelMachine):
         ovo_coef = -self.dual_coef_ if len(self.classes_) == 2 else self.dual_coef_
         return self._expansion(X, ovo_coef, -self._rho, class_counts=self.n_support_)
 
+    @rows_doc(
+        "ndarray",
+        "Shape (n_samples,) for two classes (positive means ``classes_[1]``);\n"
+        "(n_samples, n_classes) with ``decision_function_shape='ovr'``, (n_samples, n_pairs)\n"
+        "with 'ovo'.",
+    )
     def decision_function(self, X: Any) -> np.ndarray:
-        """Decision values as SVC gives them.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray
-            Shape (n_samples,) for two classes (positive means ``classes_[1]``);
-            (n_samples, n_classes) with ``decision_function_shape='ovr'``, (n_samples, n_pairs)
-            with 'ovo'.
-        """
+        """Decision values as SVC gives them."""
         dec = self._pairwise_decision(X)
         if len(self.classes_) == 2:
             return -dec[:, 0]
@@ -369,17 +364,9 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, ExactKernelMachine):
             return _ovr_decision_function(dec < 0, -dec, len(self.classes_))
         return dec
 
+    @rows_doc()
     def predict(self, X: Any) -> np.ndarray:
-        """Predicted labels by one-vs-one votes (ties to the lower class index, as LIBSVM).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-        """
+        """Predicted labels by one-vs-one votes (ties to the lower class index, as LIBSVM)."""
         dec = self._pairwise_decision(X)
         n_classes = len(self.classes_)
         if self.break_ties and n_classes > 2 and self.decision_function_shape == "ovr":

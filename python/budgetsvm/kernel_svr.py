@@ -7,6 +7,7 @@ from typing import Any, Dict, Optional
 import numpy as np
 from sklearn.base import RegressorMixin
 
+from budgetsvm._docstrings import rows_doc
 from budgetsvm._exact import SingleOutputMachine, check_nonnegative
 from budgetsvm._validation import check_positive, fit_guard
 
@@ -152,16 +153,7 @@ class KernelSVR(RegressorMixin, SingleOutputMachine):
         check_nonnegative("epsilon", self.epsilon)
         return dict(c=float(self.C), epsilon=float(self.epsilon))
 
+    @rows_doc(rows_note="(n_samples, n_train) kernel values for a precomputed kernel.")
     def predict(self, X: Any) -> np.ndarray:
-        """Predicted targets.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            (n_samples, n_train) kernel values for a precomputed kernel.
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-        """
+        """Predicted targets."""
         return self._decision(X)

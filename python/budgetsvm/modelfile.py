@@ -29,7 +29,7 @@ FORMAT_NAME = "budgetsvm-model"
 # kernel machines (any kernel, "support" indices); older files still load.
 FORMAT_VERSION = 5
 # The estimators a model file holds, by the header's "estimator".
-BUDGETED = {"BudgetSVC": "budgetsvm.svm", "BudgetSVR": "budgetsvm.budget_svr"}
+BUDGETED = {"BudgetSVC": "budgetsvm.budget_svc", "BudgetSVR": "budgetsvm.budget_svr"}
 EXACT = {
     "KernelSVC": "budgetsvm.kernel_svc",
     "KernelSVR": "budgetsvm.kernel_svr",

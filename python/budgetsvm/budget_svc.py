@@ -1,0 +1,734 @@
+"""The budgeted Gaussian-kernel SVM classifier: BudgetSVC."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional, Tuple
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import ClassifierMixin
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from budgetsvm import _probability
+from budgetsvm._budgeted import (
+    DUAL_STEPS,
+    MAINTENANCE,
+    MERGE_SEARCHES,
+    SOLVERS,
+    BudgetedMachine,
+    file_summary,
+)
+from budgetsvm._budgeted import epoch_callback as _epoch_callback
+from budgetsvm._budgeted import polish_callback as _polish_callback
+from budgetsvm._budgeted import print_epoch as _print_epoch
+from budgetsvm._docstrings import rows_doc
+from budgetsvm._history import HistoryRecorder
+from budgetsvm._probability import ProbabilityMixin
+from budgetsvm._validation import (
+    TrainingRows,
+    check_choice,
+    check_n_jobs,
+    check_positive,
+    check_sample_weight,
+    class_weights,
+    fit_guard,
+    resolve_gamma,
+    to_native,
+    training_rows,
+)
+
+__all__ = ["BudgetSVC", "DUAL_STEPS", "MAINTENANCE", "MERGE_SEARCHES", "SOLVERS"]
+
+
+class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
+    """Gaussian-kernel SVM whose model keeps at most ``budget`` support vectors.
+
+    Trained by budgeted stochastic gradient descent (``solver='bsgd'``: Pegasos with a budget,
+    Wang, Crammer & Vucetic 2012) or budgeted stochastic coordinate ascent in the dual
+    (``solver='bsca'``: Qaadan, Schüler & Glasmachers 2019), so training and prediction cost
+    O(budget) per example however large the data. Two classes give the binary hinge-loss SVM
+    without bias. With more classes BSGD trains the Crammer-Singer multi-class SVM and BSCA one
+    binary SVM per class (one-vs-rest); either way the classes share one set of at most
+    ``budget`` support vectors, each with one coefficient per class. When a step would exceed
+    the budget, the support vector with the smallest coefficient is merged with its best
+    partner (default), removed or projected.
+
+    The budgeted pass chooses the support vectors well and their coefficients poorly (noisy
+    steps, perturbed by every merge). With ``polish=True`` (the default) the coefficients and an
+    intercept are then solved exactly over the kept support vectors on all training rows: the
+    squared-hinge SVM restricted to the span of the support vectors, by primal Newton steps
+    (Keerthi, Chapelle & DeCoste 2006; ``docs/polish.md``), one-vs-rest for several classes.
+    That costs about as much as the budgeted pass and brings the model to within a point of the
+    exact SVM's accuracy at budget 100 (ijcnn1: 93-96% unpolished, 98% polished).
+
+    Parameters
+    ----------
+    C : float, default=1.0
+        Regularisation, as in LIBSVM: lambda = 1 / (n_samples * C).
+    gamma : {'scale', 'auto'} or float, default='scale'
+        Kernel width in exp(-gamma ||x - x'||^2); 'scale' is 1 / (n_features * X.var()).
+    budget : int, default=100
+        Maximum number of support vectors of the model, for every solver and any number of
+        classes (multi-class SVs carry one coefficient per class): what a prediction costs.
+    solver : {'bsgd', 'bsca'}, default='bsgd'
+        BSGD (primal SGD) or BSCA (dual coordinate ascent, one dual variable in [0, C] per
+        training example), with ``dual_step`` and ``average`` below keeping it stable at large
+        C (docs/bsca_paper002.md).
+    maintenance : {'merge', 'remove', 'project'}, default='merge'
+    merge : {'lookup-wd', 'lookup-h', 'gss', 'gss-precise'}, default='lookup-wd'
+        How the merge partner is chosen: table lookup of the weight degradation (fast, same
+        accuracy as GSS, Glasmachers & Qaadan 2018) or golden section search.
+    epochs : int, default=5
+        Passes over the data, each in a fresh random order.
+    average : bool, default=True
+        Return the average of the SGD iterates over the last epoch (over the second half of the
+        data for one epoch) instead of the last iterate. Averaging removes the last-iterate
+        noise of SGD, which on some data (a9a at C = 32) swings test accuracy by 30 points
+        between epochs; set False for the papers' plain BSGD. With ``maintenance='remove'``
+        the last iterate is returned (removal discards SVs with their averages). BSCA
+        averages its budgeted model over the last epoch the same way, which takes out the noise
+        merging leaves (a9a at C = 32: 85.3% instead of 84.0%); the dual variables are not
+        averaged. Where the average is the model returned (no polish: ``partial_fit``,
+        ``polish=False``), binary merges place the merged point for the averaged coefficients,
+        so the average stays that of the iterates (a noisy checkerboard stream at gamma = 16:
+        94.9%, the iterates' true average 95.0%, the last iterate 88.5%).
+    random_state : int, RandomState or None, default=None
+        Seed of the example order; an int gives the same model on every platform.
+    verbose : bool, default=False
+        Print one line of progress per epoch.
+    record_history : bool, default=False
+        Record per-epoch traces in ``history_`` (objectives, accuracy on the training data and
+        on ``fit``'s ``eval_set``, merge fraction, time). Costs one pass of predictions over the
+        data per epoch (plus the exact dual for BSCA on up to 10,000 rows), not counted in the
+        reported seconds; free when off.
+    lam : float or None, default=None
+        The regularisation lambda of the papers' objective (``lambda/2 |w|^2`` + mean hinge loss),
+        used instead of C when given (BSCA then uses C = 1 / (n_samples * lam)). A stream of
+        unknown length is best described by ``lam``: with C, ``partial_fit`` needs the stream
+        length (``n_samples``) to turn C into lambda.
+    shuffle : bool, default=True
+        Visit the examples in a fresh random order every epoch (``fit``) or within every batch
+        (``partial_fit``); False keeps the order given.
+    dual_step : {'decaying', 'full'}, default='decaying'
+        BSCA only: the size of the coordinate steps. 'full' takes the truncated Newton step of
+        paper 002 in every epoch. With merging at large C, the budgeted model then drifts away
+        from the dual variables, and test accuracy swings between epochs (a9a, C = 32: 66-84%).
+        'decaying' takes 1/e of that step in epoch e once the budget has been binding: the
+        first epoch is the paper's, and the noise merging injects later dies out (a9a at C = 32,
+        B = 500, with averaging: 85.3% instead of 78.9%; docs/bsca_paper002.md). While the
+        budget never binds (B >= n) it takes full steps, so both give the exact dual solver.
+    sv_storage : {'auto', 'dense', 'sparse'}, default='auto'
+        How the support vectors are stored while training and in ``support_vectors_``.
+        'dense': one block of n_features values per vector (fastest for dense or
+        low-dimensional data). 'sparse': each vector as its non-zeros, so every step, merge and
+        prediction costs O(non-zeros) whatever n_features is (text with millions of features).
+        'auto' picks 'sparse' for sparse input with more than 16,384 features and 'dense'
+        otherwise (docs/sparse.md). Both train the same model.
+    class_weight : dict, 'balanced' or None, default=None
+        Multiplies C for the rows of each class (as in SVC): a dict label -> weight (labels not
+        given weigh 1), or 'balanced', n_samples / (n_classes * the class's total sample weight).
+        BSGD scales the hinge step of a row by its weight, BSCA its box to [0, C w_i].
+    probability : bool, default=False
+        Fit Platt sigmoids on decision values from an internal 5-fold cross-validation (as
+        SVC with ``probability=True``; five more fits, each on 4/5 of the rows), which enables
+        ``predict_proba`` and ``predict_log_proba``. Several classes: one sigmoid per class
+        pair on the score differences f_a - f_b, coupled as LIBSVM (Wu, Lin & Weng 2004).
+        Seeded by ``random_state``. Not with ``partial_fit`` or ``fit_file``.
+    n_jobs : int or None, default=None
+        Threads for this estimator's parallel work (predictions, the polish, the history's
+        kernel values; the budgeted steps themselves are sequential); None uses
+        ``budgetsvm.set_num_threads`` (default all cores), -1 all cores.
+    polish : bool, default=True
+        After the budgeted pass, solve the coefficients and an intercept exactly over its
+        support vectors (see above): min 1/2 beta^T K_SS beta + C sum_i w_i max(0, 1 - y_i f(x_i))^2
+        with f(x) = sum_j beta_j k(x, s_j) + b, the same C, class and sample weights. False keeps
+        the budgeted pass's coefficients (no intercept). ``polish_coef`` does it for a model
+        built by ``partial_fit``.
+    polish_tol : float, default=1e-6
+        The polish stops when a Newton iteration lowers the objective by less than this,
+        relative (or once an iteration leaves the active set unchanged: the exact solution).
+    polish_max_iter : int, default=50
+        Newton iterations of the polish at most (a ``ConvergenceWarning`` when reached).
+    polish_cache_size : float, default=1024
+        MB of kernel values K(X, S) the polish keeps between its iterations; rows beyond it are
+        recomputed in every pass, so memory stays bounded for any number of rows.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    support_vectors_ : ndarray or scipy.sparse.csr_matrix of shape (n_SV, n_features)
+        CSR with the sparse storage (see ``sv_storage``), a dense array otherwise.
+    dual_coef_ : ndarray of shape (1, n_SV) for two classes, (n_classes, n_SV) otherwise
+        Coefficient of each support vector in the decision function (per class).
+    intercept_ : ndarray of shape (1,) for two classes, (n_classes,) otherwise
+        The constant of the decision function (per class): the polish's, zeros without it.
+    gamma_ : float
+        The kernel width used.
+    n_features_in_ : int
+    n_iter_ : int
+        Epochs run.
+    fit_stats_ : dict
+        Iterations, insertions, budget maintenance events and their frequency, time in
+        maintenance vs total, mean weight degradation per event, ``mean_sv_nnz`` (stored
+        non-zeros per support vector: merging makes sparse vectors denser). BSCA adds ``updates`` (steps
+        that changed a dual variable) and ``dropped_svs`` (SVs whose coefficients returned to 0);
+        one iteration is a visit of a row, which steps every one-vs-rest problem. With the
+        polish, ``fit_stats_['polish']``: its objective before and after (per output), Newton
+        iterations, rows that changed active sets, cached rows, passes over the rows, seconds
+        (kernel values, Gram updates, factorisations, all).
+    lambda_ : float
+        The regularisation lambda used (BSGD; for BSCA 1 / (n_samples * C)).
+    class_weight_ : ndarray of shape (n_classes,)
+        The weight of each class (ones without ``class_weight``).
+    probA_, probB_ : ndarray of shape (n_classes * (n_classes - 1) / 2,)
+        With ``probability=True``: the sigmoid 1 / (1 + exp(A d + B)) of each class pair (a, b),
+        a < b, in LIBSVM's order, d the pair's decision value (positive for a).
+    history_ : dict of lists or None
+        With ``record_history=True``, one entry per epoch under the keys ``epoch``, ``seconds``
+        (training time so far), ``primal`` (C-form primal objective ``1/2 |w|^2 + C sum`` of hinge
+        losses of the budgeted model, ``|w|^2 = beta^T K beta``), ``dual`` (BSCA's dual objective
+        sum(alpha) - 1/2 alpha^T Q alpha, NaN for BSGD and above 10,000 rows, where it would
+        cost O(n^2) kernel values), ``train_accuracy``, ``val_accuracy`` (NaN without
+        ``eval_set``), ``maintenance_fraction`` (share of the epoch's steps that triggered
+        budget maintenance), ``n_sv`` and ``mean_sv_nnz``. For BSGD with ``average=True`` the entries before the
+        last epoch describe the last iterate, the last one the returned average. The entries
+        describe the budgeted pass: with the polish, the returned model is the polished one
+        (``fit_stats_['polish']`` has its objective). None when off.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from budgetsvm import BudgetSVC
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-1, 1, size=(2000, 2))
+    >>> y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    >>> clf = BudgetSVC(C=10, gamma=2.0, budget=50, epochs=3, random_state=0).fit(X, y)
+    >>> clf.support_vectors_.shape[0] <= 50
+    True
+    >>> bool(clf.score(X, y) > 0.9)
+    True
+    """
+
+    def __init__(
+        self,
+        C: float = 1.0,
+        gamma: Any = "scale",
+        budget: int = 100,
+        solver: str = "bsgd",
+        maintenance: str = "merge",
+        merge: str = "lookup-wd",
+        epochs: int = 5,
+        average: bool = True,
+        random_state: Any = None,
+        verbose: bool = False,
+        record_history: bool = False,
+        lam: Optional[float] = None,
+        shuffle: bool = True,
+        dual_step: str = "decaying",
+        sv_storage: str = "auto",
+        class_weight: Any = None,
+        probability: bool = False,
+        n_jobs: Optional[int] = None,
+        polish: bool = True,
+        polish_tol: float = 1e-6,
+        polish_max_iter: int = 50,
+        polish_cache_size: float = 1024.0,
+    ) -> None:
+        self.C = C
+        self.gamma = gamma
+        self.lam = lam
+        self.budget = budget
+        self.solver = solver
+        self.maintenance = maintenance
+        self.merge = merge
+        self.epochs = epochs
+        self.average = average
+        self.shuffle = shuffle
+        self.dual_step = dual_step
+        self.sv_storage = sv_storage
+        self.class_weight = class_weight
+        self.probability = probability
+        self.n_jobs = n_jobs
+        self.polish = polish
+        self.polish_tol = polish_tol
+        self.polish_max_iter = polish_max_iter
+        self.polish_cache_size = polish_cache_size
+        self.random_state = random_state
+        self.verbose = verbose
+        self.record_history = record_history
+
+    def _check_params(self) -> None:
+        self._check_budget_params()
+        check_choice("record_history", self.record_history, (True, False))
+        check_choice("probability", self.probability, (True, False))
+
+    @fit_guard
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        sample_weight: Any = None,
+        *,
+        eval_set: Optional[Tuple[Any, Any]] = None,
+        _compare_with: Optional[str] = None,
+        _callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
+    ) -> BudgetSVC:
+        """Train on X and labels y.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training rows, dense or sparse (CSR is used as is, without a copy).
+        y : array-like of shape (n_samples,)
+            Class labels, of any type scikit-learn accepts.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Multiplies C for each row, as in SVC; rows of weight 0 are left out.
+        eval_set : tuple (X_val, y_val), default=None
+            Adds validation accuracy per epoch to ``history_`` (needs ``record_history=True``).
+
+        Returns
+        -------
+        self : BudgetSVC
+
+        Other Parameters
+        ----------------
+        _compare_with : str, default=None
+            For benchmarks: a second merge search run at every merge event, counting how often
+            it chooses the same partner (``fit_stats_['merge_agreement']``).
+        _callback : callable, default=None
+            For the command line: called with a progress dict after every epoch.
+        """
+        self._check_params()
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C")
+        rows = training_rows(type(self).__name__, X, y, sample_weight, self.class_weight)
+        self.classes_ = rows.classes
+        self.class_weight_ = rows.class_weights
+        seed = self._seed()
+        self._fit_rows(rows, seed, eval_set, _compare_with, _callback)
+        if self.probability:
+            self._fit_probability(rows, seed, record_history=False)
+        return self
+
+    def _fit_rows(
+        self,
+        rows: TrainingRows,
+        seed: int,
+        eval_set: Optional[Tuple[Any, Any]] = None,
+        _compare_with: Optional[str] = None,
+        _callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
+    ) -> None:
+        """The solver's run on the kept rows; sets the model attributes."""
+        X = rows.X
+        self.gamma_ = resolve_gamma(self.gamma, X)
+        X_native = to_native(X)
+        recorder = self._history_recorder(X_native, rows.y_index, rows.weights, eval_set)
+        C = self._c_for(X.shape[0])
+        result = self._native_fit(
+            X_native,
+            rows.y_index,
+            len(rows.classes),
+            rows.weights,
+            seed,
+            compare_with=_compare_with,
+            callback=_epoch_callback(self.verbose, _callback),
+            observer=recorder,
+        )
+        self.history_ = recorder.history if recorder is not None else None
+        # BSGD's run, which partial_fit continues; BSCA has none.
+        self._stream = result.pop("state", None)
+        self._set_model(result)
+        if self.polish:
+            self._polish_rows(X_native, rows.y_index, rows.weights, C, _callback)
+        if _compare_with is not None:
+            # NaN when no merge was compared (no merges, or multi-class, where GSS is the only search).
+            compared = result["compared_merges"]
+            result["merge_agreement"] = (
+                result["agreeing_merges"] / compared if compared else float("nan")
+            )
+
+    def _polish_rows(
+        self,
+        X_native: Any,
+        y_index: np.ndarray,
+        weights: Optional[np.ndarray],
+        C: float,
+        _callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
+    ) -> None:
+        """Polishes the current model on rows already validated (see ``polish``)."""
+        self._polish_native(
+            X_native,
+            y_index,
+            len(self.classes_),
+            weights,
+            C,
+            _polish_callback(self.verbose, _callback),
+        )
+
+    @fit_guard
+    def polish_coef(self, X: Any, y: Any, sample_weight: Any = None) -> BudgetSVC:
+        """Solve the coefficients and intercepts of the fitted model exactly on (X, y), keeping
+        its support vectors: the polish of ``polish=True`` (see the class doc) for a model
+        built otherwise, e.g. by ``partial_fit`` on a stream whose rows (or a large sample of
+        them) fit in memory, or to re-fit the coefficients on other data.
+
+        Uses the model's C (lambda = 1 / (n C) with ``lam`` and these rows), ``class_weight_``,
+        ``polish_tol``, ``polish_max_iter`` and ``polish_cache_size``, and warm-starts from the
+        current coefficients. A later ``partial_fit`` continues the budgeted run, whose model
+        replaces the polished one.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training rows.
+        y : array-like of shape (n_samples,)
+            Their labels, all among ``classes_``.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Multiplies C for each row, as in ``fit``; rows of weight 0 are left out.
+
+        Returns
+        -------
+        self : BudgetSVC
+        """
+        check_is_fitted(self)
+        self._check_polish_params()
+        X, y = validate_data(
+            self, X, y, accept_sparse="csr", dtype=np.float64, order="C", reset=False
+        )
+        y_index = _class_indices(self.classes_, y)
+        class_w = getattr(self, "class_weight_", np.ones(len(self.classes_)))
+        weights = _batch_weights(sample_weight, X, y_index, np.asarray(class_w, dtype=np.float64))
+        if weights is not None and not np.all(weights > 0):
+            keep = np.flatnonzero(weights > 0)
+            if len(keep) == 0:
+                raise ValueError("sample_weight leaves no rows to polish on (all weights are 0)")
+            X, y_index, weights = X[keep], y_index[keep], weights[keep]
+        if X.shape[0] == 0:
+            raise ValueError("polish_coef needs at least one row")
+        if not hasattr(self, "intercept_"):  # a model unpickled from before the polish
+            self.intercept_ = np.zeros(self.dual_coef_.shape[0])
+        self._polish_rows(to_native(X), y_index, weights, self._c_for(X.shape[0]))
+        return self
+
+    @available_if(lambda self: self.solver == "bsgd" and not self.probability)
+    @fit_guard
+    def partial_fit(
+        self,
+        X: Any,
+        y: Any,
+        classes: Any = None,
+        sample_weight: Any = None,
+        *,
+        n_samples: Optional[int] = None,
+    ) -> BudgetSVC:
+        """One BSGD pass over a batch of a stream, continuing the run of the previous calls.
+
+        The first call on an unfitted estimator starts a run and needs ``classes``, every
+        label of the stream; later calls, and calls after ``fit`` or ``fit_file``, continue
+        the run: the step counter t of the learning rate 1 / (lambda t), the support vectors
+        and their scale, the budget maintenance and the averaging all go on where the
+        previous call stopped, so the calls train one model (after ``fit``, as if the stream
+        were more rows of a last epoch).
+        Each call is one pass over its batch (``epochs`` is not used), in a random order within
+        the batch with ``shuffle=True`` (the default) or in the order given.
+
+        How it relates to ``fit``: with ``epochs=1``, ``shuffle=False`` and the same
+        parameters, batches passed in order train exactly the model ``fit`` trains on their
+        concatenation, provided the first call gets ``n_samples`` = the total number of rows
+        and gamma is a number. ``n_samples`` (first call only; default: the rows of that
+        call) sets what the total number of rows sets in ``fit``: lambda = 1 / (n_samples C)
+        unless ``lam`` is given, and with ``average=True`` the step n_samples / 2 + 1 from
+        which iterates are averaged (``fit`` averages over the second half of one epoch; here
+        averaging then runs to the end of the stream). ``gamma='scale'`` or ``'auto'`` is
+        resolved on the first batch. The state survives pickling, so a stream can be
+        continued in another process; ``fit`` starts a new one.
+
+        ``sample_weight`` and a ``class_weight`` dict weigh the rows of the batch as in ``fit``
+        (``class_weight='balanced'`` needs the whole stream's class counts: compute them and
+        pass a dict).
+
+        Only for ``solver='bsgd'`` (BSCA keeps one dual variable per training row), and not
+        with ``probability=True`` (its cross-validation needs all rows at once).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            One batch of the stream.
+        y : array-like of shape (n_samples,)
+            Its labels.
+        classes : array-like, default=None
+            Every label the stream will contain; required on the first call.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Multiplies C for each row of the batch; rows of weight 0 are left out.
+        n_samples : int, default=None
+            First call only: the total number of rows of the stream (see above).
+
+        Returns
+        -------
+        self : BudgetSVC
+        """
+        if isinstance(self.class_weight, str):
+            raise ValueError(
+                "class_weight='balanced' needs the class counts of the whole stream, which "
+                "partial_fit does not see; pass a dict, e.g. from "
+                "sklearn.utils.class_weight.compute_class_weight"
+            )
+        stream = getattr(self, "_stream", None)
+        if stream is None:
+            self._check_params()
+            if classes is None:
+                raise ValueError(
+                    "classes must be given on the first call to partial_fit (every label the "
+                    "stream will contain)"
+                )
+            X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C")
+            check_classification_targets(y)
+            classes_ = np.unique(np.asarray(classes))
+            if len(classes_) < 2:
+                raise ValueError(
+                    f"partial_fit needs at least two classes; classes={classes_.tolist()!r}"
+                )
+            if n_samples is None:
+                n_samples = X.shape[0]
+            check_positive("n_samples", n_samples, integer=True, minimum=1)
+            self.classes_ = classes_
+            self.class_weight_ = class_weights(self.class_weight, classes_)
+            self.gamma_ = resolve_gamma(self.gamma, X)
+            self.lambda_ = self._lambda_for(n_samples)
+            stream = self._new_stream(X.shape[1], len(classes_), n_samples, sp.issparse(X))
+            self.history_ = None
+        else:
+            X, y = validate_data(
+                self, X, y, accept_sparse="csr", dtype=np.float64, order="C", reset=False
+            )
+            # The call advances a copy: an interrupted or failed call leaves the run as it was.
+            stream = stream.copy()
+            if classes is not None and not np.array_equal(
+                np.unique(np.asarray(classes)), self.classes_
+            ):
+                raise ValueError(
+                    f"classes={np.unique(np.asarray(classes)).tolist()!r} differs from the "
+                    f"classes of the first partial_fit call, {self.classes_.tolist()!r}"
+                )
+        y_index = _class_indices(self.classes_, y)
+        weights = _batch_weights(sample_weight, X, y_index, self.class_weight_)
+        if weights is not None and not np.all(weights > 0):
+            keep = np.flatnonzero(weights > 0)
+            X, y_index, weights = X[keep], y_index[keep], weights[keep]
+        if X.shape[0] > 0:
+            stream.partial_fit(to_native(X), y_index, sample_weight=weights)
+        self._stream = stream
+        self._set_model(stream.result())
+        return self
+
+    @available_if(lambda self: self.solver == "bsgd")
+    @fit_guard
+    def fit_file(
+        self,
+        path: Any,
+        *,
+        chunk_rows: int = 100_000,
+        n_features: Optional[int] = None,
+        progress: Optional[Callable[[int, int], Any]] = None,
+    ) -> BudgetSVC:
+        """Train BSGD on a LIBSVM / svmlight file (plain, .gz, .bz2 or .xz) without loading it.
+
+        The file is read ``chunk_rows`` lines at a time: one pass first to count the rows and
+        find the classes and the width (and the variance for ``gamma='scale'``), then
+        ``epochs`` passes that feed the chunks to one BSGD run, as ``partial_fit`` does. Memory
+        is one chunk plus the budget, whatever the file's size.
+
+        How it relates to ``fit`` on the loaded file (``load_svmlight_file``): with
+        ``shuffle=False`` and a numeric gamma the model is identical, for any ``epochs``
+        (same lambda from the file's row count, same averaging window). With ``shuffle=True``
+        each epoch shuffles the rows within each chunk rather than the whole file, so the
+        order, and the model, differ. ``gamma='scale'`` uses the variance of the file's
+        entries computed from running sums, equal to ``fit``'s up to rounding.
+
+        With ``polish=True`` the file is then read again for the polish: once for its labels,
+        and once per pass of the solve in chunks (about two passes per Newton iteration while
+        K(X, S) exceeds ``polish_cache_size``, none once it fits), so memory stays one chunk
+        plus the cache, plus a few numbers per row (labels, decision values).
+
+        ``n_features`` widens the model to at least that many features (a test file may lack
+        the last ones). ``class_weight`` applies as in ``fit`` ('balanced' from the first
+        pass's class counts). ``progress(rows_done, rows_total)`` is called after every chunk, over
+        all epochs (``rows_total = epochs * n_rows``). The run can be continued with
+        ``partial_fit``.
+
+        Parameters
+        ----------
+        path : str or path-like
+            The LIBSVM file.
+        chunk_rows : int, default=100_000
+            Lines read at a time.
+        n_features : int, default=None
+            The model's width, at least the file's largest feature index.
+        progress : callable, default=None
+            ``progress(rows_done, rows_total)``, called after every chunk.
+
+        Returns
+        -------
+        self : BudgetSVC
+        """
+        self._check_params()
+        if self.probability:
+            raise ValueError(
+                "probability=True needs fit (its cross-validation refits on the rows in "
+                "memory); fit_file cannot estimate probabilities"
+            )
+        path, summary, n_rows, width = file_summary(path, chunk_rows, n_features)
+        # Labels equal as numbers are one class (-0 and 0 in a file), as in fit.
+        classes, merged = np.unique(
+            np.asarray(summary["labels"], dtype=np.float64) + 0.0, return_inverse=True
+        )
+        counts = np.bincount(merged, weights=summary["label_counts"], minlength=len(classes))
+        if len(classes) < 2:
+            raise ValueError(
+                "BudgetSVC needs samples of at least two classes; the file contains only one "
+                f"class: {classes[0]!r}"
+            )
+        check_classification_targets(classes)
+        self.classes_ = classes
+        self.class_weight_ = class_weights(
+            self.class_weight, classes, np.arange(len(classes)), counts
+        )
+        row_class_weights = None if self.class_weight is None else self.class_weight_
+
+        def chunk_targets(labels: np.ndarray) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+            y_chunk = _class_indices(classes, labels)
+            return y_chunk, None if row_class_weights is None else row_class_weights[y_chunk]
+
+        self.history_ = None
+        stream = self._stream_file(
+            path, chunk_rows, summary, n_rows, width, len(classes), chunk_targets, progress
+        )
+        self._set_model(stream.result())
+        self.n_iter_ = int(self.epochs)
+        self.fit_stats_["epochs"] = int(self.epochs)
+        if self.polish:
+            result = self._polish_file(
+                path,
+                chunk_rows,
+                width,
+                n_rows,
+                np.ascontiguousarray(classes, dtype=np.float64),
+                class_weights=None
+                if row_class_weights is None
+                else np.ascontiguousarray(row_class_weights, dtype=np.float64),
+            )
+            self._apply_polish(result)
+        return self
+
+    def _file_epoch_done(self, stream: Any, epoch: int, epochs: int) -> None:
+        if self.verbose:
+            info = stream.result()
+            _print_epoch(
+                dict(
+                    epoch=epoch,
+                    epochs=epochs,
+                    iteration=info["iterations"],
+                    n_sv=info["coef"].shape[0],
+                    maintenance_events=info["maintenance_events"],
+                    seconds=info["seconds"],
+                )
+            )
+
+    def _history_recorder(
+        self,
+        X_native: Any,
+        y_index: np.ndarray,
+        weights: Optional[np.ndarray],
+        eval_set: Optional[Tuple[Any, Any]],
+    ) -> Optional[HistoryRecorder]:
+        if not self.record_history:
+            if eval_set is not None:
+                raise ValueError("eval_set is only used with record_history=True")
+            return None
+        native_eval = None
+        if eval_set is not None:
+            if not isinstance(eval_set, tuple) or len(eval_set) != 2:
+                raise ValueError("eval_set must be a tuple (X_val, y_val)")
+            X_val = validate_data(
+                self, eval_set[0], accept_sparse="csr", dtype=np.float64, order="C", reset=False
+            )
+            y_val = np.asarray(eval_set[1])
+            if y_val.shape != (X_val.shape[0],):
+                raise ValueError(
+                    f"eval_set: X_val has {X_val.shape[0]} rows but y_val has shape {y_val.shape}"
+                )
+            # Labels never seen in training count as errors (index n_classes matches no output).
+            pos = np.searchsorted(self.classes_, y_val)
+            pos = np.minimum(pos, len(self.classes_) - 1)
+            known = self.classes_[pos] == y_val
+            native_eval = (to_native(X_val), np.where(known, pos, len(self.classes_)))
+        return HistoryRecorder(
+            X_native,
+            y_index,
+            len(self.classes_),
+            float(self.C),
+            self.gamma_,
+            self.solver,
+            eval_set=native_eval,
+            weights=weights,
+            n_threads=check_n_jobs(self.n_jobs),
+        )
+
+    @rows_doc(
+        "ndarray of shape (n_samples,) or (n_samples, n_classes)",
+        "For two classes one value per row, positive for ``classes_[1]``; otherwise one\n"
+        "score per class.",
+    )
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Decision values of the budgeted model."""
+        values = self._expansion_values(X)
+        return values[:, 0] if values.shape[1] == 1 else values
+
+    @rows_doc()
+    def predict(self, X: Any) -> np.ndarray:
+        """Predicted class labels: the sign of the decision value, or the class of the largest
+        score."""
+        values = self.decision_function(X)
+        if values.ndim == 1:
+            return self.classes_[(values > 0).astype(np.intp)]
+        return self.classes_[np.argmax(values, axis=1)]
+
+    def _pairwise_decision(self, X: Any) -> np.ndarray:
+        """One column per class pair (a, b), a < b, in LIBSVM's order, positive for a: -f for
+        two classes, f_a - f_b otherwise (see ``budgetsvm._probability``)."""
+        values = self.decision_function(X)
+        if values.ndim == 1:
+            return -values[:, None]
+        pairs = _probability.class_pairs(values.shape[1])
+        a = np.array([p[0] for p in pairs])
+        b = np.array([p[1] for p in pairs])
+        return values[:, a] - values[:, b]
+
+
+def _batch_weights(
+    sample_weight: Any, X: Any, y_index: np.ndarray, class_weights: np.ndarray
+) -> Optional[np.ndarray]:
+    """Row weights of a batch: sample weight times class weight; None when all are 1."""
+    uniform = bool(np.all(class_weights == 1.0))
+    if sample_weight is None and uniform:
+        return None
+    weights = np.ones(X.shape[0])
+    if sample_weight is not None:
+        weights = check_sample_weight(sample_weight, X.shape[0])
+    if not uniform:
+        weights = weights * class_weights[y_index]
+    return np.ascontiguousarray(weights)
+
+
+def _class_indices(classes: np.ndarray, y: Any) -> np.ndarray:
+    """Index of each label of y in the sorted ``classes``; a label not in it is an error."""
+    y = np.asarray(y)
+    pos = np.minimum(np.searchsorted(classes, y), len(classes) - 1)
+    unknown = classes[pos] != y
+    if np.any(unknown):
+        raise ValueError(
+            f"y contains labels not in classes: {np.unique(y[unknown]).tolist()!r} "
+            f"(classes are {classes.tolist()!r})"
+        )
+    return np.ascontiguousarray(pos, dtype=np.uint32)
