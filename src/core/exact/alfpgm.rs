@@ -1404,14 +1404,12 @@ fn smo_fallback<R: Rows>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::common::progress::{no_monitor, Monitor, Progress};
     use crate::core::common::rng::Rng;
     use crate::core::data::rows::{CsrView, DenseView};
     use crate::core::exact::smo::tests::{
-        bounds, check_solution, problem, q_matrix, rbf_svc, run_smo,
+        bounds, check_solution, problem, q_matrix, quietly, rbf_svc, run_smo,
     };
     use crate::core::kernels::kernel::Kernel;
-    use std::sync::Mutex;
 
     #[allow(clippy::too_many_arguments)] // the problem, the solver settings and the cache
     fn run<R: Rows>(
@@ -1425,23 +1423,13 @@ mod tests {
         shrinking: Option<usize>,
     ) -> DualSolution {
         let mut cache = KernelRowCache::new(x, Kernel::rbf(gamma), cache_bytes).unwrap();
-        let mut mon = no_monitor;
-        let m: Monitor<'_> = &mut mon;
-        let monitor = Mutex::new(m);
-        let mut rep = Reporter::new(&monitor, Progress::default(), None);
         let run = ExactRun {
             tol,
             max_iter: 1_000_000,
             shrinking,
         };
-        solve_alfpgm(
-            &mut cache,
-            rbf_svc(y.to_vec(), c.to_vec()),
-            &run,
-            params,
-            &mut rep,
-        )
-        .unwrap()
+        let problem = rbf_svc(y.to_vec(), c.to_vec());
+        quietly(|rep| solve_alfpgm(&mut cache, problem, &run, params, rep)).unwrap()
     }
 
     #[test]
@@ -1546,10 +1534,6 @@ mod tests {
         let (xs, y) = problem(200, 2, 4);
         let x = DenseView::new(&xs, 200, 2).unwrap();
         let mut cache = KernelRowCache::new(&x, Kernel::rbf(3.0), 1 << 20).unwrap();
-        let mut mon = no_monitor;
-        let m: Monitor<'_> = &mut mon;
-        let monitor = Mutex::new(m);
-        let mut rep = Reporter::new(&monitor, Progress::default(), None);
         let p = AlfpgmParams {
             n_pairs: 2,
             ..Default::default()
@@ -1559,14 +1543,8 @@ mod tests {
             max_iter: 2,
             shrinking: Some(1),
         };
-        let sol = solve_alfpgm(
-            &mut cache,
-            rbf_svc(y.clone(), vec![100.0; 200]),
-            &run,
-            &p,
-            &mut rep,
-        )
-        .unwrap();
+        let problem = rbf_svc(y.clone(), vec![100.0; 200]);
+        let sol = quietly(|rep| solve_alfpgm(&mut cache, problem, &run, &p, rep)).unwrap();
         assert_eq!(sol.iterations, 2);
         assert!(!sol.converged);
         let ya: f64 = sol.alpha.iter().zip(&y).map(|(a, y)| a * y).sum();
