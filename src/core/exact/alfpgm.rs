@@ -56,6 +56,7 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
+use crate::core::common::checks::check_positive_finite;
 use crate::core::common::error::{Result, SvmError};
 use crate::core::common::parallel;
 use crate::core::data::rows::Rows;
@@ -150,16 +151,6 @@ impl Default for AlfpgmParams {
 
 impl AlfpgmParams {
     pub fn check(&self) -> Result<()> {
-        let positive = |name: &'static str, v: f64| {
-            if v.is_finite() && v > 0.0 {
-                Ok(())
-            } else {
-                Err(SvmError::invalid_parameter(
-                    name,
-                    format!("must be a positive finite number, got {v}"),
-                ))
-            }
-        };
         if self.n_pairs == 0 {
             return Err(SvmError::invalid_parameter("n_pairs", "must be at least 1"));
         }
@@ -211,8 +202,8 @@ impl AlfpgmParams {
                 return Err(SvmError::invalid_parameter(name, "must be at least 1"));
             }
         }
-        positive("inner_tol_factor", self.inner_tol_factor)?;
-        positive("inner_rel", self.inner_rel)?;
+        check_positive_finite("inner_tol_factor", self.inner_tol_factor)?;
+        check_positive_finite("inner_rel", self.inner_rel)?;
         if !(self.lipschitz_safety.is_finite() && self.lipschitz_safety >= 1.0) {
             return Err(SvmError::invalid_parameter(
                 "lipschitz_safety",

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use rayon::prelude::*;
 
-use crate::core::common::checks::check_weights;
+use crate::core::common::checks::{check_positive_finite, check_weights};
 use crate::core::common::error::{Result, SvmError};
 use crate::core::common::parallel;
 use crate::core::common::progress::{Monitor, Progress};
@@ -101,18 +101,8 @@ pub struct ValidExactParams(ExactParams);
 impl ExactParams {
     pub fn check(&self) -> Result<ValidExactParams> {
         self.kernel.check()?;
-        if !(self.c.is_finite() && self.c > 0.0) {
-            return Err(SvmError::invalid_parameter(
-                "C",
-                format!("must be a positive finite number, got {}", self.c),
-            ));
-        }
-        if !(self.tol.is_finite() && self.tol > 0.0) {
-            return Err(SvmError::invalid_parameter(
-                "tol",
-                format!("must be a positive finite number, got {}", self.tol),
-            ));
-        }
+        check_positive_finite("C", self.c)?;
+        check_positive_finite("tol", self.tol)?;
         if let Some(r) = self.report_every {
             if !(r.is_finite() && r >= 0.0) {
                 return Err(SvmError::invalid_parameter(

@@ -9,20 +9,14 @@
 //! - precomputed: the rows are rows of a Gram matrix G and its entries are the "dots" (the exact
 //!   solvers read them from G; `kernel_norms` makes G_ii the squared norm, so k(x_i, x_i) = G_ii).
 
+use crate::core::common::checks::check_positive_finite;
 use crate::core::common::error::{Result, SvmError};
 use crate::core::data::rows::Rows;
 use crate::core::simd;
 
 /// Checks that gamma is usable: positive and finite.
 pub fn check_gamma(gamma: f64) -> Result<()> {
-    if gamma.is_finite() && gamma > 0.0 {
-        Ok(())
-    } else {
-        Err(SvmError::invalid_parameter(
-            "gamma",
-            format!("must be a positive finite number, got {gamma}"),
-        ))
-    }
+    check_positive_finite("gamma", gamma)
 }
 
 /// A kernel function (scikit-learn's / LIBSVM's parameterisation).
