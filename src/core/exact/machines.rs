@@ -503,6 +503,7 @@ mod tests {
     use crate::core::common::progress::no_monitor;
     use crate::core::common::rng::Rng;
     use crate::core::data::rows::DenseView;
+    use crate::core::kernels::kernel::tests::explicit_kernel;
 
     #[test]
     fn one_vs_one_pairs_agree_between_solvers_and_threads() {
@@ -698,24 +699,6 @@ mod tests {
             assert!(bad.check().is_err());
         }
         assert!(ExactSolver::parse("bogus").is_err());
-    }
-
-    /// k(a, b) straight from the vectors (no norms, no dots of the cache).
-    fn explicit_kernel(kernel: Kernel, a: &[f64], b: &[f64]) -> f64 {
-        let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-        match kernel {
-            Kernel::Rbf { gamma } => {
-                let d2: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
-                (-gamma * d2).exp()
-            }
-            Kernel::Linear | Kernel::Precomputed => dot,
-            Kernel::Poly {
-                gamma,
-                coef0,
-                degree,
-            } => (0..degree).map(|_| gamma * dot + coef0).product(),
-            Kernel::Sigmoid { gamma, coef0 } => (gamma * dot + coef0).tanh(),
-        }
     }
 
     /// sum_s coef_s k(x_s, x_i) - rho for every row i, from the explicit kernel.

@@ -184,3 +184,27 @@ fn check_coef0(coef0: f64) -> Result<()> {
         ))
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// k(a, b) straight from the two vectors (no norms, no dots of a cache): the reference
+    /// kernel blocks and exact models are checked against.
+    pub(crate) fn explicit_kernel(kernel: Kernel, a: &[f64], b: &[f64]) -> f64 {
+        let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        match kernel {
+            Kernel::Rbf { gamma } => {
+                let d2: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
+                (-gamma * d2).exp()
+            }
+            Kernel::Linear | Kernel::Precomputed => dot,
+            Kernel::Poly {
+                gamma,
+                coef0,
+                degree,
+            } => (0..degree).map(|_| gamma * dot + coef0).product(),
+            Kernel::Sigmoid { gamma, coef0 } => (gamma * dot + coef0).tanh(),
+        }
+    }
+}

@@ -702,26 +702,10 @@ mod tests {
     use super::*;
     use crate::core::common::rng::Rng;
     use crate::core::data::rows::{CsrView, DenseView};
+    use crate::core::kernels::kernel::tests::explicit_kernel;
 
     fn explicit(a: &[f64], b: &[f64], gamma: f64) -> f64 {
         explicit_kernel(Kernel::rbf(gamma), a, b)
-    }
-
-    fn explicit_kernel(kernel: Kernel, a: &[f64], b: &[f64]) -> f64 {
-        let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-        match kernel {
-            Kernel::Rbf { gamma } => {
-                let d2: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
-                (-gamma * d2).exp()
-            }
-            Kernel::Poly {
-                gamma,
-                coef0,
-                degree,
-            } => (0..degree).map(|_| gamma * dot + coef0).product(),
-            Kernel::Sigmoid { gamma, coef0 } => (gamma * dot + coef0).tanh(),
-            Kernel::Linear | Kernel::Precomputed => dot,
-        }
     }
 
     /// A dense matrix with a share `zeros` of zero entries, and its CSR parts.
