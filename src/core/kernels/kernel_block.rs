@@ -780,18 +780,10 @@ mod tests {
                 blocks.push(small);
                 let norms = xdense.sq_norms();
                 for b in &blocks {
-                    for x in [&xdense as &dyn Fill, &xcsr as &dyn Fill] {
-                        let mut out = vec![0.0; n * m];
-                        let mut scratch = BlockScratch::default();
-                        // Blocks of uneven sizes.
-                        let mut r = 0;
-                        let mut size = 1;
-                        while r < n {
-                            let e = (r + size).min(n);
-                            x.fill(b, r..e, &norms[r..e], &mut out[r * m..e * m], &mut scratch);
-                            r = e;
-                            size = size * 2 + 3;
-                        }
+                    for out in [
+                        uneven_blocks(b, &xdense, &norms),
+                        uneven_blocks(b, &xcsr, &norms),
+                    ] {
                         for i in 0..n {
                             for j in 0..m {
                                 let (xi, sj) = (&xd[i * d..(i + 1) * d], &sd[j * d..(j + 1) * d]);
@@ -811,28 +803,20 @@ mod tests {
         assert!(KernelBlocks::with_kernel(&s, Kernel::Precomputed).is_err());
     }
 
-    /// Object-safe adapter for the test: one call per input storage.
-    trait Fill {
-        fn fill(
-            &self,
-            b: &KernelBlocks,
-            rows: Range<usize>,
-            norms: &[f64],
-            out: &mut [f64],
-            s: &mut BlockScratch,
-        );
-    }
-    impl<R: Rows> Fill for R {
-        fn fill(
-            &self,
-            b: &KernelBlocks,
-            rows: Range<usize>,
-            norms: &[f64],
-            out: &mut [f64],
-            s: &mut BlockScratch,
-        ) {
-            b.fill_rows(self, rows, norms, out, s)
+    /// K(X, S) filled in blocks of rows of uneven sizes.
+    fn uneven_blocks<R: Rows>(b: &KernelBlocks, x: &R, norms: &[f64]) -> Vec<f64> {
+        let (n, m) = (x.n_rows(), b.n_basis());
+        let mut out = vec![0.0; n * m];
+        let mut scratch = BlockScratch::default();
+        let mut r = 0;
+        let mut size = 1;
+        while r < n {
+            let e = (r + size).min(n);
+            b.fill_rows(x, r..e, &norms[r..e], &mut out[r * m..e * m], &mut scratch);
+            r = e;
+            size = size * 2 + 3;
         }
+        out
     }
 
     /// Decision values equal the explicit sums, per vector and one-vs-one, with an intercept,
