@@ -701,6 +701,7 @@ fn explicit_sq_distance<X: Rows, Y: Rows>(x: &X, i: usize, y: &Y, j: usize) -> f
 mod tests {
     use super::*;
     use crate::core::common::rng::Rng;
+    use crate::core::data::rows::tests::csr_parts;
     use crate::core::data::rows::{CsrView, DenseView};
     use crate::core::kernels::kernel::tests::explicit_kernel;
 
@@ -933,17 +934,7 @@ mod tests {
         let ys: Vec<f64> = (0..m * d).map(|_| rng.next_f64() - 0.5).collect();
         let x = DenseView::new(&xs, n, d).unwrap();
         let y = DenseView::new(&ys, m, d).unwrap();
-        let mut indptr = vec![0i32];
-        let (mut idx, mut val) = (vec![], vec![]);
-        for i in 0..n {
-            for c in 0..d {
-                if xs[i * d + c] != 0.0 {
-                    idx.push(c as i32);
-                    val.push(xs[i * d + c]);
-                }
-            }
-            indptr.push(idx.len() as i32);
-        }
+        let (indptr, idx, val) = csr_parts(&xs, d);
         let xsp = CsrView::new(&indptr, &idx, &val, d).unwrap();
         let mut k1 = vec![0.0; n * m];
         let mut k2 = vec![0.0; n * m];

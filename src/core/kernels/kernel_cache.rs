@@ -635,6 +635,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
 pub(crate) mod tests {
     use super::*;
     use crate::core::common::rng::Rng;
+    use crate::core::data::rows::tests::csr_parts;
     use crate::core::data::rows::{CsrView, DenseView, SubsetRows};
     use crate::core::kernels::kernel_block::kernel_matrix;
     use crate::core::kernels::kernel_rows::DENSIFY_MAX_COLS;
@@ -657,17 +658,7 @@ pub(crate) mod tests {
                 *v = 0.0;
             }
         }
-        let mut indptr = vec![0i32];
-        let (mut indices, mut values) = (vec![], vec![]);
-        for i in 0..n {
-            for c in 0..d {
-                if dense[i * d + c] != 0.0 {
-                    indices.push(c as i32);
-                    values.push(dense[i * d + c]);
-                }
-            }
-            indptr.push(indices.len() as i32);
-        }
+        let (indptr, indices, values) = csr_parts(&dense, d);
         Data {
             dense,
             indptr,
