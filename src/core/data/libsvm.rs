@@ -738,46 +738,16 @@ const POW10: [f64; 23] = [
 fn fast_float(buf: &[u8], mut pos: usize) -> Option<(f64, usize)> {
     const MAX_MANTISSA: u64 = 1 << 53;
     let n = buf.len();
-    let negative = match buf.get(pos) {
-        Some(b'-') => {
-            pos += 1;
-            true
-        }
-        Some(b'+') => {
-            pos += 1;
-            false
-        }
-        _ => false,
-    };
+    let negative = skip_sign(buf, &mut pos);
     let mut mantissa: u64 = 0;
     let int_start = pos;
-    while pos < n {
-        let d = buf[pos].wrapping_sub(b'0');
-        if d > 9 {
-            break;
-        }
-        if mantissa > MAX_MANTISSA {
-            return None;
-        }
-        mantissa = mantissa * 10 + u64::from(d);
-        pos += 1;
-    }
+    pos = read_digits(buf, pos, &mut mantissa, MAX_MANTISSA)?;
     let mut digits = pos - int_start;
     let mut frac_digits = 0usize;
     if pos < n && buf[pos] == b'.' {
         pos += 1;
         let frac_start = pos;
-        while pos < n {
-            let d = buf[pos].wrapping_sub(b'0');
-            if d > 9 {
-                break;
-            }
-            if mantissa > MAX_MANTISSA {
-                return None;
-            }
-            mantissa = mantissa * 10 + u64::from(d);
-            pos += 1;
-        }
+        pos = read_digits(buf, pos, &mut mantissa, MAX_MANTISSA)?;
         frac_digits = pos - frac_start;
         digits += frac_digits;
     }
@@ -787,32 +757,15 @@ fn fast_float(buf: &[u8], mut pos: usize) -> Option<(f64, usize)> {
     let mut exponent: i64 = 0;
     if pos < n && buf[pos] | 0x20 == b'e' {
         pos += 1;
-        let exp_negative = match buf.get(pos) {
-            Some(b'-') => {
-                pos += 1;
-                true
-            }
-            Some(b'+') => {
-                pos += 1;
-                false
-            }
-            _ => false,
-        };
+        let exp_negative = skip_sign(buf, &mut pos);
         let exp_start = pos;
-        while pos < n {
-            let d = buf[pos].wrapping_sub(b'0');
-            if d > 9 {
-                break;
-            }
-            if exponent > 100_000 {
-                return None;
-            }
-            exponent = exponent * 10 + i64::from(d);
-            pos += 1;
-        }
+        let mut abs_exponent = 0u64;
+        pos = read_digits(buf, pos, &mut abs_exponent, 100_000)?;
         if pos == exp_start {
             return None;
         }
+        // At most 10^6 + 9: the cast is exact.
+        exponent = abs_exponent as i64;
         if exp_negative {
             exponent = -exponent;
         }
@@ -831,6 +784,40 @@ fn fast_float(buf: &[u8], mut pos: usize) -> Option<(f64, usize)> {
         mantissa as f64 / POW10[(-e10) as usize]
     };
     Some((if negative { -magnitude } else { magnitude }, pos))
+}
+
+/// Steps over a '+' or '-' at `pos`; returns whether it was '-'.
+#[inline(always)]
+fn skip_sign(buf: &[u8], pos: &mut usize) -> bool {
+    match buf.get(*pos) {
+        Some(b'-') => {
+            *pos += 1;
+            true
+        }
+        Some(b'+') => {
+            *pos += 1;
+            false
+        }
+        _ => false,
+    }
+}
+
+/// Appends the decimal digits from `pos` on to `value`; returns where they end, or None when
+/// another digit comes once `value` is past `cap` (more than the fast path can take).
+#[inline(always)]
+fn read_digits(buf: &[u8], mut pos: usize, value: &mut u64, cap: u64) -> Option<usize> {
+    while pos < buf.len() {
+        let d = buf[pos].wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        if *value > cap {
+            return None;
+        }
+        *value = *value * 10 + u64::from(d);
+        pos += 1;
+    }
+    Some(pos)
 }
 
 #[cfg(test)]

@@ -476,8 +476,25 @@ pub fn check_finite(values: &[f64], what: &str) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// The CSR parts (i32 indices) of a dense row-major matrix of `d` columns: its non-zeros,
+    /// row by row.
+    pub(crate) fn csr_parts(dense: &[f64], d: usize) -> (Vec<i32>, Vec<i32>, Vec<f64>) {
+        let mut indptr = vec![0i32];
+        let (mut indices, mut values) = (vec![], vec![]);
+        for row in dense.chunks(d) {
+            for (c, &v) in row.iter().enumerate() {
+                if v != 0.0 {
+                    indices.push(c as i32);
+                    values.push(v);
+                }
+            }
+            indptr.push(indices.len() as i32);
+        }
+        (indptr, indices, values)
+    }
 
     #[test]
     fn dense_and_csr_agree() {

@@ -56,6 +56,7 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
+use crate::core::common::checks::check_positive_finite;
 use crate::core::common::error::{Result, SvmError};
 use crate::core::common::parallel;
 use crate::core::data::rows::Rows;
@@ -150,16 +151,6 @@ impl Default for AlfpgmParams {
 
 impl AlfpgmParams {
     pub fn check(&self) -> Result<()> {
-        let positive = |name: &'static str, v: f64| {
-            if v.is_finite() && v > 0.0 {
-                Ok(())
-            } else {
-                Err(SvmError::invalid_parameter(
-                    name,
-                    format!("must be a positive finite number, got {v}"),
-                ))
-            }
-        };
         if self.n_pairs == 0 {
             return Err(SvmError::invalid_parameter("n_pairs", "must be at least 1"));
         }
@@ -211,8 +202,8 @@ impl AlfpgmParams {
                 return Err(SvmError::invalid_parameter(name, "must be at least 1"));
             }
         }
-        positive("inner_tol_factor", self.inner_tol_factor)?;
-        positive("inner_rel", self.inner_rel)?;
+        check_positive_finite("inner_tol_factor", self.inner_tol_factor)?;
+        check_positive_finite("inner_rel", self.inner_rel)?;
         if !(self.lipschitz_safety.is_finite() && self.lipschitz_safety >= 1.0) {
             return Err(SvmError::invalid_parameter(
                 "lipschitz_safety",
@@ -1404,14 +1395,12 @@ fn smo_fallback<R: Rows>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::common::progress::{no_monitor, Monitor, Progress};
     use crate::core::common::rng::Rng;
     use crate::core::data::rows::{CsrView, DenseView};
     use crate::core::exact::smo::tests::{
-        bounds, check_solution, problem, q_matrix, rbf_svc, run_smo,
+        bounds, check_solution, problem, q_matrix, quietly, rbf_svc, run_smo,
     };
     use crate::core::kernels::kernel::Kernel;
-    use std::sync::Mutex;
 
     #[allow(clippy::too_many_arguments)] // the problem, the solver settings and the cache
     fn run<R: Rows>(
@@ -1425,23 +1414,13 @@ mod tests {
         shrinking: Option<usize>,
     ) -> DualSolution {
         let mut cache = KernelRowCache::new(x, Kernel::rbf(gamma), cache_bytes).unwrap();
-        let mut mon = no_monitor;
-        let m: Monitor<'_> = &mut mon;
-        let monitor = Mutex::new(m);
-        let mut rep = Reporter::new(&monitor, Progress::default(), None);
         let run = ExactRun {
             tol,
             max_iter: 1_000_000,
             shrinking,
         };
-        solve_alfpgm(
-            &mut cache,
-            rbf_svc(y.to_vec(), c.to_vec()),
-            &run,
-            params,
-            &mut rep,
-        )
-        .unwrap()
+        let problem = rbf_svc(y.to_vec(), c.to_vec());
+        quietly(|rep| solve_alfpgm(&mut cache, problem, &run, params, rep)).unwrap()
     }
 
     #[test]
@@ -1546,10 +1525,6 @@ mod tests {
         let (xs, y) = problem(200, 2, 4);
         let x = DenseView::new(&xs, 200, 2).unwrap();
         let mut cache = KernelRowCache::new(&x, Kernel::rbf(3.0), 1 << 20).unwrap();
-        let mut mon = no_monitor;
-        let m: Monitor<'_> = &mut mon;
-        let monitor = Mutex::new(m);
-        let mut rep = Reporter::new(&monitor, Progress::default(), None);
         let p = AlfpgmParams {
             n_pairs: 2,
             ..Default::default()
@@ -1559,14 +1534,8 @@ mod tests {
             max_iter: 2,
             shrinking: Some(1),
         };
-        let sol = solve_alfpgm(
-            &mut cache,
-            rbf_svc(y.clone(), vec![100.0; 200]),
-            &run,
-            &p,
-            &mut rep,
-        )
-        .unwrap();
+        let problem = rbf_svc(y.clone(), vec![100.0; 200]);
+        let sol = quietly(|rep| solve_alfpgm(&mut cache, problem, &run, &p, rep)).unwrap();
         assert_eq!(sol.iterations, 2);
         assert!(!sol.converged);
         let ya: f64 = sol.alpha.iter().zip(&y).map(|(a, y)| a * y).sum();

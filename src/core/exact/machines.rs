@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use rayon::prelude::*;
 
-use crate::core::common::checks::check_weights;
+use crate::core::common::checks::{check_positive_finite, check_weights};
 use crate::core::common::error::{Result, SvmError};
 use crate::core::common::parallel;
 use crate::core::common::progress::{Monitor, Progress};
@@ -101,18 +101,8 @@ pub struct ValidExactParams(ExactParams);
 impl ExactParams {
     pub fn check(&self) -> Result<ValidExactParams> {
         self.kernel.check()?;
-        if !(self.c.is_finite() && self.c > 0.0) {
-            return Err(SvmError::invalid_parameter(
-                "C",
-                format!("must be a positive finite number, got {}", self.c),
-            ));
-        }
-        if !(self.tol.is_finite() && self.tol > 0.0) {
-            return Err(SvmError::invalid_parameter(
-                "tol",
-                format!("must be a positive finite number, got {}", self.tol),
-            ));
-        }
+        check_positive_finite("C", self.c)?;
+        check_positive_finite("tol", self.tol)?;
         if let Some(r) = self.report_every {
             if !(r.is_finite() && r >= 0.0) {
                 return Err(SvmError::invalid_parameter(
@@ -513,6 +503,7 @@ mod tests {
     use crate::core::common::progress::no_monitor;
     use crate::core::common::rng::Rng;
     use crate::core::data::rows::DenseView;
+    use crate::core::kernels::kernel::tests::explicit_kernel;
 
     #[test]
     fn one_vs_one_pairs_agree_between_solvers_and_threads() {
@@ -708,24 +699,6 @@ mod tests {
             assert!(bad.check().is_err());
         }
         assert!(ExactSolver::parse("bogus").is_err());
-    }
-
-    /// k(a, b) straight from the vectors (no norms, no dots of the cache).
-    fn explicit_kernel(kernel: Kernel, a: &[f64], b: &[f64]) -> f64 {
-        let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-        match kernel {
-            Kernel::Rbf { gamma } => {
-                let d2: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
-                (-gamma * d2).exp()
-            }
-            Kernel::Linear | Kernel::Precomputed => dot,
-            Kernel::Poly {
-                gamma,
-                coef0,
-                degree,
-            } => (0..degree).map(|_| gamma * dot + coef0).product(),
-            Kernel::Sigmoid { gamma, coef0 } => (gamma * dot + coef0).tanh(),
-        }
     }
 
     /// sum_s coef_s k(x_s, x_i) - rho for every row i, from the explicit kernel.

@@ -1,14 +1,11 @@
 //! Shrinking tested through both solvers that use it (SMO and ALFPGM) against an independent
 //! QP solver: the same solutions with and without it, on any schedule.
 
-use std::sync::Mutex;
-
-use crate::core::common::progress::{no_monitor, Monitor, Progress};
 use crate::core::data::rows::DenseView;
 use crate::core::exact::alfpgm::{solve_alfpgm, AlfpgmParams};
-use crate::core::exact::dual::{DualSolution, ExactRun, Reporter};
+use crate::core::exact::dual::{DualSolution, ExactRun};
 use crate::core::exact::smo::solve_smo;
-use crate::core::exact::smo::tests::{bounds, check_solution, problem, q_matrix, rbf_svc};
+use crate::core::exact::smo::tests::{bounds, check_solution, problem, q_matrix, quietly, rbf_svc};
 use crate::core::kernels::kernel::Kernel;
 use crate::core::kernels::kernel_cache::KernelRowCache;
 
@@ -21,25 +18,24 @@ fn solve(
     cache_bytes: usize,
 ) -> DualSolution {
     let mut cache = KernelRowCache::new(x, Kernel::rbf(1.5), cache_bytes).unwrap();
-    let mut mon = no_monitor;
-    let m: Monitor<'_> = &mut mon;
-    let monitor = Mutex::new(m);
-    let mut rep = Reporter::new(&monitor, Progress::default(), None);
-    let (y, c) = (y.to_vec(), c.to_vec());
+    let problem = rbf_svc(y.to_vec(), c.to_vec());
     let run = ExactRun {
         tol: 1e-4,
         max_iter: 10_000_000,
         shrinking,
     };
-    if alfpgm {
-        let p = AlfpgmParams {
-            n_pairs: 20,
-            ..Default::default()
-        };
-        solve_alfpgm(&mut cache, rbf_svc(y, c), &run, &p, &mut rep).unwrap()
-    } else {
-        solve_smo(&mut cache, rbf_svc(y, c), &run, &mut rep).unwrap()
-    }
+    quietly(|rep| {
+        if alfpgm {
+            let p = AlfpgmParams {
+                n_pairs: 20,
+                ..Default::default()
+            };
+            solve_alfpgm(&mut cache, problem, &run, &p, rep)
+        } else {
+            solve_smo(&mut cache, problem, &run, rep)
+        }
+    })
+    .unwrap()
 }
 
 #[test]

@@ -266,16 +266,21 @@ pub(crate) mod tests {
         let n = y.len();
         let x = DenseView::new(xs, n, d).unwrap();
         let mut cache = KernelRowCache::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
-        let mut mon = no_monitor;
-        let m: Monitor<'_> = &mut mon;
-        let monitor = Mutex::new(m);
-        let mut rep = Reporter::new(&monitor, Progress::default(), None);
         let run = ExactRun {
             tol,
             max_iter: 1_000_000,
             shrinking,
         };
-        solve_smo(&mut cache, rbf_svc(y.to_vec(), c.to_vec()), &run, &mut rep).unwrap()
+        quietly(|rep| solve_smo(&mut cache, rbf_svc(y.to_vec(), c.to_vec()), &run, rep)).unwrap()
+    }
+
+    /// Runs `solve` with a reporter that reports nowhere.
+    pub(crate) fn quietly<T>(solve: impl FnOnce(&mut Reporter<'_, '_>) -> T) -> T {
+        let mut mon = no_monitor;
+        let m: Monitor<'_> = &mut mon;
+        let monitor = Mutex::new(m);
+        let mut rep = Reporter::new(&monitor, Progress::default(), None);
+        solve(&mut rep)
     }
 
     /// Box bounds for a test problem: all C, or C times a random weight in [0.1, 3) per
@@ -361,22 +366,14 @@ pub(crate) mod tests {
         let (xs, y) = problem(80, 2, 3);
         let x = DenseView::new(&xs, 80, 2).unwrap();
         let mut cache = KernelRowCache::new(&x, Kernel::rbf(2.0), 1 << 20).unwrap();
-        let mut mon = no_monitor;
-        let m: Monitor<'_> = &mut mon;
-        let monitor = Mutex::new(m);
-        let mut rep = Reporter::new(&monitor, Progress::default(), None);
         let run = ExactRun {
             tol: 1e-8,
             max_iter: 3,
             shrinking: Some(1),
         };
-        let sol = solve_smo(
-            &mut cache,
-            rbf_svc(y.clone(), vec![10.0; 80]),
-            &run,
-            &mut rep,
-        )
-        .unwrap();
+        let sol =
+            quietly(|rep| solve_smo(&mut cache, rbf_svc(y.clone(), vec![10.0; 80]), &run, rep))
+                .unwrap();
         assert_eq!(sol.iterations, 3);
         assert!(!sol.converged);
         let ya: f64 = sol.alpha.iter().zip(&y).map(|(a, y)| a * y).sum();

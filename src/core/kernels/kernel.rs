@@ -9,20 +9,14 @@
 //! - precomputed: the rows are rows of a Gram matrix G and its entries are the "dots" (the exact
 //!   solvers read them from G; `kernel_norms` makes G_ii the squared norm, so k(x_i, x_i) = G_ii).
 
+use crate::core::common::checks::check_positive_finite;
 use crate::core::common::error::{Result, SvmError};
 use crate::core::data::rows::Rows;
 use crate::core::simd;
 
 /// Checks that gamma is usable: positive and finite.
 pub fn check_gamma(gamma: f64) -> Result<()> {
-    if gamma.is_finite() && gamma > 0.0 {
-        Ok(())
-    } else {
-        Err(SvmError::invalid_parameter(
-            "gamma",
-            format!("must be a positive finite number, got {gamma}"),
-        ))
-    }
+    check_positive_finite("gamma", gamma)
 }
 
 /// A kernel function (scikit-learn's / LIBSVM's parameterisation).
@@ -188,5 +182,29 @@ fn check_coef0(coef0: f64) -> Result<()> {
             "coef0",
             format!("must be a finite number, got {coef0}"),
         ))
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// k(a, b) straight from the two vectors (no norms, no dots of a cache): the reference
+    /// kernel blocks and exact models are checked against.
+    pub(crate) fn explicit_kernel(kernel: Kernel, a: &[f64], b: &[f64]) -> f64 {
+        let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        match kernel {
+            Kernel::Rbf { gamma } => {
+                let d2: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
+                (-gamma * d2).exp()
+            }
+            Kernel::Linear | Kernel::Precomputed => dot,
+            Kernel::Poly {
+                gamma,
+                coef0,
+                degree,
+            } => (0..degree).map(|_| gamma * dot + coef0).product(),
+            Kernel::Sigmoid { gamma, coef0 } => (gamma * dot + coef0).tanh(),
+        }
     }
 }

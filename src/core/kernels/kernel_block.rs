@@ -701,27 +701,12 @@ fn explicit_sq_distance<X: Rows, Y: Rows>(x: &X, i: usize, y: &Y, j: usize) -> f
 mod tests {
     use super::*;
     use crate::core::common::rng::Rng;
+    use crate::core::data::rows::tests::csr_parts;
     use crate::core::data::rows::{CsrView, DenseView};
+    use crate::core::kernels::kernel::tests::explicit_kernel;
 
     fn explicit(a: &[f64], b: &[f64], gamma: f64) -> f64 {
         explicit_kernel(Kernel::rbf(gamma), a, b)
-    }
-
-    fn explicit_kernel(kernel: Kernel, a: &[f64], b: &[f64]) -> f64 {
-        let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-        match kernel {
-            Kernel::Rbf { gamma } => {
-                let d2: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
-                (-gamma * d2).exp()
-            }
-            Kernel::Poly {
-                gamma,
-                coef0,
-                degree,
-            } => (0..degree).map(|_| gamma * dot + coef0).product(),
-            Kernel::Sigmoid { gamma, coef0 } => (gamma * dot + coef0).tanh(),
-            Kernel::Linear | Kernel::Precomputed => dot,
-        }
     }
 
     /// A dense matrix with a share `zeros` of zero entries, and its CSR parts.
@@ -796,18 +781,10 @@ mod tests {
                 blocks.push(small);
                 let norms = xdense.sq_norms();
                 for b in &blocks {
-                    for x in [&xdense as &dyn Fill, &xcsr as &dyn Fill] {
-                        let mut out = vec![0.0; n * m];
-                        let mut scratch = BlockScratch::default();
-                        // Blocks of uneven sizes.
-                        let mut r = 0;
-                        let mut size = 1;
-                        while r < n {
-                            let e = (r + size).min(n);
-                            x.fill(b, r..e, &norms[r..e], &mut out[r * m..e * m], &mut scratch);
-                            r = e;
-                            size = size * 2 + 3;
-                        }
+                    for out in [
+                        uneven_blocks(b, &xdense, &norms),
+                        uneven_blocks(b, &xcsr, &norms),
+                    ] {
                         for i in 0..n {
                             for j in 0..m {
                                 let (xi, sj) = (&xd[i * d..(i + 1) * d], &sd[j * d..(j + 1) * d]);
@@ -827,28 +804,20 @@ mod tests {
         assert!(KernelBlocks::with_kernel(&s, Kernel::Precomputed).is_err());
     }
 
-    /// Object-safe adapter for the test: one call per input storage.
-    trait Fill {
-        fn fill(
-            &self,
-            b: &KernelBlocks,
-            rows: Range<usize>,
-            norms: &[f64],
-            out: &mut [f64],
-            s: &mut BlockScratch,
-        );
-    }
-    impl<R: Rows> Fill for R {
-        fn fill(
-            &self,
-            b: &KernelBlocks,
-            rows: Range<usize>,
-            norms: &[f64],
-            out: &mut [f64],
-            s: &mut BlockScratch,
-        ) {
-            b.fill_rows(self, rows, norms, out, s)
+    /// K(X, S) filled in blocks of rows of uneven sizes.
+    fn uneven_blocks<R: Rows>(b: &KernelBlocks, x: &R, norms: &[f64]) -> Vec<f64> {
+        let (n, m) = (x.n_rows(), b.n_basis());
+        let mut out = vec![0.0; n * m];
+        let mut scratch = BlockScratch::default();
+        let mut r = 0;
+        let mut size = 1;
+        while r < n {
+            let e = (r + size).min(n);
+            b.fill_rows(x, r..e, &norms[r..e], &mut out[r * m..e * m], &mut scratch);
+            r = e;
+            size = size * 2 + 3;
         }
+        out
     }
 
     /// Decision values equal the explicit sums, per vector and one-vs-one, with an intercept,
@@ -965,17 +934,7 @@ mod tests {
         let ys: Vec<f64> = (0..m * d).map(|_| rng.next_f64() - 0.5).collect();
         let x = DenseView::new(&xs, n, d).unwrap();
         let y = DenseView::new(&ys, m, d).unwrap();
-        let mut indptr = vec![0i32];
-        let (mut idx, mut val) = (vec![], vec![]);
-        for i in 0..n {
-            for c in 0..d {
-                if xs[i * d + c] != 0.0 {
-                    idx.push(c as i32);
-                    val.push(xs[i * d + c]);
-                }
-            }
-            indptr.push(idx.len() as i32);
-        }
+        let (indptr, idx, val) = csr_parts(&xs, d);
         let xsp = CsrView::new(&indptr, &idx, &val, d).unwrap();
         let mut k1 = vec![0.0; n * m];
         let mut k2 = vec![0.0; n * m];

@@ -79,6 +79,73 @@ pub struct CacheStats {
     pub twin_copies: u64,
 }
 
+/// A doubly linked least-recently-used order over ids 0..len (the cache's slots, the shared
+/// store's fit rows): head the most recently used, tail the least, NONE past either end.
+#[derive(Debug, Clone)]
+pub(crate) struct LruOrder {
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    head: u32,
+    tail: u32,
+}
+
+impl LruOrder {
+    /// `n` ids, none of them in the order yet.
+    pub(crate) fn new(n: usize) -> Self {
+        LruOrder {
+            prev: vec![NONE; n],
+            next: vec![NONE; n],
+            head: NONE,
+            tail: NONE,
+        }
+    }
+
+    /// One more id, not in the order yet.
+    pub(crate) fn add_id(&mut self) {
+        self.prev.push(NONE);
+        self.next.push(NONE);
+    }
+
+    /// The least recently used id, NONE when the order is empty.
+    pub(crate) fn tail(&self) -> u32 {
+        self.tail
+    }
+
+    /// Takes `s` (in the order) out of it.
+    pub(crate) fn unlink(&mut self, s: u32) {
+        let (p, q) = (self.prev[s as usize], self.next[s as usize]);
+        if p == NONE {
+            self.head = q;
+        } else {
+            self.next[p as usize] = q;
+        }
+        if q == NONE {
+            self.tail = p;
+        } else {
+            self.prev[q as usize] = p;
+        }
+    }
+
+    /// Puts `s` (not in the order) first.
+    pub(crate) fn push_front(&mut self, s: u32) {
+        self.prev[s as usize] = NONE;
+        self.next[s as usize] = self.head;
+        if self.head != NONE {
+            self.prev[self.head as usize] = s;
+        }
+        self.head = s;
+        if self.tail == NONE {
+            self.tail = s;
+        }
+    }
+
+    /// Moves `s` (in the order) first.
+    pub(crate) fn touch(&mut self, s: u32) {
+        self.unlink(s);
+        self.push_front(s);
+    }
+}
+
 /// The LRU kernel-row cache over the rows of `x`.
 pub struct KernelRowCache<'a, R: Rows> {
     n: usize,
@@ -94,11 +161,8 @@ pub struct KernelRowCache<'a, R: Rows> {
     row_len: Vec<u32>,
     /// Per position: its slot, or NONE.
     row_slot: Vec<u32>,
-    /// Doubly linked LRU list over slots: head = most recently used.
-    prev: Vec<u32>,
-    next: Vec<u32>,
-    head: u32,
-    tail: u32,
+    /// The slots, most recently used first.
+    lru: LruOrder,
     /// Per slot: its position in the batch being computed, or NONE.
     pending: Vec<u32>,
     /// Positions of the batch being computed, in batch order, and the first entry to compute.
@@ -190,10 +254,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
             slot_row: Vec::new(),
             row_len: Vec::new(),
             row_slot: vec![NONE; n],
-            prev: Vec::new(),
-            next: Vec::new(),
-            head: NONE,
-            tail: NONE,
+            lru: LruOrder::new(0),
             pending: Vec::new(),
             batch_rows: Vec::new(),
             batch_from: Vec::new(),
@@ -241,32 +302,6 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
         self.row_slot.get(i).is_some_and(|&s| s != NONE)
     }
 
-    fn unlink(&mut self, s: u32) {
-        let (p, q) = (self.prev[s as usize], self.next[s as usize]);
-        if p == NONE {
-            self.head = q;
-        } else {
-            self.next[p as usize] = q;
-        }
-        if q == NONE {
-            self.tail = p;
-        } else {
-            self.prev[q as usize] = p;
-        }
-    }
-
-    fn push_front(&mut self, s: u32) {
-        self.prev[s as usize] = NONE;
-        self.next[s as usize] = self.head;
-        if self.head != NONE {
-            self.prev[self.head as usize] = s;
-        }
-        self.head = s;
-        if self.tail == NONE {
-            self.tail = s;
-        }
-    }
-
     /// A slot for a new row: a fresh one while under capacity, else the least recently used.
     fn take_slot(&mut self) -> u32 {
         if self.storage.len() < self.max_slots {
@@ -274,13 +309,12 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
             self.storage.push(vec![0.0; self.n]);
             self.slot_row.push(NONE);
             self.row_len.push(0);
-            self.prev.push(NONE);
-            self.next.push(NONE);
+            self.lru.add_id();
             self.pending.push(NONE);
             return s;
         }
-        let s = self.tail;
-        self.unlink(s);
+        let s = self.lru.tail();
+        self.lru.unlink(s);
         let old = self.slot_row[s as usize];
         if old != NONE {
             self.row_slot[old as usize] = NONE;
@@ -437,8 +471,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
         for &i in idx {
             let s = self.row_slot[i];
             if s != NONE && self.pending[s as usize] == NONE {
-                self.unlink(s);
-                self.push_front(s);
+                self.lru.touch(s);
                 if self.row_len[s as usize] as usize >= len {
                     self.stats.hits += 1;
                 } else {
@@ -468,7 +501,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
                 let s = self.take_slot();
                 self.slot_row[s as usize] = i as u32;
                 self.row_slot[i] = s;
-                self.push_front(s);
+                self.lru.push_front(s);
                 match twin {
                     Some((q, t)) if self.slot_row[t as usize] == q as u32 => {
                         self.copy_twin_row(t as usize, s as usize, (q, i), len);
@@ -602,6 +635,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
 pub(crate) mod tests {
     use super::*;
     use crate::core::common::rng::Rng;
+    use crate::core::data::rows::tests::csr_parts;
     use crate::core::data::rows::{CsrView, DenseView, SubsetRows};
     use crate::core::kernels::kernel_block::kernel_matrix;
     use crate::core::kernels::kernel_rows::DENSIFY_MAX_COLS;
@@ -624,17 +658,7 @@ pub(crate) mod tests {
                 *v = 0.0;
             }
         }
-        let mut indptr = vec![0i32];
-        let (mut indices, mut values) = (vec![], vec![]);
-        for i in 0..n {
-            for c in 0..d {
-                if dense[i * d + c] != 0.0 {
-                    indices.push(c as i32);
-                    values.push(dense[i * d + c]);
-                }
-            }
-            indptr.push(indices.len() as i32);
-        }
+        let (indptr, indices, values) = csr_parts(&dense, d);
         Data {
             dense,
             indptr,

@@ -280,23 +280,15 @@ impl<'a, R: Rows> RowComputer<'a, R> {
                 DotPath::Shared { .. } => unreachable!("shared rows are filled above"),
                 DotPath::Gram => {
                     jobs.par_iter_mut().for_each(|job| {
-                        let (i, from) = (job.pos, job.from);
+                        let i = job.pos;
                         // Dense and square: checked when the computer was made.
                         let g = x.dense_row(perm[i] as usize).unwrap_or(&[]);
-                        job.out
-                            .par_chunks_mut(BLOCK)
-                            .enumerate()
-                            .for_each(|(blk, out)| {
-                                let j0 = from + blk * BLOCK;
-                                let mut buf = [0.0f64; BLOCK];
-                                let buf = &mut buf[..out.len()];
-                                for (t, v) in buf.iter_mut().enumerate() {
-                                    let col = x.source_row(perm[j0 + t] as usize);
-                                    *v = g.get(col).copied().unwrap_or(0.0);
-                                }
-                                let sq_j = &norms[j0..j0 + out.len()];
-                                kernel_values(kernel, (i, norms[i]), j0, sq_j, buf, out);
-                            });
+                        fill_in_blocks(kernel, norms, i, job.from, job.out, |j0, buf| {
+                            for (t, v) in buf.iter_mut().enumerate() {
+                                let col = x.source_row(perm[j0 + t] as usize);
+                                *v = g.get(col).copied().unwrap_or(0.0);
+                            }
+                        });
                     });
                 }
                 DotPath::Columns(columns) => {
@@ -321,28 +313,14 @@ impl<'a, R: Rows> RowComputer<'a, R> {
                                 columns.dots_part(perm[i] as usize, k, parts_n, pos_of, from, buf)
                             });
                         let parts = &scatter[..parts_n * m];
-                        job.out
-                            .par_chunks_mut(BLOCK)
-                            .enumerate()
-                            .for_each(|(blk, out)| {
-                                let r0 = blk * BLOCK;
-                                let mut buf = [0.0f64; BLOCK];
-                                let buf = &mut buf[..out.len()];
-                                for part in parts.chunks(m) {
-                                    for (s, &v) in buf.iter_mut().zip(&part[r0..r0 + out.len()]) {
-                                        *s += v;
-                                    }
+                        fill_in_blocks(kernel, norms, i, from, job.out, |j0, buf| {
+                            let (r0, len) = (j0 - from, buf.len());
+                            for part in parts.chunks(m) {
+                                for (s, &v) in buf.iter_mut().zip(&part[r0..r0 + len]) {
+                                    *s += v;
                                 }
-                                let j0 = from + r0;
-                                kernel_values(
-                                    kernel,
-                                    (i, norms[i]),
-                                    j0,
-                                    &norms[j0..j0 + out.len()],
-                                    buf,
-                                    out,
-                                );
-                            });
+                            }
+                        });
                     }
                 }
                 DotPath::FeatureMajor(xt) => {
@@ -439,32 +417,23 @@ impl<'a, R: Rows> RowComputer<'a, R> {
                 }
                 DotPath::RowWise => {
                     jobs.par_iter_mut().enumerate().for_each(|(p, job)| {
-                        let (i, from) = (job.pos, job.from);
-                        let sq_i = norms[i];
+                        let i = job.pos;
                         let xi = if densify {
                             &dense[p * width..(p + 1) * width]
                         } else {
                             &[][..]
                         };
-                        job.out
-                            .par_chunks_mut(BLOCK)
-                            .enumerate()
-                            .for_each(|(blk, out)| {
-                                let j0 = from + blk * BLOCK;
-                                let mut buf = [0.0f64; BLOCK];
-                                let buf = &mut buf[..out.len()];
-                                if densify {
-                                    for (t, v) in buf.iter_mut().enumerate() {
-                                        *v = x.dot_dense(perm[j0 + t] as usize, xi);
-                                    }
-                                } else {
-                                    for (t, v) in buf.iter_mut().enumerate() {
-                                        *v = x.dot_rows(perm[i] as usize, perm[j0 + t] as usize);
-                                    }
+                        fill_in_blocks(kernel, norms, i, job.from, job.out, |j0, buf| {
+                            if densify {
+                                for (t, v) in buf.iter_mut().enumerate() {
+                                    *v = x.dot_dense(perm[j0 + t] as usize, xi);
                                 }
-                                let sq_j = &norms[j0..j0 + out.len()];
-                                kernel_values(kernel, (i, sq_i), j0, sq_j, buf, out);
-                            });
+                            } else {
+                                for (t, v) in buf.iter_mut().enumerate() {
+                                    *v = x.dot_rows(perm[i] as usize, perm[j0 + t] as usize);
+                                }
+                            }
+                        });
                     });
                 }
             }
@@ -502,6 +471,30 @@ fn twin_rows<R: Rows>(x: &R) -> Vec<u32> {
     } else {
         Vec::new()
     }
+}
+
+/// Kernel values of the row at position i with the positions from..from + out.len(), in
+/// parallel blocks of at most `BLOCK`: `dots(j0, buf)` writes the dot products (the Gram
+/// entries of a precomputed kernel) of the block from position j0 into the zeroed `buf`.
+#[inline(always)]
+fn fill_in_blocks(
+    kernel: Kernel,
+    norms: &[f64],
+    i: usize,
+    from: usize,
+    out: &mut [f32],
+    dots: impl Fn(usize, &mut [f64]) + Sync,
+) {
+    out.par_chunks_mut(BLOCK)
+        .enumerate()
+        .for_each(|(blk, out)| {
+            let j0 = from + blk * BLOCK;
+            let mut buf = [0.0f64; BLOCK];
+            let buf = &mut buf[..out.len()];
+            dots(j0, buf);
+            let sq_j = &norms[j0..j0 + out.len()];
+            kernel_values(kernel, (i, norms[i]), j0, sq_j, buf, out);
+        });
 }
 
 /// Kernel values of the row at position i (squared norm sq_i) with the positions

@@ -24,7 +24,8 @@ use std::sync::{Arc, Mutex};
 use crate::core::common::error::{Result, SvmError};
 use crate::core::data::rows::Rows;
 use crate::core::kernels::kernel::Kernel;
-use crate::core::kernels::kernel_rows::{RowComputer, RowJob, Scratch, SegmentSource};
+use crate::core::kernels::kernel_cache::LruOrder;
+use crate::core::kernels::kernel_rows::{RowComputer, RowJob, Scratch, SegmentSource, NONE};
 
 /// Counters of a shared store's life.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -39,15 +40,10 @@ pub struct SegmentStats {
     pub values: u64,
 }
 
-const NIL: u32 = u32::MAX;
-
 /// The stored own-class segments by fit row, least recently used last.
 struct Lru {
     segment: Vec<Option<Arc<[f32]>>>,
-    prev: Vec<u32>,
-    next: Vec<u32>,
-    head: u32,
-    tail: u32,
+    order: LruOrder,
     bytes: usize,
     stats: SegmentStats,
     /// Per class: segments stored, and segments found stored.
@@ -71,30 +67,6 @@ impl Lru {
         trial || 4 * self.class_hits[c] >= self.class_stored[c]
     }
 
-    fn unlink(&mut self, g: u32) {
-        let (p, q) = (self.prev[g as usize], self.next[g as usize]);
-        match p {
-            NIL => self.head = q,
-            p => self.next[p as usize] = q,
-        }
-        match q {
-            NIL => self.tail = p,
-            q => self.prev[q as usize] = p,
-        }
-    }
-
-    fn push_front(&mut self, g: u32) {
-        self.prev[g as usize] = NIL;
-        self.next[g as usize] = self.head;
-        if self.head != NIL {
-            self.prev[self.head as usize] = g;
-        }
-        self.head = g;
-        if self.tail == NIL {
-            self.tail = g;
-        }
-    }
-
     /// Stores row g's segment (unless another thread stored it meanwhile) and evicts the least
     /// recently used ones beyond `budget` bytes, never the newest.
     fn insert(&mut self, g: u32, values: &Arc<[f32]>, budget: usize) {
@@ -102,11 +74,11 @@ impl Lru {
             return;
         }
         self.segment[g as usize] = Some(Arc::clone(values));
-        self.push_front(g);
+        self.order.push_front(g);
         self.bytes += values.len() * std::mem::size_of::<f32>();
-        while self.bytes > budget && self.tail != g {
-            let old = self.tail;
-            self.unlink(old);
+        while self.bytes > budget && self.order.tail() != g {
+            let old = self.order.tail();
+            self.order.unlink(old);
             if let Some(gone) = self.segment[old as usize].take() {
                 self.bytes -= gone.len() * std::mem::size_of::<f32>();
             }
@@ -155,7 +127,7 @@ impl<'s, R: Rows> SharedKernelRows<'s, R> {
                 "class starts must rise from 0 to the number of rows",
             ));
         }
-        if position.len() != n || position.iter().any(|&p| p as usize >= n) || n >= NIL as usize {
+        if position.len() != n || position.iter().any(|&p| p as usize >= n) || n >= NONE as usize {
             return Err(SvmError::invalid_input(
                 "one grouped position per row is needed",
             ));
@@ -174,10 +146,7 @@ impl<'s, R: Rows> SharedKernelRows<'s, R> {
             budget_bytes,
             lru: Mutex::new(Lru {
                 segment: vec![None; n],
-                prev: vec![NIL; n],
-                next: vec![NIL; n],
-                head: NIL,
-                tail: NIL,
+                order: LruOrder::new(n),
                 bytes: 0,
                 stats: SegmentStats::default(),
                 class_stored: vec![0; n_classes],
@@ -225,8 +194,7 @@ impl<R: Rows> SegmentSource for SharedKernelRows<'_, R> {
         {
             let mut lru = self.lock();
             if let Some(values) = lru.segment[g].clone() {
-                lru.unlink(g as u32);
-                lru.push_front(g as u32);
+                lru.order.touch(g as u32);
                 lru.stats.hits += 1;
                 lru.class_hits[class as usize] += 1;
                 return Some((values, 0));
