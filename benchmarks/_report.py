@@ -29,6 +29,20 @@ def commit() -> str:
         return "unknown"
 
 
+def header(title: str, script: str, argv: list, load_when: str) -> list:
+    """A report's first lines: its title, the machine, the commit, the load average (taken now,
+    ``load_when`` says whether that is the run's start or end) and the command that made it."""
+    load = os.getloadavg()[0]
+    return [
+        f"# {title}",
+        "",
+        f"Machine: {machine()}; commit {commit()}; load average at {load_when} {load:.2f}.",
+        "",
+        f"Command: `python benchmarks/{script} " + " ".join(argv) + "`",
+        "",
+    ]
+
+
 def publish(lines: list, out: Path | None) -> None:
     """Prints the report's lines and writes them to ``out`` (when given, creating its folder)."""
     text = "\n".join(lines) + "\n"

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import commit, machine, publish  # noqa: E402
+from _report import header, publish  # noqa: E402
 
 CHILD = """
 import json, sys
@@ -151,34 +150,30 @@ def main() -> None:
                 res = child(builds[b], d, args)
                 results[b][d].append(res)
                 print(f"round {r} {d} {b}: {json.dumps(res['rows'])}", file=sys.stderr)
-    load = os.getloadavg()
+    before_file = results["before"][args.datasets[0]][0]["version_file"]
     if args.suite == "engine":
-        lines = [
-            "# The engine's paths: before and after, alternated in one run",
-            "",
-            f"Machine: {machine()}; commit {commit()}; load average at end {load[0]:.2f}.",
-            "",
-            "Command: `python benchmarks/before_after.py " + " ".join(sys.argv[1:]) + "`",
-            "",
+        lines = header(
+            "The engine's paths: before and after, alternated in one run",
+            "before_after.py",
+            sys.argv[1:],
+            "end",
+        ) + [
             f"Per data set (SETTINGS.md C and gamma), BudgetSVC B = {args.budgets[-1]}, one epoch, "
             f"seed 0; each cell the median over {args.rounds} alternated rounds of the best of "
-            f"{args.repeat} runs. Before: "
-            + results["before"][args.datasets[0]][0]["version_file"]
-            + ".",
+            f"{args.repeat} runs. Before: {before_file}.",
             "",
         ]
         publish(lines + engine_report(results, args), args.out)
         return
-    lines = [
-        "# Dense and low-dimensional path: before and after, alternated in one run",
-        "",
-        f"Machine: {machine()}; commit {commit()}; load average at end {load[0]:.2f}.",
-        "",
-        "Command: `python benchmarks/before_after.py " + " ".join(sys.argv[1:]) + "`",
-        "",
+    lines = header(
+        "Dense and low-dimensional path: before and after, alternated in one run",
+        "before_after.py",
+        sys.argv[1:],
+        "end",
+    ) + [
         f"`bsgd_paper000.run` per data set: BSGD, {args.epochs} epochs, seeds 0..{args.seeds - 1}, "
         f"SETTINGS.md C and gamma; each cell the median over {args.rounds} alternated rounds of the "
-        "mean over seeds. Before: " + results["before"][args.datasets[0]][0]["version_file"] + ".",
+        f"mean over seeds. Before: {before_file}.",
         "",
         "| data | B | method | fit s before | fit s after | after / before | "
         "accuracy % before | accuracy % after |",

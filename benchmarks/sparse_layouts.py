@@ -17,14 +17,13 @@ Two measurements for ``docs/sparse.md``:
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import commit, machine, publish  # noqa: E402
+from _report import header, publish  # noqa: E402
 from sparse_text import text_like  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -141,15 +140,12 @@ def main() -> None:
     ap.add_argument("--only", choices=["layouts", "growth"])
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    load = os.getloadavg()
-    lines = [
-        "# Sparse support vectors: storage choice and growth",
-        "",
-        f"Machine: {machine()}; commit {commit()}; load average at start {load[0]:.2f}.",
-        "",
-        "Command: `python benchmarks/sparse_layouts.py " + " ".join(sys.argv[1:]) + "`",
-        "",
-    ]
+    lines = header(
+        "Sparse support vectors: storage choice and growth",
+        "sparse_layouts.py",
+        sys.argv[1:],
+        "start",
+    )
     if args.only in (None, "layouts"):
         lines += layouts(args)
     if args.only in (None, "growth"):
