@@ -632,21 +632,17 @@ impl BudgetMaintainer {
         w.str(merge);
         w.f64(self.gamma);
         w.str(self.compare_with.map_or("", MergeSearch::name));
-        match &self.projection {
-            None => w.bool(false),
-            Some(p) => {
-                w.bool(true);
-                w.usize(p.n);
-                w.usize(p.events_since_refresh);
-                let live = |m: &[f64]| -> Vec<f64> {
-                    (0..p.n)
-                        .flat_map(|i| m[i * p.cap..i * p.cap + p.n].iter().copied())
-                        .collect()
-                };
-                w.f64s(&live(&p.k));
-                w.f64s(&live(&p.g));
-            }
-        }
+        w.option(self.projection.as_ref(), |w, p| {
+            w.usize(p.n);
+            w.usize(p.events_since_refresh);
+            let live = |m: &[f64]| -> Vec<f64> {
+                (0..p.n)
+                    .flat_map(|i| m[i * p.cap..i * p.cap + p.n].iter().copied())
+                    .collect()
+            };
+            w.f64s(&live(&p.k));
+            w.f64s(&live(&p.g));
+        });
         self.stats.encode(w);
     }
 
