@@ -396,6 +396,37 @@ mod tests {
     use crate::core::common::progress::no_monitor;
     use crate::core::data::rows::DenseView;
 
+    /// [`fit`], returning with the model and statistics the dual variables and the labels of
+    /// every problem after the last epoch.
+    fn fit_duals(
+        x: &DenseView<'_>,
+        targets: Targets<'_>,
+        params: &ValidBscaParams,
+    ) -> (BudgetModel, BscaStats, Vec<Vec<f64>>, Vec<Vec<f64>>) {
+        let (mut alphas, mut labels) = (Vec::new(), Vec::new());
+        let mut obs = |s: &EpochSnapshot<'_>| {
+            alphas = s.alphas.iter().map(|a| a.to_vec()).collect();
+            labels = s.labels.iter().map(|l| l.to_vec()).collect();
+            Ok(())
+        };
+        let (model, stats) = fit(x, targets, None, params, Some(&mut obs)).unwrap();
+        (model, stats, alphas, labels)
+    }
+
+    /// Full steps and a budget above the `n` rows: coordinate ascent on the exact dual.
+    fn exact_params(c: f64, gamma: f64, epochs: usize, n: usize) -> ValidBscaParams {
+        BscaParams {
+            c,
+            gamma,
+            budget: 100,
+            epochs,
+            step: DualStep::Full,
+            ..Default::default()
+        }
+        .check(n)
+        .unwrap()
+    }
+
     fn blobs(n: usize, seed: u64) -> (Vec<f64>, Vec<u32>) {
         let mut rng = Rng::new(seed);
         let mut xs = Vec::new();
@@ -446,37 +477,26 @@ mod tests {
         a
     }
 
+    /// Trains without a monitor.
+    fn fit(
+        x: &DenseView<'_>,
+        targets: Targets<'_>,
+        weights: Option<&[f64]>,
+        params: &ValidBscaParams,
+        observer: Option<EpochObserver<'_>>,
+    ) -> Result<(BudgetModel, BscaStats)> {
+        train_bsca(x, targets, weights, params, &mut no_monitor, observer)
+    }
+
     #[test]
     fn without_budget_bsca_reaches_the_exact_dual_optimum() {
         let (xs, ys) = blobs(40, 1);
         let x = DenseView::new(&xs, 40, 2).unwrap();
         let (c, gamma) = (2.0, 1.5);
-        let params = BscaParams {
-            c,
-            gamma,
-            budget: 100,
-            epochs: 300,
-            step: DualStep::Full,
-            ..Default::default()
-        }
-        .check(40)
-        .unwrap();
-        let mut alpha = Vec::new();
-        let mut labels = Vec::new();
-        let mut obs = |s: &EpochSnapshot<'_>| {
-            alpha = s.alphas[0].to_vec();
-            labels = s.labels[0].to_vec();
-            Ok(())
-        };
-        let (model, stats) = train_bsca(
-            &x,
-            Targets::classes(&ys, 2),
-            None,
-            &params,
-            &mut no_monitor,
-            Some(&mut obs),
-        )
-        .unwrap();
+        let params = exact_params(c, gamma, 300, 40);
+        let (model, stats, mut alphas, mut labels) =
+            fit_duals(&x, Targets::classes(&ys, 2), &params);
+        let (alpha, labels) = (alphas.remove(0), labels.remove(0));
         assert_eq!(stats.maintenance.events, 0);
         let reference = projected_gradient(&xs, &labels, c, gamma);
         let (d_ours, d_ref) = (
@@ -509,24 +529,10 @@ mod tests {
             .collect();
         let x = DenseView::new(&xs, n, 2).unwrap();
         let (c, gamma, epsilon) = (1.5, 2.0, 0.1);
-        let params = BscaParams {
-            c,
-            gamma,
-            budget: 100,
-            epochs: 400,
-            step: DualStep::Full,
-            ..Default::default()
-        }
-        .check(n)
-        .unwrap();
-        let mut beta = Vec::new();
-        let mut obs = |s: &EpochSnapshot<'_>| {
-            beta = s.alphas[0].to_vec();
-            Ok(())
-        };
+        let params = exact_params(c, gamma, 400, n);
         let targets = Targets::Values { y: &z, epsilon };
-        let (model, stats) =
-            train_bsca(&x, targets, None, &params, &mut no_monitor, Some(&mut obs)).unwrap();
+        let (model, stats, mut betas, _) = fit_duals(&x, targets, &params);
+        let beta = betas.remove(0);
         assert_eq!(stats.maintenance.events, 0);
         let mut k = vec![0.0; n * n];
         for i in 0..n {
@@ -595,32 +601,8 @@ mod tests {
             .collect();
         let x = DenseView::new(&xs, 45, 2).unwrap();
         let (c, gamma) = (2.0, 1.5);
-        let params = BscaParams {
-            c,
-            gamma,
-            budget: 100,
-            epochs: 400,
-            step: DualStep::Full,
-            ..Default::default()
-        }
-        .check(45)
-        .unwrap();
-        let mut alphas = Vec::new();
-        let mut labels = Vec::new();
-        let mut obs = |s: &EpochSnapshot<'_>| {
-            alphas = s.alphas.iter().map(|a| a.to_vec()).collect();
-            labels = s.labels.iter().map(|l| l.to_vec()).collect();
-            Ok(())
-        };
-        let (model, _) = train_bsca(
-            &x,
-            Targets::classes(&ys, 3),
-            None,
-            &params,
-            &mut no_monitor,
-            Some(&mut obs),
-        )
-        .unwrap();
+        let params = exact_params(c, gamma, 400, 45);
+        let (model, _, alphas, labels) = fit_duals(&x, Targets::classes(&ys, 3), &params);
         assert_eq!(alphas.len(), 3);
         for k in 0..3 {
             let reference = projected_gradient(&xs, &labels[k], c, gamma);
@@ -643,9 +625,7 @@ mod tests {
     fn with_a_budget_the_box_holds_and_runs_are_seeded() {
         let (xs, ys) = blobs(400, 2);
         let x = DenseView::new(&xs, 400, 2).unwrap();
-        let mut maint = vec![Maintenance::Remove, Maintenance::Project];
-        maint.extend(MergeSearch::ALL.map(Maintenance::Merge));
-        for maintenance in maint {
+        for maintenance in Maintenance::ALL {
             let params = BscaParams {
                 c: 4.0,
                 gamma: 2.0,
@@ -664,30 +644,15 @@ mod tests {
                 }
                 Ok(())
             };
-            let (m1, s1) = train_bsca(
-                &x,
-                Targets::classes(&ys, 2),
-                None,
-                &params,
-                &mut no_monitor,
-                Some(&mut obs),
-            )
-            .unwrap();
+            let (m1, s1) =
+                fit(&x, Targets::classes(&ys, 2), None, &params, Some(&mut obs)).unwrap();
             assert!(
                 worst.0 >= 0.0 && worst.1 <= 4.0,
                 "{maintenance:?}: {worst:?}"
             );
             assert!(m1.n_sv() <= 12);
             assert!(s1.maintenance.events > 0);
-            let (m2, _) = train_bsca(
-                &x,
-                Targets::classes(&ys, 2),
-                None,
-                &params,
-                &mut no_monitor,
-                None,
-            )
-            .unwrap();
+            let (m2, _) = fit(&x, Targets::classes(&ys, 2), None, &params, None).unwrap();
             assert_eq!(m1, m2);
         }
     }
@@ -717,15 +682,7 @@ mod tests {
         }
         .check(1500)
         .unwrap();
-        let (model, _) = train_bsca(
-            &x,
-            Targets::classes(&ys, 3),
-            None,
-            &params,
-            &mut no_monitor,
-            None,
-        )
-        .unwrap();
+        let (model, _) = fit(&x, Targets::classes(&ys, 3), None, &params, None).unwrap();
         assert_eq!(model.n_out, 3);
         // One shared budget for the three problems.
         assert!(model.n_sv() <= 20);
@@ -756,24 +713,15 @@ mod tests {
             .unwrap()
         };
         // Weight s on every row is C s: the same bounds and arithmetic.
-        let (a, _) = train_bsca(
+        let (a, _) = fit(
             &x,
             Targets::classes(&ys, 2),
             Some(&[4.0; 300]),
             &params(0.5),
-            &mut no_monitor,
             None,
         )
         .unwrap();
-        let (b, _) = train_bsca(
-            &x,
-            Targets::classes(&ys, 2),
-            None,
-            &params(2.0),
-            &mut no_monitor,
-            None,
-        )
-        .unwrap();
+        let (b, _) = fit(&x, Targets::classes(&ys, 2), None, &params(2.0), None).unwrap();
         assert_eq!(a.coef, b.coef);
         // A row's dual variable never leaves [0, C w_i].
         let w: Vec<f64> = (0..300).map(|i| [0.1, 1.0, 7.0][i % 3]).collect();
@@ -793,25 +741,17 @@ mod tests {
                 .count();
             Ok(())
         };
-        train_bsca(
+        fit(
             &x,
             Targets::classes(&ys, 2),
             Some(&w),
             &params(2.0),
-            &mut no_monitor,
             Some(&mut obs),
         )
         .unwrap();
         assert!(seen > 0, "no variable reached its bound");
         for bad in [vec![1.0; 299], vec![0.0; 300], vec![f64::INFINITY; 300]] {
-            let err = train_bsca(
-                &x,
-                Targets::classes(&ys, 2),
-                Some(&bad),
-                &params(1.0),
-                &mut no_monitor,
-                None,
-            );
+            let err = fit(&x, Targets::classes(&ys, 2), Some(&bad), &params(1.0), None);
             assert!(err.unwrap_err().to_string().contains("weight"));
         }
     }

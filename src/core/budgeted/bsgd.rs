@@ -567,14 +567,22 @@ mod tests {
         correct as f64 / ys.len() as f64
     }
 
+    /// Trains without a monitor or an observer.
+    fn fit(
+        x: &DenseView<'_>,
+        targets: Targets<'_>,
+        weights: Option<&[f64]>,
+        params: &ValidBsgdParams,
+    ) -> Result<(BudgetModel, TrainStats)> {
+        train_bsgd(x, targets, weights, params, &mut no_monitor, None)
+    }
+
     #[test]
     fn learns_xor_with_every_maintenance_within_budget() {
         let (xs, ys) = xor_data(3000, 1);
         let (xt, yt) = xor_data(1000, 2);
         let x = DenseView::new(&xs, ys.len(), 2).unwrap();
-        let mut maint = vec![Maintenance::Remove, Maintenance::Project];
-        maint.extend(MergeSearch::ALL.map(Maintenance::Merge));
-        for maintenance in maint {
+        for maintenance in Maintenance::ALL {
             let params = BsgdParams {
                 c: 10.0,
                 gamma: 2.0,
@@ -585,15 +593,7 @@ mod tests {
             }
             .check(ys.len())
             .unwrap();
-            let (model, stats) = train_bsgd(
-                &x,
-                Targets::classes(&ys, 2),
-                None,
-                &params,
-                &mut no_monitor,
-                None,
-            )
-            .unwrap();
+            let (model, stats) = fit(&x, Targets::classes(&ys, 2), None, &params).unwrap();
             assert!(model.n_sv() <= 30);
             let acc = accuracy(&model, &xt, &yt);
             let floor = if maintenance == Maintenance::Remove {
@@ -634,15 +634,7 @@ mod tests {
             }
             .check(2000)
             .unwrap();
-            let (model, _) = train_bsgd(
-                &x,
-                Targets::classes(&ys[..2000], 3),
-                None,
-                &params,
-                &mut no_monitor,
-                None,
-            )
-            .unwrap();
+            let (model, _) = fit(&x, Targets::classes(&ys[..2000], 3), None, &params).unwrap();
             assert_eq!(model.n_out, 3);
             assert!(model.n_sv() <= 40);
             let acc = accuracy(&model, &xs[4000..], &ys[2000..]);
@@ -672,16 +664,7 @@ mod tests {
             }
             .check(ys.len())
             .unwrap();
-            train_bsgd(
-                &x,
-                Targets::classes(&ys, 2),
-                None,
-                &params,
-                &mut no_monitor,
-                None,
-            )
-            .unwrap()
-            .0
+            fit(&x, Targets::classes(&ys, 2), None, &params).unwrap().0
         };
         for epochs in [1, 4] {
             let (avg, last) = (fit(true, epochs), fit(false, epochs));
@@ -791,16 +774,7 @@ mod tests {
             }
             .check(ys.len())
             .unwrap();
-            train_bsgd(
-                &x,
-                Targets::classes(&ys, 2),
-                None,
-                &params,
-                &mut no_monitor,
-                None,
-            )
-            .unwrap()
-            .0
+            fit(&x, Targets::classes(&ys, 2), None, &params).unwrap().0
         };
         assert_eq!(run(5), run(5));
         assert_ne!(run(5), run(6));
@@ -836,9 +810,7 @@ mod tests {
     fn passes_over_chunks_equal_one_epoch_and_state_round_trips() {
         let (xs, ys) = xor_data(900, 11);
         let x = DenseView::new(&xs, ys.len(), 2).unwrap();
-        let mut maint = vec![Maintenance::Remove, Maintenance::Project];
-        maint.extend(MergeSearch::ALL.map(Maintenance::Merge));
-        for maintenance in maint {
+        for maintenance in Maintenance::ALL {
             for n_classes in [2, 3] {
                 let ys: Vec<u32> = ys
                     .iter()
@@ -856,15 +828,8 @@ mod tests {
                 }
                 .check(ys.len())
                 .unwrap();
-                let (whole, whole_stats) = train_bsgd(
-                    &x,
-                    Targets::classes(&ys, n_classes),
-                    None,
-                    &params,
-                    &mut no_monitor,
-                    None,
-                )
-                .unwrap();
+                let (whole, whole_stats) =
+                    fit(&x, Targets::classes(&ys, n_classes), None, &params).unwrap();
                 let mut state = BsgdState::new(
                     &params,
                     2,
@@ -922,7 +887,7 @@ mod tests {
             y: &z,
             epsilon: 0.1,
         };
-        let (model, stats) = train_bsgd(&x, targets, None, &params, &mut no_monitor, None).unwrap();
+        let (model, stats) = fit(&x, targets, None, &params).unwrap();
         // t = 1: f = 0, outside: +1/(0.5 * 1) = 2 at x = 0. t = 2: f = 2 (before the step's
         // shrinking) is inside the tube of 1.95; shrink by 1/2. t = 3: f(10) ~ 0 is outside
         // below: shrink by 2/3 (1 -> 2/3) and add -1/(0.5 * 3) at x = 10.
@@ -955,7 +920,7 @@ mod tests {
             y: &z,
             epsilon: 0.05,
         };
-        let (whole, _) = train_bsgd(&x, targets, None, &params, &mut no_monitor, None).unwrap();
+        let (whole, _) = fit(&x, targets, None, &params).unwrap();
         let mut state = BsgdState::new(&params, 1, task, BsgdState::suffix_start(n, 1)).unwrap();
         for (k, (a, b)) in [(0, 300), (300, 600), (600, 900)].into_iter().enumerate() {
             if k == 1 {
@@ -997,7 +962,7 @@ mod tests {
         }
         .check(n)
         .unwrap();
-        let (fitted, _) = train_bsgd(&x, targets, None, &params, &mut no_monitor, None).unwrap();
+        let (fitted, _) = fit(&x, targets, None, &params).unwrap();
         let mut values = vec![0.0; n];
         fitted.decision_function(&x, &mut values).unwrap();
         let mae = values
@@ -1122,33 +1087,9 @@ mod tests {
         let xs = [0.0, 1.0];
         let x = DenseView::new(&xs, 2, 1).unwrap();
         let v = ok.check(2).unwrap();
-        assert!(train_bsgd(
-            &x,
-            Targets::classes(&[0, 0], 1),
-            None,
-            &v,
-            &mut no_monitor,
-            None
-        )
-        .is_err());
-        assert!(train_bsgd(
-            &x,
-            Targets::classes(&[0, 5], 2),
-            None,
-            &v,
-            &mut no_monitor,
-            None
-        )
-        .is_err());
-        assert!(train_bsgd(
-            &x,
-            Targets::classes(&[0], 2),
-            None,
-            &v,
-            &mut no_monitor,
-            None
-        )
-        .is_err());
+        assert!(fit(&x, Targets::classes(&[0, 0], 1), None, &v).is_err());
+        assert!(fit(&x, Targets::classes(&[0, 5], 2), None, &v).is_err());
+        assert!(fit(&x, Targets::classes(&[0], 2), None, &v).is_err());
     }
 
     #[test]
@@ -1175,35 +1116,23 @@ mod tests {
                 .unwrap()
             };
             let n = n_classes as usize;
-            let (a, _) = train_bsgd(
+            let (a, _) = fit(
                 &x,
                 Targets::classes(&ys, n),
                 Some(&[3.0; 600]),
                 &params(2.0),
-                &mut no_monitor,
-                None,
             )
             .unwrap();
-            let (b, _) = train_bsgd(
-                &x,
-                Targets::classes(&ys, n),
-                None,
-                &params(6.0),
-                &mut no_monitor,
-                None,
-            )
-            .unwrap();
+            let (b, _) = fit(&x, Targets::classes(&ys, n), None, &params(6.0)).unwrap();
             assert_eq!(a.n_sv(), b.n_sv());
             for (p, q) in a.coef.iter().zip(&b.coef) {
                 assert!((p - q).abs() <= 1e-9 * (1.0 + q.abs()), "{p} vs {q}");
             }
-            let bad = train_bsgd(
+            let bad = fit(
                 &x,
                 Targets::classes(&ys, n),
                 Some(&[-1.0; 600]),
                 &params(1.0),
-                &mut no_monitor,
-                None,
             );
             assert!(bad.unwrap_err().to_string().contains("weight"));
         }
