@@ -26,6 +26,16 @@ pub enum Maintenance {
 }
 
 impl Maintenance {
+    /// Every strategy: removal, projection, then merging with each partner search.
+    pub const ALL: [Maintenance; 6] = [
+        Maintenance::Remove,
+        Maintenance::Project,
+        Maintenance::Merge(MergeSearch::ALL[0]),
+        Maintenance::Merge(MergeSearch::ALL[1]),
+        Maintenance::Merge(MergeSearch::ALL[2]),
+        Maintenance::Merge(MergeSearch::ALL[3]),
+    ];
+
     pub fn parse(maintenance: &str, merge: &str) -> Result<Self> {
         match maintenance {
             "remove" => Ok(Maintenance::Remove),
@@ -202,13 +212,7 @@ impl Projection {
                 }
                 col[i] = s / l[i * n + i];
             }
-            for i in (0..n).rev() {
-                let mut s = col[i];
-                for t in i + 1..n {
-                    s -= l[t * n + i] * col[t];
-                }
-                col[i] = s / l[i * n + i];
-            }
+            back_substitute(&l, n, &mut col);
             for i in 0..n {
                 self.g[i * cap + c] = col[i];
             }
@@ -632,21 +636,17 @@ impl BudgetMaintainer {
         w.str(merge);
         w.f64(self.gamma);
         w.str(self.compare_with.map_or("", MergeSearch::name));
-        match &self.projection {
-            None => w.bool(false),
-            Some(p) => {
-                w.bool(true);
-                w.usize(p.n);
-                w.usize(p.events_since_refresh);
-                let live = |m: &[f64]| -> Vec<f64> {
-                    (0..p.n)
-                        .flat_map(|i| m[i * p.cap..i * p.cap + p.n].iter().copied())
-                        .collect()
-                };
-                w.f64s(&live(&p.k));
-                w.f64s(&live(&p.g));
-            }
-        }
+        w.option(self.projection.as_ref(), |w, p| {
+            w.usize(p.n);
+            w.usize(p.events_since_refresh);
+            let live = |m: &[f64]| -> Vec<f64> {
+                (0..p.n)
+                    .flat_map(|i| m[i * p.cap..i * p.cap + p.n].iter().copied())
+                    .collect()
+            };
+            w.f64s(&live(&p.k));
+            w.f64s(&live(&p.g));
+        });
         self.stats.encode(w);
     }
 
@@ -702,6 +702,18 @@ impl BudgetMaintainer {
     /// The number of SVs the projection matrices describe (None without projection).
     pub fn projected_svs(&self) -> Option<usize> {
         self.projection.as_ref().map(|p| p.n)
+    }
+}
+
+/// Solves L^T x = z in place by backward substitution, for L lower triangular (n x n,
+/// row-major): the second half of a solve with a Cholesky factor.
+pub(crate) fn back_substitute(l: &[f64], n: usize, z: &mut [f64]) {
+    for i in (0..n).rev() {
+        let mut s = z[i];
+        for j in i + 1..n {
+            s -= l[j * n + i] * z[j];
+        }
+        z[i] = s / l[i * n + i];
     }
 }
 

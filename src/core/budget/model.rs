@@ -720,16 +720,12 @@ impl SupportVectors {
         w.f64s(&self.sq_norms[..len]);
         w.f64s(&self.coef[..len * n]);
         w.f64(self.scale);
-        match &self.averaging {
-            None => w.bool(false),
-            Some(a) => {
-                w.bool(true);
-                w.f64(a.scale_sum);
-                w.u64(a.steps);
-                w.f64s(&a.sum[..len * n]);
-                w.f64s(&a.mark[..len]);
-            }
-        }
+        w.option(self.averaging.as_ref(), |w, a| {
+            w.f64(a.scale_sum);
+            w.u64(a.steps);
+            w.f64s(&a.sum[..len * n]);
+            w.f64s(&a.mark[..len]);
+        });
         w.u32s(&self.origin[..len]);
         w.u32s(&self.slot_of_row);
     }
@@ -773,24 +769,7 @@ impl SupportVectors {
         }
         let sq_norms = r.f64s_of(len)?;
         let coef = r.f64s_of(coefs)?;
-        let scale = r.f64()?;
-        let averaging = if r.bool()? {
-            Some((r.f64()?, r.u64()?, r.f64s_of(coefs)?, r.f64s_of(len)?))
-        } else {
-            None
-        };
-        let origin = r.u32s()?;
-        let slot_of_row = r.u32s()?;
-        if origin.len() != len
-            || slot_of_row
-                .iter()
-                .any(|&s| s != NO_ORIGIN && s as usize >= len)
-        {
-            return Err(corrupt("row tracking"));
-        }
-        if !(scale.is_finite() && scale > 0.0) {
-            return Err(corrupt("scale"));
-        }
+        let tail = StoreTail::decode(r, coefs, len)?;
         let mut svs = SupportVectors::new(dim, len, n_out, layout)?;
         match (&mut svs.store, rows_data, sparse_data) {
             (Store::Dense { .. }, Some(sv), _) => {
@@ -821,18 +800,13 @@ impl SupportVectors {
         }
         svs.sq_norms[..len].copy_from_slice(&sq_norms);
         svs.coef[..coefs].copy_from_slice(&coef);
-        svs.origin[..len].copy_from_slice(&origin);
-        svs.slot_of_row = slot_of_row;
-        svs.scale = scale;
-        svs.averaging = averaging.map(|(scale_sum, steps, mut sum, mut mark)| {
-            sum.resize(svs.capacity * n_out, 0.0);
-            mark.resize(svs.capacity, 0.0);
-            Averaging {
-                scale_sum,
-                steps,
-                sum,
-                mark,
-            }
+        svs.origin[..len].copy_from_slice(&tail.origin);
+        svs.slot_of_row = tail.slot_of_row;
+        svs.scale = tail.scale;
+        svs.averaging = tail.averaging.map(|mut a| {
+            a.sum.resize(svs.capacity * n_out, 0.0);
+            a.mark.resize(svs.capacity, 0.0);
+            a
         });
         Ok(svs)
     }
@@ -852,29 +826,7 @@ impl SupportVectors {
         let svt = r.f64s_of(cells)?;
         let sq_norms = r.f64s_of(capacity)?;
         let coef = r.f64s_of(coefs)?;
-        let scale = r.f64()?;
-        let averaging = if r.bool()? {
-            Some(Averaging {
-                scale_sum: r.f64()?,
-                steps: r.u64()?,
-                sum: r.f64s_of(coefs)?,
-                mark: r.f64s_of(capacity)?,
-            })
-        } else {
-            None
-        };
-        let origin = r.u32s()?;
-        let slot_of_row = r.u32s()?;
-        if origin.len() != capacity
-            || slot_of_row
-                .iter()
-                .any(|&s| s != NO_ORIGIN && s as usize >= capacity)
-        {
-            return Err(corrupt("row tracking"));
-        }
-        if !(scale.is_finite() && scale > 0.0) {
-            return Err(corrupt("scale"));
-        }
+        let tail = StoreTail::decode(r, coefs, capacity)?;
         Ok(SupportVectors {
             dim,
             capacity,
@@ -887,10 +839,10 @@ impl SupportVectors {
             },
             sq_norms,
             coef,
-            scale,
-            averaging,
-            origin,
-            slot_of_row,
+            scale: tail.scale,
+            averaging: tail.averaging,
+            origin: tail.origin,
+            slot_of_row: tail.slot_of_row,
         })
     }
 
@@ -906,6 +858,47 @@ impl SupportVectors {
     /// Whether averaging has started.
     pub fn is_averaging(&self) -> bool {
         self.averaging.is_some()
+    }
+}
+
+/// What every version of a saved store ends with, after the coefficients.
+struct StoreTail {
+    scale: f64,
+    averaging: Option<Averaging>,
+    origin: Vec<u32>,
+    slot_of_row: Vec<u32>,
+}
+
+impl StoreTail {
+    /// Reads and checks the tail of a store of `slots` slots with `coefs` coefficients.
+    fn decode(r: &mut Reader<'_>, coefs: usize, slots: usize) -> Result<Self> {
+        let scale = r.f64()?;
+        let averaging = r.option(|r| {
+            Ok(Averaging {
+                scale_sum: r.f64()?,
+                steps: r.u64()?,
+                sum: r.f64s_of(coefs)?,
+                mark: r.f64s_of(slots)?,
+            })
+        })?;
+        let origin = r.u32s()?;
+        let slot_of_row = r.u32s()?;
+        if origin.len() != slots
+            || slot_of_row
+                .iter()
+                .any(|&s| s != NO_ORIGIN && s as usize >= slots)
+        {
+            return Err(corrupt("row tracking"));
+        }
+        if !(scale.is_finite() && scale > 0.0) {
+            return Err(corrupt("scale"));
+        }
+        Ok(StoreTail {
+            scale,
+            averaging,
+            origin,
+            slot_of_row,
+        })
     }
 }
 

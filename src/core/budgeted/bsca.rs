@@ -42,11 +42,12 @@
 
 use std::time::{Duration, Instant};
 
-use crate::core::budget::maintenance::{BudgetMaintainer, Maintenance, MaintenanceStats};
+use crate::core::budget::maintenance::{Maintenance, MaintenanceStats};
 use crate::core::budget::merge::MergeSearch;
 use crate::core::budget::model::{BudgetModel, SupportVectors, SvLayout};
 use crate::core::budgeted::observer::{EpochObserver, EpochSnapshot};
 use crate::core::budgeted::problem::{check_run, check_targets, Targets};
+use crate::core::budgeted::step::{self, Budgeted};
 use crate::core::common::checks::{check_classes, check_positive_finite, check_weights};
 use crate::core::common::error::{Result, SvmError};
 use crate::core::common::progress::{Heartbeat, Monitor, Progress};
@@ -162,11 +163,11 @@ struct SharedProblems {
     values: Option<(Vec<f64>, f64)>,
     /// alpha[k][i]: the dual variable of row i in problem k.
     alpha: Vec<Vec<f64>>,
-    svs: SupportVectors,
-    maintainer: BudgetMaintainer,
+    budgeted: Budgeted,
+    /// The step (counted over all epochs) at which averaging starts, when averaging.
+    average_from: Option<u64>,
     rng: Rng,
     order: Vec<usize>,
-    kvals: Vec<f64>,
     f: Vec<f64>,
     delta: Vec<f64>,
     iterations: u64,
@@ -187,23 +188,25 @@ impl SharedProblems {
         let k = if values.is_some() { 1 } else { labels.len() };
         // Never more SVs than rows: a budget above n costs nothing.
         let mut svs = SupportVectors::new(dim, p.budget.min(n).saturating_add(1), k, p.layout)?;
-        let capacity = svs.capacity();
         svs.track_rows(n);
-        let mut maintainer = BudgetMaintainer::new(p.maintenance, p.gamma, p.compare_with);
-        // Regression merges may pair SVs of opposite signs (`BudgetMaintainer`).
-        maintainer.set_opposite_sign_merges(values.is_some());
-        maintainer.set_average_placement(p.average_placement);
+        let maintainer = step::maintainer(
+            p.maintenance,
+            p.gamma,
+            p.compare_with,
+            values.is_some(),
+            p.average_placement,
+        );
         Ok(SharedProblems {
             alpha: vec![vec![0.0; n]; k],
             labels,
             values,
-            svs,
-            maintainer,
+            budgeted: Budgeted::new(svs, maintainer, p.budget),
+            average_from: step::averages(p.average, p.maintenance)
+                .then(|| step::suffix_start(n, p.epochs)),
             // The seed's first draw, as when every one-vs-rest problem had its own generator
             // (binary runs are unchanged by the shared design).
             rng: Rng::new(Rng::new(p.seed).next_u64()),
             order: (0..n).collect(),
-            kvals: vec![0.0; capacity],
             f: vec![0.0; k],
             delta: vec![0.0; k],
             iterations: 0,
@@ -214,7 +217,6 @@ impl SharedProblems {
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn run_epoch<R: Rows>(
         &mut self,
         x: &R,
@@ -223,12 +225,11 @@ impl SharedProblems {
         p: &BscaParams,
         monitor: &mut Monitor<'_>,
         progress: &Progress,
-        average_from: Option<usize>,
     ) -> Result<()> {
-        let events_before = self.maintainer.stats.events;
+        let events_before = self.budgeted.maintainer.stats.events;
         // Full steps until the budget has been binding: without maintenance there is no drift
         // to damp, and B >= n solves the exact dual at full speed.
-        let eta = if self.maintainer.stats.events == 0 {
+        let eta = if events_before == 0 {
             1.0
         } else {
             p.step.factor(progress.epoch)
@@ -238,19 +239,13 @@ impl SharedProblems {
             self.rng.shuffle(&mut self.order);
         }
         for k in 0..self.order.len() {
-            if average_from == Some(k) {
-                self.svs.start_averaging();
-            }
             let i = self.order[k];
             self.iterations += 1;
-            self.svs.kernel_row_and_decision(
-                x,
-                i,
-                sq_norms[i],
-                p.gamma,
-                &mut self.kvals,
-                &mut self.f,
-            );
+            if self.average_from == Some(self.iterations) {
+                self.budgeted.svs.start_averaging();
+            }
+            self.budgeted
+                .decision(x, i, sq_norms[i], p.gamma, &mut self.f);
             // One coordinate step per problem on row i, all from the same model.
             let mut changed = false;
             if let Some((values, epsilon)) = &self.values {
@@ -277,50 +272,41 @@ impl SharedProblems {
             }
             if changed {
                 self.updates += 1;
-                match self.svs.slot_of_row(i) {
+                match self.budgeted.svs.slot_of_row(i) {
                     Some(slot) => {
-                        self.svs.add_to_coef(slot, &self.delta);
+                        let svs = &mut self.budgeted.svs;
+                        svs.add_to_coef(slot, &self.delta);
                         // An unmerged point's coefficients are y alpha_i (plus what projections
                         // moved onto it); when they all reach 0 the SV only costs budget.
                         // (Kept while averaging: its average is not zero.)
-                        let scale = self.svs.scale();
-                        if !self.svs.is_averaging()
-                            && self
-                                .svs
+                        let scale = svs.scale();
+                        if !svs.is_averaging()
+                            && svs
                                 .coef(slot)
                                 .iter()
                                 .all(|b| (b * scale).abs() <= 1e-12 * upper[i])
                         {
-                            self.svs.swap_remove(slot);
-                            self.maintainer.after_remove(slot);
+                            self.budgeted.remove(slot);
                             self.dropped += 1;
                         }
                     }
                     None => {
-                        self.svs.push_row(x, i, &self.delta)?;
-                        if self.kvals.len() < self.svs.capacity() {
-                            self.kvals.resize(self.svs.capacity(), 0.0);
-                        }
-                        let new_row = &self.kvals[..self.svs.len() - 1];
-                        self.maintainer.after_push(new_row);
+                        self.budgeted.insert(x, i, &self.delta)?;
                         self.insertions += 1;
-                        if self.svs.len() > p.budget {
-                            self.maintainer.reduce_after_push(&mut self.svs, new_row);
-                        }
                     }
                 }
             }
-            self.svs.accumulate_average();
+            self.budgeted.svs.accumulate_average();
             if heartbeat.due(self.iterations) {
-                monitor(&Progress {
-                    iteration: self.iterations,
-                    n_sv: self.svs.len(),
-                    maintenance_events: self.maintainer.stats.events,
-                    ..progress.clone()
-                })?;
+                // The heartbeats of BSCA carry no time (`seconds` 0).
+                monitor(
+                    &self
+                        .budgeted
+                        .progress(progress, self.iterations, 0.0, false),
+                )?;
             }
         }
-        self.epoch_events = self.maintainer.stats.events - events_before;
+        self.epoch_events = self.budgeted.maintainer.stats.events - events_before;
         Ok(())
     }
 }
@@ -368,42 +354,24 @@ pub fn train_bsca<R: Rows>(
     let start = Instant::now();
     let mut observer_seconds = 0.0;
     let mut stats = BscaStats::default();
-    let averaging = p.average && !matches!(p.maintenance, Maintenance::Remove);
     for epoch in 1..=p.epochs {
-        let average_from = match (averaging, p.epochs) {
-            (true, 1) => Some(n / 2),
-            (true, e) if e == epoch => Some(0),
-            _ => None,
-        };
         let progress = Progress {
             epoch,
             epochs: p.epochs,
             ..Progress::default()
         };
-        run.run_epoch(
-            x,
-            &sq_norms,
-            &upper,
-            p,
-            &mut monitor,
-            &progress,
-            average_from,
-        )?;
+        run.run_epoch(x, &sq_norms, &upper, p, &mut monitor, &progress)?;
         stats.epochs = epoch;
         let train_seconds = start.elapsed().as_secs_f64() - observer_seconds;
-        monitor(&Progress {
-            iteration: run.iterations,
-            n_sv: run.svs.len(),
-            maintenance_events: run.maintainer.stats.events,
-            seconds: train_seconds,
-            epoch_done: true,
-            ..progress.clone()
-        })?;
+        monitor(
+            &run.budgeted
+                .progress(&progress, run.iterations, train_seconds, true),
+        )?;
         if let Some(obs) = observer.as_mut() {
             let t0 = Instant::now();
             let snapshot = EpochSnapshot {
                 epoch,
-                model: run.svs.to_model(p.gamma),
+                model: run.budgeted.svs.to_model(p.gamma),
                 alphas: run.alpha.iter().map(Vec::as_slice).collect(),
                 labels: run.labels.iter().map(Vec::as_slice).collect(),
                 seconds: train_seconds,
@@ -418,8 +386,8 @@ pub fn train_bsca<R: Rows>(
     stats.updates = run.updates;
     stats.insertions = run.insertions;
     stats.dropped = run.dropped;
-    stats.maintenance = run.maintainer.stats.clone();
-    Ok((run.svs.to_model(p.gamma), stats))
+    stats.maintenance = run.budgeted.maintainer.stats.clone();
+    Ok((run.budgeted.svs.to_model(p.gamma), stats))
 }
 
 #[cfg(test)]
@@ -427,6 +395,37 @@ mod tests {
     use super::*;
     use crate::core::common::progress::no_monitor;
     use crate::core::data::rows::DenseView;
+
+    /// [`fit`], returning with the model and statistics the dual variables and the labels of
+    /// every problem after the last epoch.
+    fn fit_duals(
+        x: &DenseView<'_>,
+        targets: Targets<'_>,
+        params: &ValidBscaParams,
+    ) -> (BudgetModel, BscaStats, Vec<Vec<f64>>, Vec<Vec<f64>>) {
+        let (mut alphas, mut labels) = (Vec::new(), Vec::new());
+        let mut obs = |s: &EpochSnapshot<'_>| {
+            alphas = s.alphas.iter().map(|a| a.to_vec()).collect();
+            labels = s.labels.iter().map(|l| l.to_vec()).collect();
+            Ok(())
+        };
+        let (model, stats) = fit(x, targets, None, params, Some(&mut obs)).unwrap();
+        (model, stats, alphas, labels)
+    }
+
+    /// Full steps and a budget above the `n` rows: coordinate ascent on the exact dual.
+    fn exact_params(c: f64, gamma: f64, epochs: usize, n: usize) -> ValidBscaParams {
+        BscaParams {
+            c,
+            gamma,
+            budget: 100,
+            epochs,
+            step: DualStep::Full,
+            ..Default::default()
+        }
+        .check(n)
+        .unwrap()
+    }
 
     fn blobs(n: usize, seed: u64) -> (Vec<f64>, Vec<u32>) {
         let mut rng = Rng::new(seed);
@@ -478,37 +477,26 @@ mod tests {
         a
     }
 
+    /// Trains without a monitor.
+    fn fit(
+        x: &DenseView<'_>,
+        targets: Targets<'_>,
+        weights: Option<&[f64]>,
+        params: &ValidBscaParams,
+        observer: Option<EpochObserver<'_>>,
+    ) -> Result<(BudgetModel, BscaStats)> {
+        train_bsca(x, targets, weights, params, &mut no_monitor, observer)
+    }
+
     #[test]
     fn without_budget_bsca_reaches_the_exact_dual_optimum() {
         let (xs, ys) = blobs(40, 1);
         let x = DenseView::new(&xs, 40, 2).unwrap();
         let (c, gamma) = (2.0, 1.5);
-        let params = BscaParams {
-            c,
-            gamma,
-            budget: 100,
-            epochs: 300,
-            step: DualStep::Full,
-            ..Default::default()
-        }
-        .check(40)
-        .unwrap();
-        let mut alpha = Vec::new();
-        let mut labels = Vec::new();
-        let mut obs = |s: &EpochSnapshot<'_>| {
-            alpha = s.alphas[0].to_vec();
-            labels = s.labels[0].to_vec();
-            Ok(())
-        };
-        let (model, stats) = train_bsca(
-            &x,
-            Targets::classes(&ys, 2),
-            None,
-            &params,
-            &mut no_monitor,
-            Some(&mut obs),
-        )
-        .unwrap();
+        let params = exact_params(c, gamma, 300, 40);
+        let (model, stats, mut alphas, mut labels) =
+            fit_duals(&x, Targets::classes(&ys, 2), &params);
+        let (alpha, labels) = (alphas.remove(0), labels.remove(0));
         assert_eq!(stats.maintenance.events, 0);
         let reference = projected_gradient(&xs, &labels, c, gamma);
         let (d_ours, d_ref) = (
@@ -541,24 +529,10 @@ mod tests {
             .collect();
         let x = DenseView::new(&xs, n, 2).unwrap();
         let (c, gamma, epsilon) = (1.5, 2.0, 0.1);
-        let params = BscaParams {
-            c,
-            gamma,
-            budget: 100,
-            epochs: 400,
-            step: DualStep::Full,
-            ..Default::default()
-        }
-        .check(n)
-        .unwrap();
-        let mut beta = Vec::new();
-        let mut obs = |s: &EpochSnapshot<'_>| {
-            beta = s.alphas[0].to_vec();
-            Ok(())
-        };
+        let params = exact_params(c, gamma, 400, n);
         let targets = Targets::Values { y: &z, epsilon };
-        let (model, stats) =
-            train_bsca(&x, targets, None, &params, &mut no_monitor, Some(&mut obs)).unwrap();
+        let (model, stats, mut betas, _) = fit_duals(&x, targets, &params);
+        let beta = betas.remove(0);
         assert_eq!(stats.maintenance.events, 0);
         let mut k = vec![0.0; n * n];
         for i in 0..n {
@@ -627,32 +601,8 @@ mod tests {
             .collect();
         let x = DenseView::new(&xs, 45, 2).unwrap();
         let (c, gamma) = (2.0, 1.5);
-        let params = BscaParams {
-            c,
-            gamma,
-            budget: 100,
-            epochs: 400,
-            step: DualStep::Full,
-            ..Default::default()
-        }
-        .check(45)
-        .unwrap();
-        let mut alphas = Vec::new();
-        let mut labels = Vec::new();
-        let mut obs = |s: &EpochSnapshot<'_>| {
-            alphas = s.alphas.iter().map(|a| a.to_vec()).collect();
-            labels = s.labels.iter().map(|l| l.to_vec()).collect();
-            Ok(())
-        };
-        let (model, _) = train_bsca(
-            &x,
-            Targets::classes(&ys, 3),
-            None,
-            &params,
-            &mut no_monitor,
-            Some(&mut obs),
-        )
-        .unwrap();
+        let params = exact_params(c, gamma, 400, 45);
+        let (model, _, alphas, labels) = fit_duals(&x, Targets::classes(&ys, 3), &params);
         assert_eq!(alphas.len(), 3);
         for k in 0..3 {
             let reference = projected_gradient(&xs, &labels[k], c, gamma);
@@ -675,9 +625,7 @@ mod tests {
     fn with_a_budget_the_box_holds_and_runs_are_seeded() {
         let (xs, ys) = blobs(400, 2);
         let x = DenseView::new(&xs, 400, 2).unwrap();
-        let mut maint = vec![Maintenance::Remove, Maintenance::Project];
-        maint.extend(MergeSearch::ALL.map(Maintenance::Merge));
-        for maintenance in maint {
+        for maintenance in Maintenance::ALL {
             let params = BscaParams {
                 c: 4.0,
                 gamma: 2.0,
@@ -696,30 +644,15 @@ mod tests {
                 }
                 Ok(())
             };
-            let (m1, s1) = train_bsca(
-                &x,
-                Targets::classes(&ys, 2),
-                None,
-                &params,
-                &mut no_monitor,
-                Some(&mut obs),
-            )
-            .unwrap();
+            let (m1, s1) =
+                fit(&x, Targets::classes(&ys, 2), None, &params, Some(&mut obs)).unwrap();
             assert!(
                 worst.0 >= 0.0 && worst.1 <= 4.0,
                 "{maintenance:?}: {worst:?}"
             );
             assert!(m1.n_sv() <= 12);
             assert!(s1.maintenance.events > 0);
-            let (m2, _) = train_bsca(
-                &x,
-                Targets::classes(&ys, 2),
-                None,
-                &params,
-                &mut no_monitor,
-                None,
-            )
-            .unwrap();
+            let (m2, _) = fit(&x, Targets::classes(&ys, 2), None, &params, None).unwrap();
             assert_eq!(m1, m2);
         }
     }
@@ -749,15 +682,7 @@ mod tests {
         }
         .check(1500)
         .unwrap();
-        let (model, _) = train_bsca(
-            &x,
-            Targets::classes(&ys, 3),
-            None,
-            &params,
-            &mut no_monitor,
-            None,
-        )
-        .unwrap();
+        let (model, _) = fit(&x, Targets::classes(&ys, 3), None, &params, None).unwrap();
         assert_eq!(model.n_out, 3);
         // One shared budget for the three problems.
         assert!(model.n_sv() <= 20);
@@ -788,24 +713,15 @@ mod tests {
             .unwrap()
         };
         // Weight s on every row is C s: the same bounds and arithmetic.
-        let (a, _) = train_bsca(
+        let (a, _) = fit(
             &x,
             Targets::classes(&ys, 2),
             Some(&[4.0; 300]),
             &params(0.5),
-            &mut no_monitor,
             None,
         )
         .unwrap();
-        let (b, _) = train_bsca(
-            &x,
-            Targets::classes(&ys, 2),
-            None,
-            &params(2.0),
-            &mut no_monitor,
-            None,
-        )
-        .unwrap();
+        let (b, _) = fit(&x, Targets::classes(&ys, 2), None, &params(2.0), None).unwrap();
         assert_eq!(a.coef, b.coef);
         // A row's dual variable never leaves [0, C w_i].
         let w: Vec<f64> = (0..300).map(|i| [0.1, 1.0, 7.0][i % 3]).collect();
@@ -825,25 +741,17 @@ mod tests {
                 .count();
             Ok(())
         };
-        train_bsca(
+        fit(
             &x,
             Targets::classes(&ys, 2),
             Some(&w),
             &params(2.0),
-            &mut no_monitor,
             Some(&mut obs),
         )
         .unwrap();
         assert!(seen > 0, "no variable reached its bound");
         for bad in [vec![1.0; 299], vec![0.0; 300], vec![f64::INFINITY; 300]] {
-            let err = train_bsca(
-                &x,
-                Targets::classes(&ys, 2),
-                Some(&bad),
-                &params(1.0),
-                &mut no_monitor,
-                None,
-            );
+            let err = fit(&x, Targets::classes(&ys, 2), Some(&bad), &params(1.0), None);
             assert!(err.unwrap_err().to_string().contains("weight"));
         }
     }

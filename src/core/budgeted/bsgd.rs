@@ -29,6 +29,7 @@ use crate::core::budget::merge::MergeSearch;
 use crate::core::budget::model::{BudgetModel, SupportVectors, SvLayout};
 use crate::core::budgeted::observer::{EpochObserver, EpochSnapshot};
 use crate::core::budgeted::problem::{check_run, check_targets, check_task, Targets, Task};
+use crate::core::budgeted::step::{self, Budgeted};
 use crate::core::common::checks::{check_classes, check_positive_finite, check_weights};
 use crate::core::common::error::{Result, SvmError};
 use crate::core::common::progress::{Heartbeat, Monitor, Progress};
@@ -137,7 +138,6 @@ impl TrainStats {
 pub struct BsgdState {
     lambda: f64,
     gamma: f64,
-    budget: usize,
     shuffle: bool,
     task: Task,
     /// Averaging on (asked for, and not with removal).
@@ -149,11 +149,9 @@ pub struct BsgdState {
     seconds: f64,
     passes: usize,
     rng: Rng,
-    svs: SupportVectors,
-    maintainer: BudgetMaintainer,
+    budgeted: Budgeted,
     // Scratch, reused by every step and pass.
     order: Vec<usize>,
-    kvals: Vec<f64>,
     f: Vec<f64>,
     update: Vec<f64>,
 }
@@ -178,27 +176,27 @@ impl BsgdState {
         let p = &params.params;
         let n_out = task.n_out();
         let svs = SupportVectors::new(dim, p.budget.saturating_add(1), n_out, p.layout)?;
-        let capacity = svs.capacity();
+        let maintainer = step::maintainer(
+            p.maintenance,
+            p.gamma,
+            p.compare_with,
+            matches!(task, Task::Regression { .. }),
+            p.average_placement,
+        );
         Ok(BsgdState {
             lambda: params.lambda,
             gamma: p.gamma,
-            budget: p.budget,
             shuffle: p.shuffle,
             task,
-            // Removal throws SVs away with whatever average they carried, so an average over
-            // the SVs alive at the end would keep a small, arbitrary part of the epoch's model:
-            // return the last iterate there.
-            averaging: p.average && p.maintenance != Maintenance::Remove,
+            averaging: step::averages(p.average, p.maintenance),
             average_from,
             t: 0,
             insertions: 0,
             seconds: 0.0,
             passes: 0,
             rng: Rng::new(p.seed),
-            svs,
-            maintainer: maintainer_for(task, p),
+            budgeted: Budgeted::new(svs, maintainer, p.budget),
             order: Vec::new(),
-            kvals: vec![0.0; capacity],
             f: vec![0.0; n_out],
             update: vec![0.0; n_out],
         })
@@ -207,32 +205,28 @@ impl BsgdState {
     /// Where `train_bsgd` starts averaging for `epochs` passes over `n` rows: the first step of
     /// the last epoch, or the middle of the data with one epoch.
     pub fn suffix_start(n: usize, epochs: usize) -> u64 {
-        if epochs >= 2 {
-            (epochs as u64 - 1) * n as u64 + 1
-        } else {
-            n as u64 / 2 + 1
-        }
+        step::suffix_start(n, epochs)
     }
 
     /// See [`BsgdParams::average_placement`]; a stream sets it per pass (it is not saved).
     pub fn set_average_placement(&mut self, on: bool) {
-        self.maintainer.set_average_placement(on);
+        self.budgeted.maintainer.set_average_placement(on);
     }
 
     pub fn dim(&self) -> usize {
-        self.svs.dim()
+        self.budgeted.svs.dim()
     }
 
     pub fn task(&self) -> Task {
         self.task
     }
 
-    /// Steps taken so far (t).
     /// The support vectors as training left them (for benchmarks and diagnostics).
     pub fn support_vectors(&self) -> &SupportVectors {
-        &self.svs
+        &self.budgeted.svs
     }
 
+    /// Steps taken so far (t).
     pub fn steps(&self) -> u64 {
         self.t
     }
@@ -278,19 +272,23 @@ impl BsgdState {
     ) -> Result<()> {
         let start = Instant::now();
         let mut heartbeat = Heartbeat::new(Duration::from_millis(100));
+        let base = Progress {
+            epoch,
+            epochs,
+            ..Progress::default()
+        };
         let (gamma, lambda, n_out) = (self.gamma, self.lambda, self.f.len());
         for &i in order {
             self.t = self.t.saturating_add(1);
             let t = self.t;
-            let svs = &mut self.svs;
+            let budgeted = &mut self.budgeted;
             if self.averaging && t == self.average_from {
-                svs.start_averaging();
+                budgeted.svs.start_averaging();
             }
-            let kvals = &mut self.kvals;
             let (f, update) = (&mut self.f, &mut self.update);
-            svs.kernel_row_and_decision(x, i, sq_norms[i], gamma, kvals, f);
+            budgeted.decision(x, i, sq_norms[i], gamma, f);
             if t > 1 {
-                svs.shrink(1.0 - 1.0 / t as f64);
+                budgeted.svs.shrink(1.0 - 1.0 / t as f64);
             }
             let eta = weights.map_or(1.0, |w| w[i]) / (lambda * t as f64);
             let violated = match y {
@@ -317,30 +315,13 @@ impl BsgdState {
                 }
             };
             if violated {
-                svs.push_row(x, i, update)?;
-                if kvals.len() < svs.capacity() {
-                    // The store grew (doubling): the step's scratch follows.
-                    kvals.resize(svs.capacity(), 0.0);
-                }
-                let new_row = &kvals[..svs.len() - 1];
-                self.maintainer.after_push(new_row);
+                budgeted.insert(x, i, update)?;
                 self.insertions = self.insertions.saturating_add(1);
-                if svs.len() > self.budget {
-                    self.maintainer.reduce_after_push(svs, new_row);
-                }
             }
-            svs.accumulate_average();
+            budgeted.svs.accumulate_average();
             if heartbeat.due(t) {
-                monitor(&Progress {
-                    epoch,
-                    epochs,
-                    iteration: t,
-                    n_sv: self.svs.len(),
-                    maintenance_events: self.maintainer.stats.events,
-                    seconds: self.seconds + start.elapsed().as_secs_f64(),
-                    epoch_done: false,
-                    ..Progress::default()
-                })?;
+                let seconds = self.seconds + start.elapsed().as_secs_f64();
+                monitor(&budgeted.progress(&base, t, seconds, false))?;
             }
         }
         self.passes = self.passes.saturating_add(1);
@@ -350,7 +331,7 @@ impl BsgdState {
 
     /// The model as it is now (the averaged one once averaging has started).
     pub fn model(&self) -> BudgetModel {
-        self.svs.to_model(self.gamma)
+        self.budgeted.svs.to_model(self.gamma)
     }
 
     /// What the run did so far; `epochs` counts passes.
@@ -358,23 +339,19 @@ impl BsgdState {
         TrainStats {
             iterations: self.t,
             insertions: self.insertions,
-            maintenance: self.maintainer.stats.clone(),
+            maintenance: self.budgeted.maintainer.stats.clone(),
             seconds: self.seconds,
             epochs: self.passes,
         }
     }
 
     fn progress(&self, epoch: usize, epochs: usize) -> Progress {
-        Progress {
+        let base = Progress {
             epoch,
             epochs,
-            iteration: self.t,
-            n_sv: self.svs.len(),
-            maintenance_events: self.maintainer.stats.events,
-            seconds: self.seconds,
-            epoch_done: true,
             ..Progress::default()
-        }
+        };
+        self.budgeted.progress(&base, self.t, self.seconds, true)
     }
 
     /// The whole state as bytes (a versioned little-endian layout), for pickling a stream.
@@ -384,7 +361,7 @@ impl BsgdState {
         w.u64(STATE_VERSION);
         w.f64(self.lambda);
         w.f64(self.gamma);
-        w.usize(self.budget);
+        w.usize(self.budgeted.budget);
         w.bool(self.shuffle);
         match self.task {
             Task::Classes(n) => w.usize(n),
@@ -402,8 +379,8 @@ impl BsgdState {
         for s in self.rng.state() {
             w.u64(s);
         }
-        self.svs.encode(&mut w);
-        self.maintainer.encode(&mut w);
+        self.budgeted.svs.encode(&mut w);
+        self.budgeted.maintainer.encode(&mut w);
         with_checksum(w.into_bytes())
     }
 
@@ -459,7 +436,6 @@ impl BsgdState {
         };
         let mut maintainer = maintainer;
         maintainer.set_opposite_sign_merges(matches!(task, Task::Regression { .. }));
-        let capacity = svs.capacity();
         r.finish()?;
         let n_out = task.n_out();
         if check_task(task).is_err()
@@ -475,7 +451,6 @@ impl BsgdState {
         Ok(BsgdState {
             lambda,
             gamma,
-            budget,
             shuffle,
             task,
             averaging,
@@ -485,22 +460,12 @@ impl BsgdState {
             seconds,
             passes,
             rng,
-            svs,
-            maintainer,
+            budgeted: Budgeted::new(svs, maintainer, budget),
             order: Vec::new(),
-            kvals: vec![0.0; capacity],
             f: vec![0.0; n_out],
             update: vec![0.0; n_out],
         })
     }
-}
-
-/// The budget maintenance of a run: regression merges may pair SVs of opposite signs.
-fn maintainer_for(task: Task, p: &BsgdParams) -> BudgetMaintainer {
-    let mut maintainer = BudgetMaintainer::new(p.maintenance, p.gamma, p.compare_with);
-    maintainer.set_opposite_sign_merges(matches!(task, Task::Regression { .. }));
-    maintainer.set_average_placement(p.average_placement);
-    maintainer
 }
 
 /// Trains BSGD. Class targets: `y[i]` is the class index of row i in `0..n_classes`; with two
@@ -547,7 +512,7 @@ pub fn train_bsgd_state<R: Rows>(
         state.run(x, y, weights, &sq_norms, &order, epoch, epochs, monitor)?;
         monitor(&state.progress(epoch, epochs))?;
         if let Some(obs) = observer.as_mut() {
-            let events = state.maintainer.stats.events;
+            let events = state.budgeted.maintainer.stats.events;
             obs(&EpochSnapshot {
                 epoch,
                 model: state.model(),
@@ -602,14 +567,22 @@ mod tests {
         correct as f64 / ys.len() as f64
     }
 
+    /// Trains without a monitor or an observer.
+    fn fit(
+        x: &DenseView<'_>,
+        targets: Targets<'_>,
+        weights: Option<&[f64]>,
+        params: &ValidBsgdParams,
+    ) -> Result<(BudgetModel, TrainStats)> {
+        train_bsgd(x, targets, weights, params, &mut no_monitor, None)
+    }
+
     #[test]
     fn learns_xor_with_every_maintenance_within_budget() {
         let (xs, ys) = xor_data(3000, 1);
         let (xt, yt) = xor_data(1000, 2);
         let x = DenseView::new(&xs, ys.len(), 2).unwrap();
-        let mut maint = vec![Maintenance::Remove, Maintenance::Project];
-        maint.extend(MergeSearch::ALL.map(Maintenance::Merge));
-        for maintenance in maint {
+        for maintenance in Maintenance::ALL {
             let params = BsgdParams {
                 c: 10.0,
                 gamma: 2.0,
@@ -620,15 +593,7 @@ mod tests {
             }
             .check(ys.len())
             .unwrap();
-            let (model, stats) = train_bsgd(
-                &x,
-                Targets::classes(&ys, 2),
-                None,
-                &params,
-                &mut no_monitor,
-                None,
-            )
-            .unwrap();
+            let (model, stats) = fit(&x, Targets::classes(&ys, 2), None, &params).unwrap();
             assert!(model.n_sv() <= 30);
             let acc = accuracy(&model, &xt, &yt);
             let floor = if maintenance == Maintenance::Remove {
@@ -669,15 +634,7 @@ mod tests {
             }
             .check(2000)
             .unwrap();
-            let (model, _) = train_bsgd(
-                &x,
-                Targets::classes(&ys[..2000], 3),
-                None,
-                &params,
-                &mut no_monitor,
-                None,
-            )
-            .unwrap();
+            let (model, _) = fit(&x, Targets::classes(&ys[..2000], 3), None, &params).unwrap();
             assert_eq!(model.n_out, 3);
             assert!(model.n_sv() <= 40);
             let acc = accuracy(&model, &xs[4000..], &ys[2000..]);
@@ -707,16 +664,7 @@ mod tests {
             }
             .check(ys.len())
             .unwrap();
-            train_bsgd(
-                &x,
-                Targets::classes(&ys, 2),
-                None,
-                &params,
-                &mut no_monitor,
-                None,
-            )
-            .unwrap()
-            .0
+            fit(&x, Targets::classes(&ys, 2), None, &params).unwrap().0
         };
         for epochs in [1, 4] {
             let (avg, last) = (fit(true, epochs), fit(false, epochs));
@@ -826,16 +774,7 @@ mod tests {
             }
             .check(ys.len())
             .unwrap();
-            train_bsgd(
-                &x,
-                Targets::classes(&ys, 2),
-                None,
-                &params,
-                &mut no_monitor,
-                None,
-            )
-            .unwrap()
-            .0
+            fit(&x, Targets::classes(&ys, 2), None, &params).unwrap().0
         };
         assert_eq!(run(5), run(5));
         assert_ne!(run(5), run(6));
@@ -871,9 +810,7 @@ mod tests {
     fn passes_over_chunks_equal_one_epoch_and_state_round_trips() {
         let (xs, ys) = xor_data(900, 11);
         let x = DenseView::new(&xs, ys.len(), 2).unwrap();
-        let mut maint = vec![Maintenance::Remove, Maintenance::Project];
-        maint.extend(MergeSearch::ALL.map(Maintenance::Merge));
-        for maintenance in maint {
+        for maintenance in Maintenance::ALL {
             for n_classes in [2, 3] {
                 let ys: Vec<u32> = ys
                     .iter()
@@ -891,15 +828,8 @@ mod tests {
                 }
                 .check(ys.len())
                 .unwrap();
-                let (whole, whole_stats) = train_bsgd(
-                    &x,
-                    Targets::classes(&ys, n_classes),
-                    None,
-                    &params,
-                    &mut no_monitor,
-                    None,
-                )
-                .unwrap();
+                let (whole, whole_stats) =
+                    fit(&x, Targets::classes(&ys, n_classes), None, &params).unwrap();
                 let mut state = BsgdState::new(
                     &params,
                     2,
@@ -957,7 +887,7 @@ mod tests {
             y: &z,
             epsilon: 0.1,
         };
-        let (model, stats) = train_bsgd(&x, targets, None, &params, &mut no_monitor, None).unwrap();
+        let (model, stats) = fit(&x, targets, None, &params).unwrap();
         // t = 1: f = 0, outside: +1/(0.5 * 1) = 2 at x = 0. t = 2: f = 2 (before the step's
         // shrinking) is inside the tube of 1.95; shrink by 1/2. t = 3: f(10) ~ 0 is outside
         // below: shrink by 2/3 (1 -> 2/3) and add -1/(0.5 * 3) at x = 10.
@@ -990,7 +920,7 @@ mod tests {
             y: &z,
             epsilon: 0.05,
         };
-        let (whole, _) = train_bsgd(&x, targets, None, &params, &mut no_monitor, None).unwrap();
+        let (whole, _) = fit(&x, targets, None, &params).unwrap();
         let mut state = BsgdState::new(&params, 1, task, BsgdState::suffix_start(n, 1)).unwrap();
         for (k, (a, b)) in [(0, 300), (300, 600), (600, 900)].into_iter().enumerate() {
             if k == 1 {
@@ -1032,7 +962,7 @@ mod tests {
         }
         .check(n)
         .unwrap();
-        let (fitted, _) = train_bsgd(&x, targets, None, &params, &mut no_monitor, None).unwrap();
+        let (fitted, _) = fit(&x, targets, None, &params).unwrap();
         let mut values = vec![0.0; n];
         fitted.decision_function(&x, &mut values).unwrap();
         let mae = values
@@ -1157,33 +1087,9 @@ mod tests {
         let xs = [0.0, 1.0];
         let x = DenseView::new(&xs, 2, 1).unwrap();
         let v = ok.check(2).unwrap();
-        assert!(train_bsgd(
-            &x,
-            Targets::classes(&[0, 0], 1),
-            None,
-            &v,
-            &mut no_monitor,
-            None
-        )
-        .is_err());
-        assert!(train_bsgd(
-            &x,
-            Targets::classes(&[0, 5], 2),
-            None,
-            &v,
-            &mut no_monitor,
-            None
-        )
-        .is_err());
-        assert!(train_bsgd(
-            &x,
-            Targets::classes(&[0], 2),
-            None,
-            &v,
-            &mut no_monitor,
-            None
-        )
-        .is_err());
+        assert!(fit(&x, Targets::classes(&[0, 0], 1), None, &v).is_err());
+        assert!(fit(&x, Targets::classes(&[0, 5], 2), None, &v).is_err());
+        assert!(fit(&x, Targets::classes(&[0], 2), None, &v).is_err());
     }
 
     #[test]
@@ -1210,35 +1116,23 @@ mod tests {
                 .unwrap()
             };
             let n = n_classes as usize;
-            let (a, _) = train_bsgd(
+            let (a, _) = fit(
                 &x,
                 Targets::classes(&ys, n),
                 Some(&[3.0; 600]),
                 &params(2.0),
-                &mut no_monitor,
-                None,
             )
             .unwrap();
-            let (b, _) = train_bsgd(
-                &x,
-                Targets::classes(&ys, n),
-                None,
-                &params(6.0),
-                &mut no_monitor,
-                None,
-            )
-            .unwrap();
+            let (b, _) = fit(&x, Targets::classes(&ys, n), None, &params(6.0)).unwrap();
             assert_eq!(a.n_sv(), b.n_sv());
             for (p, q) in a.coef.iter().zip(&b.coef) {
                 assert!((p - q).abs() <= 1e-9 * (1.0 + q.abs()), "{p} vs {q}");
             }
-            let bad = train_bsgd(
+            let bad = fit(
                 &x,
                 Targets::classes(&ys, n),
                 Some(&[-1.0; 600]),
                 &params(1.0),
-                &mut no_monitor,
-                None,
             );
             assert!(bad.unwrap_err().to_string().contains("weight"));
         }

@@ -3,7 +3,6 @@
 //! sparse layout trains on inputs whose number of columns no dense store could hold.
 
 use crate::core::budget::maintenance::Maintenance;
-use crate::core::budget::merge::MergeSearch;
 use crate::core::budget::model::{BudgetModel, SvLayout};
 use crate::core::budgeted::bsca::{train_bsca, BscaParams};
 use crate::core::budgeted::bsgd::{train_bsgd, BsgdParams};
@@ -73,10 +72,10 @@ fn assert_same_model(a: &BudgetModel, b: &BudgetModel, what: &str) {
     }
 }
 
-fn every_maintenance() -> Vec<Maintenance> {
-    let mut m = vec![Maintenance::Remove, Maintenance::Project];
-    m.extend(MergeSearch::ALL.map(Maintenance::Merge));
-    m
+/// `train` with the dense and with the sparse layout gives the same model.
+fn assert_layouts_agree(what: &str, train: impl Fn(SvLayout) -> BudgetModel) {
+    let (dense, sparse) = (train(SvLayout::Dense), train(SvLayout::Sparse));
+    assert_same_model(&dense, &sparse, what);
 }
 
 #[test]
@@ -84,65 +83,42 @@ fn dense_and_sparse_layouts_train_the_same_model() {
     for (seed, n_classes) in [(1u64, 2u32), (2, 3), (3, 2), (4, 4)] {
         let d = sparse_data(300, 60, n_classes, seed);
         let x = CsrView::new(&d.indptr, &d.indices, &d.values, d.n_cols).unwrap();
-        for maintenance in every_maintenance() {
+        for maintenance in Maintenance::ALL {
             let what = format!("seed {seed}, {n_classes} classes, {maintenance:?}");
-            let models: Vec<_> = [SvLayout::Dense, SvLayout::Sparse]
-                .iter()
-                .map(|&layout| {
-                    let params = BsgdParams {
-                        c: 10.0,
-                        gamma: 0.7,
-                        budget: 12,
-                        epochs: 2,
-                        maintenance,
-                        seed,
-                        layout,
-                        ..BsgdParams::default()
-                    };
-                    let valid = params.check(d.y.len()).unwrap();
-                    let mut m = no_monitor;
-                    train_bsgd(
-                        &x,
-                        Targets::classes(&d.y, n_classes as usize),
-                        None,
-                        &valid,
-                        &mut m,
-                        None,
-                    )
+            let targets = Targets::classes(&d.y, n_classes as usize);
+            assert_layouts_agree(&format!("BSGD {what}"), |layout| {
+                let params = BsgdParams {
+                    c: 10.0,
+                    gamma: 0.7,
+                    budget: 12,
+                    epochs: 2,
+                    maintenance,
+                    seed,
+                    layout,
+                    ..BsgdParams::default()
+                };
+                let valid = params.check(d.y.len()).unwrap();
+                train_bsgd(&x, targets, None, &valid, &mut no_monitor, None)
                     .unwrap()
                     .0
-                })
-                .collect();
-            assert_same_model(&models[0], &models[1], &format!("BSGD {what}"));
-            let models: Vec<_> = [SvLayout::Dense, SvLayout::Sparse]
-                .iter()
-                .map(|&layout| {
-                    let params = BscaParams {
-                        c: 1.0,
-                        gamma: 0.7,
-                        budget: 12,
-                        epochs: 2,
-                        maintenance,
-                        seed,
-                        layout,
-                        average: seed % 2 == 0,
-                        ..BscaParams::default()
-                    };
-                    let valid = params.check(d.y.len()).unwrap();
-                    let mut m = no_monitor;
-                    train_bsca(
-                        &x,
-                        Targets::classes(&d.y, n_classes as usize),
-                        None,
-                        &valid,
-                        &mut m,
-                        None,
-                    )
+            });
+            assert_layouts_agree(&format!("BSCA {what}"), |layout| {
+                let params = BscaParams {
+                    c: 1.0,
+                    gamma: 0.7,
+                    budget: 12,
+                    epochs: 2,
+                    maintenance,
+                    seed,
+                    layout,
+                    average: seed % 2 == 0,
+                    ..BscaParams::default()
+                };
+                let valid = params.check(d.y.len()).unwrap();
+                train_bsca(&x, targets, None, &valid, &mut no_monitor, None)
                     .unwrap()
                     .0
-                })
-                .collect();
-            assert_same_model(&models[0], &models[1], &format!("BSCA {what}"));
+            });
         }
     }
 }
@@ -154,15 +130,18 @@ fn sparse_layout_trains_and_predicts_with_a_trillion_columns() {
     let x = CsrView::new(&d.indptr, &d.indices, &d.values, n_cols).unwrap();
     let small = sparse_data(200, 40, 2, 9);
     let xs = CsrView::new(&small.indptr, &small.indices, &small.values, 40).unwrap();
-    for maintenance in every_maintenance() {
+    let sparse = BsgdParams {
+        c: 10.0,
+        gamma: 0.7,
+        budget: 10,
+        epochs: 2,
+        layout: SvLayout::Sparse,
+        ..BsgdParams::default()
+    };
+    for maintenance in Maintenance::ALL {
         let params = BsgdParams {
-            c: 10.0,
-            gamma: 0.7,
-            budget: 10,
-            epochs: 2,
             maintenance,
-            layout: SvLayout::Sparse,
-            ..BsgdParams::default()
+            ..sparse.clone()
         };
         let valid = params.check(d.y.len()).unwrap();
         let mut m = no_monitor;

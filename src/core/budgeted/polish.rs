@@ -41,6 +41,7 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
+use crate::core::budget::maintenance::back_substitute;
 use crate::core::budget::model::BudgetModel;
 use crate::core::budgeted::problem::Targets;
 use crate::core::common::checks::{check_positive_finite, check_weights};
@@ -164,16 +165,8 @@ impl LibsvmFileRows {
         width: usize,
         classes: &[f64],
     ) -> Result<(Self, Vec<u32>)> {
-        let mut chunks = LibsvmChunks::open(path, chunk_rows)?;
-        let mut y = Vec::new();
-        while let Some(data) = chunks.next_chunk()? {
-            if data.n_features > width {
-                return Err(SvmError::invalid_input(format!(
-                    "{} has features beyond index {width}",
-                    path.display()
-                )));
-            }
-            for &label in &data.labels {
+        Self::open_with(path, chunk_rows, width, |labels, y| {
+            for &label in labels {
                 let label = label + 0.0;
                 let k = classes
                     .binary_search_by(|c| c.total_cmp(&label))
@@ -185,18 +178,10 @@ impl LibsvmFileRows {
                     })?;
                 y.push(k as u32);
             }
-        }
-        let source = LibsvmFileRows {
-            path: path.to_path_buf(),
-            chunk_rows,
-            width,
-            n_rows: y.len(),
-        };
-        Ok((source, y))
+            Ok(())
+        })
     }
-}
 
-impl LibsvmFileRows {
     /// The file's labels as real targets (regression; each must be finite), read in one pass,
     /// and the source for the polish's passes.
     pub fn open_values(
@@ -204,8 +189,28 @@ impl LibsvmFileRows {
         chunk_rows: usize,
         width: usize,
     ) -> Result<(Self, Vec<f64>)> {
+        Self::open_with(path, chunk_rows, width, |labels, y| {
+            if let Some(bad) = labels.iter().find(|v| !v.is_finite()) {
+                return Err(SvmError::invalid_input(format!(
+                    "{} has the target {bad}; targets must be finite",
+                    path.display()
+                )));
+            }
+            y.extend_from_slice(labels);
+            Ok(())
+        })
+    }
+
+    /// One pass over the file that hands each chunk's labels to `targets` (which checks them
+    /// and appends them to the targets as it reads them), and the source.
+    fn open_with<T>(
+        path: &std::path::Path,
+        chunk_rows: usize,
+        width: usize,
+        mut targets: impl FnMut(&[f64], &mut Vec<T>) -> Result<()>,
+    ) -> Result<(Self, Vec<T>)> {
         let mut chunks = LibsvmChunks::open(path, chunk_rows)?;
-        let mut y: Vec<f64> = Vec::new();
+        let mut y = Vec::new();
         while let Some(data) = chunks.next_chunk()? {
             if data.n_features > width {
                 return Err(SvmError::invalid_input(format!(
@@ -213,13 +218,7 @@ impl LibsvmFileRows {
                     path.display()
                 )));
             }
-            if let Some(bad) = data.labels.iter().find(|v| !v.is_finite()) {
-                return Err(SvmError::invalid_input(format!(
-                    "{} has the target {bad}; targets must be finite",
-                    path.display()
-                )));
-            }
-            y.extend_from_slice(&data.labels);
+            targets(&data.labels, &mut y)?;
         }
         let source = LibsvmFileRows {
             path: path.to_path_buf(),
@@ -727,6 +726,11 @@ pub fn polish(
         ..Progress::default()
     };
 
+    let objective_of = |k: usize, o: &Output| {
+        let target = |i, f| targets.active_target(k, i, f);
+        objective(&kss, &o.beta, &o.f, c, &target, &weight)
+    };
+
     // f = K beta + b at the warm start; the first pass also lays out the segments.
     {
         let starts: Vec<&[f64]> = outputs.iter().map(|o| &o.beta[..]).collect();
@@ -742,14 +746,7 @@ pub fn polish(
         for (k, o) in outputs.iter_mut().enumerate() {
             let b = o.b;
             o.f.iter_mut().zip(&values[k]).for_each(|(f, v)| *f = v + b);
-            o.objective = objective(
-                &kss,
-                &o.beta,
-                &o.f,
-                c,
-                &|i, f| targets.active_target(k, i, f),
-                &weight,
-            );
+            o.objective = objective_of(k, o);
         }
     }
     let objective_start: Vec<f64> = outputs.iter().map(|o| o.objective).collect();
@@ -836,14 +833,7 @@ pub fn polish(
                 .zip(delta.iter())
                 .for_each(|(fi, di)| *fi += t * di);
             let before = o.objective;
-            o.objective = objective(
-                &kss,
-                &o.beta,
-                &o.f,
-                c,
-                &|i, f| targets.active_target(k, i, f),
-                &weight,
-            );
+            o.objective = objective_of(k, o);
             if before - o.objective <= params.tol * o.objective.abs() {
                 o.done = true;
             }
@@ -1407,13 +1397,7 @@ fn cholesky_solve(l: &[f64], p: usize, b: &[f64]) -> Vec<f64> {
         let s = z[i] - simd::dot(&l[i * p..i * p + i], &z[..i]);
         z[i] = s / l[i * p + i];
     }
-    for i in (0..p).rev() {
-        let mut s = z[i];
-        for j in i + 1..p {
-            s -= l[j * p + i] * z[j];
-        }
-        z[i] = s / l[i * p + i];
-    }
+    back_substitute(l, p, &mut z);
     z
 }
 
@@ -1563,6 +1547,21 @@ mod tests {
         (x, y, model)
     }
 
+    /// The kernel matrices of a [`problem`] written out: rows x SVs and SVs x SVs.
+    fn explicit_kernels(x: &[f64], n: usize, model: &BudgetModel) -> (Vec<f64>, Vec<f64>) {
+        let m = model.n_sv();
+        let xv = DenseView::new(x, n, 2).unwrap();
+        let SvMatrix::Dense(sv) = &model.support_vectors else {
+            unreachable!()
+        };
+        let s = DenseView::new(sv, m, 2).unwrap();
+        let mut k = vec![0.0; n * m];
+        kernel_matrix(&xv, &s, model.gamma, &mut k).unwrap();
+        let mut kss = vec![0.0; m * m];
+        kernel_matrix(&s, &s, model.gamma, &mut kss).unwrap();
+        (k, kss)
+    }
+
     fn params(c: f64) -> PolishParams {
         PolishParams {
             c,
@@ -1602,15 +1601,7 @@ mod tests {
             let w = weighted.then_some(&w[..]);
             let r = run(&x, &y, w, 2, &model, &params(c));
             assert!(r.converged);
-            let xv = DenseView::new(&x, n, 2).unwrap();
-            let SvMatrix::Dense(sv) = &model.support_vectors else {
-                unreachable!()
-            };
-            let s = DenseView::new(sv, m, 2).unwrap();
-            let mut k = vec![0.0; n * m];
-            kernel_matrix(&xv, &s, 2.0, &mut k).unwrap();
-            let mut kss = vec![0.0; m * m];
-            kernel_matrix(&s, &s, 2.0, &mut kss).unwrap();
+            let (k, kss) = explicit_kernels(&x, n, &model);
             let beta = &r.coef;
             let b = r.intercept[0];
             let mut grad: Vec<f64> = (0..m)
@@ -1674,15 +1665,7 @@ mod tests {
             )
             .unwrap();
             assert!(r.converged, "seed {seed}");
-            let xv = DenseView::new(&x, n, 2).unwrap();
-            let SvMatrix::Dense(sv) = &model.support_vectors else {
-                unreachable!()
-            };
-            let s = DenseView::new(sv, m, 2).unwrap();
-            let mut k = vec![0.0; n * m];
-            kernel_matrix(&xv, &s, 2.0, &mut k).unwrap();
-            let mut kss = vec![0.0; m * m];
-            kernel_matrix(&s, &s, 2.0, &mut kss).unwrap();
+            let (k, kss) = explicit_kernels(&x, n, &model);
             let value = |beta: &[f64], b: f64| -> (f64, Vec<f64>, f64) {
                 let mut grad: Vec<f64> = (0..m)
                     .map(|j| (0..m).map(|l| kss[j * m + l] * beta[l]).sum())

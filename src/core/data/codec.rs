@@ -60,6 +60,14 @@ impl Writer {
         self.usize(s.len());
         self.buf.extend_from_slice(s.as_bytes());
     }
+
+    /// A part that may be absent: a flag, then the part written by `write` when present.
+    pub fn option<T>(&mut self, value: Option<&T>, write: impl FnOnce(&mut Self, &T)) {
+        self.bool(value.is_some());
+        if let Some(v) = value {
+            write(self, v);
+        }
+    }
 }
 
 /// Reads values back in the order they were written.
@@ -118,14 +126,14 @@ impl<'a> Reader<'a> {
         Ok(n)
     }
 
-    /// A length-prefixed vector of 8-byte little-endian values.
-    fn words<T>(&mut self, from_le: fn([u8; 8]) -> T) -> Result<Vec<T>> {
-        let n = self.len(8)?;
-        let bytes = self.take(n * 8)?;
+    /// A length-prefixed vector of `N`-byte little-endian values.
+    fn words<T, const N: usize>(&mut self, from_le: fn([u8; N]) -> T) -> Result<Vec<T>> {
+        let n = self.len(N)?;
+        let bytes = self.take(n * N)?;
         Ok(bytes
-            .chunks_exact(8)
+            .chunks_exact(N)
             .map(|c| {
-                let mut b = [0u8; 8];
+                let mut b = [0u8; N];
                 b.copy_from_slice(c);
                 from_le(b)
             })
@@ -146,16 +154,7 @@ impl<'a> Reader<'a> {
     }
 
     pub fn u32s(&mut self) -> Result<Vec<u32>> {
-        let n = self.len(4)?;
-        let bytes = self.take(n * 4)?;
-        Ok(bytes
-            .chunks_exact(4)
-            .map(|c| {
-                let mut b = [0u8; 4];
-                b.copy_from_slice(c);
-                u32::from_le_bytes(b)
-            })
-            .collect())
+        self.words(u32::from_le_bytes)
     }
 
     pub fn u64s(&mut self) -> Result<Vec<u64>> {
@@ -165,6 +164,15 @@ impl<'a> Reader<'a> {
     pub fn str(&mut self) -> Result<&'a str> {
         let n = self.len(1)?;
         std::str::from_utf8(self.take(n)?).map_err(|_| truncated())
+    }
+
+    /// A part written by [`Writer::option`], read by `read` when present.
+    pub fn option<T>(&mut self, read: impl FnOnce(&mut Self) -> Result<T>) -> Result<Option<T>> {
+        if self.bool()? {
+            read(self).map(Some)
+        } else {
+            Ok(None)
+        }
     }
 
     /// Fails unless every byte was read.
@@ -248,5 +256,18 @@ mod tests {
         w.u64(u64::MAX / 2);
         let bytes = w.into_bytes();
         assert!(Reader::new(&bytes).f64s().is_err());
+    }
+
+    #[test]
+    fn optional_parts_round_trip() {
+        let mut w = Writer::new();
+        w.option(Some(&2.5), |w, v| w.f64(*v));
+        w.option(None::<&f64>, |w, v| w.f64(*v));
+        let bytes = w.into_bytes();
+        assert_eq!(bytes.len(), 24);
+        let mut r = Reader::new(&bytes);
+        assert_eq!(r.option(|r| r.f64()).unwrap(), Some(2.5));
+        assert_eq!(r.option(|r| r.f64()).unwrap(), None);
+        r.finish().unwrap();
     }
 }

@@ -1,0 +1,125 @@
+//! What a step of BSGD and a step of BSCA have in common: the support vectors on a budget
+//! ([`Budgeted`]: a row's decision values, the row inserted as a support vector and the budget
+//! restored), how their budget maintenance is set up, where averaging starts, and what the
+//! monitor is shown. The solvers differ only in how a step turns decision values into
+//! coefficients.
+
+use crate::core::budget::maintenance::{BudgetMaintainer, Maintenance};
+use crate::core::budget::merge::MergeSearch;
+use crate::core::budget::model::SupportVectors;
+use crate::core::common::error::Result;
+use crate::core::common::progress::Progress;
+use crate::core::data::rows::Rows;
+
+/// The support vectors of a run with their budget maintenance, and the kernel values of the
+/// row being stepped on (an insertion hands them to the maintenance instead of computing them
+/// again).
+#[derive(Debug, Clone)]
+pub(crate) struct Budgeted {
+    pub(crate) svs: SupportVectors,
+    pub(crate) maintainer: BudgetMaintainer,
+    /// The most support vectors a step leaves.
+    pub(crate) budget: usize,
+    kvals: Vec<f64>,
+}
+
+impl Budgeted {
+    pub(crate) fn new(svs: SupportVectors, maintainer: BudgetMaintainer, budget: usize) -> Self {
+        let kvals = vec![0.0; svs.capacity()];
+        Budgeted {
+            svs,
+            maintainer,
+            budget,
+            kvals,
+        }
+    }
+
+    /// The model's decision values `f` at row i (one per output), keeping the row's kernel
+    /// values for [`Budgeted::insert`].
+    #[inline]
+    pub(crate) fn decision<R: Rows>(
+        &mut self,
+        x: &R,
+        i: usize,
+        sq_norm: f64,
+        gamma: f64,
+        f: &mut [f64],
+    ) {
+        self.svs
+            .kernel_row_and_decision(x, i, sq_norm, gamma, &mut self.kvals, f);
+    }
+
+    /// Row i (the row of the last [`Budgeted::decision`]) as a new support vector with
+    /// coefficients `coef`, then one budget maintenance event if that went over the budget.
+    #[inline]
+    pub(crate) fn insert<R: Rows>(&mut self, x: &R, i: usize, coef: &[f64]) -> Result<()> {
+        self.svs.push_row(x, i, coef)?;
+        if self.kvals.len() < self.svs.capacity() {
+            // The store grew (doubling): the step's scratch follows.
+            self.kvals.resize(self.svs.capacity(), 0.0);
+        }
+        let new_row = &self.kvals[..self.svs.len() - 1];
+        self.maintainer.after_push(new_row);
+        if self.svs.len() > self.budget {
+            self.maintainer.reduce_after_push(&mut self.svs, new_row);
+        }
+        Ok(())
+    }
+
+    /// Drops the support vector in `slot` (the last one moves there).
+    pub(crate) fn remove(&mut self, slot: usize) {
+        self.svs.swap_remove(slot);
+        self.maintainer.after_remove(slot);
+    }
+
+    /// `base` (its epoch and epochs) at step `iteration`, with the model's size now.
+    pub(crate) fn progress(
+        &self,
+        base: &Progress,
+        iteration: u64,
+        seconds: f64,
+        epoch_done: bool,
+    ) -> Progress {
+        Progress {
+            iteration,
+            n_sv: self.svs.len(),
+            maintenance_events: self.maintainer.stats.events,
+            seconds,
+            epoch_done,
+            ..base.clone()
+        }
+    }
+}
+
+/// The budget maintenance of a run. Regression merges may pair SVs of opposite signs (its
+/// coefficients take both signs wherever the function bends); `average_placement` places
+/// merged points for the averaged coefficients (`BudgetMaintainer::set_average_placement`).
+pub(crate) fn maintainer(
+    maintenance: Maintenance,
+    gamma: f64,
+    compare_with: Option<MergeSearch>,
+    regression: bool,
+    average_placement: bool,
+) -> BudgetMaintainer {
+    let mut maintainer = BudgetMaintainer::new(maintenance, gamma, compare_with);
+    maintainer.set_opposite_sign_merges(regression);
+    maintainer.set_average_placement(average_placement);
+    maintainer
+}
+
+/// Whether a run asked for the average returns it. Removal throws SVs away with whatever
+/// average they carried, so an average over the SVs alive at the end would keep a small,
+/// arbitrary part of the epoch's model: the last iterate is returned there.
+pub(crate) fn averages(asked: bool, maintenance: Maintenance) -> bool {
+    asked && maintenance != Maintenance::Remove
+}
+
+/// The step (1-based, counted over all epochs) at which averaging starts for `epochs` passes
+/// over `n` rows: the first step of the last epoch, or the middle of the data with one epoch.
+pub(crate) fn suffix_start(n: usize, epochs: usize) -> u64 {
+    if epochs >= 2 {
+        (epochs as u64 - 1) * n as u64 + 1
+    } else {
+        n as u64 / 2 + 1
+    }
+}
