@@ -24,249 +24,152 @@ use budgetsvm::core::common::rng::Rng;
 use budgetsvm::core::data::rows::{CsrView, DenseView, Rows};
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
+/// The floor's loops, written once over the library's vector levels (`Simd`: the same
+/// instructions as the production loops) and compiled for each level in `avx2` and `avx512`.
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
-    use std::arch::x86_64::*;
+mod lanes {
+    use super::Floor;
+    use budgetsvm::core::simd::{exp_in_range, Simd};
 
-    /// exp(x) for x <= 0 on four lanes: x = n ln2 + r, |r| <= ln2/2, exp(r) by a degree-12 Taylor
-    /// polynomial (Estrin-free Horner: the floor counts the multiply-adds, 13 of them).
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    pub fn exp4(x: __m256d) -> __m256d {
-        const C: [f64; 13] = [
-            1.0,
-            1.0,
-            1.0 / 2.0,
-            1.0 / 6.0,
-            1.0 / 24.0,
-            1.0 / 120.0,
-            1.0 / 720.0,
-            1.0 / 5_040.0,
-            1.0 / 40_320.0,
-            1.0 / 362_880.0,
-            1.0 / 3_628_800.0,
-            1.0 / 39_916_800.0,
-            1.0 / 479_001_600.0,
-        ];
-        let x = _mm256_max_pd(x, _mm256_set1_pd(-708.0));
-        let shifter = _mm256_set1_pd(6_755_399_441_055_744.0);
-        let shifted = _mm256_fmadd_pd(x, _mm256_set1_pd(std::f64::consts::LOG2_E), shifter);
-        let n = _mm256_sub_pd(shifted, shifter);
-        let r = _mm256_fnmadd_pd(n, _mm256_set1_pd(6.931_471_803_691_238e-1), x);
-        let r = _mm256_fnmadd_pd(n, _mm256_set1_pd(1.908_214_929_270_587_7e-10), r);
-        let mut p = _mm256_set1_pd(C[12]);
-        for k in (0..12).rev() {
-            p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(C[k]));
-        }
-        let bits = _mm256_sub_epi64(_mm256_castpd_si256(shifted), _mm256_castpd_si256(shifter));
-        let scale = _mm256_slli_epi64::<52>(_mm256_add_epi64(bits, _mm256_set1_epi64x(1023)));
-        _mm256_mul_pd(p, _mm256_castsi256_pd(scale))
+    /// exp(x) for x <= 0 by the library's reduction and a degree-12 Taylor polynomial
+    /// (Estrin-free Horner: the floor counts the multiply-adds, 13 of them). Arguments below -708
+    /// are clamped, with no underflow to 0: the floor leaves out what it need not do.
+    #[inline(always)]
+    pub fn exp<S: Simd>(s: S, x: S::F) -> S::F {
+        exp_in_range::<S, 12>(s, s.max(x, s.splat(-708.0)))
     }
 
-    /// The whole step's unavoidable arithmetic in one pass: for each block of 16 SVs, the dot
-    /// products with the input (feature-major SVs, one broadcast multiply-add per non-zero and
-    /// vector), then distance, exponential and the decision sum, all in registers.
-    /// `svt[c * b + j]` is feature c of SV j (b a multiple of 16); the input is given by its
-    /// non-zeros (a dense input passes columns 0..d).
-    #[target_feature(enable = "avx2,fma")]
+    /// One block of U vectors of SVs: their dot products with the input (one broadcast
+    /// multiply-add per non-zero and vector, feature c of the block's SVs at `tile + c * stride`),
+    /// then distance, exponential and the decision sum into `f`, all in registers.
+    ///
+    /// # Safety
+    /// The block's values lie inside the SV store; pn and pc hold U vectors.
+    #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    pub unsafe fn step_sparse(
-        svt: &[f64],
-        b: usize,
+    pub unsafe fn block<S: Simd, const U: usize>(
+        s: S,
+        tile: *const f64,
+        stride: usize,
+        cols: &[usize],
+        vals: &[f64],
+        pn: *const f64,
+        pc: *const f64,
+        xn: S::F,
+        g: S::F,
+        f: &mut [S::F; 4],
+    ) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let mut acc = [s.zero(); U];
+            for (&c, &xc) in cols.iter().zip(vals) {
+                let v = s.splat(xc);
+                let row = tile.add(c * stride);
+                for (l, a) in acc.iter_mut().enumerate() {
+                    *a = s.fmadd(v, s.load(row.add(S::LANES * l)), *a);
+                }
+            }
+            for (l, a) in acc.iter().enumerate() {
+                let d2 = s.fnmadd(s.splat(2.0), *a, s.add(xn, s.load(pn.add(S::LANES * l))));
+                let k = exp(s, s.mul(g, s.max(d2, s.zero())));
+                f[l] = s.fmadd(k, s.load(pc.add(S::LANES * l)), f[l]);
+            }
+        }
+    }
+
+    /// The whole step's unavoidable arithmetic in one pass, a block of four vectors of SVs at a
+    /// time. AVX2's store is feature-major with stride b (`svt[c * b + j]`); AVX-512's holds the
+    /// SVs in tiles of 32 (the last may hold 16), tile t holding SVs 32 t.., feature-major
+    /// inside (`tiled` below), so one block's values are one contiguous run of memory. The input
+    /// is given by its non-zeros (a dense input passes columns 0..d).
+    ///
+    /// # Safety
+    /// `fl` holds b values per feature, b a multiple of 16, laid out by `tiled`.
+    #[inline(always)]
+    pub unsafe fn step<S: Simd>(
+        s: S,
+        fl: &Floor,
         cols: &[usize],
         vals: &[f64],
         x_norm: f64,
-        sv_norms: &[f64],
-        coef: &[f64],
-        gamma: f64,
     ) -> f64 {
-        // SAFETY: the caller guarantees AVX2+FMA; every pointer offset stays inside the
-        // slices (b a multiple of 16, b values per feature).
+        let (b, d) = (fl.b, fl.svt.len() / fl.b);
+        let (ps, pn, pc) = (fl.svt.as_ptr(), fl.sv_norms.as_ptr(), fl.coef.as_ptr());
+        let (g, xn) = (s.splat(-fl.gamma), s.splat(x_norm));
+        let mut f = [s.zero(); 4];
+        let mut j = 0;
+        // SAFETY: the blocks lie inside the store (b a multiple of 16).
         unsafe {
-            let (ps, pn, pc) = (svt.as_ptr(), sv_norms.as_ptr(), coef.as_ptr());
-            let g = _mm256_set1_pd(-gamma);
-            let xn = _mm256_set1_pd(x_norm);
-            let two = _mm256_set1_pd(2.0);
-            let zero = _mm256_setzero_pd();
-            let mut f = [_mm256_setzero_pd(); 4];
-            let mut j = 0;
-            while j < b {
-                let mut acc = [_mm256_setzero_pd(); 4];
-                for (&c, &xc) in cols.iter().zip(vals) {
-                    let v = _mm256_set1_pd(xc);
-                    let row = ps.add(c * b + j);
-                    for (l, a) in acc.iter_mut().enumerate() {
-                        *a = _mm256_fmadd_pd(v, _mm256_loadu_pd(row.add(4 * l)), *a);
-                    }
+            if S::LANES == 4 {
+                while j < b {
+                    let (n, c) = (pn.add(j), pc.add(j));
+                    block::<_, 4>(s, ps.add(j), b, cols, vals, n, c, xn, g, &mut f);
+                    j += 16;
                 }
-                for (l, a) in acc.iter().enumerate() {
-                    let d2 = _mm256_fnmadd_pd(
-                        two,
-                        *a,
-                        _mm256_add_pd(xn, _mm256_loadu_pd(pn.add(j + 4 * l))),
-                    );
-                    let k = exp4(_mm256_mul_pd(g, _mm256_max_pd(d2, zero)));
-                    f[l] = _mm256_fmadd_pd(k, _mm256_loadu_pd(pc.add(j + 4 * l)), f[l]);
+            } else {
+                while j + 32 <= b {
+                    let (t, n, c) = (ps.add(j * d), pn.add(j), pc.add(j));
+                    block::<_, 4>(s, t, 32, cols, vals, n, c, xn, g, &mut f);
+                    j += 32;
                 }
-                j += 16;
+                if j < b {
+                    let (t, n, c) = (ps.add(j * d), pn.add(j), pc.add(j));
+                    block::<_, 2>(s, t, 16, cols, vals, n, c, xn, g, &mut f);
+                }
             }
-            let s = _mm256_add_pd(_mm256_add_pd(f[0], f[1]), _mm256_add_pd(f[2], f[3]));
-            let mut lanes = [0.0; 4];
-            _mm256_storeu_pd(lanes.as_mut_ptr(), s);
-            (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
         }
+        s.sum(s.add(s.add(f[0], f[1]), s.add(f[2], f[3])))
     }
 
     /// Only the B exponentials (for the report's breakdown).
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn exps(args: &[f64], out: &mut [f64]) {
-        // SAFETY: the caller guarantees AVX2+FMA; every pointer offset stays inside the
-        // slices (b a multiple of 16, b values per feature).
+    ///
+    /// # Safety
+    /// None beyond the level's.
+    #[inline(always)]
+    pub unsafe fn exps<S: Simd>(s: S, args: &[f64], out: &mut [f64]) {
+        let w = S::LANES;
+        // SAFETY: whole chunks stay inside the slices.
         unsafe {
-            for (a, o) in args.chunks_exact(4).zip(out.chunks_exact_mut(4)) {
-                _mm256_storeu_pd(o.as_mut_ptr(), exp4(_mm256_loadu_pd(a.as_ptr())));
+            for (a, o) in args.chunks_exact(w).zip(out.chunks_exact_mut(w)) {
+                s.store(o.as_mut_ptr(), exp(s, s.load(a.as_ptr())));
             }
         }
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-mod avx512 {
-    use std::arch::x86_64::*;
+/// A level's entry points: `#[target_feature]` functions, where the generic loops inline.
+macro_rules! floor_level {
+    ($level:ident, $token:ident, $features:literal) => {
+        #[cfg(target_arch = "x86_64")]
+        mod $level {
+            use super::{lanes, Floor};
+            use budgetsvm::core::simd::$token;
 
-    /// `avx2::exp4` on eight lanes.
-    #[inline]
-    #[target_feature(enable = "avx512f,fma")]
-    pub fn exp8(x: __m512d) -> __m512d {
-        const C: [f64; 13] = [
-            1.0,
-            1.0,
-            1.0 / 2.0,
-            1.0 / 6.0,
-            1.0 / 24.0,
-            1.0 / 120.0,
-            1.0 / 720.0,
-            1.0 / 5_040.0,
-            1.0 / 40_320.0,
-            1.0 / 362_880.0,
-            1.0 / 3_628_800.0,
-            1.0 / 39_916_800.0,
-            1.0 / 479_001_600.0,
-        ];
-        let x = _mm512_max_pd(x, _mm512_set1_pd(-708.0));
-        let shifter = _mm512_set1_pd(6_755_399_441_055_744.0);
-        let shifted = _mm512_fmadd_pd(x, _mm512_set1_pd(std::f64::consts::LOG2_E), shifter);
-        let n = _mm512_sub_pd(shifted, shifter);
-        let r = _mm512_fnmadd_pd(n, _mm512_set1_pd(6.931_471_803_691_238e-1), x);
-        let r = _mm512_fnmadd_pd(n, _mm512_set1_pd(1.908_214_929_270_587_7e-10), r);
-        let mut p = _mm512_set1_pd(C[12]);
-        for k in (0..12).rev() {
-            p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(C[k]));
-        }
-        let bits = _mm512_sub_epi64(_mm512_castpd_si512(shifted), _mm512_castpd_si512(shifter));
-        let scale = _mm512_slli_epi64::<52>(_mm512_add_epi64(bits, _mm512_set1_epi64(1023)));
-        _mm512_mul_pd(p, _mm512_castsi512_pd(scale))
-    }
+            /// `lanes::step` on this level.
+            ///
+            /// # Safety
+            /// The CPU must run the level; `lanes::step`'s contract.
+            #[target_feature(enable = $features)]
+            pub unsafe fn step(fl: &Floor, cols: &[usize], vals: &[f64], x_norm: f64) -> f64 {
+                // SAFETY: the caller's contract.
+                unsafe { lanes::step($token::new_unchecked(), fl, cols, vals, x_norm) }
+            }
 
-    /// `avx2::step_sparse` on eight lanes, over SVs stored in tiles of 32 (the last tile may
-    /// hold 16): tile t holds SVs 32 t.., feature-major inside (`tiled` below), so one block's
-    /// values are one contiguous run of memory.
-    #[target_feature(enable = "avx512f,fma")]
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn step_sparse(
-        svt: &[f64],
-        b: usize,
-        cols: &[usize],
-        vals: &[f64],
-        x_norm: f64,
-        sv_norms: &[f64],
-        coef: &[f64],
-        gamma: f64,
-    ) -> f64 {
-        #[inline(always)]
-        unsafe fn block<const U: usize>(
-            tile: *const f64,
-            cols: &[usize],
-            vals: &[f64],
-            pn: *const f64,
-            pc: *const f64,
-            xn: __m512d,
-            g: __m512d,
-            f: &mut [__m512d; 4],
-        ) {
-            // SAFETY: the tile holds U * 8 values per feature; pn and pc U * 8 values.
-            unsafe {
-                let mut acc = [_mm512_setzero_pd(); U];
-                for (&c, &xc) in cols.iter().zip(vals) {
-                    let v = _mm512_set1_pd(xc);
-                    let row = tile.add(c * 8 * U);
-                    for (l, a) in acc.iter_mut().enumerate() {
-                        *a = _mm512_fmadd_pd(v, _mm512_loadu_pd(row.add(8 * l)), *a);
-                    }
-                }
-                for (l, a) in acc.iter().enumerate() {
-                    let d2 = _mm512_fnmadd_pd(
-                        _mm512_set1_pd(2.0),
-                        *a,
-                        _mm512_add_pd(xn, _mm512_loadu_pd(pn.add(8 * l))),
-                    );
-                    let k = exp8(_mm512_mul_pd(g, _mm512_max_pd(d2, _mm512_setzero_pd())));
-                    f[l] = _mm512_fmadd_pd(k, _mm512_loadu_pd(pc.add(8 * l)), f[l]);
-                }
+            /// Only the B exponentials (for the report's breakdown).
+            ///
+            /// # Safety
+            /// The CPU must run the level.
+            #[target_feature(enable = $features)]
+            pub unsafe fn exps(args: &[f64], out: &mut [f64]) {
+                // SAFETY: the caller's contract.
+                unsafe { lanes::exps($token::new_unchecked(), args, out) }
             }
         }
-        // SAFETY: the caller guarantees AVX-512F+FMA; every offset stays inside the slices (b a
-        // multiple of 16, laid out by `tiled`).
-        unsafe {
-            let d = svt.len() / b;
-            let (ps, pn, pc) = (svt.as_ptr(), sv_norms.as_ptr(), coef.as_ptr());
-            let g = _mm512_set1_pd(-gamma);
-            let xn = _mm512_set1_pd(x_norm);
-            let mut f = [_mm512_setzero_pd(); 4];
-            let mut j = 0;
-            while j + 32 <= b {
-                block::<4>(
-                    ps.add(j * d),
-                    cols,
-                    vals,
-                    pn.add(j),
-                    pc.add(j),
-                    xn,
-                    g,
-                    &mut f,
-                );
-                j += 32;
-            }
-            if j < b {
-                block::<2>(
-                    ps.add(j * d),
-                    cols,
-                    vals,
-                    pn.add(j),
-                    pc.add(j),
-                    xn,
-                    g,
-                    &mut f,
-                );
-            }
-            _mm512_reduce_add_pd(_mm512_add_pd(
-                _mm512_add_pd(f[0], f[1]),
-                _mm512_add_pd(f[2], f[3]),
-            ))
-        }
-    }
-
-    /// Only the B exponentials (for the report's breakdown).
-    #[target_feature(enable = "avx512f,fma")]
-    pub unsafe fn exps(args: &[f64], out: &mut [f64]) {
-        // SAFETY: the caller guarantees AVX-512F+FMA; chunks of 8 stay inside the slices.
-        unsafe {
-            for (a, o) in args.chunks_exact(8).zip(out.chunks_exact_mut(8)) {
-                _mm512_storeu_pd(o.as_mut_ptr(), exp8(_mm512_loadu_pd(a.as_ptr())));
-            }
-        }
-    }
+    };
 }
+
+floor_level!(avx2, Avx2, "avx2,fma");
+floor_level!(avx512, Avx512, "avx512f,fma");
 
 fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -312,19 +215,35 @@ fn sparse(n: usize, d: usize, nnz: usize, seed: u64) -> (Vec<i64>, Vec<i64>, Vec
     (indptr, indices, values)
 }
 
-/// Feature-major copy of the first `b` rows (what the floor reads), their squared norms, and
-/// coefficients.
-fn floor_arrays<R: Rows>(x: &R, b: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
-    let d = x.n_cols();
-    let mut svt = vec![0.0; d * b];
-    for j in 0..b {
-        x.for_each_nonzero(j, |c, v| svt[tiled(j, c, b, d)] = v);
+/// What the floor reads: the first `b` rows laid out by `tiled`, their squared norms,
+/// coefficients, and gamma.
+struct Floor {
+    svt: Vec<f64>,
+    b: usize,
+    sv_norms: Vec<f64>,
+    coef: Vec<f64>,
+    gamma: f64,
+}
+
+impl Floor {
+    fn new<R: Rows>(x: &R, b: usize, gamma: f64) -> Floor {
+        let d = x.n_cols();
+        let mut svt = vec![0.0; d * b];
+        for j in 0..b {
+            x.for_each_nonzero(j, |c, v| svt[tiled(j, c, b, d)] = v);
+        }
+        let sv_norms = (0..b).map(|j| x.sq_norm(j)).collect();
+        let coef = (0..b)
+            .map(|j| if j % 2 == 0 { 0.01 } else { -0.02 })
+            .collect();
+        Floor {
+            svt,
+            b,
+            sv_norms,
+            coef,
+            gamma,
+        }
     }
-    let norms = (0..b).map(|j| x.sq_norm(j)).collect();
-    let coef = (0..b)
-        .map(|j| if j % 2 == 0 { 0.01 } else { -0.02 })
-        .collect();
-    (svt, norms, coef)
 }
 
 /// Where feature c of SV j lies in the floor's store of b SVs of d features: feature-major with
@@ -340,28 +259,18 @@ fn tiled(j: usize, c: usize, b: usize, d: usize) -> usize {
     }
 }
 
-/// The floor's decision value for row i: the AVX-512 floor where the CPU has it, else AVX2.
+/// The floor's decision value for a row: the AVX-512 floor where the CPU has it, else AVX2.
 ///
 /// # Safety
-/// AVX2 and FMA must run here; `svt` holds b values per feature, b a multiple of 16.
+/// AVX2 and FMA must run here.
 #[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn floor_step(
-    svt: &[f64],
-    b: usize,
-    cols: &[usize],
-    vals: &[f64],
-    x_norm: f64,
-    sv_norms: &[f64],
-    coef: &[f64],
-    gamma: f64,
-) -> f64 {
+unsafe fn floor_step(fl: &Floor, cols: &[usize], vals: &[f64], x_norm: f64) -> f64 {
     // SAFETY: forwarded from the caller; AVX-512 only where detected.
     unsafe {
         if has_avx512() {
-            avx512::step_sparse(svt, b, cols, vals, x_norm, sv_norms, coef, gamma)
+            avx512::step(fl, cols, vals, x_norm)
         } else {
-            avx2::step_sparse(svt, b, cols, vals, x_norm, sv_norms, coef, gamma)
+            avx2::step(fl, cols, vals, x_norm)
         }
     }
 }
@@ -376,7 +285,7 @@ fn bench_case<R: Rows>(c: &mut Criterion, name: &str, x: &R, b: usize, gamma: f6
         svs.push_row(x, j, &c).unwrap();
         sparse_svs.push_row(x, j, &c).unwrap();
     }
-    let (svt, sv_norms, coef) = floor_arrays(x, b);
+    let fl = Floor::new(x, b, gamma);
     let norms = x.sq_norms();
     let mut kv = vec![0.0; b + 1];
     let mut f = [0.0];
@@ -416,7 +325,7 @@ fn bench_case<R: Rows>(c: &mut Criterion, name: &str, x: &R, b: usize, gamma: f6
             svs.kernel_row_and_decision(x, i, norm, gamma, &mut kv, &mut f);
             row_of(i, &mut cols, &mut vals);
             // SAFETY: AVX2 and FMA were detected; b is a multiple of 16.
-            let v = unsafe { floor_step(&svt, b, &cols, &vals, norm, &sv_norms, &coef, gamma) };
+            let v = unsafe { floor_step(&fl, &cols, &vals, norm) };
             assert!(
                 (v - f[0]).abs() <= 1e-9 * (1.0 + f[0].abs()),
                 "floor {v} vs step {}",
@@ -438,8 +347,7 @@ fn bench_case<R: Rows>(c: &mut Criterion, name: &str, x: &R, b: usize, gamma: f6
                 let (cols, vals) = &rows[i];
                 // SAFETY: AVX2 and FMA were detected; b is a multiple of 16 and the arrays hold
                 // b values per feature.
-                let v =
-                    unsafe { floor_step(&svt, b, cols, vals, norms[i], &sv_norms, &coef, gamma) };
+                let v = unsafe { floor_step(&fl, cols, vals, norms[i]) };
                 black_box(v)
             })
         });

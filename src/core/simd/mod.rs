@@ -11,6 +11,13 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
+#[cfg(target_arch = "x86_64")]
+mod x86;
+/// The vector levels as generic code sees them, and the exponential's core (the benchmark of the
+/// arithmetic floor writes its loops with them too).
+#[cfg(target_arch = "x86_64")]
+pub use x86::{exp_in_range, Avx2, Avx512, Simd};
+
 /// The instruction sets the kernel loops can use, from the least to the best.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
@@ -189,15 +196,9 @@ pub fn rbf_from_dots_at(
     let n = dots.len().min(sv_sq_norms.len());
     let (norms, dots) = (&sv_sq_norms[..n], &mut dots[..n]);
     #[cfg(target_arch = "x86_64")]
-    {
-        if level == Level::Avx512 && level.runs_here() {
-            // SAFETY: AVX-512F and FMA run here; both slices hold n values.
-            return unsafe { x86::rbf_from_dots_avx512(gamma, sq_norm, norms, dots) };
-        }
-        if level >= Level::Avx2 && Level::Avx2.runs_here() {
-            // SAFETY: AVX2 and FMA run here; both slices hold n values.
-            return unsafe { x86::rbf_from_dots_avx2(gamma, sq_norm, norms, dots) };
-        }
+    if let Some(v) = x86::Vector::at_most(level) {
+        // SAFETY: both slices hold n values.
+        return unsafe { x86::rbf_from_dots(v, gamma, sq_norm, norms, dots) };
     }
     let _ = level;
     rbf_from_dots_body::<false>(gamma, sq_norm, norms, dots)
@@ -235,15 +236,9 @@ pub fn sigmoid_from_dots(gamma: f64, coef0: f64, dots: &mut [f64]) {
 /// [`sigmoid_from_dots`] on a given level (a level this CPU cannot run falls back).
 pub fn sigmoid_from_dots_at(level: Level, gamma: f64, coef0: f64, dots: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
-    {
-        if level == Level::Avx512 && level.runs_here() {
-            // SAFETY: AVX-512F and FMA run here.
-            return unsafe { x86::sigmoid_from_dots_avx512(gamma, coef0, dots) };
-        }
-        if level >= Level::Avx2 && Level::Avx2.runs_here() {
-            // SAFETY: AVX2 and FMA run here.
-            return unsafe { x86::sigmoid_from_dots_avx2(gamma, coef0, dots) };
-        }
+    if let Some(v) = x86::Vector::at_most(level) {
+        // SAFETY: nothing beyond the level.
+        return unsafe { x86::sigmoid_from_dots(v, gamma, coef0, dots) };
     }
     let _ = level;
     sigmoid_from_dots_body::<false>(gamma, coef0, dots)
@@ -314,11 +309,7 @@ pub fn rbf_row(
     coef: Option<&[f64]>,
     kvals: &mut [f64],
 ) -> f64 {
-    let RowNonzeros {
-        cols,
-        vals,
-        sq_norm: x_norm,
-    } = row;
+    let RowNonzeros { cols, vals, .. } = row;
     let len = svs.len;
     assert!(
         cols.len() == vals.len(),
@@ -339,65 +330,48 @@ pub fn rbf_row(
             "rbf_row: column {c} outside the support vectors"
         );
     }
-    if cols.len() > FUSED_MAX_NNZ {
-        return rbf_row_by_columns(level, svs, row, gamma, coef, kvals);
-    }
     #[cfg(target_arch = "x86_64")]
-    {
-        if level == Level::Avx512 && level.runs_here() {
-            // SAFETY: AVX-512F and FMA run here; every offset was bounds-checked above.
-            return unsafe { x86::rbf_row_avx512(svs, cols, vals, x_norm, gamma, coef, kvals) };
-        }
-        if level >= Level::Avx2 && Level::Avx2.runs_here() {
-            // SAFETY: AVX2 and FMA run here; every offset was bounds-checked above.
-            return unsafe { x86::rbf_row_avx2(svs, cols, vals, x_norm, gamma, coef, kvals) };
-        }
+    let vector = x86::Vector::at_most(level);
+    #[cfg(target_arch = "x86_64")]
+    if let Some(v) = vector.filter(|_| cols.len() <= FUSED_MAX_NNZ) {
+        // SAFETY: every offset was bounds-checked above.
+        return unsafe { x86::rbf_row(v, svs, row, gamma, coef, kvals) };
     }
-    let _ = level;
-    rbf_row_portable(svs, cols, vals, x_norm, gamma, coef, kvals)
-}
-
-/// Rows with more non-zeros than this take `rbf_row_by_columns`. Measured on this project's
-/// AMD EPYC (AVX-512), B = 496 (`cargo bench --bench floor`): fused vs by columns 0.87 vs 1.20
-/// us for 14 non-zeros, 1.54 vs 1.60 at 22, 2.28 vs 1.88 at 32, 4.50 vs 3.30 at 48, 8.44 vs 7.13
-/// at 123: a block of 32 SVs reads one short run per non-zero, and past a few dozen runs the
-/// loads stall where the per-feature passes stream.
-const FUSED_MAX_NNZ: usize = 24;
-
-/// `rbf_row` for rows with many non-zeros: one axpy per non-zero over the contiguous run of that
-/// feature (a block of 32 SVs would read from as many separate runs as the row has non-zeros),
-/// then the kernel values and the decision sum. The same dots (fused multiply-adds in column
-/// order) and kernel values as the fused pass.
-fn rbf_row_by_columns(
-    level: Level,
-    svs: FeatureMajor<'_>,
-    row: RowNonzeros<'_>,
-    gamma: f64,
-    coef: Option<&[f64]>,
-    kvals: &mut [f64],
-) -> f64 {
-    if level == Level::Portable || !Level::Avx2.runs_here() {
-        return rbf_row_portable(svs, row.cols, row.vals, row.sq_norm, gamma, coef, kvals);
-    }
-    let len = svs.len;
+    // Rows with many non-zeros, and the portable level: one axpy per non-zero over the
+    // contiguous run of that feature (a block of 32 SVs would read from as many separate runs as
+    // the row has non-zeros), then the kernel values and the decision sum. On a vector level the
+    // same dots (fused multiply-adds in column order) and kernel values as the fused pass.
     let kv = &mut kvals[..len];
     kv.fill(0.0);
-    for (&c, &v) in row.cols.iter().zip(row.vals) {
+    for (&c, &v) in cols.iter().zip(vals) {
         let column = &svs.svt[c * svs.stride..c * svs.stride + len];
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: the level's instruction sets run here (checked above); equal lengths.
-        unsafe {
-            if level == Level::Avx512 && level.runs_here() {
-                x86::axpy_avx512(v, column, kv)
-            } else {
-                x86::axpy_avx2(v, column, kv)
-            }
-        };
-        #[cfg(not(target_arch = "x86_64"))]
+        if let Some(vector) = vector {
+            // SAFETY: nothing beyond the level.
+            unsafe { x86::axpy(vector, v, column, kv) };
+            continue;
+        }
         axpy_portable(v, column, kv);
     }
     rbf_from_dots_at(level, gamma, row.sq_norm, &svs.sq_norms[..len], kv);
-    coef.map_or(0.0, |c| dot(&c[..len], kv))
+    coef.map_or(0.0, |c| dot_by_columns(level, &c[..len], kv))
+}
+
+/// Rows with more non-zeros than this take `rbf_row`'s pass by columns. Measured on this
+/// project's AMD EPYC (AVX-512), B = 496 (`cargo bench --bench floor`): fused vs by columns 0.87
+/// vs 1.20 us for 14 non-zeros, 1.54 vs 1.60 at 22, 2.28 vs 1.88 at 32, 4.50 vs 3.30 at 48,
+/// 8.44 vs 7.13 at 123: a block of 32 SVs reads one short run per non-zero, and past a few dozen
+/// runs the loads stall where the per-feature passes stream.
+const FUSED_MAX_NNZ: usize = 24;
+
+/// The decision sum of `rbf_row` by columns: `dot` on a vector level, else the portable dot.
+fn dot_by_columns(level: Level, coef: &[f64], kvals: &[f64]) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if x86::Vector::at_most(level).is_some() {
+        return dot(coef, kvals);
+    }
+    let _ = level;
+    dot_portable(coef, kvals)
 }
 
 /// The decision sum sum_j coef[j] kvals[j] over `kvals.len()` values, added in exactly the order
@@ -408,44 +382,15 @@ pub fn decision_sum_as_rbf_row(level: Level, coef: &[f64], kvals: &[f64], nnz: u
     let len = kvals.len();
     let coef = &coef[..len];
     if nnz > FUSED_MAX_NNZ {
-        return if level == Level::Portable || !Level::Avx2.runs_here() {
-            dot_portable(coef, kvals)
-        } else {
-            dot(coef, kvals)
-        };
+        return dot_by_columns(level, coef, kvals);
     }
     #[cfg(target_arch = "x86_64")]
-    {
-        if level == Level::Avx512 && level.runs_here() {
-            // SAFETY: AVX-512F and FMA run here; both slices hold len values.
-            return unsafe { x86::decision_sum_avx512(coef, kvals) };
-        }
-        if level >= Level::Avx2 && Level::Avx2.runs_here() {
-            // SAFETY: AVX2 and FMA run here; both slices hold len values.
-            return unsafe { x86::decision_sum_avx2(coef, kvals) };
-        }
+    if let Some(v) = x86::Vector::at_most(level) {
+        // SAFETY: both slices hold len values.
+        return unsafe { x86::decision_sum(v, coef, kvals) };
     }
     let _ = level;
     dot_portable(coef, kvals)
-}
-
-fn rbf_row_portable(
-    svs: FeatureMajor<'_>,
-    cols: &[usize],
-    vals: &[f64],
-    x_norm: f64,
-    gamma: f64,
-    coef: Option<&[f64]>,
-    kvals: &mut [f64],
-) -> f64 {
-    let len = svs.len;
-    let kv = &mut kvals[..len];
-    kv.fill(0.0);
-    for (&c, &v) in cols.iter().zip(vals) {
-        axpy_portable(v, &svs.svt[c * svs.stride..c * svs.stride + len], kv);
-    }
-    rbf_from_dots_body::<false>(gamma, x_norm, &svs.sq_norms[..len], kv);
-    coef.map_or(0.0, |c| dot_portable(&c[..len], kv))
 }
 
 /// out[k] = sum_j weights[j] * coef[j * n_out + k] for k < n_out: the decision values of a model
@@ -589,944 +534,6 @@ fn scan_candidates_portable(
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    use super::{FeatureMajor, EXP_MIN_ARG, INV_FACT, LN2_HI, LN2_LO, LOG2E, SHIFTER};
-    use std::arch::x86_64::*;
-
-    /// `dots_8_rows` with AVX-512: 16 lanes (two registers) of each of the 8 rows' sums held in
-    /// registers across the columns.
-    ///
-    /// # Safety
-    /// AVX-512F and FMA must run here; the bounds checked by `dots_8_rows`.
-    // p indexes the 8 register sums and the 8 rows of q alike; unrolled by the compiler.
-    #[allow(clippy::needless_range_loop)]
-    #[target_feature(enable = "avx512f,fma")]
-    pub unsafe fn dots_8_rows_avx512<T: super::ColumnValue>(
-        q: &[f64],
-        width: usize,
-        cols: &[usize],
-        xt: &[T],
-        stride: usize,
-        m: usize,
-        dots: &mut [f64],
-    ) {
-        let (pq, px, pd) = (q.as_ptr(), xt.as_ptr(), dots.as_mut_ptr());
-        let mut k = 0;
-        while k < m {
-            let lanes = (m - k).min(16);
-            let (l0, l1) = (lanes.min(8), lanes.saturating_sub(8));
-            let mut a = [_mm512_setzero_pd(); 8];
-            let mut b = [_mm512_setzero_pd(); 8];
-            // SAFETY: column c's lanes k..k + lanes lie within xt (checked by the caller), the
-            // 8 rows of q within q, the outputs within dots.
-            unsafe {
-                for &c in cols {
-                    let x0 = T::load8(px.add(c * stride + k), l0);
-                    let x1 = if l1 > 0 {
-                        T::load8(px.add(c * stride + k + 8), l1)
-                    } else {
-                        _mm512_setzero_pd()
-                    };
-                    for p in 0..8 {
-                        let qp = _mm512_set1_pd(*pq.add(p * width + c));
-                        a[p] = _mm512_fmadd_pd(qp, x0, a[p]);
-                        b[p] = _mm512_fmadd_pd(qp, x1, b[p]);
-                    }
-                }
-                for p in 0..8 {
-                    let out = pd.add(p * m + k);
-                    _mm512_mask_storeu_pd(out, ((1u16 << l0) - 1) as u8, a[p]);
-                    if l1 > 0 {
-                        _mm512_mask_storeu_pd(out.add(8), ((1u16 << l1) - 1) as u8, b[p]);
-                    }
-                }
-            }
-            k += lanes;
-        }
-    }
-
-    /// `dots_8_rows` with AVX2: 4 lanes of each of the 8 rows' sums in registers.
-    ///
-    /// # Safety
-    /// AVX2 and FMA must run here; the bounds checked by `dots_8_rows`.
-    // p indexes the 8 register sums and the 8 rows of q alike; unrolled by the compiler.
-    #[allow(clippy::needless_range_loop)]
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn dots_8_rows_avx2<T: super::ColumnValue>(
-        q: &[f64],
-        width: usize,
-        cols: &[usize],
-        xt: &[T],
-        stride: usize,
-        m: usize,
-        dots: &mut [f64],
-    ) {
-        let (pq, px) = (q.as_ptr(), xt.as_ptr());
-        let mut k = 0;
-        while k < m {
-            let lanes = (m - k).min(4);
-            let mut a = [_mm256_setzero_pd(); 8];
-            // SAFETY: as for the AVX-512 kernel.
-            unsafe {
-                for &c in cols {
-                    let x = T::load4(px.add(c * stride + k), lanes);
-                    for p in 0..8 {
-                        let qp = _mm256_set1_pd(*pq.add(p * width + c));
-                        a[p] = _mm256_fmadd_pd(qp, x, a[p]);
-                    }
-                }
-            }
-            for p in 0..8 {
-                let mut v = [0.0f64; 4];
-                // SAFETY: v holds 4 lanes.
-                unsafe { _mm256_storeu_pd(v.as_mut_ptr(), a[p]) };
-                dots[p * m + k..p * m + k + lanes].copy_from_slice(&v[..lanes]);
-            }
-            k += lanes;
-        }
-    }
-
-    /// `exp_nonpositive::<true>` on four lanes, operation for operation.
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    fn exp4(x: __m256d) -> __m256d {
-        let min = _mm256_set1_pd(EXP_MIN_ARG);
-        let underflow = _mm256_cmp_pd::<_CMP_LT_OQ>(x, min);
-        let x = _mm256_blendv_pd(x, min, underflow);
-        let shifter = _mm256_set1_pd(SHIFTER);
-        let shifted = _mm256_fmadd_pd(x, _mm256_set1_pd(LOG2E), shifter);
-        let n = _mm256_sub_pd(shifted, shifter);
-        let r = _mm256_fnmadd_pd(n, _mm256_set1_pd(LN2_HI), x);
-        let r = _mm256_fnmadd_pd(n, _mm256_set1_pd(LN2_LO), r);
-        let mut p = _mm256_set1_pd(INV_FACT[13]);
-        for k in (0..13).rev() {
-            p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(INV_FACT[k]));
-        }
-        let bits = _mm256_sub_epi64(_mm256_castpd_si256(shifted), _mm256_castpd_si256(shifter));
-        let scale = _mm256_slli_epi64::<52>(_mm256_add_epi64(bits, _mm256_set1_epi64x(1023)));
-        let e = _mm256_mul_pd(p, _mm256_castsi256_pd(scale));
-        _mm256_blendv_pd(e, _mm256_setzero_pd(), underflow)
-    }
-
-    /// `rbf_from_dot::<true>` on four lanes (`neg_gamma` = -gamma broadcast).
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    fn rbf4(dot: __m256d, sv_norm: __m256d, x_norm: __m256d, neg_gamma: __m256d) -> __m256d {
-        // (x_norm + sv_norm) - 2 dot rounds once either way: 2 dot is exact.
-        let d2 = _mm256_fnmadd_pd(_mm256_set1_pd(2.0), dot, _mm256_add_pd(x_norm, sv_norm));
-        // max returns its second operand when one is NaN: a NaN distance stays NaN.
-        let d2 = _mm256_max_pd(_mm256_setzero_pd(), d2);
-        exp4(_mm256_mul_pd(neg_gamma, d2))
-    }
-
-    /// `exp_nonpositive::<true>` on eight lanes, operation for operation.
-    #[inline]
-    #[target_feature(enable = "avx512f,fma")]
-    fn exp8(x: __m512d) -> __m512d {
-        let min = _mm512_set1_pd(EXP_MIN_ARG);
-        let underflow = _mm512_cmp_pd_mask::<_CMP_LT_OQ>(x, min);
-        let x = _mm512_mask_blend_pd(underflow, x, min);
-        let shifter = _mm512_set1_pd(SHIFTER);
-        let shifted = _mm512_fmadd_pd(x, _mm512_set1_pd(LOG2E), shifter);
-        let n = _mm512_sub_pd(shifted, shifter);
-        let r = _mm512_fnmadd_pd(n, _mm512_set1_pd(LN2_HI), x);
-        let r = _mm512_fnmadd_pd(n, _mm512_set1_pd(LN2_LO), r);
-        let mut p = _mm512_set1_pd(INV_FACT[13]);
-        for k in (0..13).rev() {
-            p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(INV_FACT[k]));
-        }
-        let bits = _mm512_sub_epi64(_mm512_castpd_si512(shifted), _mm512_castpd_si512(shifter));
-        let scale = _mm512_slli_epi64::<52>(_mm512_add_epi64(bits, _mm512_set1_epi64(1023)));
-        let e = _mm512_mul_pd(p, _mm512_castsi512_pd(scale));
-        _mm512_mask_blend_pd(underflow, e, _mm512_setzero_pd())
-    }
-
-    /// `rbf_from_dot::<true>` on eight lanes.
-    #[inline]
-    #[target_feature(enable = "avx512f,fma")]
-    fn rbf8(dot: __m512d, sv_norm: __m512d, x_norm: __m512d, neg_gamma: __m512d) -> __m512d {
-        let d2 = _mm512_fnmadd_pd(_mm512_set1_pd(2.0), dot, _mm512_add_pd(x_norm, sv_norm));
-        let d2 = _mm512_max_pd(_mm512_setzero_pd(), d2);
-        exp8(_mm512_mul_pd(neg_gamma, d2))
-    }
-
-    /// # Safety
-    /// The CPU must support AVX2 and FMA; `norms` and `dots` have the same length.
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn rbf_from_dots_avx2(gamma: f64, x_norm: f64, norms: &[f64], dots: &mut [f64]) {
-        let n = dots.len();
-        let (g, xn) = (_mm256_set1_pd(-gamma), _mm256_set1_pd(x_norm));
-        let (pn, pd) = (norms.as_ptr(), dots.as_mut_ptr());
-        let mut j = 0;
-        // SAFETY: lanes j..j+4 are inside both slices.
-        unsafe {
-            while j + 4 <= n {
-                let k = rbf4(
-                    _mm256_loadu_pd(pd.add(j)),
-                    _mm256_loadu_pd(pn.add(j)),
-                    xn,
-                    g,
-                );
-                _mm256_storeu_pd(pd.add(j), k);
-                j += 4;
-            }
-        }
-        for j in j..n {
-            dots[j] = super::rbf_from_dot::<true>(gamma, x_norm, norms[j], dots[j]);
-        }
-    }
-
-    /// # Safety
-    /// The CPU must support AVX-512F and FMA; `norms` and `dots` have the same length.
-    #[target_feature(enable = "avx512f,fma")]
-    pub unsafe fn rbf_from_dots_avx512(gamma: f64, x_norm: f64, norms: &[f64], dots: &mut [f64]) {
-        let n = dots.len();
-        let (g, xn) = (_mm512_set1_pd(-gamma), _mm512_set1_pd(x_norm));
-        let (pn, pd) = (norms.as_ptr(), dots.as_mut_ptr());
-        let mut j = 0;
-        // SAFETY: full vectors read lanes j..j+8 < n; the tail's masked lanes are neither read
-        // nor written.
-        unsafe {
-            while j + 8 <= n {
-                let k = rbf8(
-                    _mm512_loadu_pd(pd.add(j)),
-                    _mm512_loadu_pd(pn.add(j)),
-                    xn,
-                    g,
-                );
-                _mm512_storeu_pd(pd.add(j), k);
-                j += 8;
-            }
-            if j < n {
-                let m: __mmask8 = (1u16 << (n - j)).wrapping_sub(1) as u8;
-                let k = rbf8(
-                    _mm512_maskz_loadu_pd(m, pd.add(j)),
-                    _mm512_maskz_loadu_pd(m, pn.add(j)),
-                    xn,
-                    g,
-                );
-                _mm512_mask_storeu_pd(pd.add(j), m, k);
-            }
-        }
-    }
-
-    /// `sigmoid_from_dot::<true>` on four lanes, operation for operation.
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    fn sigmoid4(dot: __m256d, gamma: __m256d, coef0: __m256d) -> __m256d {
-        let sign = _mm256_set1_pd(-0.0);
-        let x = _mm256_fmadd_pd(gamma, dot, coef0);
-        let a = _mm256_andnot_pd(sign, x);
-        let t = exp4(_mm256_mul_pd(_mm256_set1_pd(-2.0), a));
-        let one = _mm256_set1_pd(1.0);
-        let r = _mm256_div_pd(_mm256_sub_pd(one, t), _mm256_add_pd(one, t));
-        _mm256_or_pd(_mm256_andnot_pd(sign, r), _mm256_and_pd(sign, x))
-    }
-
-    /// # Safety
-    /// The CPU must support AVX2 and FMA.
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn sigmoid_from_dots_avx2(gamma: f64, coef0: f64, dots: &mut [f64]) {
-        let n = dots.len();
-        let (g, c) = (_mm256_set1_pd(gamma), _mm256_set1_pd(coef0));
-        let pd = dots.as_mut_ptr();
-        let mut j = 0;
-        // SAFETY: lanes j..j+4 are inside the slice.
-        unsafe {
-            while j + 4 <= n {
-                _mm256_storeu_pd(pd.add(j), sigmoid4(_mm256_loadu_pd(pd.add(j)), g, c));
-                j += 4;
-            }
-        }
-        for d in &mut dots[j..] {
-            *d = super::sigmoid_from_dot::<true>(gamma, coef0, *d);
-        }
-    }
-
-    /// `sigmoid_from_dot::<true>` on eight lanes, operation for operation.
-    #[inline]
-    #[target_feature(enable = "avx512f,fma")]
-    fn sigmoid8(dot: __m512d, gamma: __m512d, coef0: __m512d) -> __m512d {
-        let sign = _mm512_castpd_si512(_mm512_set1_pd(-0.0));
-        let x = _mm512_fmadd_pd(gamma, dot, coef0);
-        let xi = _mm512_castpd_si512(x);
-        let a = _mm512_castsi512_pd(_mm512_andnot_si512(sign, xi));
-        let t = exp8(_mm512_mul_pd(_mm512_set1_pd(-2.0), a));
-        let one = _mm512_set1_pd(1.0);
-        let r = _mm512_div_pd(_mm512_sub_pd(one, t), _mm512_add_pd(one, t));
-        let ri = _mm512_andnot_si512(sign, _mm512_castpd_si512(r));
-        _mm512_castsi512_pd(_mm512_or_si512(ri, _mm512_and_si512(sign, xi)))
-    }
-
-    /// # Safety
-    /// The CPU must support AVX-512F and FMA.
-    #[target_feature(enable = "avx512f,fma")]
-    pub unsafe fn sigmoid_from_dots_avx512(gamma: f64, coef0: f64, dots: &mut [f64]) {
-        let n = dots.len();
-        let (g, c) = (_mm512_set1_pd(gamma), _mm512_set1_pd(coef0));
-        let pd = dots.as_mut_ptr();
-        let mut j = 0;
-        // SAFETY: full vectors read lanes j..j+8 < n; the tail's masked lanes are neither read
-        // nor written.
-        unsafe {
-            while j + 8 <= n {
-                _mm512_storeu_pd(pd.add(j), sigmoid8(_mm512_loadu_pd(pd.add(j)), g, c));
-                j += 8;
-            }
-            if j < n {
-                let m: __mmask8 = (1u16 << (n - j)).wrapping_sub(1) as u8;
-                let k = sigmoid8(_mm512_maskz_loadu_pd(m, pd.add(j)), g, c);
-                _mm512_mask_storeu_pd(pd.add(j), m, k);
-            }
-        }
-    }
-
-    /// The decision sum of `rbf_row_avx2`, in its order, from stored kernel values.
-    ///
-    /// # Safety
-    /// The CPU must support AVX2 and FMA; both slices have the same length.
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn decision_sum_avx2(coef: &[f64], kvals: &[f64]) -> f64 {
-        const W: usize = 4;
-        const U: usize = 4;
-        let len = kvals.len();
-        let (pc, pk) = (coef.as_ptr(), kvals.as_ptr());
-        let mut f = [_mm256_setzero_pd(); U];
-        let mut j = 0;
-        // SAFETY: full blocks read below len; the tail is masked.
-        unsafe {
-            while j + W * U <= len {
-                for (l, fl) in f.iter_mut().enumerate() {
-                    let o = j + W * l;
-                    *fl = _mm256_fmadd_pd(
-                        _mm256_loadu_pd(pc.add(o)),
-                        _mm256_loadu_pd(pk.add(o)),
-                        *fl,
-                    );
-                }
-                j += W * U;
-            }
-            while j < len {
-                let rem = (len - j).min(W) as i64;
-                let mask =
-                    _mm256_cmpgt_epi64(_mm256_set1_epi64x(rem), _mm256_set_epi64x(3, 2, 1, 0));
-                let k = _mm256_maskload_pd(pk.add(j), mask);
-                f[0] = _mm256_fmadd_pd(_mm256_maskload_pd(pc.add(j), mask), k, f[0]);
-                j += W;
-            }
-            let s = _mm256_add_pd(_mm256_add_pd(f[0], f[1]), _mm256_add_pd(f[2], f[3]));
-            let mut lanes = [0.0; 4];
-            _mm256_storeu_pd(lanes.as_mut_ptr(), s);
-            (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
-        }
-    }
-
-    /// The decision sum of `rbf_row_avx512`, in its order, from stored kernel values.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512F and FMA; both slices have the same length.
-    #[target_feature(enable = "avx512f,fma")]
-    pub unsafe fn decision_sum_avx512(coef: &[f64], kvals: &[f64]) -> f64 {
-        const W: usize = 8;
-        const U: usize = 4;
-        let len = kvals.len();
-        let (pc, pk) = (coef.as_ptr(), kvals.as_ptr());
-        let mut f = [_mm512_setzero_pd(); U];
-        let mut j = 0;
-        // SAFETY: full blocks read below len; the tail is masked.
-        unsafe {
-            while j + W * U <= len {
-                for (l, fl) in f.iter_mut().enumerate() {
-                    let o = j + W * l;
-                    *fl = _mm512_fmadd_pd(
-                        _mm512_loadu_pd(pc.add(o)),
-                        _mm512_loadu_pd(pk.add(o)),
-                        *fl,
-                    );
-                }
-                j += W * U;
-            }
-            while j < len {
-                let m: __mmask8 = (1u16 << (len - j).min(W)).wrapping_sub(1) as u8;
-                let k = _mm512_maskz_loadu_pd(m, pk.add(j));
-                f[0] = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(m, pc.add(j)), k, f[0]);
-                j += W;
-            }
-            _mm512_reduce_add_pd(_mm512_add_pd(
-                _mm512_add_pd(f[0], f[1]),
-                _mm512_add_pd(f[2], f[3]),
-            ))
-        }
-    }
-
-    /// `rbf_row` with AVX2: blocks of 16 SVs (four vectors of dot products in registers), then
-    /// single vectors, then a masked last vector.
-    ///
-    /// # Safety
-    /// The CPU must support AVX2 and FMA; `rbf_row` checked every offset.
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn rbf_row_avx2(
-        svs: FeatureMajor<'_>,
-        cols: &[usize],
-        vals: &[f64],
-        x_norm: f64,
-        gamma: f64,
-        coef: Option<&[f64]>,
-        kvals: &mut [f64],
-    ) -> f64 {
-        const W: usize = 4;
-        const U: usize = 4;
-        let (len, stride) = (svs.len, svs.stride);
-        let (ps, pn, pk) = (svs.svt.as_ptr(), svs.sq_norms.as_ptr(), kvals.as_mut_ptr());
-        let pc = coef.map(|c| c.as_ptr());
-        let (g, xn) = (_mm256_set1_pd(-gamma), _mm256_set1_pd(x_norm));
-        let mut f = [_mm256_setzero_pd(); U];
-        let mut j = 0;
-        // SAFETY: rows c * stride + j .. + W * U with j + W * U <= len <= stride and c checked
-        // by the caller; the masked tail reads and writes only lanes below len.
-        unsafe {
-            while j + W * U <= len {
-                let mut acc = [_mm256_setzero_pd(); U];
-                for (&c, &v) in cols.iter().zip(vals) {
-                    let (vv, row) = (_mm256_set1_pd(v), ps.add(c * stride + j));
-                    for (l, a) in acc.iter_mut().enumerate() {
-                        *a = _mm256_fmadd_pd(vv, _mm256_loadu_pd(row.add(W * l)), *a);
-                    }
-                }
-                for (l, a) in acc.iter().enumerate() {
-                    let o = j + W * l;
-                    let k = rbf4(*a, _mm256_loadu_pd(pn.add(o)), xn, g);
-                    _mm256_storeu_pd(pk.add(o), k);
-                    if let Some(pc) = pc {
-                        f[l] = _mm256_fmadd_pd(_mm256_loadu_pd(pc.add(o)), k, f[l]);
-                    }
-                }
-                j += W * U;
-            }
-            while j < len {
-                let rem = (len - j).min(W) as i64;
-                let mask =
-                    _mm256_cmpgt_epi64(_mm256_set1_epi64x(rem), _mm256_set_epi64x(3, 2, 1, 0));
-                let mut acc = _mm256_setzero_pd();
-                for (&c, &v) in cols.iter().zip(vals) {
-                    let row = _mm256_maskload_pd(ps.add(c * stride + j), mask);
-                    acc = _mm256_fmadd_pd(_mm256_set1_pd(v), row, acc);
-                }
-                let k = rbf4(acc, _mm256_maskload_pd(pn.add(j), mask), xn, g);
-                _mm256_maskstore_pd(pk.add(j), mask, k);
-                if let Some(pc) = pc {
-                    f[0] = _mm256_fmadd_pd(_mm256_maskload_pd(pc.add(j), mask), k, f[0]);
-                }
-                j += W;
-            }
-            let s = _mm256_add_pd(_mm256_add_pd(f[0], f[1]), _mm256_add_pd(f[2], f[3]));
-            let mut lanes = [0.0; 4];
-            _mm256_storeu_pd(lanes.as_mut_ptr(), s);
-            (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
-        }
-    }
-
-    /// `rbf_row` with AVX-512: blocks of 32 SVs, then single vectors, then a masked last one.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512F and FMA; `rbf_row` checked every offset.
-    #[target_feature(enable = "avx512f,fma")]
-    pub unsafe fn rbf_row_avx512(
-        svs: FeatureMajor<'_>,
-        cols: &[usize],
-        vals: &[f64],
-        x_norm: f64,
-        gamma: f64,
-        coef: Option<&[f64]>,
-        kvals: &mut [f64],
-    ) -> f64 {
-        const W: usize = 8;
-        const U: usize = 4;
-        let (len, stride) = (svs.len, svs.stride);
-        let (ps, pn, pk) = (svs.svt.as_ptr(), svs.sq_norms.as_ptr(), kvals.as_mut_ptr());
-        let pc = coef.map(|c| c.as_ptr());
-        let (g, xn) = (_mm512_set1_pd(-gamma), _mm512_set1_pd(x_norm));
-        let mut f = [_mm512_setzero_pd(); U];
-        let mut j = 0;
-        // SAFETY: as in `rbf_row_avx2`; masked lanes are neither read nor written.
-        unsafe {
-            while j + W * U <= len {
-                let mut acc = [_mm512_setzero_pd(); U];
-                for (&c, &v) in cols.iter().zip(vals) {
-                    let (vv, row) = (_mm512_set1_pd(v), ps.add(c * stride + j));
-                    for (l, a) in acc.iter_mut().enumerate() {
-                        *a = _mm512_fmadd_pd(vv, _mm512_loadu_pd(row.add(W * l)), *a);
-                    }
-                }
-                for (l, a) in acc.iter().enumerate() {
-                    let o = j + W * l;
-                    let k = rbf8(*a, _mm512_loadu_pd(pn.add(o)), xn, g);
-                    _mm512_storeu_pd(pk.add(o), k);
-                    if let Some(pc) = pc {
-                        f[l] = _mm512_fmadd_pd(_mm512_loadu_pd(pc.add(o)), k, f[l]);
-                    }
-                }
-                j += W * U;
-            }
-            while j < len {
-                let m: __mmask8 = (1u16 << (len - j).min(W)).wrapping_sub(1) as u8;
-                let mut acc = _mm512_setzero_pd();
-                for (&c, &v) in cols.iter().zip(vals) {
-                    let row = _mm512_maskz_loadu_pd(m, ps.add(c * stride + j));
-                    acc = _mm512_fmadd_pd(_mm512_set1_pd(v), row, acc);
-                }
-                let k = rbf8(acc, _mm512_maskz_loadu_pd(m, pn.add(j)), xn, g);
-                _mm512_mask_storeu_pd(pk.add(j), m, k);
-                if let Some(pc) = pc {
-                    f[0] = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(m, pc.add(j)), k, f[0]);
-                }
-                j += W;
-            }
-            _mm512_reduce_add_pd(_mm512_add_pd(
-                _mm512_add_pd(f[0], f[1]),
-                _mm512_add_pd(f[2], f[3]),
-            ))
-        }
-    }
-
-    /// y += alpha * x, eight lanes at a time (each lane the same fused multiply-add as the AVX2
-    /// and scalar FMA code, so the results are identical).
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512F and FMA.
-    #[target_feature(enable = "avx512f,fma")]
-    pub unsafe fn axpy_avx512(alpha: f64, x: &[f64], y: &mut [f64]) {
-        let n = x.len().min(y.len());
-        let (px, py) = (x.as_ptr(), y.as_mut_ptr());
-        let va = _mm512_set1_pd(alpha);
-        let mut i = 0;
-        // SAFETY: full vectors stay below n; the last one is masked.
-        unsafe {
-            while i + 16 <= n {
-                let y0 =
-                    _mm512_fmadd_pd(va, _mm512_loadu_pd(px.add(i)), _mm512_loadu_pd(py.add(i)));
-                let y1 = _mm512_fmadd_pd(
-                    va,
-                    _mm512_loadu_pd(px.add(i + 8)),
-                    _mm512_loadu_pd(py.add(i + 8)),
-                );
-                _mm512_storeu_pd(py.add(i), y0);
-                _mm512_storeu_pd(py.add(i + 8), y1);
-                i += 16;
-            }
-            while i < n {
-                let m: __mmask8 = (1u16 << (n - i).min(8)).wrapping_sub(1) as u8;
-                let v = _mm512_fmadd_pd(
-                    va,
-                    _mm512_maskz_loadu_pd(m, px.add(i)),
-                    _mm512_maskz_loadu_pd(m, py.add(i)),
-                );
-                _mm512_mask_storeu_pd(py.add(i), m, v);
-                i += 8;
-            }
-        }
-    }
-
-    /// `weighted_row_sum` for n_out <= 8 C: C vectors of outputs, four SVs in flight.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512F; `coef` holds `weights.len()` rows of `n_out`, `out` n_out
-    /// values, 8 (C - 1) < n_out <= 8 C.
-    #[target_feature(enable = "avx512f")]
-    pub unsafe fn weighted_row_sum_avx512<const C: usize>(
-        coef: &[f64],
-        n_out: usize,
-        weights: &[f64],
-        out: &mut [f64],
-    ) {
-        let masks: [__mmask8; C] = std::array::from_fn(|c| {
-            let lanes = n_out.saturating_sub(8 * c).min(8);
-            (1u16 << lanes).wrapping_sub(1) as u8
-        });
-        let mut acc = [[_mm512_setzero_pd(); C]; 4];
-        let pc = coef.as_ptr();
-        let n = weights.len();
-        let mut j = 0;
-        // SAFETY: row j's lanes below n_out only (masked).
-        unsafe {
-            while j + 4 <= n {
-                for (u, a) in acc.iter_mut().enumerate() {
-                    let w = _mm512_set1_pd(weights[j + u]);
-                    let row = pc.add((j + u) * n_out);
-                    for (c, v) in a.iter_mut().enumerate() {
-                        let x = _mm512_maskz_loadu_pd(masks[c], row.add(8 * c));
-                        *v = _mm512_fmadd_pd(w, x, *v);
-                    }
-                }
-                j += 4;
-            }
-            while j < n {
-                let w = _mm512_set1_pd(weights[j]);
-                let row = pc.add(j * n_out);
-                for (c, v) in acc[0].iter_mut().enumerate() {
-                    *v = _mm512_fmadd_pd(w, _mm512_maskz_loadu_pd(masks[c], row.add(8 * c)), *v);
-                }
-                j += 1;
-            }
-            for c in 0..C {
-                let sum = _mm512_add_pd(
-                    _mm512_add_pd(acc[0][c], acc[1][c]),
-                    _mm512_add_pd(acc[2][c], acc[3][c]),
-                );
-                _mm512_mask_storeu_pd(out.as_mut_ptr().add(8 * c), masks[c], sum);
-            }
-        }
-    }
-
-    /// Lane offsets 0..8 as i64.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn lane_offsets() -> __m512i {
-        _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0)
-    }
-
-    /// The first index among lanes holding `value` in `vals` (their indices in `idx`).
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn first_index_of(vals: __m512d, idx: __m512i, value: f64) -> usize {
-        let at = _mm512_cmp_pd_mask::<_CMP_EQ_OQ>(vals, _mm512_set1_pd(value));
-        let masked = _mm512_mask_mov_epi64(_mm512_set1_epi64(i64::MAX), at, idx);
-        _mm512_reduce_min_epi64(masked) as usize
-    }
-
-    /// `argmin_sq` in one pass: per lane the least square so far and its (first) index.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512F; `values` holds at least 16.
-    #[target_feature(enable = "avx512f")]
-    pub unsafe fn argmin_sq_avx512(values: &[f64]) -> (usize, f64) {
-        let n = values.len();
-        let p = values.as_ptr();
-        let inf = _mm512_set1_pd(f64::INFINITY);
-        let (mut lo, mut idx) = (inf, _mm512_setzero_si512());
-        let mut at = lane_offsets();
-        let eight = _mm512_set1_epi64(8);
-        let mut j = 0;
-        // SAFETY: lanes below n only (the tail masked, filled with +inf).
-        unsafe {
-            while j < n {
-                let m: __mmask8 = (1u16 << (n - j).min(8)).wrapping_sub(1) as u8;
-                let v = _mm512_mask_loadu_pd(inf, m, p.add(j));
-                let sq = _mm512_mul_pd(v, v);
-                // Strictly less keeps each lane's first; ordered, so NaN never wins.
-                let better = _mm512_cmp_pd_mask::<_CMP_LT_OQ>(sq, lo);
-                lo = _mm512_mask_mov_pd(lo, better, sq);
-                idx = _mm512_mask_mov_epi64(idx, better, at);
-                at = _mm512_add_epi64(at, eight);
-                j += 8;
-            }
-        }
-        let least = _mm512_reduce_min_pd(lo);
-        if !least.is_finite() {
-            // Only infinities or NaN: the scalar rule decides.
-            return super::argmin_sq_portable(values).unwrap_or((0, f64::NAN));
-        }
-        (first_index_of(lo, idx, least), least)
-    }
-
-    /// The largest kappa[j], j != except, with sign * coef[j] > 0, and its first index (None
-    /// when there is none; NaN never wins).
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512F; `coef` and `kappa` have the same length.
-    #[target_feature(enable = "avx512f")]
-    pub unsafe fn argmax_same_sign_avx512(
-        coef: &[f64],
-        kappa: &[f64],
-        sign: f64,
-        except: usize,
-    ) -> Option<usize> {
-        let n = coef.len();
-        let (pc, pk) = (coef.as_ptr(), kappa.as_ptr());
-        let vsign = _mm512_set1_pd(sign);
-        let lowest = _mm512_set1_pd(f64::NEG_INFINITY);
-        // Per lane: the largest eligible kappa so far, its index, whether one was found.
-        struct Lanes {
-            most: __m512d,
-            idx: __m512i,
-            found: __mmask8,
-        }
-        #[inline(always)]
-        fn update(
-            l: &mut Lanes,
-            k: __m512d,
-            c: __m512d,
-            vsign: __m512d,
-            at: __m512i,
-            drop: __mmask8,
-        ) {
-            // SAFETY: register-only intrinsics; AVX-512F is enabled in the caller.
-            unsafe {
-                let same =
-                    _mm512_cmp_pd_mask::<_CMP_GT_OQ>(_mm512_mul_pd(c, vsign), _mm512_setzero_pd())
-                        & !drop;
-                // Strictly greater keeps each lane's first; ordered, so NaN never wins. A lane
-                // that has not found one takes any eligible value, -inf included.
-                let greater = _mm512_cmp_pd_mask::<_CMP_GT_OQ>(k, l.most) | (same & !l.found);
-                let take = same & greater & _mm512_cmp_pd_mask::<_CMP_ORD_Q>(k, k);
-                l.most = _mm512_mask_mov_pd(l.most, take, k);
-                l.idx = _mm512_mask_mov_epi64(l.idx, take, at);
-                l.found |= take;
-            }
-        }
-        let start = || Lanes {
-            most: lowest,
-            idx: _mm512_setzero_si512(),
-            found: 0,
-        };
-        // Two independent accumulators (even and odd chunks) halve the dependency chain.
-        let (mut even, mut odd) = (start(), start());
-        let drop_at = |j: usize| -> __mmask8 {
-            if (j..j + 8).contains(&except) {
-                1u8 << (except - j)
-            } else {
-                0
-            }
-        };
-        let eight = _mm512_set1_epi64(8);
-        let mut at = lane_offsets();
-        let mut j = 0;
-        // SAFETY: full chunks read lanes j..j+16 <= n.
-        unsafe {
-            while j + 16 <= n {
-                let (k0, c0) = (_mm512_loadu_pd(pk.add(j)), _mm512_loadu_pd(pc.add(j)));
-                let (k1, c1) = (
-                    _mm512_loadu_pd(pk.add(j + 8)),
-                    _mm512_loadu_pd(pc.add(j + 8)),
-                );
-                update(&mut even, k0, c0, vsign, at, drop_at(j));
-                at = _mm512_add_epi64(at, eight);
-                update(&mut odd, k1, c1, vsign, at, drop_at(j + 8));
-                at = _mm512_add_epi64(at, eight);
-                j += 16;
-            }
-        }
-        while j < n {
-            let m: __mmask8 = (1u16 << (n - j).min(8)).wrapping_sub(1) as u8;
-            // SAFETY: lanes below n only.
-            let (k, c) = unsafe {
-                (
-                    _mm512_mask_loadu_pd(lowest, m, pk.add(j)),
-                    _mm512_maskz_loadu_pd(m, pc.add(j)),
-                )
-            };
-            update(&mut even, k, c, vsign, at, drop_at(j) | !m);
-            at = _mm512_add_epi64(at, eight);
-            j += 8;
-        }
-        let most = [even.most, odd.most];
-        let idx = [even.idx, odd.idx];
-        let found = [even.found, odd.found];
-        let mut best: Option<(f64, usize)> = None;
-        for a in 0..2 {
-            if found[a] == 0 {
-                continue;
-            }
-            let value = _mm512_mask_reduce_max_pd(found[a], most[a]);
-            let lanes = _mm512_cmp_pd_mask::<_CMP_EQ_OQ>(most[a], _mm512_set1_pd(value)) & found[a];
-            let masked = _mm512_mask_mov_epi64(_mm512_set1_epi64(i64::MAX), lanes, idx[a]);
-            let j = _mm512_reduce_min_epi64(masked) as usize;
-            if best.is_none_or(|(v, i)| value > v || (value == v && j < i)) {
-                best = Some((value, j));
-            }
-        }
-        best.map(|(_, j)| j)
-    }
-
-    /// `scan_candidates` eight SVs at a time.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512F; `coef` and `kappa` have the same length.
-    #[target_feature(enable = "avx512f")]
-    pub unsafe fn scan_candidates_avx512(
-        coef: &[f64],
-        kappa: &[f64],
-        sign: f64,
-        scale: f64,
-        mut cut: f64,
-        mut visit: impl FnMut(usize) -> f64,
-    ) {
-        let n = coef.len();
-        let (pc, pk) = (coef.as_ptr(), kappa.as_ptr());
-        let (vsign, vscale, zero) = (
-            _mm512_set1_pd(sign),
-            _mm512_set1_pd(scale),
-            _mm512_setzero_pd(),
-        );
-        let mut vcut = _mm512_set1_pd(cut);
-        let mut j0 = 0;
-        while j0 + 8 <= n {
-            // SAFETY: lanes j0..j0+8 are inside both slices.
-            let (k, c) = unsafe { (_mm512_loadu_pd(pk.add(j0)), _mm512_loadu_pd(pc.add(j0))) };
-            let near = _mm512_cmp_pd_mask::<_CMP_NLT_UQ>(_mm512_mul_pd(k, vscale), vcut);
-            let same = _mm512_cmp_pd_mask::<_CMP_GT_OQ>(_mm512_mul_pd(c, vsign), zero);
-            let mut hits = near & same;
-            while hits != 0 {
-                let j = j0 + hits.trailing_zeros() as usize;
-                hits &= hits - 1;
-                // The cut may have risen since the vector was compared.
-                if !super::below_cut(kappa[j], scale, cut) {
-                    cut = visit(j);
-                    vcut = _mm512_set1_pd(cut);
-                }
-            }
-            j0 += 8;
-        }
-        super::scan_candidates_portable(coef, kappa, sign, scale, cut, visit, j0);
-    }
-
-    /// # Safety
-    /// The CPU must support AVX2 and FMA; `a` and `b` must have the same length.
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn dot_avx2(a: &[f64], b: &[f64]) -> f64 {
-        let n = a.len().min(b.len());
-        let (pa, pb) = (a.as_ptr(), b.as_ptr());
-        let mut acc0 = _mm256_setzero_pd();
-        let mut acc1 = _mm256_setzero_pd();
-        let mut acc2 = _mm256_setzero_pd();
-        let mut acc3 = _mm256_setzero_pd();
-        let mut i = 0;
-        // SAFETY: every load reads lanes i..i+16 (or i..i+4) with i+16 <= n (or i+4 <= n).
-        unsafe {
-            while i + 16 <= n {
-                acc0 =
-                    _mm256_fmadd_pd(_mm256_loadu_pd(pa.add(i)), _mm256_loadu_pd(pb.add(i)), acc0);
-                acc1 = _mm256_fmadd_pd(
-                    _mm256_loadu_pd(pa.add(i + 4)),
-                    _mm256_loadu_pd(pb.add(i + 4)),
-                    acc1,
-                );
-                acc2 = _mm256_fmadd_pd(
-                    _mm256_loadu_pd(pa.add(i + 8)),
-                    _mm256_loadu_pd(pb.add(i + 8)),
-                    acc2,
-                );
-                acc3 = _mm256_fmadd_pd(
-                    _mm256_loadu_pd(pa.add(i + 12)),
-                    _mm256_loadu_pd(pb.add(i + 12)),
-                    acc3,
-                );
-                i += 16;
-            }
-            while i + 4 <= n {
-                acc0 =
-                    _mm256_fmadd_pd(_mm256_loadu_pd(pa.add(i)), _mm256_loadu_pd(pb.add(i)), acc0);
-                i += 4;
-            }
-        }
-        let acc = _mm256_add_pd(_mm256_add_pd(acc0, acc1), _mm256_add_pd(acc2, acc3));
-        let mut lanes = [0.0f64; 4];
-        // SAFETY: `lanes` has room for four f64.
-        unsafe { _mm256_storeu_pd(lanes.as_mut_ptr(), acc) };
-        let mut sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-        while i < n {
-            sum = a[i].mul_add(b[i], sum);
-            i += 1;
-        }
-        sum
-    }
-
-    /// y += alpha * x for x in f32 (widened exactly, then the same fused multiply-add as
-    /// `axpy_avx512` on the widened values), sixteen lanes at a time, the tail in scalar FMA.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512F and FMA.
-    #[target_feature(enable = "avx512f,fma")]
-    pub unsafe fn axpy_f32_avx512(alpha: f64, x: &[f32], y: &mut [f64]) {
-        let n = x.len().min(y.len());
-        let (px, py) = (x.as_ptr(), y.as_mut_ptr());
-        let va = _mm512_set1_pd(alpha);
-        let mut i = 0;
-        // SAFETY: lanes i..i+16 are in bounds of both slices.
-        unsafe {
-            while i + 16 <= n {
-                let x0 = _mm512_cvtps_pd(_mm256_loadu_ps(px.add(i)));
-                let x1 = _mm512_cvtps_pd(_mm256_loadu_ps(px.add(i + 8)));
-                let y0 = _mm512_fmadd_pd(va, x0, _mm512_loadu_pd(py.add(i)));
-                let y1 = _mm512_fmadd_pd(va, x1, _mm512_loadu_pd(py.add(i + 8)));
-                _mm512_storeu_pd(py.add(i), y0);
-                _mm512_storeu_pd(py.add(i + 8), y1);
-                i += 16;
-            }
-        }
-        while i < n {
-            y[i] = alpha.mul_add(f64::from(x[i]), y[i]);
-            i += 1;
-        }
-    }
-
-    /// y += alpha * x for x in f32, as `axpy_f32_avx512` four lanes at a time.
-    ///
-    /// # Safety
-    /// The CPU must support AVX2 and FMA.
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn axpy_f32_avx2(alpha: f64, x: &[f32], y: &mut [f64]) {
-        let n = x.len().min(y.len());
-        let (px, py) = (x.as_ptr(), y.as_mut_ptr());
-        let va = _mm256_set1_pd(alpha);
-        let mut i = 0;
-        // SAFETY: lanes i..i+8 are in bounds of both slices.
-        unsafe {
-            while i + 8 <= n {
-                let x0 = _mm256_cvtps_pd(_mm_loadu_ps(px.add(i)));
-                let x1 = _mm256_cvtps_pd(_mm_loadu_ps(px.add(i + 4)));
-                let y0 = _mm256_fmadd_pd(va, x0, _mm256_loadu_pd(py.add(i)));
-                let y1 = _mm256_fmadd_pd(va, x1, _mm256_loadu_pd(py.add(i + 4)));
-                _mm256_storeu_pd(py.add(i), y0);
-                _mm256_storeu_pd(py.add(i + 4), y1);
-                i += 8;
-            }
-        }
-        while i < n {
-            y[i] = alpha.mul_add(f64::from(x[i]), y[i]);
-            i += 1;
-        }
-    }
-
-    /// y += alpha * x.
-    ///
-    /// # Safety
-    /// The CPU must support AVX2 and FMA.
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn axpy_avx2(alpha: f64, x: &[f64], y: &mut [f64]) {
-        let n = x.len().min(y.len());
-        let (px, py) = (x.as_ptr(), y.as_mut_ptr());
-        let va = _mm256_set1_pd(alpha);
-        let mut i = 0;
-        // SAFETY: lanes i..i+8 (or i..i+4) are in bounds of both slices.
-        unsafe {
-            while i + 8 <= n {
-                let y0 =
-                    _mm256_fmadd_pd(va, _mm256_loadu_pd(px.add(i)), _mm256_loadu_pd(py.add(i)));
-                let y1 = _mm256_fmadd_pd(
-                    va,
-                    _mm256_loadu_pd(px.add(i + 4)),
-                    _mm256_loadu_pd(py.add(i + 4)),
-                );
-                _mm256_storeu_pd(py.add(i), y0);
-                _mm256_storeu_pd(py.add(i + 4), y1);
-                i += 8;
-            }
-            while i + 4 <= n {
-                let y0 =
-                    _mm256_fmadd_pd(va, _mm256_loadu_pd(px.add(i)), _mm256_loadu_pd(py.add(i)));
-                _mm256_storeu_pd(py.add(i), y0);
-                i += 4;
-            }
-        }
-        while i < n {
-            y[i] = alpha.mul_add(x[i], y[i]);
-            i += 1;
-        }
-    }
-}
-
 fn dot_portable(a: &[f64], b: &[f64]) -> f64 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
@@ -1555,11 +562,9 @@ fn axpy_portable(alpha: f64, x: &[f64], y: &mut [f64]) {
 #[inline]
 pub fn dot(a: &[f64], b: &[f64]) -> f64 {
     #[cfg(target_arch = "x86_64")]
-    {
-        if level() >= Level::Avx2 {
-            // SAFETY: the CPU features were checked at run time.
-            return unsafe { x86::dot_avx2(a, b) };
-        }
+    if x86::Vector::current().is_some() {
+        // SAFETY: `level()` runs here, so AVX2 and FMA do.
+        return unsafe { x86::dot_avx2(a, b) };
     }
     dot_portable(a, b)
 }
@@ -1568,14 +573,9 @@ pub fn dot(a: &[f64], b: &[f64]) -> f64 {
 #[inline]
 pub fn axpy(alpha: f64, x: &[f64], y: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
-    {
-        match level() {
-            // SAFETY: the CPU features were checked at run time.
-            Level::Avx512 => return unsafe { x86::axpy_avx512(alpha, x, y) },
-            // SAFETY: as above.
-            Level::Avx2 => return unsafe { x86::axpy_avx2(alpha, x, y) },
-            Level::Portable => {}
-        }
+    if let Some(v) = x86::Vector::current() {
+        // SAFETY: nothing beyond the level.
+        return unsafe { x86::axpy(v, alpha, x, y) };
     }
     axpy_portable(alpha, x, y)
 }
@@ -1585,14 +585,9 @@ pub fn axpy(alpha: f64, x: &[f64], y: &mut [f64]) {
 #[inline]
 pub fn axpy_f32(alpha: f64, x: &[f32], y: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
-    {
-        match level() {
-            // SAFETY: the CPU features were checked at run time.
-            Level::Avx512 => return unsafe { x86::axpy_f32_avx512(alpha, x, y) },
-            // SAFETY: as above.
-            Level::Avx2 => return unsafe { x86::axpy_f32_avx2(alpha, x, y) },
-            Level::Portable => {}
-        }
+    if let Some(v) = x86::Vector::current() {
+        // SAFETY: nothing beyond the level.
+        return unsafe { x86::axpy_f32(v, alpha, x, y) };
     }
     for (yi, &xi) in y.iter_mut().zip(x) {
         *yi += alpha * f64::from(xi);
@@ -1614,18 +609,13 @@ pub fn simd_level() -> &'static str {
 /// exactly, so both give the same products).
 pub trait ColumnValue: Copy + Send + Sync + 'static {
     fn widen(self) -> f64;
-    /// Eight lanes from `ptr` (the first `lanes` of them; the rest 0), widened.
+    /// The first `lanes` values from `ptr` on level `s` (a whole vector when `lanes` is at least
+    /// its width; the rest 0), widened.
     ///
     /// # Safety
-    /// AVX-512F must run here and `ptr..ptr + lanes` must be readable.
+    /// `ptr..ptr + lanes` must be readable.
     #[cfg(target_arch = "x86_64")]
-    unsafe fn load8(ptr: *const Self, lanes: usize) -> std::arch::x86_64::__m512d;
-    /// Four lanes, as `load8`.
-    ///
-    /// # Safety
-    /// AVX2 must run here and `ptr..ptr + lanes` must be readable.
-    #[cfg(target_arch = "x86_64")]
-    unsafe fn load4(ptr: *const Self, lanes: usize) -> std::arch::x86_64::__m256d;
+    unsafe fn load<S: Simd>(s: S, ptr: *const Self, lanes: usize) -> S::F;
 }
 
 impl ColumnValue for f64 {
@@ -1635,31 +625,9 @@ impl ColumnValue for f64 {
     }
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    unsafe fn load8(ptr: *const f64, lanes: usize) -> std::arch::x86_64::__m512d {
-        use std::arch::x86_64::*;
-        // SAFETY: the caller's contract; masked lanes are not read.
-        unsafe {
-            if lanes >= 8 {
-                _mm512_loadu_pd(ptr)
-            } else {
-                _mm512_maskz_loadu_pd(((1u16 << lanes) - 1) as u8, ptr)
-            }
-        }
-    }
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    unsafe fn load4(ptr: *const f64, lanes: usize) -> std::arch::x86_64::__m256d {
-        use std::arch::x86_64::*;
-        // SAFETY: the caller's contract; only `lanes` values are read.
-        unsafe {
-            if lanes >= 4 {
-                _mm256_loadu_pd(ptr)
-            } else {
-                let mut v = [0.0f64; 4];
-                std::ptr::copy_nonoverlapping(ptr, v.as_mut_ptr(), lanes);
-                _mm256_loadu_pd(v.as_ptr())
-            }
-        }
+    unsafe fn load<S: Simd>(s: S, ptr: *const f64, lanes: usize) -> S::F {
+        // SAFETY: the caller's contract.
+        unsafe { s.load_lanes(ptr, lanes) }
     }
 }
 
@@ -1670,32 +638,9 @@ impl ColumnValue for f32 {
     }
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    unsafe fn load8(ptr: *const f32, lanes: usize) -> std::arch::x86_64::__m512d {
-        use std::arch::x86_64::*;
-        // SAFETY: the caller's contract; masked lanes are not read.
-        unsafe {
-            if lanes >= 8 {
-                _mm512_cvtps_pd(_mm256_loadu_ps(ptr))
-            } else {
-                let m = ((1u16 << lanes) - 1) as u8;
-                _mm512_cvtps_pd(_mm256_maskz_loadu_ps(m, ptr))
-            }
-        }
-    }
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    unsafe fn load4(ptr: *const f32, lanes: usize) -> std::arch::x86_64::__m256d {
-        use std::arch::x86_64::*;
-        // SAFETY: the caller's contract; only `lanes` values are read.
-        unsafe {
-            if lanes >= 4 {
-                _mm256_cvtps_pd(_mm_loadu_ps(ptr))
-            } else {
-                let mut v = [0.0f32; 4];
-                std::ptr::copy_nonoverlapping(ptr, v.as_mut_ptr(), lanes);
-                _mm256_cvtps_pd(_mm_loadu_ps(v.as_ptr()))
-            }
-        }
+    unsafe fn load<S: Simd>(s: S, ptr: *const f32, lanes: usize) -> S::F {
+        // SAFETY: the caller's contract.
+        unsafe { s.load_lanes_f32(ptr, lanes) }
     }
 }
 
@@ -1728,18 +673,9 @@ pub fn dots_8_rows<T: ColumnValue>(
         }
     }
     #[cfg(target_arch = "x86_64")]
-    {
-        match level() {
-            // SAFETY: the CPU features were checked at run time, the bounds above.
-            Level::Avx512 => {
-                return unsafe { x86::dots_8_rows_avx512(q, width, cols, xt, stride, m, dots) }
-            }
-            // SAFETY: as above.
-            Level::Avx2 => {
-                return unsafe { x86::dots_8_rows_avx2(q, width, cols, xt, stride, m, dots) }
-            }
-            Level::Portable => {}
-        }
+    if let Some(v) = x86::Vector::current() {
+        // SAFETY: the bounds checked above.
+        return unsafe { x86::dots_8_rows(v, q, width, cols, xt, stride, m, dots) };
     }
     for p in 0..BLOCK_ROWS {
         let out = &mut dots[p * m..(p + 1) * m];
