@@ -694,6 +694,15 @@ mod tests {
     use super::*;
     use crate::core::common::rng::Rng;
 
+    /// Every vector level this CPU runs, with its token for the `x86` dispatchers.
+    #[cfg(target_arch = "x86_64")]
+    fn vector_levels() -> Vec<x86::Vector> {
+        levels_here()
+            .into_iter()
+            .filter_map(x86::Vector::at_most)
+            .collect()
+    }
+
     /// Max relative error of exp over [-708, 0] on `level` (through `rbf_from_dots_at`).
     fn worst_exp_error(level: Level) -> f64 {
         let mut rng = Rng::new(2);
@@ -1034,15 +1043,10 @@ mod tests {
                 let x: Vec<f64> = (0..n).map(|_| rng.next_f64() - 0.5).collect();
                 let y: Vec<f64> = (0..n + 3).map(|_| rng.next_f64() - 0.5).collect();
                 let fma: Vec<f64> = (0..n).map(|i| 0.3f64.mul_add(x[i], y[i])).collect();
-                for level in levels_here().into_iter().filter(|&l| l != Level::Portable) {
+                for level in vector_levels() {
                     let mut out = y.clone();
                     // SAFETY: the level runs here.
-                    unsafe {
-                        match level {
-                            Level::Avx512 => x86::axpy_avx512(0.3, &x, &mut out),
-                            _ => x86::axpy_avx2(0.3, &x, &mut out),
-                        }
-                    }
+                    unsafe { x86::axpy(level, 0.3, &x, &mut out) };
                     assert_eq!(out[..n], fma[..], "{level:?} n {n}");
                     assert_eq!(out[n..], y[n..], "{level:?} wrote past n");
                 }
@@ -1064,15 +1068,10 @@ mod tests {
             assert_eq!(a, b, "n {n}");
             // ...and every vector level is the fused multiply-add on the widened values.
             #[cfg(target_arch = "x86_64")]
-            for level in levels_here().into_iter().filter(|&l| l != Level::Portable) {
+            for level in vector_levels() {
                 let mut out = y.clone();
                 // SAFETY: the level runs here.
-                unsafe {
-                    match level {
-                        Level::Avx512 => x86::axpy_f32_avx512(0.3, &x, &mut out),
-                        _ => x86::axpy_f32_avx2(0.3, &x, &mut out),
-                    }
-                }
+                unsafe { x86::axpy_f32(level, 0.3, &x, &mut out) };
                 for i in 0..n {
                     assert_eq!(out[i], 0.3f64.mul_add(wide[i], y[i]), "{level:?} n {n}");
                 }
@@ -1164,24 +1163,15 @@ mod tests {
             };
             assert_eq!(&out, expect, "dispatched, width {width} m {m}");
             #[cfg(target_arch = "x86_64")]
-            for level in levels_here().into_iter().filter(|&l| l != Level::Portable) {
+            for level in vector_levels() {
                 for (data, expect) in [(0, &fused64), (1, &fused32)] {
                     let mut out = vec![f64::NAN; BLOCK_ROWS * m];
                     // SAFETY: the level runs here; the bounds hold by construction.
                     unsafe {
-                        match (level, data) {
-                            (Level::Avx512, 0) => {
-                                x86::dots_8_rows_avx512(&q, width, &cols, &xt, stride, m, &mut out)
-                            }
-                            (Level::Avx512, _) => x86::dots_8_rows_avx512(
-                                &q, width, &cols, &xt32, stride, m, &mut out,
-                            ),
-                            (_, 0) => {
-                                x86::dots_8_rows_avx2(&q, width, &cols, &xt, stride, m, &mut out)
-                            }
-                            _ => {
-                                x86::dots_8_rows_avx2(&q, width, &cols, &xt32, stride, m, &mut out)
-                            }
+                        if data == 0 {
+                            x86::dots_8_rows(level, &q, width, &cols, &xt, stride, m, &mut out)
+                        } else {
+                            x86::dots_8_rows(level, &q, width, &cols, &xt32, stride, m, &mut out)
                         }
                     }
                     assert_eq!(
