@@ -1142,39 +1142,38 @@ fn gram_pass(
             .collect()
     };
     let mut staged: Vec<Staging> = (0..outputs.len()).map(|_| Staging::default()).collect();
-    let mut results: Vec<Vec<ChangedRows>> = Vec::new();
-    // The parallel part computes kernel rows; the sums are taken below in row order.
+    // The parallel part computes kernel rows; the sums are taken here, segment by segment in
+    // row order, as each wave's results arrive: holding every changed row's kernel values
+    // until the pass ended took (changed rows) x m x 8 bytes, all active rows in the first
+    // iteration (1,000,000 rows at B = 10,000: tens of GB).
     segment_pass(
         blocks,
         source,
         segments,
         Some(&wanted),
         &work,
-        &mut |_s, r| {
-            results.push(r);
+        &mut |_s, per_output| {
+            for (k, part) in per_output.into_iter().enumerate() {
+                let o = &mut outputs[k];
+                for (t, c) in part.changes.iter().enumerate() {
+                    let row = &part.values[t * m..(t + 1) * m];
+                    let w = weight(c.row);
+                    // A row that moves from one side of the tube to the other leaves and enters.
+                    if let Some(r) = c.counted {
+                        o.sums.add_row(-w, r, row, &mut staged[k]);
+                    }
+                    if let Some(r) = c.now {
+                        o.sums.add_row(w, r, row, &mut staged[k]);
+                    }
+                    o.counted[c.row] = c.now;
+                }
+            }
             Ok(())
         },
         passes,
         monitor,
         progress,
     )?;
-    for per_output in results {
-        for (k, part) in per_output.into_iter().enumerate() {
-            let o = &mut outputs[k];
-            for (t, c) in part.changes.iter().enumerate() {
-                let row = &part.values[t * m..(t + 1) * m];
-                let w = weight(c.row);
-                // A row that moves from one side of the tube to the other leaves and enters.
-                if let Some(r) = c.counted {
-                    o.sums.add_row(-w, r, row, &mut staged[k]);
-                }
-                if let Some(r) = c.now {
-                    o.sums.add_row(w, r, row, &mut staged[k]);
-                }
-                o.counted[c.row] = c.now;
-            }
-        }
-    }
     for (k, st) in staged.iter_mut().enumerate() {
         st.flush(&mut outputs[k].sums.gram, m);
     }
