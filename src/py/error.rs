@@ -1,7 +1,8 @@
 //! The one place core errors become Python exceptions.
 
 use pyo3::exceptions::{
-    PyFileNotFoundError, PyKeyboardInterrupt, PyOSError, PyRuntimeError, PyValueError,
+    PyFileNotFoundError, PyKeyboardInterrupt, PyMemoryError, PyOSError, PyRuntimeError,
+    PyValueError,
 };
 use pyo3::PyErr;
 
@@ -18,6 +19,7 @@ impl From<SvmError> for PyErr {
                 PyFileNotFoundError::new_err(message)
             }
             SvmError::Io { .. } => PyOSError::new_err(message),
+            SvmError::OutOfMemory(_) => PyMemoryError::new_err(message),
             SvmError::Interrupted => PyKeyboardInterrupt::new_err("training interrupted"),
         }
     }

@@ -46,6 +46,7 @@ use crate::core::budget::model::BudgetModel;
 use crate::core::budgeted::problem::Targets;
 use crate::core::common::checks::{check_positive_finite, check_weights};
 use crate::core::common::error::{Result, SvmError};
+use crate::core::common::memory::{available_bytes, check_fits};
 use crate::core::common::parallel;
 use crate::core::common::progress::{Monitor, Progress};
 use crate::core::data::libsvm::LibsvmChunks;
@@ -678,6 +679,16 @@ pub fn polish(
         ));
     }
     let m = model.n_sv();
+    check_fits(
+        polish_bytes(m, n, n_out, params.cache_bytes),
+        available_bytes(),
+        || {
+            format!(
+                "the polish of {m} support vectors ({n_out} output(s), K_SS, a Gram matrix per \
+                 output and the Newton system, {m} x {m} each, and polish_cache_size)"
+            )
+        },
+    )?;
     let blocks = KernelBlocks::from_sv_matrix(
         &model.support_vectors,
         m,
@@ -874,6 +885,18 @@ pub fn polish(
         solve_seconds,
         seconds: start.elapsed().as_secs_f64(),
     })
+}
+
+/// Bytes `polish` holds at its peak for m support vectors, n rows and n_out outputs: K_SS, a
+/// Gram matrix per output and the Newton system with its factor ((m + 1)^2 each), the kernel
+/// values of one wave of segments in flight, the cache (at most all of K(X, S)), and per row and output f, the step and
+/// the counted target.
+fn polish_bytes(m: usize, n: usize, n_out: usize, cache_bytes: usize) -> u128 {
+    let (m, n, n_out) = (m as u128, n as u128, n_out as u128);
+    let square = (m + 1) * (m + 1) * 8;
+    let wave = 4 * rayon::current_num_threads().max(1) as u128 * SEGMENT_ROWS as u128 * m * 8;
+    let cache = (cache_bytes as u128).min(n * m * 8);
+    square * (3 + n_out) + wave + cache + n * n_out * 32
 }
 
 /// The target of row i's active loss term at f (`Targets::active_target` of one output).
@@ -1959,5 +1982,16 @@ mod tests {
         };
         let err = polish(&model, None, &mut src, values, None, &p, &mut no_monitor).unwrap_err();
         assert!(err.to_string().contains("row 7"), "{err}");
+    }
+
+    #[test]
+    fn the_polish_counts_its_square_matrices_before_allocating_them() {
+        // A million rows at B = 10,000, one output, 1 GB of cache: K_SS, M, the system and its
+        // factor (3.2 GB) come on top of the cache; a thousand rows cache only what they have.
+        let big = polish_bytes(10_000, 1_000_000, 1, 1 << 30);
+        assert!(big > 4_200_000_000 && big < 6_000_000_000, "{big}");
+        let small = polish_bytes(100, 1_000, 1, 1 << 30);
+        assert!(small < 20_000_000, "{small}");
+        assert!(check_fits(big, Some(3_000_000_000), || "the polish".into()).is_err());
     }
 }

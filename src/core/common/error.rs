@@ -25,6 +25,9 @@ pub enum SvmError {
         #[source]
         source: std::io::Error,
     },
+    /// A computation whose memory, known before it starts, exceeds what the machine has.
+    #[error("{0}")]
+    OutOfMemory(String),
     /// Training stopped because the caller asked it to (Ctrl-C in Python).
     #[error("interrupted")]
     Interrupted,
