@@ -10,6 +10,14 @@ from typing_extensions import NotRequired, TypedDict, Unpack, final
 _Features = Union[npt.NDArray[np.float64], Tuple[Any, Any, Any, int]]
 _Targets = Union[npt.NDArray[np.uint32], npt.NDArray[np.float64]]
 _Callback = Optional[Callable[[Dict[str, Any]], Any]]
+# Rows read from a LIBSVM file: CSR parts (data, indices, indptr), the labels, the width.
+_LibsvmRows = Tuple[
+    npt.NDArray[np.float64],
+    npt.NDArray[np.int64],
+    npt.NDArray[np.int64],
+    npt.NDArray[np.float64],
+    int,
+]
 
 # The keyword groups the entry points take as ``**options`` (the binding's `keyword_group!`s).
 class _BudgetSettings(TypedDict):
@@ -244,15 +252,7 @@ def decision_from_kernel(
     class_counts: Optional[npt.NDArray[np.int64]] = None,
     intercept: Optional[npt.NDArray[np.float64]] = None,
 ) -> npt.NDArray[np.float64]: ...
-def load_libsvm(
-    path: str,
-) -> Tuple[
-    npt.NDArray[np.float64],
-    npt.NDArray[np.int64],
-    npt.NDArray[np.int64],
-    npt.NDArray[np.float64],
-    int,
-]: ...
+def load_libsvm(path: str) -> _LibsvmRows: ...
 def summarize_libsvm(path: str, chunk_rows: int) -> Dict[str, Any]: ...
 def feature_variance(x: _Features) -> float: ...
 def set_num_threads(n: int) -> None: ...
@@ -300,14 +300,6 @@ class LibsvmChunkReader:
 
     def __new__(cls, path: str, chunk_rows: int) -> LibsvmChunkReader: ...
     def __iter__(self) -> LibsvmChunkReader: ...
-    def __next__(
-        self,
-    ) -> Tuple[
-        npt.NDArray[np.float64],
-        npt.NDArray[np.int64],
-        npt.NDArray[np.int64],
-        npt.NDArray[np.float64],
-        int,
-    ]: ...
+    def __next__(self) -> _LibsvmRows: ...
     @property
     def lines_read(self) -> int: ...
