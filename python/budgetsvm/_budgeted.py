@@ -239,9 +239,9 @@ class BudgetedMachine(ModelFileMixin, BaseEstimator):
             int(chunk_rows),
             width,
             classes,
-            to_native(self.support_vectors_),
-            np.ascontiguousarray(self.dual_coef_.T),
-            self.gamma_,
+            support_vectors=to_native(self.support_vectors_),
+            coef=np.ascontiguousarray(self.dual_coef_.T),
+            gamma=self.gamma_,
             c=self._c_for(n_rows),
             tol=float(self.polish_tol),
             max_iter=int(self.polish_max_iter),
@@ -281,12 +281,12 @@ class BudgetedMachine(ModelFileMixin, BaseEstimator):
         """The polish of the current model on validated rows (warm start: its coefficients
         and intercept)."""
         result = _budgetsvm.polish(
-            to_native(self.support_vectors_),
-            np.ascontiguousarray(self.dual_coef_.T),
-            self.gamma_,
             X_native,
             targets,
             n_classes,
+            support_vectors=to_native(self.support_vectors_),
+            coef=np.ascontiguousarray(self.dual_coef_.T),
+            gamma=self.gamma_,
             c=float(C),
             tol=float(self.polish_tol),
             max_iter=int(self.polish_max_iter),

@@ -4,10 +4,63 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
-from typing_extensions import final
+from typing_extensions import NotRequired, TypedDict, Unpack, final
 
 # Dense C-contiguous float64 matrix, or CSR parts (data, indices, indptr, n_cols).
 _Features = Union[npt.NDArray[np.float64], Tuple[Any, Any, Any, int]]
+_Targets = Union[npt.NDArray[np.uint32], npt.NDArray[np.float64]]
+_Callback = Optional[Callable[[Dict[str, Any]], Any]]
+# Rows read from a LIBSVM file: CSR parts (data, indices, indptr), the labels, the width.
+_LibsvmRows = Tuple[
+    npt.NDArray[np.float64],
+    npt.NDArray[np.int64],
+    npt.NDArray[np.int64],
+    npt.NDArray[np.float64],
+    int,
+]
+
+# The keyword groups the entry points take as ``**options`` (the binding's `keyword_group!`s).
+class _BudgetSettings(TypedDict):
+    c: float
+    gamma: float
+    budget: int
+    maintenance: str
+    merge: str
+    seed: int
+    shuffle: NotRequired[bool]
+    sv_storage: NotRequired[str]
+    epsilon: NotRequired[Optional[float]]
+
+class _BsgdSettings(TypedDict, total=False):
+    average: bool
+    lambda_: Optional[float]
+
+class _FitSettings(TypedDict):
+    epochs: int
+    compare_with: NotRequired[Optional[str]]
+    average_placement: NotRequired[bool]
+    sample_weight: NotRequired[Optional[npt.NDArray[np.float64]]]
+    callback: NotRequired[_Callback]
+    observer: NotRequired[_Callback]
+
+class _ExpansionArrays(TypedDict):
+    support_vectors: _Features
+    coef: npt.NDArray[np.float64]
+    gamma: float
+
+class _PolishSettings(TypedDict):
+    c: float
+    tol: NotRequired[float]
+    max_iter: NotRequired[int]
+    cache_size: NotRequired[float]
+    intercept: NotRequired[Optional[npt.NDArray[np.float64]]]
+    callback: NotRequired[_Callback]
+    epsilon: NotRequired[Optional[float]]
+
+class _FitBsgdOptions(_BudgetSettings, _FitSettings, _BsgdSettings): ...
+class _FitBscaOptions(_BudgetSettings, _FitSettings): ...
+class _StreamOptions(_BudgetSettings, _BsgdSettings): ...
+class _PolishOptions(_ExpansionArrays, _PolishSettings): ...
 
 __all__ = [
     "BsgdStream",
@@ -51,50 +104,16 @@ def merge_search(
     table_size: Optional[int] = None,
 ) -> Tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
 def fit_bsgd(
-    x: _Features,
-    y: Union[npt.NDArray[np.uint32], npt.NDArray[np.float64]],
-    n_classes: int,
-    *,
-    c: float,
-    gamma: float,
-    budget: int,
-    epochs: int,
-    maintenance: str,
-    merge: str,
-    seed: int,
-    average: bool = True,
-    lambda_: Optional[float] = None,
-    compare_with: Optional[str] = None,
-    callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
-    observer: Optional[Callable[[Dict[str, Any]], Any]] = None,
-    shuffle: bool = True,
-    sv_storage: str = "auto",
-    sample_weight: Optional[npt.NDArray[np.float64]] = None,
-    epsilon: Optional[float] = None,
-    average_placement: bool = False,
+    x: _Features, y: _Targets, n_classes: int, **options: Unpack[_FitBsgdOptions]
 ) -> Dict[str, Any]: ...
 def fit_bsca(
     x: _Features,
-    y: Union[npt.NDArray[np.uint32], npt.NDArray[np.float64]],
+    y: _Targets,
     n_classes: int,
     *,
-    c: float,
-    gamma: float,
-    budget: int,
-    epochs: int,
-    maintenance: str,
-    merge: str,
-    seed: int,
-    compare_with: Optional[str] = None,
-    callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
-    observer: Optional[Callable[[Dict[str, Any]], Any]] = None,
-    shuffle: bool = True,
     dual_step: str = "decaying",
     average: bool = False,
-    sv_storage: str = "auto",
-    sample_weight: Optional[npt.NDArray[np.float64]] = None,
-    epsilon: Optional[float] = None,
-    average_placement: bool = False,
+    **options: Unpack[_FitBscaOptions],
 ) -> Dict[str, Any]: ...
 def fit_exact(
     x: _Features,
@@ -136,39 +155,21 @@ def fit_exact(
     sample_weight: Optional[npt.NDArray[np.float64]] = None,
 ) -> List[Dict[str, Any]]: ...
 def polish(
-    support_vectors: _Features,
-    coef: npt.NDArray[np.float64],
-    gamma: float,
     x: _Features,
-    y: Union[npt.NDArray[np.uint32], npt.NDArray[np.float64]],
+    y: _Targets,
     n_classes: int,
     *,
-    c: float,
-    tol: float = 1e-6,
-    max_iter: int = 50,
-    cache_size: float = 1024.0,
-    intercept: Optional[npt.NDArray[np.float64]] = None,
     sample_weight: Optional[npt.NDArray[np.float64]] = None,
-    callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
-    epsilon: Optional[float] = None,
+    **options: Unpack[_PolishOptions],
 ) -> Dict[str, Any]: ...
 def polish_file(
     path: str,
     chunk_rows: int,
     width: int,
     classes: npt.NDArray[np.float64],
-    support_vectors: _Features,
-    coef: npt.NDArray[np.float64],
-    gamma: float,
     *,
-    c: float,
-    tol: float = 1e-6,
-    max_iter: int = 50,
-    cache_size: float = 1024.0,
-    intercept: Optional[npt.NDArray[np.float64]] = None,
     class_weights: Optional[npt.NDArray[np.float64]] = None,
-    callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
-    epsilon: Optional[float] = None,
+    **options: Unpack[_PolishOptions],
 ) -> Dict[str, Any]: ...
 def polish_newton_point(
     kss: npt.NDArray[np.float64],
@@ -187,15 +188,13 @@ def add_gram_change(
     rows: Optional[npt.NDArray[np.float64]] = None,
 ) -> None: ...
 def reduce_budget(
-    support_vectors: _Features,
-    coef: npt.NDArray[np.float64],
-    gamma: float,
     budget: int,
     *,
     maintenance: str = "merge",
     merge: str = "lookup-wd",
     sv_storage: str = "auto",
     opposite_sign_merges: bool = False,
+    **model: Unpack[_ExpansionArrays],
 ) -> Tuple[Any, npt.NDArray[np.float64], float]: ...
 
 @final
@@ -253,15 +252,7 @@ def decision_from_kernel(
     class_counts: Optional[npt.NDArray[np.int64]] = None,
     intercept: Optional[npt.NDArray[np.float64]] = None,
 ) -> npt.NDArray[np.float64]: ...
-def load_libsvm(
-    path: str,
-) -> Tuple[
-    npt.NDArray[np.float64],
-    npt.NDArray[np.int64],
-    npt.NDArray[np.int64],
-    npt.NDArray[np.float64],
-    int,
-]: ...
+def load_libsvm(path: str) -> _LibsvmRows: ...
 def summarize_libsvm(path: str, chunk_rows: int) -> Dict[str, Any]: ...
 def feature_variance(x: _Features) -> float: ...
 def set_num_threads(n: int) -> None: ...
@@ -277,20 +268,10 @@ class BsgdStream:
         n_features: int,
         n_classes: int,
         *,
-        c: float,
-        gamma: float,
-        budget: int,
-        maintenance: str,
-        merge: str,
-        seed: int,
         n_samples: int,
         epochs: int = 1,
-        average: bool = True,
-        lambda_: Optional[float] = None,
-        shuffle: bool = True,
-        sv_storage: str = "auto",
         sparse_input: bool = False,
-        epsilon: Optional[float] = None,
+        **options: Unpack[_StreamOptions],
     ) -> BsgdStream: ...
     def partial_fit(
         self,
@@ -319,14 +300,6 @@ class LibsvmChunkReader:
 
     def __new__(cls, path: str, chunk_rows: int) -> LibsvmChunkReader: ...
     def __iter__(self) -> LibsvmChunkReader: ...
-    def __next__(
-        self,
-    ) -> Tuple[
-        npt.NDArray[np.float64],
-        npt.NDArray[np.int64],
-        npt.NDArray[np.int64],
-        npt.NDArray[np.float64],
-        int,
-    ]: ...
+    def __next__(self) -> _LibsvmRows: ...
     @property
     def lines_read(self) -> int: ...

@@ -492,9 +492,9 @@ def _fit_on_parts(clf, client, x_parts, y_parts, w_parts, columns, start):
     pool_coef = np.vstack([m[1] * (m[2] / used) for m in kept])
     t0 = time.perf_counter()
     sv, coef, pool_wd = _budgetsvm.reduce_budget(
-        np.ascontiguousarray(pool_sv), np.ascontiguousarray(pool_coef), gamma, int(clf.budget),
-        maintenance=params["maintenance"], merge=clf.merge, sv_storage="dense",
-        opposite_sign_merges=regression,
+        int(clf.budget), support_vectors=np.ascontiguousarray(pool_sv),
+        coef=np.ascontiguousarray(pool_coef), gamma=gamma, maintenance=params["maintenance"],
+        merge=clf.merge, sv_storage="dense", opposite_sign_merges=regression,
     )
     reduce_seconds = time.perf_counter() - t0
     if regression:

@@ -1,20 +1,21 @@
 //! The budgeted solvers: BSGD and BSCA fits, the BSGD stream that `partial_fit` continues, the
 //! merge search and budget reduction of a model.
 
-use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyType};
 
-use super::convert::{budget_model, dict, model_arrays, slice1, TargetArray};
+use super::convert::{dict, model_arrays, slice1, ExpansionArrays, TargetArray};
 use super::error::no_panic;
-use super::runtime::{detached, run_on_rows};
+use super::keywords::{keyword_group, keywords};
+use super::runtime::{detached, run_on_rows, Job};
 use crate::core::budget::maintenance::{reduce_to_budget, Maintenance};
 use crate::core::budget::merge::{search_pair, MergeSearch, MergeTable, DEFAULT_TABLE_SIZE};
 use crate::core::budget::model::{BudgetModel, SvLayout};
 use crate::core::budgeted::bsca::{train_bsca, BscaParams, DualStep};
 use crate::core::budgeted::bsgd::{train_bsgd_state, BsgdParams, BsgdState, TrainStats};
-use crate::core::budgeted::problem::Task;
+use crate::core::budgeted::problem::{Targets, Task};
 use crate::core::common::error::SvmError;
 use crate::core::data::rows::{AnyRows, Rows};
 
@@ -96,72 +97,134 @@ fn fit_result<'py>(
     })
 }
 
-/// The support vector layout for `sv_storage` on these rows.
-fn layout_for(sv_storage: &str, rows: &AnyRows<'_>) -> Result<SvLayout, SvmError> {
-    SvLayout::choose(
-        sv_storage,
-        !matches!(rows, AnyRows::Dense(_)),
-        rows.n_cols(),
-    )
+keyword_group! {
+    /// The settings of every budgeted run (`fit_bsgd`, `fit_bsca`, `BsgdStream`): the objective's
+    /// C, the kernel's gamma, the budget and its maintenance, the order of the examples, the
+    /// support vectors' storage, and epsilon for a regression.
+    struct BudgetSettings {
+        c: f64,
+        gamma: f64,
+        budget: usize,
+        maintenance: String,
+        merge: String,
+        seed: u64,
+        shuffle: bool = true,
+        sv_storage: String = "auto".to_owned(),
+        epsilon: Option<f64> = None,
+    }
+}
+
+impl BudgetSettings {
+    fn maintenance(&self) -> PyResult<Maintenance> {
+        Ok(Maintenance::parse(&self.maintenance, &self.merge)?)
+    }
+
+    /// The support vector layout for `sv_storage` on these rows.
+    fn layout_for(&self, rows: &AnyRows<'_>) -> Result<SvLayout, SvmError> {
+        SvLayout::choose(
+            &self.sv_storage,
+            !matches!(rows, AnyRows::Dense(_)),
+            rows.n_cols(),
+        )
+    }
+}
+
+keyword_group! {
+    /// BSGD's own settings (`fit_bsgd`, `BsgdStream`): averaging, and lambda = `lambda_` if
+    /// given, else 1/(n_samples C).
+    struct BsgdSettings {
+        average: bool = true,
+        lambda_: Option<f64> = None,
+    }
+}
+
+impl BsgdSettings {
+    /// BSGD's parameters for a run of `epochs` epochs: no merge compared, merges placed for the
+    /// last iterate, dense storage until the rows are known.
+    fn params(&self, settings: &BudgetSettings, epochs: usize) -> PyResult<BsgdParams> {
+        Ok(BsgdParams {
+            c: settings.c,
+            lambda: self.lambda_,
+            gamma: settings.gamma,
+            budget: settings.budget,
+            epochs,
+            maintenance: settings.maintenance()?,
+            seed: settings.seed,
+            average: self.average,
+            average_placement: false,
+            compare_with: None,
+            shuffle: settings.shuffle,
+            layout: SvLayout::Dense,
+        })
+    }
+}
+
+keyword_group! {
+    /// What a fit on rows in memory takes besides its `BudgetSettings` (`fit_bsgd`, `fit_bsca`):
+    /// its epochs, the second merge search to compare with, where merges place points while
+    /// averaging, the row weights, and the progress callback and epoch observer.
+    struct FitSettings<'py> {
+        epochs: usize,
+        compare_with: Option<String> = None,
+        average_placement: bool = false,
+        sample_weight: Option<PyReadonlyArray1<'py, f64>> = None,
+        callback: Option<Py<PyAny>> = None,
+        observer: Option<Py<PyAny>> = None,
+    }
+}
+
+impl<'py> FitSettings<'py> {
+    fn compare_with(&self) -> PyResult<Option<MergeSearch>> {
+        Ok(self
+            .compare_with
+            .as_deref()
+            .map(MergeSearch::parse)
+            .transpose()?)
+    }
+
+    /// Runs a budgeted solver on `x` with targets `y` (`run_on_rows`), handing it the job, the
+    /// targets as the core takes them and the support vector layout chosen for the rows.
+    fn run<T: Send>(
+        self,
+        py: Python<'py>,
+        x: &Bound<'py, PyAny>,
+        y: &Bound<'py, PyAny>,
+        n_classes: usize,
+        settings: &BudgetSettings,
+        solve: impl FnOnce(Job<'_, '_>, Targets<'_>, SvLayout) -> Result<T, SvmError> + Send,
+    ) -> PyResult<T> {
+        let y = TargetArray::extract(y, n_classes, settings.epsilon)?;
+        let targets = y.targets()?;
+        let weights = self.sample_weight.as_ref();
+        run_on_rows(py, x, weights, self.callback, self.observer, |job| {
+            let layout = settings.layout_for(job.rows)?;
+            solve(job, targets, layout)
+        })
+    }
 }
 
 /// Trains BSGD; returns a dict with the model arrays, the training statistics and the run's
 /// state ("state", a `BsgdStream` that `partial_fit` continues). `y` holds class indices
-/// (uint32), or real targets (float64) when `epsilon` is given (regression; n_classes 0).
+/// (uint32), or real targets (float64) when `epsilon` is given (regression; n_classes 0). The
+/// settings (`options`) are those of `BudgetSettings`, `FitSettings` and `BsgdSettings`.
 #[pyfunction]
-#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, average = true, lambda_ = None, compare_with = None, callback = None, observer = None, shuffle = true, sv_storage = "auto", sample_weight = None, epsilon = None, average_placement = false))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (x, y, n_classes, **options))]
 pub fn fit_bsgd<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
     y: &Bound<'py, PyAny>,
     n_classes: usize,
-    c: f64,
-    gamma: f64,
-    budget: usize,
-    epochs: usize,
-    maintenance: &str,
-    merge: &str,
-    seed: u64,
-    average: bool,
-    lambda_: Option<f64>,
-    compare_with: Option<&str>,
-    callback: Option<Py<PyAny>>,
-    observer: Option<Py<PyAny>>,
-    shuffle: bool,
-    sv_storage: &str,
-    sample_weight: Option<PyReadonlyArray1<'py, f64>>,
-    epsilon: Option<f64>,
-    average_placement: bool,
+    options: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    SvLayout::choose(sv_storage, false, 0)?;
-    let mut params = BsgdParams {
-        c,
-        lambda: lambda_,
-        gamma,
-        budget,
-        epochs,
-        maintenance: Maintenance::parse(maintenance, merge)?,
-        seed,
-        average,
-        average_placement,
-        compare_with: compare_with.map(MergeSearch::parse).transpose()?,
-        shuffle,
-        layout: SvLayout::Dense,
-    };
-    let y = TargetArray::extract(y, n_classes, epsilon)?;
-    let targets = y.targets()?;
-    let state = run_on_rows(py, x, sample_weight.as_ref(), callback, observer, |job| {
-        params.layout = layout_for(sv_storage, job.rows)?;
-        let valid = params.check(job.rows.n_rows())?;
-        train_bsgd_state(
-            job.rows,
-            targets,
-            job.weights,
-            &valid,
-            job.monitor,
-            job.observer,
-        )
+    let (settings, fit, bsgd): (BudgetSettings, FitSettings<'_>, BsgdSettings) =
+        keywords("fit_bsgd", options)?;
+    SvLayout::choose(&settings.sv_storage, false, 0)?;
+    let mut params = bsgd.params(&settings, fit.epochs)?;
+    params.average_placement = fit.average_placement;
+    params.compare_with = fit.compare_with()?;
+    let state = fit.run(py, x, y, n_classes, &settings, |job, y, layout| {
+        let valid = BsgdParams { layout, ..params }.check(job.rows.n_rows())?;
+        train_bsgd_state(job.rows, y, job.weights, &valid, job.monitor, job.observer)
     })?;
     let stream = BsgdStream { state };
     let out = stream.result(py)?;
@@ -169,61 +232,38 @@ pub fn fit_bsgd<'py>(
     Ok(out)
 }
 
-/// Trains BSCA; returns a dict with the model arrays and the training statistics.
+/// Trains BSCA; returns a dict with the model arrays and the training statistics. The settings
+/// besides BSCA's own (`dual_step`, `average`) are those of `BudgetSettings` and `FitSettings`.
 #[pyfunction]
-#[pyo3(signature = (x, y, n_classes, *, c, gamma, budget, epochs, maintenance, merge, seed, compare_with = None, callback = None, observer = None, shuffle = true, dual_step = "decaying", average = false, sv_storage = "auto", sample_weight = None, epsilon = None, average_placement = false))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (x, y, n_classes, *, dual_step = "decaying", average = false, **options))]
 pub fn fit_bsca<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
     y: &Bound<'py, PyAny>,
     n_classes: usize,
-    c: f64,
-    gamma: f64,
-    budget: usize,
-    epochs: usize,
-    maintenance: &str,
-    merge: &str,
-    seed: u64,
-    compare_with: Option<&str>,
-    callback: Option<Py<PyAny>>,
-    observer: Option<Py<PyAny>>,
-    shuffle: bool,
     dual_step: &str,
     average: bool,
-    sv_storage: &str,
-    sample_weight: Option<PyReadonlyArray1<'py, f64>>,
-    epsilon: Option<f64>,
-    average_placement: bool,
+    options: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    SvLayout::choose(sv_storage, false, 0)?;
-    let mut params = BscaParams {
-        c,
-        gamma,
-        budget,
-        epochs,
-        maintenance: Maintenance::parse(maintenance, merge)?,
-        seed,
-        compare_with: compare_with.map(MergeSearch::parse).transpose()?,
-        shuffle,
+    let (settings, fit): (BudgetSettings, FitSettings<'_>) = keywords("fit_bsca", options)?;
+    SvLayout::choose(&settings.sv_storage, false, 0)?;
+    let params = BscaParams {
+        c: settings.c,
+        gamma: settings.gamma,
+        budget: settings.budget,
+        epochs: fit.epochs,
+        maintenance: settings.maintenance()?,
+        seed: settings.seed,
+        compare_with: fit.compare_with()?,
+        shuffle: settings.shuffle,
         step: DualStep::parse(dual_step)?,
         average,
-        average_placement,
+        average_placement: fit.average_placement,
         layout: SvLayout::Dense,
     };
-    let y = TargetArray::extract(y, n_classes, epsilon)?;
-    let targets = y.targets()?;
-    let (model, stats) = run_on_rows(py, x, sample_weight.as_ref(), callback, observer, |job| {
-        params.layout = layout_for(sv_storage, job.rows)?;
-        let valid = params.check(job.rows.n_rows())?;
-        train_bsca(
-            job.rows,
-            targets,
-            job.weights,
-            &valid,
-            job.monitor,
-            job.observer,
-        )
+    let (model, stats) = fit.run(py, x, y, n_classes, &settings, |job, y, layout| {
+        let valid = BscaParams { layout, ..params }.check(job.rows.n_rows())?;
+        train_bsca(job.rows, y, job.weights, &valid, job.monitor, job.observer)
     })?;
     let shared = TrainStats {
         iterations: stats.iterations,
@@ -249,44 +289,24 @@ pub struct BsgdStream {
 impl BsgdStream {
     /// A fresh run. lambda = `lambda_` if given, else 1/(n_samples C); averaging (if on) starts
     /// where `fit_bsgd` with `epochs` epochs over n_samples rows starts it (the last epoch, or
-    /// the second half of a single one). With `epsilon` a regression run (n_classes 0).
+    /// the second half of a single one). With `epsilon` a regression run (n_classes 0). The
+    /// settings (`options`) are those of `BudgetSettings` and `BsgdSettings`.
     #[new]
-    #[pyo3(signature = (n_features, n_classes, *, c, gamma, budget, maintenance, merge, seed, n_samples, epochs = 1, average = true, lambda_ = None, shuffle = true, sv_storage = "auto", sparse_input = false, epsilon = None))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (n_features, n_classes, *, n_samples, epochs = 1, sparse_input = false, **options))]
     fn new(
         n_features: usize,
         n_classes: usize,
-        c: f64,
-        gamma: f64,
-        budget: usize,
-        maintenance: &str,
-        merge: &str,
-        seed: u64,
         n_samples: usize,
         epochs: usize,
-        average: bool,
-        lambda_: Option<f64>,
-        shuffle: bool,
-        sv_storage: &str,
         sparse_input: bool,
-        epsilon: Option<f64>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let params = BsgdParams {
-            c,
-            lambda: lambda_,
-            gamma,
-            budget,
-            epochs,
-            maintenance: Maintenance::parse(maintenance, merge)?,
-            seed,
-            average,
-            average_placement: false,
-            compare_with: None,
-            shuffle,
-            layout: SvLayout::choose(sv_storage, sparse_input, n_features)?,
-        };
+        let (settings, bsgd): (BudgetSettings, BsgdSettings) =
+            keywords("BsgdStream.__new__", options)?;
+        let mut params = bsgd.params(&settings, epochs)?;
+        params.layout = SvLayout::choose(&settings.sv_storage, sparse_input, n_features)?;
         let valid = params.check(n_samples)?;
-        let task = match epsilon {
+        let task = match settings.epsilon {
             None => Task::Classes(n_classes),
             Some(epsilon) => Task::Regression { epsilon },
         };
@@ -377,25 +397,26 @@ impl BsgdStream {
     }
 }
 
-/// Reduces a model (support vectors and coef (n_sv, n_out)) to at most `budget` support
-/// vectors by budget maintenance (`budget::reduce_to_budget`; `opposite_sign_merges` as a
-/// regression's fit merges): (support_vectors, coef, total weight degradation).
+/// Reduces a model (`ExpansionArrays`: support vectors, coef (n_sv, n_out), gamma) to at most
+/// `budget` support vectors by budget maintenance (`budget::reduce_to_budget`;
+/// `opposite_sign_merges` as a regression's fit merges): (support_vectors, coef, total weight
+/// degradation).
 #[pyfunction]
-#[pyo3(signature = (support_vectors, coef, gamma, budget, *, maintenance = "merge", merge = "lookup-wd", sv_storage = "auto", opposite_sign_merges = false))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (budget, *, maintenance = "merge", merge = "lookup-wd", sv_storage = "auto", opposite_sign_merges = false, **model))]
 pub fn reduce_budget<'py>(
     py: Python<'py>,
-    support_vectors: &Bound<'py, PyAny>,
-    coef: PyReadonlyArray2<'py, f64>,
-    gamma: f64,
     budget: usize,
     maintenance: &str,
     merge: &str,
     sv_storage: &str,
     opposite_sign_merges: bool,
+    model: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray2<f64>>, f64)> {
-    let sparse_input = !support_vectors.is_instance_of::<numpy::PyUntypedArray>();
-    let model = budget_model(support_vectors, &coef, gamma)?;
+    let given: ExpansionArrays<'_> = keywords("reduce_budget", model)?;
+    let sparse_input = !given
+        .support_vectors
+        .is_instance_of::<numpy::PyUntypedArray>();
+    let model = given.model()?;
     let maintenance = Maintenance::parse(maintenance, merge)?;
     let layout = SvLayout::choose(sv_storage, sparse_input, model.dim)?;
     let (reduced, stats) = detached(py, || {

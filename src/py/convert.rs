@@ -10,6 +10,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
+use super::keywords::keyword_group;
 use crate::core::budget::model::BudgetModel;
 use crate::core::budgeted::problem::Targets;
 use crate::core::common::error::SvmError;
@@ -208,26 +209,33 @@ pub fn sv_matrix(sv: &Bound<'_, PyAny>) -> PyResult<(SvMatrix, usize, usize)> {
     Ok((m, n_sv, dim))
 }
 
-/// A kernel expansion from the binding's arrays: support vectors (dense or CSR parts) and
-/// `coef` (n_sv, n_out).
-pub fn budget_model(
-    support_vectors: &Bound<'_, PyAny>,
-    coef: &PyReadonlyArray2<'_, f64>,
-    gamma: f64,
-) -> PyResult<BudgetModel> {
-    let (support_vectors, n_sv, dim) = sv_matrix(support_vectors)?;
-    if coef.shape()[0] != n_sv {
-        return Err(PyValueError::new_err(
-            "coef must have one row per support vector",
-        ));
+keyword_group! {
+    /// A kernel expansion as the entry points that start from a model take it: support vectors
+    /// (dense or CSR parts), `coef` (n_sv, n_out) and the RBF kernel's `gamma`.
+    pub struct ExpansionArrays<'py> {
+        support_vectors: Bound<'py, PyAny>,
+        coef: PyReadonlyArray2<'py, f64>,
+        gamma: f64,
     }
-    Ok(BudgetModel {
-        dim,
-        n_out: coef.shape()[1],
-        gamma,
-        support_vectors,
-        coef: coef.as_array().iter().copied().collect(),
-    })
+}
+
+impl ExpansionArrays<'_> {
+    /// The expansion copied into the core's model.
+    pub fn model(&self) -> PyResult<BudgetModel> {
+        let (support_vectors, n_sv, dim) = sv_matrix(&self.support_vectors)?;
+        if self.coef.shape()[0] != n_sv {
+            return Err(PyValueError::new_err(
+                "coef must have one row per support vector",
+            ));
+        }
+        Ok(BudgetModel {
+            dim,
+            n_out: self.coef.shape()[1],
+            gamma: self.gamma,
+            support_vectors,
+            coef: self.coef.as_array().iter().copied().collect(),
+        })
+    }
 }
 
 pub type ModelArrays<'py> = (Bound<'py, PyAny>, Bound<'py, PyArray2<f64>>);

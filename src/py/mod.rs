@@ -8,6 +8,7 @@ mod convert;
 mod data;
 mod error;
 mod exact;
+mod keywords;
 mod polish;
 mod predict;
 mod runtime;

@@ -10,9 +10,11 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use super::convert::{budget_model, cache_bytes, dict, slice1, sv_matrix, Features, TargetArray};
+use super::convert::{
+    cache_bytes, dict, slice1, sv_matrix, ExpansionArrays, Features, TargetArray,
+};
+use super::keywords::{keyword_group, keywords};
 use super::runtime::{detached, run_monitored, run_on_rows};
-use crate::core::budget::model::BudgetModel;
 use crate::core::budgeted::polish::{
     add_gram_factor, polish as polish_solve, ActiveSums, GramFactor, InMemory, LibsvmFileRows,
     PartitionRows, PolishParams, PolishResult,
@@ -22,38 +24,64 @@ use crate::core::data::rows::{check_sq_norms, Rows};
 use crate::core::kernels::kernel::Kernel;
 use crate::core::kernels::kernel_block::KernelBlocks;
 
+keyword_group! {
+    /// The settings of a polish (`polish`, `polish_file`): C, the Newton iterations' tolerance
+    /// and cap, the kernel cache in MB, the starting intercept (None: zeros), the progress
+    /// callback, and epsilon for a regression.
+    struct PolishSettings<'py> {
+        c: f64,
+        tol: f64 = 1e-6,
+        max_iter: usize = 50,
+        cache_size: f64 = 1024.0,
+        intercept: Option<PyReadonlyArray1<'py, f64>> = None,
+        callback: Option<Py<PyAny>> = None,
+        epsilon: Option<f64> = None,
+    }
+}
+
+impl PolishSettings<'_> {
+    /// The solve's parameters, the cache size checked.
+    fn params(&self) -> PyResult<PolishParams> {
+        let cache_size = self.cache_size;
+        if !(cache_size.is_finite() && cache_size >= 0.0) {
+            return Err(PyValueError::new_err(format!(
+                "cache_size must be a number of MB >= 0, got {cache_size}"
+            )));
+        }
+        Ok(PolishParams {
+            c: self.c,
+            tol: self.tol,
+            max_iter: self.max_iter,
+            cache_bytes: cache_bytes(cache_size),
+        })
+    }
+}
+
 /// The polish: the exact solve of a budgeted model's coefficients (and intercepts) over its
 /// support vectors on the training rows `x` with class indices `y` (uint32, squared hinge), or
 /// with real targets `y` (float64) and `epsilon` (squared epsilon-insensitive loss; n_classes is
-/// then 0) (`solvers::polish`). Returns a dict: coef (n_sv, n_out), intercept (n_out),
-/// objectives, iterations, statistics.
+/// then 0) (`solvers::polish`). The model and settings (`options`) are those of
+/// `ExpansionArrays` and `PolishSettings`. Returns a dict: coef (n_sv, n_out), intercept
+/// (n_out), objectives, iterations, statistics.
 #[pyfunction]
-#[pyo3(signature = (support_vectors, coef, gamma, x, y, n_classes, *, c, tol = 1e-6, max_iter = 50, cache_size = 1024.0, intercept = None, sample_weight = None, callback = None, epsilon = None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (x, y, n_classes, *, sample_weight = None, **options))]
 pub fn polish<'py>(
     py: Python<'py>,
-    support_vectors: &Bound<'py, PyAny>,
-    coef: PyReadonlyArray2<'py, f64>,
-    gamma: f64,
     x: &Bound<'py, PyAny>,
     y: &Bound<'py, PyAny>,
     n_classes: usize,
-    c: f64,
-    tol: f64,
-    max_iter: usize,
-    cache_size: f64,
-    intercept: Option<PyReadonlyArray1<'py, f64>>,
     sample_weight: Option<PyReadonlyArray1<'py, f64>>,
-    callback: Option<Py<PyAny>>,
-    epsilon: Option<f64>,
+    options: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let (model, params) =
-        polish_inputs(support_vectors, coef, gamma, c, tol, max_iter, cache_size)?;
+    let (given, settings): (ExpansionArrays<'_>, PolishSettings<'_>) = keywords("polish", options)?;
+    let params = settings.params()?;
+    let model = given.model()?;
     let n_sv = model.n_sv();
-    let y = TargetArray::extract(y, n_classes, epsilon)?;
+    let y = TargetArray::extract(y, n_classes, settings.epsilon)?;
     let targets = y.targets()?;
-    let start = intercept.as_ref().map(slice1).transpose()?;
-    let r = run_on_rows(py, x, sample_weight.as_ref(), callback, None, |job| {
+    let start = settings.intercept.as_ref().map(slice1).transpose()?;
+    let weights = sample_weight.as_ref();
+    let r = run_on_rows(py, x, weights, settings.callback, None, |job| {
         let mut source = InMemory(*job.rows);
         polish_solve(
             &model,
@@ -66,31 +94,6 @@ pub fn polish<'py>(
         )
     })?;
     polish_result(py, &r, n_sv, model.n_out)
-}
-
-/// The model and settings of a polish from the binding's arguments.
-fn polish_inputs(
-    support_vectors: &Bound<'_, PyAny>,
-    coef: PyReadonlyArray2<'_, f64>,
-    gamma: f64,
-    c: f64,
-    tol: f64,
-    max_iter: usize,
-    cache_size: f64,
-) -> PyResult<(BudgetModel, PolishParams)> {
-    if !(cache_size.is_finite() && cache_size >= 0.0) {
-        return Err(PyValueError::new_err(format!(
-            "cache_size must be a number of MB >= 0, got {cache_size}"
-        )));
-    }
-    let model = budget_model(support_vectors, &coef, gamma)?;
-    let params = PolishParams {
-        c,
-        tol,
-        max_iter,
-        cache_bytes: cache_bytes(cache_size),
-    };
-    Ok((model, params))
 }
 
 /// The polish's result as a dict.
@@ -119,30 +122,24 @@ fn polish_result<'py>(
 
 /// The polish of a model trained on a LIBSVM file (`fit_file`): the file is read once for its
 /// labels, then again in chunks of `chunk_rows` lines on every pass of the solve, never whole.
-/// `classes` are the model's sorted labels; `class_weights` (one per class) weigh the rows.
+/// `classes` are the model's sorted labels; `class_weights` (one per class) weigh the rows. The
+/// model and settings (`options`) are `polish`'s.
 #[pyfunction]
-#[pyo3(signature = (path, chunk_rows, width, classes, support_vectors, coef, gamma, *, c, tol = 1e-6, max_iter = 50, cache_size = 1024.0, intercept = None, class_weights = None, callback = None, epsilon = None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (path, chunk_rows, width, classes, *, class_weights = None, **options))]
 pub fn polish_file<'py>(
     py: Python<'py>,
     path: std::path::PathBuf,
     chunk_rows: usize,
     width: usize,
     classes: PyReadonlyArray1<'py, f64>,
-    support_vectors: &Bound<'py, PyAny>,
-    coef: PyReadonlyArray2<'py, f64>,
-    gamma: f64,
-    c: f64,
-    tol: f64,
-    max_iter: usize,
-    cache_size: f64,
-    intercept: Option<PyReadonlyArray1<'py, f64>>,
     class_weights: Option<PyReadonlyArray1<'py, f64>>,
-    callback: Option<Py<PyAny>>,
-    epsilon: Option<f64>,
+    options: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let (model, params) =
-        polish_inputs(support_vectors, coef, gamma, c, tol, max_iter, cache_size)?;
+    let (given, settings): (ExpansionArrays<'_>, PolishSettings<'_>) =
+        keywords("polish_file", options)?;
+    let params = settings.params()?;
+    let model = given.model()?;
+    let epsilon = settings.epsilon;
     let classes = slice1(&classes)?;
     if epsilon.is_some() && (!classes.is_empty() || class_weights.is_some()) {
         return Err(PyValueError::new_err(
@@ -155,8 +152,8 @@ pub fn polish_file<'py>(
             "one class weight per class is needed",
         ));
     }
-    let start = intercept.as_ref().map(slice1).transpose()?;
-    let r = run_monitored(py, callback, None, |monitor, _| {
+    let start = settings.intercept.as_ref().map(slice1).transpose()?;
+    let r = run_monitored(py, settings.callback, None, |monitor, _| {
         if let Some(epsilon) = epsilon {
             let (mut source, z) = LibsvmFileRows::open_values(&path, chunk_rows, width)?;
             let targets = Targets::Values { y: &z, epsilon };
