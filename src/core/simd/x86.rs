@@ -859,6 +859,63 @@ pub unsafe fn weighted_row_sum_avx512<const C: usize>(
     }
 }
 
+/// `weighted_row_sum_avx512` on AVX2: C vectors of four outputs (n_out <= 4 C), four SVs in
+/// flight and the same sums in the same order per output, so both levels give the same bits.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA; `coef` holds `weights.len()` rows of `n_out`, `out`
+/// n_out values, 4 (C - 1) < n_out <= 4 C.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn weighted_row_sum_avx2<const C: usize>(
+    coef: &[f64],
+    n_out: usize,
+    weights: &[f64],
+    out: &mut [f64],
+) {
+    let masks: [__m256i; C] = std::array::from_fn(|c| {
+        let lanes = n_out.saturating_sub(4 * c).min(4) as i64;
+        _mm256_setr_epi64x(
+            -i64::from(lanes > 0),
+            -i64::from(lanes > 1),
+            -i64::from(lanes > 2),
+            -i64::from(lanes > 3),
+        )
+    });
+    let mut acc = [[_mm256_setzero_pd(); C]; 4];
+    let pc = coef.as_ptr();
+    let n = weights.len();
+    let mut j = 0;
+    // SAFETY: row j's lanes below n_out only (masked).
+    unsafe {
+        while j + 4 <= n {
+            for (u, a) in acc.iter_mut().enumerate() {
+                let w = _mm256_set1_pd(weights[j + u]);
+                let row = pc.add((j + u) * n_out);
+                for (c, v) in a.iter_mut().enumerate() {
+                    let x = _mm256_maskload_pd(row.add(4 * c), masks[c]);
+                    *v = _mm256_fmadd_pd(w, x, *v);
+                }
+            }
+            j += 4;
+        }
+        while j < n {
+            let w = _mm256_set1_pd(weights[j]);
+            let row = pc.add(j * n_out);
+            for (c, v) in acc[0].iter_mut().enumerate() {
+                *v = _mm256_fmadd_pd(w, _mm256_maskload_pd(row.add(4 * c), masks[c]), *v);
+            }
+            j += 1;
+        }
+        for c in 0..C {
+            let sum = _mm256_add_pd(
+                _mm256_add_pd(acc[0][c], acc[1][c]),
+                _mm256_add_pd(acc[2][c], acc[3][c]),
+            );
+            _mm256_maskstore_pd(out.as_mut_ptr().add(4 * c), masks[c], sum);
+        }
+    }
+}
+
 /// Lane offsets 0..8 as i64.
 #[inline]
 #[target_feature(enable = "avx512f")]
