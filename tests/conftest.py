@@ -43,6 +43,14 @@ def xor_data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
+def polish_loss(xi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The polish's classification loss of the hinge slack xi = 1 - y f, and its derivative
+    in xi: the squared hinge up to xi = 1/2, its tangent (slope 1, as the hinge) beyond."""
+    xi = np.maximum(0.0, xi)
+    value = np.where(xi < 0.5, xi * xi, xi - 0.25)
+    return value, np.minimum(2.0 * xi, 1.0)
+
+
 def default_sigint() -> None:
     """``preexec_fn`` of a child that a test interrupts: SIGINT back to its default, so the
     child's Python turns it into KeyboardInterrupt even when the test run itself was started

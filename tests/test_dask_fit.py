@@ -8,7 +8,7 @@ import pickle
 import numpy as np
 import pytest
 from budgetsvm import BudgetSVC
-from conftest import xor_data
+from conftest import polish_loss, xor_data
 from numpy.testing import assert_allclose, assert_array_equal
 
 pytest.importorskip("dask")
@@ -40,7 +40,7 @@ def fit_on(cluster, clf, *args, **kwargs):
 
 
 def objective(clf, X, y, w=None):
-    """The polish's objective (squared hinge, one-vs-rest) of the fitted model on (X, y)."""
+    """The polish's objective (its smoothed hinge, one-vs-rest) of the fitted model on (X, y)."""
     from sklearn.metrics.pairwise import rbf_kernel
 
     S = clf.support_vectors_
@@ -51,8 +51,8 @@ def objective(clf, X, y, w=None):
     total = 0.0
     for k in range(clf.dual_coef_.shape[0]):
         t = np.where(y == clf.classes_[1 if clf.dual_coef_.shape[0] == 1 else k], 1.0, -1.0)
-        xi = np.maximum(0.0, 1.0 - t * f[:, k])
-        total += 0.5 * clf.dual_coef_[k] @ kss @ clf.dual_coef_[k] + clf.C * np.sum(w * xi * xi)
+        loss, _ = polish_loss(1.0 - t * f[:, k])
+        total += 0.5 * clf.dual_coef_[k] @ kss @ clf.dual_coef_[k] + clf.C * np.sum(w * loss)
     return total
 
 

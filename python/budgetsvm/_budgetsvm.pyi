@@ -179,6 +179,7 @@ def polish_newton_point(
     sw: float,
     swy: float,
     c: float,
+    intercept: float,
 ) -> npt.NDArray[np.float64]: ...
 def add_gram_change(
     gram: npt.NDArray[np.float64],

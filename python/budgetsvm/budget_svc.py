@@ -58,7 +58,8 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
     The budgeted pass chooses the support vectors well and their coefficients poorly (noisy
     steps, perturbed by every merge). With ``polish=True`` (the default) the coefficients and an
     intercept are then solved exactly over the kept support vectors on all training rows: the
-    squared-hinge SVM restricted to the span of the support vectors, by primal Newton steps
+    SVM restricted to the span of the support vectors (its hinge smoothed: squared near the
+    margin, linear beyond margin 1/2), by primal Newton steps
     (Keerthi, Chapelle & DeCoste 2006; ``docs/polish.md``), one-vs-rest for several classes.
     That costs about as much as the budgeted pass and brings the model to within a point of the
     exact SVM's accuracy at budget 100 (ijcnn1: 93-96% unpolished, 98% polished).

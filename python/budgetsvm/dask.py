@@ -552,8 +552,9 @@ def _fit_on_parts(clf, client, x_parts, y_parts, w_parts, columns, start):
 # Called as _AFTER_ROUND(round, client) before every polish round (tests kill a worker there).
 _AFTER_ROUND: Any = None
 
-# Steps at which the distributed line search evaluates the objective's slope in one round.
-_LINE_STEPS = (0.0, 1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 3 / 8, 1 / 2, 5 / 8, 3 / 4, 7 / 8,
+# Steps at which the distributed line search evaluates the objective's slope in one round (the
+# small ones for the early Newton points, which the loss's linear piece can put far away).
+_LINE_STEPS = (0.0, 1 / 4096, 1 / 1024, 1 / 256, 1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 3 / 8, 1 / 2, 5 / 8, 3 / 4, 7 / 8,
                1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 8.0)
 
 
@@ -738,7 +739,7 @@ def _distributed_polish(clf, client, x_parts, y_parts, w_parts, targets, C, toke
         db = np.zeros(q)
         for k in np.flatnonzero(~done):
             x = _budgetsvm.polish_newton_point(
-                kss, gram[k], s[k], u[k], float(sw[k]), float(swy[k]), C
+                kss, gram[k], s[k], u[k], float(sw[k]), float(swy[k]), C, float(b[k])
             )
             direction[:, k] = x[:m] - coef[:, k]
             db[k] = x[m] - b[k]

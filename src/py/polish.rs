@@ -58,7 +58,7 @@ impl PolishSettings<'_> {
 }
 
 /// The polish: the exact solve of a budgeted model's coefficients (and intercepts) over its
-/// support vectors on the training rows `x` with class indices `y` (uint32, squared hinge), or
+/// support vectors on the training rows `x` with class indices `y` (uint32, smoothed hinge), or
 /// with real targets `y` (float64) and `epsilon` (squared epsilon-insensitive loss; n_classes is
 /// then 0) (`solvers::polish`). The model and settings (`options`) are those of
 /// `ExpansionArrays` and `PolishSettings`. Returns a dict: coef (n_sv, n_out), intercept
@@ -376,7 +376,8 @@ pub fn add_gram_change<'py>(
 }
 
 /// The minimiser (beta, b) of the polish's quadratic model for the active-set sums given
-/// (`ActiveSums::newton_point`, the serial solve's own): m + 1 values.
+/// (`ActiveSums::newton_point`, the serial solve's own; `intercept` the current one, kept when
+/// no term is squared): m + 1 values.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 pub fn polish_newton_point<'py>(
@@ -388,6 +389,7 @@ pub fn polish_newton_point<'py>(
     sw: f64,
     swy: f64,
     c: f64,
+    intercept: f64,
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
     let sums = ActiveSums {
         gram: gram.as_array().iter().copied().collect(),
@@ -397,6 +399,6 @@ pub fn polish_newton_point<'py>(
         swy,
     };
     let kss: Vec<f64> = kss.as_array().iter().copied().collect();
-    let x = detached(py, || sums.newton_point(&kss, c))?;
+    let x = detached(py, || sums.newton_point(&kss, c, intercept))?;
     Ok(x.into_pyarray(py))
 }

@@ -2,22 +2,27 @@
 //! (`../shared/POLISH.md`). The budgeted pass chooses S well and its coefficients poorly; the
 //! polish keeps S and solves, for each output,
 //!
-//!   min_{beta, b}  1/2 beta^T K_SS beta + C sum_i w_i max(0, 1 - y_i (k_i . beta + b))^2
+//!   min_{beta, b}  1/2 beta^T K_SS beta + C sum_i w_i loss_i(k_i . beta + b)
 //!
-//! over every training row, k_i = (k(x_i, s_1), ..., k(x_i, s_m)): the squared-hinge SVM with an
+//! over every training row, k_i = (k(x_i, s_1), ..., k(x_i, s_m)): the SVM with an
 //! unregularised intercept restricted to span(S) (Keerthi, Chapelle & DeCoste 2006). Two
-//! classes give one output (y = +1 for class 1), more give one per class, one-vs-rest.
+//! classes give one output (y = +1 for class 1), more give one per class, one-vs-rest. The
+//! loss (`Targets::term`) is piecewise quadratic: for classes the hinge, squared near the
+//! margin and linear beyond `HINGE_BEND` (a Huber-smoothed hinge: the squared hinge everywhere
+//! lost 0.7 points to it on noisy data), for values the squared epsilon-insensitive loss.
 //!
-//! Method: primal Newton with an exact line search (Keerthi & DeCoste 2005). With the active set
-//! A = {i : y_i f_i < 1} fixed the objective is quadratic, and its minimiser solves
+//! Method: primal Newton with an exact line search (Keerthi & DeCoste 2005). With every row's
+//! piece fixed (Q: the squared terms (f - r)^2, L: the tangents, constant slope 2 (e - r)) the
+//! objective is quadratic, and its minimiser solves
 //!
-//!   [K_SS + 2C M    2C s ] [beta]   [2C u    ]
-//!   [2C s^T         2C sw] [b   ] = [2C sum_A w y]
+//!   [K_SS + 2C M    2C s ] [beta]   [2C u  ]
+//!   [2C s^T         2C sw] [b   ] = [2C swy]
 //!
-//! with M = sum_A w k k^T, s = sum_A w k, u = sum_A w y k, sw = sum_A w. The direction to that
-//! minimiser is searched exactly along the piecewise-quadratic objective; the active set then
-//! changes, and M, s, u are updated by the rows that entered or left (after the first steps few
-//! do), so an iteration costs one product K d over all rows plus m^2 per changed row and one
+//! with M = sum_Q w k k^T, s = sum_Q w k, sw = sum_Q w, u = sum_Q w r k + sum_L w (r - e) k,
+//! swy = sum_Q w r + sum_L w (r - e). The direction to that minimiser is searched exactly along
+//! the piecewise-quadratic objective; the pieces then change, and M, s, u are updated by the
+//! rows that changed (after the first steps few do; a tangent costs m, a square m^2), so an
+//! iteration costs one product K d over all rows plus m^2 per changed square and one
 //! Cholesky factorisation of (m + 1)^2. It stops when a full step leaves the active set as it
 //! was (the exact minimiser), when the objective falls by less than `tol` relative, or after
 //! `max_iter` iterations. Every iteration is a sum over rows, which is what a distributed solve
@@ -43,7 +48,7 @@ use rayon::prelude::*;
 
 use crate::core::budget::maintenance::back_substitute;
 use crate::core::budget::model::BudgetModel;
-use crate::core::budgeted::problem::Targets;
+use crate::core::budgeted::problem::{Targets, Term};
 use crate::core::common::checks::{check_positive_finite, check_weights};
 use crate::core::common::error::{Result, SvmError};
 use crate::core::common::memory::{available_bytes, check_fits};
@@ -64,6 +69,8 @@ const SUM_CHUNK: usize = 8192;
 /// The ridge added to the Newton system, relative to K_SS's largest diagonal entry: directions
 /// of K_SS below it change no prediction measurably.
 pub const RIDGE: f64 = 1e-10;
+/// Squared terms' total weight below which none is counted (what the updates' rounding leaves).
+const NO_CURVATURE: f64 = 1e-9;
 
 /// The polish's settings.
 #[derive(Debug, Clone)]
@@ -312,15 +319,14 @@ impl OwnedTargets {
 /// A partition's part of one iteration, per output.
 #[derive(Debug, Clone)]
 pub struct PartitionSums {
-    /// sum w (r - f)^2 over the active terms (`Targets::active_target`: r = y below the
-    /// margin for classes, y -+ epsilon outside the tube for values) at the counted point and
-    /// at the trial point.
+    /// sum w loss over the rows' terms (`Targets::term`) at the counted point and at the trial
+    /// point.
     pub loss_counted: Vec<f64>,
     pub loss_trial: Vec<f64>,
-    /// sum w (f_trial - f_counted) (r - f_counted) over the counted point's active terms:
+    /// -sum w (f_trial - f_counted) half_slope(f_counted) over the counted point's terms:
     /// times -2C, the loss term's derivative along the step at the counted point.
     pub slope: Vec<f64>,
-    /// Rows whose active term (none, or its target r) differs between the two points.
+    /// Rows whose term differs between the two points.
     pub flips: Vec<u64>,
     /// The change of the active-set sums from the counted point's active set to the trial
     /// point's (rows entering added, rows leaving subtracted, in row order). Its M part is
@@ -483,16 +489,13 @@ impl PartitionRows {
             let w = self.w.as_ref().map_or(1.0, |w| w[i]);
             for k in 0..q {
                 let (f, delta) = (both[i * 2 * q + k], both[i * 2 * q + q + k]);
-                let counted = targets.active_target(k, i, f);
+                let counted = targets.term(k, i, f);
                 for (j, &t) in ts.iter().enumerate() {
                     let ft = f + t * delta;
-                    let active = targets.active_target(k, i, ft);
-                    if let Some(r) = active {
-                        let e = r - ft;
-                        out.loss[j * q + k] += w * e * e;
-                        out.slope[j * q + k] += w * delta * e;
-                    }
-                    if active != counted {
+                    let term = targets.term(k, i, ft);
+                    out.loss[j * q + k] += w * term.loss(ft);
+                    out.slope[j * q + k] -= w * delta * term.half_slope(ft);
+                    if term != counted {
                         out.flips[j * q + k] += 1;
                     }
                 }
@@ -551,50 +554,46 @@ impl PartitionRows {
             // The terms that change: (row, signed weight, target), the counted point's term
             // leaving (-w), the trial point's entering (+w); a row that moves across the tube
             // (regression) does both.
-            let mut changed: Vec<(usize, f64, f64)> = Vec::new();
+            let mut changed: Vec<(usize, f64, Term)> = Vec::new();
             for i in 0..n {
                 let w = weight(i);
                 let ft = f_trial[i * q + k];
-                let active_t = targets.active_target(k, i, ft);
-                if let Some(r) = active_t {
-                    out.loss_trial[k] += w * (r - ft) * (r - ft);
-                }
-                let active_c = match &f_counted {
+                let term_t = targets.term(k, i, ft);
+                out.loss_trial[k] += w * term_t.loss(ft);
+                let term_c = match &f_counted {
                     Some(fc) => {
                         let f = fc[i * q + k];
-                        let active = targets.active_target(k, i, f);
-                        if let Some(r) = active {
-                            out.loss_counted[k] += w * (r - f) * (r - f);
-                            out.slope[k] += w * (ft - f) * (r - f);
-                        }
-                        active
+                        let term = targets.term(k, i, f);
+                        out.loss_counted[k] += w * term.loss(f);
+                        out.slope[k] -= w * (ft - f) * term.half_slope(f);
+                        term
                     }
-                    None => None,
+                    None => Term::Zero,
                 };
-                if active_t != active_c {
+                if term_t != term_c {
                     out.flips[k] += 1;
-                    if let Some(r) = active_c {
-                        changed.push((i, -w, r));
+                    if term_c != Term::Zero {
+                        changed.push((i, -w, term_c));
                     }
-                    if let Some(r) = active_t {
-                        changed.push((i, w, r));
+                    if term_t != Term::Zero {
+                        changed.push((i, w, term_t));
                     }
                 }
             }
             let mut factor = GramFactor::default();
-            let as_factor = 2 * changed.len() < m + 1;
+            let squares = changed.iter().filter(|c| c.2.curvature() > 0.0).count();
+            let as_factor = 2 * squares < m + 1;
             let change = &mut out.change[k];
-            for &(i, g, r) in &changed {
+            for &(i, g, term) in &changed {
                 let row = &self.k[i * m..(i + 1) * m];
                 if as_factor {
-                    simd::axpy(g, row, &mut change.s);
-                    simd::axpy(g * r, row, &mut change.u);
-                    change.sw += g;
-                    change.swy += g * r;
-                    factor.weights.push(g);
-                    factor.rows.extend_from_slice(row);
+                    change.add_linear(g, term, row);
+                    if term.curvature() > 0.0 {
+                        factor.weights.push(g);
+                        factor.rows.extend_from_slice(row);
+                    }
                 } else {
-                    change.add_row(g, r, row, &mut staging);
+                    change.add_term(g, term, row, &mut staging);
                 }
             }
             if as_factor {
@@ -615,8 +614,8 @@ struct Output {
     /// f_i = k_i . beta + b, and the change along the current direction.
     f: Vec<f64>,
     delta: Vec<f64>,
-    /// The target value each row is counted with in `sums` (None: not counted).
-    counted: Vec<Option<f64>>,
+    /// The term each row is counted with in `sums`.
+    counted: Vec<Term>,
     sums: ActiveSums,
     /// The direction.
     d: Vec<f64>,
@@ -713,7 +712,7 @@ pub fn polish(
             b: start_intercept.map_or(0.0, |b| b[k]),
             f: vec![0.0; n],
             delta: vec![0.0; n],
-            counted: vec![None; n],
+            counted: vec![Term::Zero; n],
             sums: ActiveSums::new(m),
             d: vec![0.0; m],
             db: 0.0,
@@ -738,8 +737,8 @@ pub fn polish(
     };
 
     let objective_of = |k: usize, o: &Output| {
-        let target = |i, f| targets.active_target(k, i, f);
-        objective(&kss, &o.beta, &o.f, c, &target, &weight)
+        let term = |i, f| targets.term(k, i, f);
+        objective(&kss, &o.beta, &o.f, c, &term, &weight)
     };
 
     // f = K beta + b at the warm start; the first pass also lays out the segments.
@@ -775,7 +774,7 @@ pub fn polish(
                 }
                 (0..n)
                     .filter_map(|i| {
-                        let now = targets.active_target(k, i, o.f[i]);
+                        let now = targets.term(k, i, o.f[i]);
                         (now != o.counted[i]).then_some(Change {
                             row: i,
                             counted: o.counted[i],
@@ -833,7 +832,14 @@ pub fn polish(
             let o = &mut outputs[k];
             let db = o.db;
             o.delta.iter_mut().zip(&v).for_each(|(d, x)| *d = x + db);
-            let t = line_search(&kss, o, c, &|i, f| targets.active_target(k, i, f), &weight);
+            let t = line_search(
+                &kss,
+                o,
+                c,
+                &|i, f| targets.term(k, i, f),
+                &|i| targets.boundaries(k, i),
+                &weight,
+            );
             o.full_step = t == 1.0;
             for (bj, dj) in o.beta.iter_mut().zip(&o.d) {
                 *bj += t * dj;
@@ -899,25 +905,22 @@ fn polish_bytes(m: usize, n: usize, n_out: usize, cache_bytes: usize) -> u128 {
     square * (3 + n_out) + wave + cache + n * n_out * 32
 }
 
-/// The target of row i's active loss term at f (`Targets::active_target` of one output).
-type ActiveTarget<'a> = dyn Fn(usize, f64) -> Option<f64> + Sync + 'a;
+/// Row i's loss term at f (`Targets::term` of one output).
+type TermAt<'a> = dyn Fn(usize, f64) -> Term + Sync + 'a;
 
-/// 1/2 beta^T K beta + C sum_i w_i (f_i - r_i)^2 over the active terms, the sum in fixed chunks.
+/// 1/2 beta^T K beta + C sum_i w_i loss_i(f_i), the sum in fixed chunks.
 fn objective(
     kss: &[f64],
     beta: &[f64],
     f: &[f64],
     c: f64,
-    target: &ActiveTarget<'_>,
+    term: &TermAt<'_>,
     weight: &(dyn Fn(usize) -> f64 + Sync),
 ) -> f64 {
     let loss = chunked_sum(f.len(), &|rows| {
         let mut s = 0.0;
         for i in rows {
-            if let Some(r) = target(i, f[i]) {
-                let e = f[i] - r;
-                s += weight(i) * e * e;
-            }
+            s += weight(i) * term(i, f[i]).loss(f[i]);
         }
         [s, 0.0]
     })[0];
@@ -953,9 +956,9 @@ type SegmentWork<'a, T> = dyn Fn(usize, Range<usize>, &[f64]) -> T + Sync + 'a;
 #[derive(Debug, Clone, Copy)]
 struct Change {
     row: usize,
-    /// The target value the sums count it with, and the one it has now (None: inactive).
-    counted: Option<f64>,
-    now: Option<f64>,
+    /// The term the sums count it with, and the one it has now.
+    counted: Term,
+    now: Term,
 }
 
 /// One output's changed rows of a segment, with their kernel values (row-major).
@@ -1181,13 +1184,9 @@ fn gram_pass(
                 for (t, c) in part.changes.iter().enumerate() {
                     let row = &part.values[t * m..(t + 1) * m];
                     let w = weight(c.row);
-                    // A row that moves from one side of the tube to the other leaves and enters.
-                    if let Some(r) = c.counted {
-                        o.sums.add_row(-w, r, row, &mut staged[k]);
-                    }
-                    if let Some(r) = c.now {
-                        o.sums.add_row(w, r, row, &mut staged[k]);
-                    }
+                    // The counted term leaves and the new one enters.
+                    o.sums.add_term(-w, c.counted, row, &mut staged[k]);
+                    o.sums.add_term(w, c.now, row, &mut staged[k]);
                     o.counted[c.row] = c.now;
                 }
             }
@@ -1203,8 +1202,9 @@ fn gram_pass(
     Ok(())
 }
 
-/// M = sum w k k^T (upper triangle, full storage m x m), s = sum w k, u = sum w y k, sw = sum w
-/// and swy = sum w y over a set of rows: what the Newton system needs of the active set. The
+/// M = sum w k k^T (upper triangle, full storage m x m), s = sum w k and sw = sum w over a set
+/// of squared terms, u = sum w rhs k and swy = sum w rhs over every term (`Term::rhs`): what
+/// the Newton system needs of the rows' pieces. The
 /// serial solve keeps one per output; a distributed one adds the partitions' changes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ActiveSums {
@@ -1226,16 +1226,28 @@ impl ActiveSums {
         }
     }
 
-    /// Adds row `row` (label y) with signed weight g (negative: the row leaves); its part of M
+    /// Adds row `row`'s `term` with signed weight g (negative: the term leaves); its part of M
     /// waits in `staging`, which is flushed every `GRAM_BATCH` rows (and must be at the end).
-    fn add_row(&mut self, g: f64, y: f64, row: &[f64], staging: &mut Staging) {
-        simd::axpy(g, row, &mut self.s);
-        simd::axpy(g * y, row, &mut self.u);
-        self.sw += g;
-        self.swy += g * y;
-        staging.push(g, row);
-        if staging.weights.len() == GRAM_BATCH {
-            staging.flush(&mut self.gram, self.s.len());
+    fn add_term(&mut self, g: f64, term: Term, row: &[f64], staging: &mut Staging) {
+        self.add_linear(g, term, row);
+        if term.curvature() > 0.0 {
+            staging.push(g, row);
+            if staging.weights.len() == GRAM_BATCH {
+                staging.flush(&mut self.gram, self.s.len());
+            }
+        }
+    }
+
+    /// `add_term` but for M: s and sw count the squares, u and swy every term's right-hand side.
+    fn add_linear(&mut self, g: f64, term: Term, row: &[f64]) {
+        if term.curvature() > 0.0 {
+            simd::axpy(g, row, &mut self.s);
+            self.sw += g;
+        }
+        let r = term.rhs();
+        if r != 0.0 {
+            simd::axpy(g * r, row, &mut self.u);
+            self.swy += g * r;
         }
     }
 
@@ -1267,8 +1279,10 @@ impl ActiveSums {
 
     /// The minimiser (beta, b) of the quadratic model whose active set these sums describe:
     /// [K_SS + 2C M, 2C s; 2C s^T, 2C sw] (beta, b) = (2C u, 2C swy), m + 1 values.
-    pub fn newton_point(&self, kss: &[f64], c: f64) -> Result<Vec<f64>> {
-        newton_point(kss, self, c, self.s.len())
+    /// `intercept` is the current one, kept when no term is squared (the model is then linear
+    /// in b: no minimiser).
+    pub fn newton_point(&self, kss: &[f64], c: f64, intercept: f64) -> Result<Vec<f64>> {
+        newton_point(kss, self, c, self.s.len(), intercept)
     }
 }
 
@@ -1327,7 +1341,7 @@ impl Staging {
 /// The minimiser of the quadratic model on the current active set, as a direction from the
 /// current point (d, db).
 fn newton_direction(kss: &[f64], o: &mut Output, c: f64, m: usize) -> Result<()> {
-    let x = newton_point(kss, &o.sums, c, m)?;
+    let x = newton_point(kss, &o.sums, c, m, o.b)?;
     for ((d, xj), bj) in o.d.iter_mut().zip(&x).zip(&o.beta) {
         *d = xj - bj;
     }
@@ -1335,7 +1349,7 @@ fn newton_direction(kss: &[f64], o: &mut Output, c: f64, m: usize) -> Result<()>
     Ok(())
 }
 
-fn newton_point(kss: &[f64], o: &ActiveSums, c: f64, m: usize) -> Result<Vec<f64>> {
+fn newton_point(kss: &[f64], o: &ActiveSums, c: f64, m: usize, intercept: f64) -> Result<Vec<f64>> {
     if kss.len() != m * m || o.gram.len() != m * m || o.u.len() != m {
         return Err(SvmError::invalid_input(
             "the Newton system's arrays do not fit the support vectors",
@@ -1357,6 +1371,16 @@ fn newton_point(kss: &[f64], o: &ActiveSums, c: f64, m: usize) -> Result<Vec<f64
     a[m * p + m] = two_c * o.sw;
     let mut rhs: Vec<f64> = o.u.iter().map(|v| two_c * v).collect();
     rhs.push(two_c * o.swy);
+    // No squared term (sw is their weight, up to the rounding of its updates): only tangents,
+    // the model is linear in b and its "minimiser" at infinity; b stays (equation b = intercept)
+    // and the line search moves it along the next directions.
+    if o.sw.abs() <= NO_CURVATURE {
+        for j in 0..m {
+            a[m * p + j] = 0.0;
+        }
+        a[m * p + m] = 1.0;
+        rhs[m] = intercept;
+    }
     // Relative to K_SS (whose null space is where the system is singular), not to the loss
     // term: the intercept and a near-constant function of span(S) are nearly the same
     // direction, which a ridge at the loss term's scale would bias.
@@ -1424,37 +1448,23 @@ fn cholesky_solve(l: &[f64], p: usize, b: &[f64]) -> Vec<f64> {
 }
 
 /// The step t > 0 minimising the objective along (d, db) exactly: the derivative
-/// phi'(t) = beta^T K d + t d^T K d + 2C sum_{active at f + t delta} w delta (f + t delta - r)
-/// is piecewise linear and increasing; its root is bracketed and found by Newton steps on it,
-/// kept inside the bracket by bisection. Returns exactly 1 when the full step is the minimiser
-/// to rounding.
+/// phi'(t) = beta^T K d + t d^T K d + 2C sum_i w delta_i half_slope_i(f_i + t delta_i)
+/// is piecewise linear and increasing, its pieces changing where a row's value crosses one of
+/// its boundaries (`Targets::boundaries`). Those steps are sorted once and swept in order,
+/// phi' kept as a + b t between them, until it turns non-negative: the root is then exact,
+/// in O(n log n) whatever the number of pieces (a root-finder on phi' needs an O(n)
+/// evaluation per step, and many steps where the smoothed hinge's bends are dense).
+/// Returns exactly 1 when the full step is the minimiser to rounding.
 fn line_search(
     kss: &[f64],
     o: &Output,
     c: f64,
-    target: &ActiveTarget<'_>,
+    term: &TermAt<'_>,
+    boundaries: &(dyn Fn(usize) -> [f64; 2] + Sync),
     weight: &(dyn Fn(usize) -> f64 + Sync),
 ) -> f64 {
     let (f, delta) = (&o.f, &o.delta);
     let n = f.len();
-    let dkd = quad_form(kss, &o.d, &o.d);
-    let bkd = quad_form(kss, &o.beta, &o.d);
-    // phi'(t) and phi''(t).
-    let slope = |t: f64| -> (f64, f64) {
-        let [g, h] = chunked_sum(n, &|r| {
-            let (mut g, mut h) = (0.0, 0.0);
-            for i in r {
-                let ft = f[i] + t * delta[i];
-                if let Some(target) = target(i, ft) {
-                    let w = weight(i);
-                    g += w * delta[i] * (ft - target);
-                    h += w * delta[i] * delta[i];
-                }
-            }
-            [g, h]
-        });
-        (bkd + t * dkd + 2.0 * c * g, dkd + 2.0 * c * h)
-    };
     // Rows active at both ends of the full step are active along it, inactive ones inactive:
     // if no row changes between t = 0 and t = 1, the objective is the quadratic model on the
     // whole step and t = 1 its exact minimiser (this also settles the last, tiny steps that
@@ -1462,7 +1472,7 @@ fn line_search(
     let flips = chunked_sum(n, &|r| {
         let mut count = 0.0;
         for i in r {
-            if target(i, f[i]) != target(i, f[i] + delta[i]) {
+            if term(i, f[i]) != term(i, f[i] + delta[i]) {
                 count += 1.0;
             }
         }
@@ -1471,60 +1481,79 @@ fn line_search(
     if flips == 0.0 {
         return 1.0;
     }
-    let (g0, _) = slope(0.0);
-    if g0 >= 0.0 {
+    let dkd = quad_form(kss, &o.d, &o.d);
+    let bkd = quad_form(kss, &o.beta, &o.d);
+    // A row's part of phi' = a + b t while it stays in one piece (before the factor 2C w).
+    let part = |i: usize, piece: Term| -> (f64, f64) {
+        let d = delta[i];
+        match piece {
+            Term::Zero => (0.0, 0.0),
+            Term::Square { r } => (d * (f[i] - r), d * d),
+            Term::Tangent { r, e } => (d * (e - r), 0.0),
+        }
+    };
+    // phi' at t = 0, and the steps where a row changes piece with the piece it enters
+    // (found at the middle of the next interval, so rounding at a boundary cannot misplace it).
+    let (mut a, mut b) = (bkd, dkd);
+    let mut events: Vec<(f64, usize, Term)> = Vec::new();
+    for i in 0..n {
+        let w2c = 2.0 * c * weight(i);
+        let start = term(i, f[i]);
+        let (pa, pb) = part(i, start);
+        a += w2c * pa;
+        b += w2c * pb;
+        let d = delta[i];
+        if d == 0.0 {
+            continue;
+        }
+        let mut ts: Vec<f64> = boundaries(i)
+            .iter()
+            .map(|&v| (v - f[i]) / d)
+            .filter(|&t| t > 0.0 && t.is_finite())
+            .collect();
+        ts.sort_by(f64::total_cmp);
+        for (j, &t) in ts.iter().enumerate() {
+            let next = ts.get(j + 1).map_or(t + 1.0, |&u| 0.5 * (t + u));
+            events.push((t, i, term(i, f[i] + next * d)));
+        }
+    }
+    if a >= 0.0 {
         // Not a descent direction (converged to rounding).
         return 0.0;
     }
-    let scale = g0.abs();
-    let (g1, h1) = slope(1.0);
-    if g1.abs() <= 1e-12 * scale {
-        return 1.0;
-    }
-    let (mut lo, mut hi) = (0.0, 1.0);
-    let (mut t, mut g, mut h) = (1.0, g1, h1);
-    if g < 0.0 {
-        // The minimiser lies beyond the full step.
-        lo = 1.0;
-        hi = 2.0;
-        for _ in 0..60 {
-            let (gh, hh) = slope(hi);
-            if gh >= 0.0 {
-                t = hi;
-                g = gh;
-                h = hh;
-                break;
-            }
-            lo = hi;
-            hi *= 2.0;
-        }
-        if g < 0.0 {
-            return lo;
-        }
-    }
-    for _ in 0..100 {
-        if g.abs() <= 1e-12 * scale || hi - lo <= 1e-14 * hi {
+    events.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+    let mut current: Vec<Term> = (0..n).map(|i| term(i, f[i])).collect();
+    let mut t_lo = 0.0;
+    let mut root = f64::NAN;
+    for &(t, i, enters) in &events {
+        // phi' is a + b t on [t_lo, t]; its root there ends the search.
+        if a + b * t >= 0.0 {
+            root = if b > 0.0 { (-a / b).max(t_lo) } else { t };
             break;
         }
-        if g > 0.0 {
-            hi = t;
-        } else {
-            lo = t;
-        }
-        let newton = if h > 0.0 { t - g / h } else { f64::NAN };
-        t = if newton > lo && newton < hi {
-            newton
-        } else {
-            0.5 * (lo + hi)
-        };
-        (g, h) = slope(t);
+        let w2c = 2.0 * c * weight(i);
+        let (la, lb) = part(i, current[i]);
+        let (ea, eb) = part(i, enters);
+        a += w2c * (ea - la);
+        b += w2c * (eb - lb);
+        current[i] = enters;
+        t_lo = t;
     }
-    t
+    if root.is_nan() {
+        // Past the last change phi' is linear with slope dkd + 2C (squares) > 0 unless no
+        // curvature is left; then the last change is as far as the model can tell.
+        root = if b > 0.0 { (-a / b).max(t_lo) } else { t_lo };
+    }
+    if (root - 1.0).abs() <= 1e-12 {
+        return 1.0;
+    }
+    root
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::budgeted::problem::HINGE_BEND;
     use crate::core::common::progress::no_monitor;
     use crate::core::common::rng::Rng;
     use crate::core::data::rows::DenseView;
@@ -1609,7 +1638,7 @@ mod tests {
     }
 
     /// The gradient of the objective in (beta, b) at the solution is zero: an independent
-    /// check from the explicit kernel matrices.
+    /// check from the explicit kernel matrices, with the loss written in the margin.
     #[test]
     fn solution_satisfies_the_optimality_conditions() {
         for (seed, n, m, c, weighted) in [
@@ -1633,14 +1662,21 @@ mod tests {
             for i in 0..n {
                 let yi = if y[i] == 1 { 1.0 } else { -1.0 };
                 let fi: f64 = (0..m).map(|j| k[i * m + j] * beta[j]).sum::<f64>() + b;
+                // The smoothed hinge written in the margin: (1 - margin)^2 above the bend,
+                // linear with slope 2 HINGE_BEND below it; its derivative in f times y.
                 let xi = 1.0 - yi * fi;
-                if xi > 0.0 {
-                    let wi = w.map_or(1.0, |w| w[i]);
-                    for j in 0..m {
-                        grad[j] -= 2.0 * c * wi * yi * xi * k[i * m + j];
-                    }
-                    gb -= 2.0 * c * wi * yi * xi;
+                let dloss = if xi <= 0.0 {
+                    0.0
+                } else if xi < HINGE_BEND {
+                    2.0 * xi
+                } else {
+                    2.0 * HINGE_BEND
+                };
+                let wi = w.map_or(1.0, |w| w[i]);
+                for j in 0..m {
+                    grad[j] -= c * wi * yi * dloss * k[i * m + j];
                 }
+                gb -= c * wi * yi * dloss;
             }
             // Relative to the size of the loss term.
             let scale = 2.0 * c * n as f64;
@@ -1883,58 +1919,77 @@ mod tests {
                 let mut dir = vec![0.0; m * q];
                 let mut db = vec![0.0; q];
                 for k in 0..q {
-                    let xk = sums[k].newton_point(&kss, c).unwrap();
+                    let xk = sums[k].newton_point(&kss, c, b[k]).unwrap();
                     for j in 0..m {
                         dir[j * q + k] = xk[j] - coef[j * q + k];
                     }
                     db[k] = xk[m] - b[k];
                 }
-                let mut t = vec![1.0; q];
-                let mut done = vec![false; q];
+                // The step per output from the partitions' line-search sums: the first
+                // bracket of phi' on a geometric grid, narrowed on even grids (the loss has a
+                // linear piece, so the Newton point can lie far beyond the minimiser).
+                let phi_slopes = |ts: &[f64]| -> Vec<Vec<f64>> {
+                    let sums: Vec<LineSums> = parts
+                        .iter()
+                        .map(|p| p.line_sums((&coef, &b), (&dir, &db), ts).unwrap())
+                        .collect();
+                    (0..q)
+                        .map(|k| {
+                            let beta: Vec<f64> = (0..m).map(|j| coef[j * q + k]).collect();
+                            let d: Vec<f64> = (0..m).map(|j| dir[j * q + k]).collect();
+                            let (a1, a2) = (quad_form(&kss, &beta, &d), quad_form(&kss, &d, &d));
+                            (0..ts.len())
+                                .map(|j| {
+                                    let slope: f64 = sums.iter().map(|p| p.slope[j * q + k]).sum();
+                                    a1 + ts[j] * a2 - 2.0 * c * slope
+                                })
+                                .collect()
+                        })
+                        .collect()
+                };
+                let grid: Vec<f64> = (-40..=3).map(|e| 2f64.powi(e)).collect();
+                let coarse = phi_slopes(&grid);
+                let mut t = vec![0.0; q];
+                for k in 0..q {
+                    let Some(j) = coarse[k].iter().position(|&g| g >= 0.0) else {
+                        t[k] = grid[grid.len() - 1];
+                        continue;
+                    };
+                    let (mut lo, mut hi) = (if j == 0 { 0.0 } else { grid[j - 1] }, grid[j]);
+                    for _ in 0..4 {
+                        let ts: Vec<f64> =
+                            (0..=32).map(|i| lo + (hi - lo) * i as f64 / 32.0).collect();
+                        let g = &phi_slopes(&ts)[k];
+                        let i = g.iter().position(|&v| v >= 0.0).unwrap_or(32).max(1);
+                        (lo, hi) = (ts[i - 1], ts[i]);
+                    }
+                    t[k] = if coarse[k][0] >= 0.0 && j == 0 {
+                        0.0
+                    } else {
+                        0.5 * (lo + hi)
+                    };
+                }
+                let trial_c: Vec<f64> = (0..m * q).map(|i| coef[i] + t[i % q] * dir[i]).collect();
+                let trial_b: Vec<f64> = (0..q).map(|k| b[k] + t[k] * db[k]).collect();
+                let r = all(Some((&coef, &b)), (&trial_c, &trial_b));
                 let mut moved = false;
-                for _ in 0..30 {
-                    let trial_c: Vec<f64> =
-                        (0..m * q).map(|i| coef[i] + t[i % q] * dir[i]).collect();
-                    let trial_b: Vec<f64> = (0..q).map(|k| b[k] + t[k] * db[k]).collect();
-                    let r = all(Some((&coef, &b)), (&trial_c, &trial_b));
-                    let mut again = false;
-                    for k in 0..q {
-                        if done[k] {
-                            continue;
-                        }
-                        let loss: f64 = r.iter().map(|p| p.loss_trial[k]).sum();
-                        let slope: f64 = r.iter().map(|p| p.slope[k]).sum();
-                        let new_obj = reg(&trial_c, k) + c * loss;
-                        // phi'(0) t = reg part + loss part, both along the step taken.
-                        let beta: Vec<f64> = (0..m).map(|j| coef[j * q + k]).collect();
-                        let step: Vec<f64> = (0..m).map(|j| t[k] * dir[j * q + k]).collect();
-                        let dphi = quad_form(&kss, &beta, &step) - 2.0 * c * slope;
-                        if new_obj <= obj[k] + 1e-4 * dphi || t[k] < 1e-10 {
-                            for j in 0..m {
-                                coef[j * q + k] = trial_c[j * q + k];
-                            }
-                            b[k] = trial_b[k];
-                            for p in &r {
-                                sums[k]
-                                    .add_change(&p.change[k], p.factors[k].as_ref())
-                                    .unwrap();
-                            }
-                            moved |= obj[k] - new_obj > 1e-15 * obj[k];
-                            obj[k] = new_obj;
-                            done[k] = true;
-                            // Later rounds leave this output where it is.
-                            for j in 0..m {
-                                dir[j * q + k] = 0.0;
-                            }
-                            db[k] = 0.0;
-                        } else {
-                            t[k] *= 0.5;
-                            again = true;
-                        }
+                for k in 0..q {
+                    let loss: f64 = r.iter().map(|p| p.loss_trial[k]).sum();
+                    let new_obj = reg(&trial_c, k) + c * loss;
+                    if new_obj >= obj[k] {
+                        continue;
                     }
-                    if !again {
-                        break;
+                    for j in 0..m {
+                        coef[j * q + k] = trial_c[j * q + k];
                     }
+                    b[k] = trial_b[k];
+                    for p in &r {
+                        sums[k]
+                            .add_change(&p.change[k], p.factors[k].as_ref())
+                            .unwrap();
+                    }
+                    moved |= obj[k] - new_obj > 1e-15 * obj[k];
+                    obj[k] = new_obj;
                 }
                 if !moved {
                     break;
