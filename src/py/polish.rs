@@ -53,6 +53,7 @@ impl PolishSettings<'_> {
             tol: self.tol,
             max_iter: self.max_iter,
             cache_bytes: cache_bytes(cache_size),
+            method: Default::default(),
         })
     }
 }
@@ -113,6 +114,7 @@ fn polish_result<'py>(
         "cached_rows" => r.cached_rows,
         "passes" => r.passes,
         "active_changes" => r.active_changes,
+        "cg_products" => r.cg_products,
         "kernel_seconds" => r.kernel_seconds,
         "gram_seconds" => r.gram_seconds,
         "solve_seconds" => r.solve_seconds,

@@ -48,6 +48,7 @@ use rayon::prelude::*;
 
 use crate::core::budget::maintenance::back_substitute;
 use crate::core::budget::model::BudgetModel;
+use crate::core::budgeted::conjugate_gradient::{self, cholesky, Preconditioner};
 use crate::core::budgeted::problem::{Targets, Term};
 use crate::core::common::checks::{check_positive_finite, check_weights};
 use crate::core::common::error::{Result, SvmError};
@@ -83,7 +84,29 @@ pub struct PolishParams {
     pub max_iter: usize,
     /// Bytes of K(X, S) kept between passes.
     pub cache_bytes: usize,
+    /// How the Newton direction is found.
+    pub method: PolishMethod,
 }
+
+/// How the polish finds its Newton direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PolishMethod {
+    /// Hessian-free from `HESSIAN_FREE_BASIS` support vectors on, the Newton system below.
+    #[default]
+    Auto,
+    /// The (m + 1)^2 Newton system, updated by the rows whose piece changed, factorised.
+    Newton,
+    /// Conjugate gradients on products with the squared rows' kernel values
+    /// (`conjugate_gradient`), never forming the system.
+    HessianFree,
+}
+
+/// Support vectors from which `PolishMethod::Auto` goes Hessian-free.
+pub const HESSIAN_FREE_BASIS: usize = 1500;
+/// Conjugate-gradient products per Newton direction at most.
+const MAX_CG_PRODUCTS: usize = 300;
+/// Squared rows per chunk of a Hessian product (fixed: the sums do not depend on threads).
+const PRODUCT_CHUNK: usize = 2048;
 
 impl PolishParams {
     pub fn check(&self) -> Result<()> {
@@ -123,6 +146,8 @@ pub struct PolishResult {
     pub passes: usize,
     /// Rows that entered or left an active set, summed over iterations and outputs.
     pub active_changes: u64,
+    /// Hessian products of the conjugate-gradient solves (0 for the Newton system).
+    pub cg_products: usize,
     /// Seconds computing kernel values, updating the Gram matrices, factorising the Newton
     /// systems, and in all.
     pub kernel_seconds: f64,
@@ -763,61 +788,143 @@ pub fn polish(
     let mut iterations = 0;
     let mut active_changes = 0u64;
     let (mut gram_seconds, mut solve_seconds) = (0.0, 0.0);
+    let hessian_free = match params.method {
+        PolishMethod::Auto => m >= HESSIAN_FREE_BASIS,
+        PolishMethod::Newton => false,
+        PolishMethod::HessianFree => m > 0,
+    };
+    let ridge = RIDGE * (0..m).map(|i| kss[i * m + i]).fold(1.0f64, f64::max);
+    let mut preconditioner: Option<(Preconditioner, f64)> = None;
+    let mut first_gradient = vec![0.0; n_out];
+    let mut cg_products = 0usize;
     while iterations < params.max_iter && outputs.iter().any(|o| !o.done) {
-        // Rows whose active term differs from what M counts.
-        let changed: Vec<Vec<Change>> = outputs
-            .iter()
-            .enumerate()
-            .map(|(k, o)| {
-                if o.done {
-                    return Vec::new();
+        let live: Vec<usize> = if hessian_free {
+            let live: Vec<usize> = (0..n_out).filter(|&k| !outputs[k].done).collect();
+            iterations += 1;
+            let t_gram = Instant::now();
+            let gathered = gather_pass(
+                &blocks,
+                source,
+                &mut segments,
+                &outputs,
+                &live,
+                &|k, i, f| targets.term(k, i, f),
+                &weight,
+                &mut passes,
+                monitor,
+                &progress,
+            )?;
+            gram_seconds += t_gram.elapsed().as_secs_f64();
+            let t_solve = Instant::now();
+            // One preconditioner for all outputs, rebuilt when the squared rows' weight moved
+            // by more than half (its scale a follows it).
+            let weight_q: f64 = gathered.weight.iter().sum::<f64>() / live.len() as f64;
+            let a = 2.0 * c * weight_q / m as f64;
+            if preconditioner
+                .as_ref()
+                .is_none_or(|(_, a0)| !(a > 0.5 * a0 && a < 2.0 * a0))
+            {
+                let p = Preconditioner::new(&kss, m, ridge, a).ok_or_else(|| {
+                    SvmError::invalid_input(
+                        "the polish's preconditioner could not be factorised (non-finite kernel values?)",
+                    )
+                })?;
+                preconditioner = Some((p, a));
+            }
+            let pre = &preconditioner.as_ref().expect("built above").0;
+            for (li, &k) in live.iter().enumerate() {
+                let o = &mut outputs[k];
+                // g = (K_SS beta + 2C sum w hs k, 2C sum w hs); solve H x = -g.
+                let mut g = vec![0.0; m + 1];
+                for j in 0..m {
+                    g[j] = simd::dot(&kss[j * m..(j + 1) * m], &o.beta)
+                        + 2.0 * c * gathered.gradient[li][j];
                 }
-                (0..n)
-                    .filter_map(|i| {
-                        let now = targets.term(k, i, o.f[i]);
-                        (now != o.counted[i]).then_some(Change {
-                            row: i,
-                            counted: o.counted[i],
-                            now,
+                g[m] = 2.0 * c * gathered.gradient[li][m];
+                let norm = simd::dot(&g, &g).sqrt();
+                if first_gradient[k] == 0.0 {
+                    first_gradient[k] = norm;
+                }
+                // Inexact Newton: loose early, tighter as the gradient falls (superlinear).
+                let rel_tol = (norm / first_gradient[k].max(f64::MIN_POSITIVE))
+                    .sqrt()
+                    .clamp(1e-10, 0.1);
+                let rhs: Vec<f64> = g.iter().map(|v| -v).collect();
+                let members = &gathered.members[li];
+                let mut hv = |v: &[f64], out: &mut [f64]| {
+                    hessian_product(&kss, ridge, c, &gathered.rows, members, m, v, out)
+                };
+                let (x, products) = conjugate_gradient::solve(
+                    &mut hv,
+                    pre,
+                    2.0 * c * gathered.weight[li],
+                    &rhs,
+                    rel_tol,
+                    MAX_CG_PRODUCTS,
+                );
+                cg_products += products;
+                o.d.copy_from_slice(&x[..m]);
+                o.db = x[m];
+            }
+            solve_seconds += t_solve.elapsed().as_secs_f64();
+            live
+        } else {
+            // Rows whose active term differs from what M counts.
+            let changed: Vec<Vec<Change>> = outputs
+                .iter()
+                .enumerate()
+                .map(|(k, o)| {
+                    if o.done {
+                        return Vec::new();
+                    }
+                    (0..n)
+                        .filter_map(|i| {
+                            let now = targets.term(k, i, o.f[i]);
+                            (now != o.counted[i]).then_some(Change {
+                                row: i,
+                                counted: o.counted[i],
+                                now,
+                            })
                         })
-                    })
-                    .collect()
-            })
-            .collect();
-        for (k, o) in outputs.iter_mut().enumerate() {
-            if o.done {
-                continue;
+                        .collect()
+                })
+                .collect();
+            for (k, o) in outputs.iter_mut().enumerate() {
+                if o.done {
+                    continue;
+                }
+                // A full step that changed nothing reached the minimiser of the quadratic.
+                if changed[k].is_empty() && o.full_step {
+                    o.done = true;
+                    continue;
+                }
+                active_changes += changed[k].len() as u64;
             }
-            // A full step that changed nothing reached the minimiser of the quadratic.
-            if changed[k].is_empty() && o.full_step {
-                o.done = true;
-                continue;
+            let t_gram = Instant::now();
+            gram_pass(
+                &blocks,
+                source,
+                &mut segments,
+                &mut outputs,
+                &changed,
+                &weight,
+                &mut passes,
+                monitor,
+                &progress,
+            )?;
+            gram_seconds += t_gram.elapsed().as_secs_f64();
+            let live: Vec<usize> = (0..n_out).filter(|&k| !outputs[k].done).collect();
+            if live.is_empty() {
+                break;
             }
-            active_changes += changed[k].len() as u64;
-        }
-        let t_gram = Instant::now();
-        gram_pass(
-            &blocks,
-            source,
-            &mut segments,
-            &mut outputs,
-            &changed,
-            &weight,
-            &mut passes,
-            monitor,
-            &progress,
-        )?;
-        gram_seconds += t_gram.elapsed().as_secs_f64();
-        let live: Vec<usize> = (0..n_out).filter(|&k| !outputs[k].done).collect();
-        if live.is_empty() {
-            break;
-        }
-        iterations += 1;
-        let t_solve = Instant::now();
-        for &k in &live {
-            newton_direction(&kss, &mut outputs[k], c, m)?;
-        }
-        solve_seconds += t_solve.elapsed().as_secs_f64();
+            iterations += 1;
+            let t_solve = Instant::now();
+            for &k in &live {
+                newton_direction(&kss, &mut outputs[k], c, m)?;
+            }
+            solve_seconds += t_solve.elapsed().as_secs_f64();
+            live
+        };
         let dirs: Vec<&[f64]> = live.iter().map(|&k| &outputs[k].d[..]).collect();
         let values = matvec_pass(
             &blocks,
@@ -841,6 +948,7 @@ pub fn polish(
                 &weight,
             );
             o.full_step = t == 1.0;
+            let (beta_before, b_before, f_before) = (o.beta.clone(), o.b, o.f.clone());
             for (bj, dj) in o.beta.iter_mut().zip(&o.d) {
                 *bj += t * dj;
             }
@@ -851,7 +959,11 @@ pub fn polish(
                 .for_each(|(fi, di)| *fi += t * di);
             let before = o.objective;
             o.objective = objective_of(k, o);
-            if before - o.objective <= params.tol * o.objective.abs() {
+            if !o.objective.is_finite() {
+                // Beyond what f64 holds (C near f64::MAX): the last finite point is the answer.
+                (o.beta, o.b, o.f, o.objective) = (beta_before, b_before, f_before, before);
+                o.done = true;
+            } else if before - o.objective <= params.tol * o.objective.abs() {
                 o.done = true;
             }
         }
@@ -886,6 +998,7 @@ pub fn polish(
             .sum(),
         passes,
         active_changes,
+        cg_products,
         kernel_seconds: segments.kernel_seconds,
         gram_seconds,
         solve_seconds,
@@ -1060,6 +1173,142 @@ fn segment_pass<T: Send>(
         }
     }
     Ok(())
+}
+
+/// What the Hessian-free direction needs of the rows at the current point, per live output:
+/// the loss term's gradient sum_i w hs_i (k_i, 1) (hs: the term's half slope), the squared
+/// rows (their kernel values once in `rows`, row-major, and per output their position there
+/// with their weight) and those rows' total weight.
+struct Gathered {
+    gradient: Vec<Vec<f64>>,
+    rows: Vec<f64>,
+    members: Vec<Vec<(usize, f64)>>,
+    weight: Vec<f64>,
+}
+
+/// One pass over the rows for `Gathered`, segments in parallel, their parts added in row order.
+#[allow(clippy::too_many_arguments)]
+fn gather_pass(
+    blocks: &KernelBlocks,
+    source: &mut dyn RowSource,
+    segments: &mut Segments,
+    outputs: &[Output],
+    live: &[usize],
+    term: &(dyn Fn(usize, usize, f64) -> Term + Sync),
+    weight: &(dyn Fn(usize) -> f64 + Sync),
+    passes: &mut usize,
+    monitor: Monitor<'_>,
+    progress: &Progress,
+) -> Result<Gathered> {
+    let m = blocks.n_basis();
+    let q = live.len();
+    let mut out = Gathered {
+        gradient: vec![vec![0.0; m + 1]; q],
+        rows: Vec::new(),
+        members: vec![Vec::new(); q],
+        weight: vec![0.0; q],
+    };
+    let work = |_s: usize, span: Range<usize>, kv: &[f64]| -> Gathered {
+        let mut part = Gathered {
+            gradient: vec![vec![0.0; m + 1]; q],
+            rows: Vec::new(),
+            members: vec![Vec::new(); q],
+            weight: vec![0.0; q],
+        };
+        for (t, i) in span.enumerate() {
+            let row = &kv[t * m..(t + 1) * m];
+            let w = weight(i);
+            let mut kept = None;
+            for (li, &k) in live.iter().enumerate() {
+                let f = outputs[k].f[i];
+                let piece = term(k, i, f);
+                if piece == Term::Zero {
+                    continue;
+                }
+                let hs = w * piece.half_slope(f);
+                let g = &mut part.gradient[li];
+                simd::axpy(hs, row, &mut g[..m]);
+                g[m] += hs;
+                if piece.curvature() > 0.0 {
+                    let at = *kept.get_or_insert_with(|| {
+                        part.rows.extend_from_slice(row);
+                        part.rows.len() / m - 1
+                    });
+                    part.members[li].push((at, w));
+                    part.weight[li] += w;
+                }
+            }
+        }
+        part
+    };
+    segment_pass(
+        blocks,
+        source,
+        segments,
+        None,
+        &work,
+        &mut |_s, part| {
+            let offset = out.rows.len() / m.max(1);
+            for li in 0..q {
+                for (a, b) in out.gradient[li].iter_mut().zip(&part.gradient[li]) {
+                    *a += b;
+                }
+                out.weight[li] += part.weight[li];
+                out.members[li].extend(part.members[li].iter().map(|&(p, w)| (p + offset, w)));
+            }
+            out.rows.extend_from_slice(&part.rows);
+            Ok(())
+        },
+        passes,
+        monitor,
+        progress,
+    )?;
+    Ok(out)
+}
+
+/// out = H v for one output's Newton system: (K_SS + ridge) v_beta + 2C sum_Q w (k . v_beta +
+/// v_b) k, and 2C sum_Q w (k . v_beta + v_b) for the intercept; the squared rows in fixed
+/// chunks in parallel, the chunks' parts added in order.
+#[allow(clippy::too_many_arguments)]
+fn hessian_product(
+    kss: &[f64],
+    ridge: f64,
+    c: f64,
+    rows: &[f64],
+    members: &[(usize, f64)],
+    m: usize,
+    v: &[f64],
+    out: &mut [f64],
+) {
+    let (vb, vbeta) = (v[m], &v[..m]);
+    let parts: Vec<Vec<f64>> = parallel::install(|| {
+        members
+            .par_chunks(PRODUCT_CHUNK)
+            .map(|chunk| {
+                let mut acc = vec![0.0; m + 1];
+                for &(p, w) in chunk {
+                    let row = &rows[p * m..(p + 1) * m];
+                    let t = 2.0 * c * w * (simd::dot(row, vbeta) + vb);
+                    simd::axpy(t, row, &mut acc[..m]);
+                    acc[m] += t;
+                }
+                acc
+            })
+            .collect()
+    });
+    let kv: Vec<f64> = parallel::install(|| {
+        (0..m)
+            .into_par_iter()
+            .map(|j| simd::dot(&kss[j * m..(j + 1) * m], vbeta) + ridge * vbeta[j])
+            .collect()
+    });
+    out[..m].copy_from_slice(&kv);
+    out[m] = 0.0;
+    for part in &parts {
+        for (o, a) in out.iter_mut().zip(part) {
+            *o += a;
+        }
+    }
 }
 
 /// K v for each of the vectors `v` (one per listed output): one n-vector per output.
@@ -1416,26 +1665,6 @@ fn newton_point(kss: &[f64], o: &ActiveSums, c: f64, m: usize, intercept: f64) -
     ))
 }
 
-/// Cholesky factor L (row-major lower) of the lower triangle `a` plus `ridge` I; false when a
-/// pivot is not positive.
-fn cholesky(a: &[f64], ridge: f64, p: usize, l: &mut [f64]) -> bool {
-    for i in 0..p {
-        for j in 0..=i {
-            let s = a[i * p + j] - simd::dot(&l[i * p..i * p + j], &l[j * p..j * p + j]);
-            if i == j {
-                let s = s + ridge;
-                if !(s > 0.0 && s.is_finite()) {
-                    return false;
-                }
-                l[i * p + i] = s.sqrt();
-            } else {
-                l[i * p + j] = s / l[j * p + j];
-            }
-        }
-    }
-    true
-}
-
 /// Solves L L^T x = b.
 fn cholesky_solve(l: &[f64], p: usize, b: &[f64]) -> Vec<f64> {
     let mut z = b.to_vec();
@@ -1619,6 +1848,7 @@ mod tests {
             tol: 0.0,
             max_iter: 100,
             cache_bytes: 1 << 30,
+            method: PolishMethod::Newton,
         }
     }
 
@@ -1765,6 +1995,76 @@ mod tests {
                     value(&beta, b).0 >= obj - 1e-12 * obj.max(1.0),
                     "seed {seed}"
                 );
+            }
+        }
+    }
+
+    /// The Hessian-free solve reaches the Newton system's optimum (objective and decision
+    /// values), classes (two and three, weighted or not) and regression, and gives the same
+    /// bits on any thread count and cache size.
+    #[test]
+    fn hessian_free_reaches_the_newton_optimum() {
+        for (seed, n, m, classes, c, weighted) in [
+            (21, 600, 40, 2, 1.0, false),
+            (22, 900, 60, 3, 5.0, true),
+            (23, 500, 25, 0, 2.0, false),
+        ] {
+            let (x, y, mut model) = problem(seed, n, m, classes.max(2));
+            let z: Vec<f64> = (0..n)
+                .map(|i| (3.0 * x[2 * i]).sin() + x[2 * i + 1] * x[2 * i + 1])
+                .collect();
+            let mut rng = Rng::new(seed);
+            let w: Vec<f64> = (0..n).map(|_| 0.2 + rng.next_f64() * 2.0).collect();
+            let w = weighted.then_some(&w[..]);
+            if classes == 0 {
+                model.coef.iter_mut().for_each(|v| *v *= 3.0);
+            }
+            let solve = |method, cache_bytes, threads| {
+                let view = DenseView::new(&x, n, 2).unwrap();
+                let mut source = InMemory(AnyRows::Dense(view));
+                let targets = if classes == 0 {
+                    Targets::Values {
+                        y: &z,
+                        epsilon: 0.05,
+                    }
+                } else {
+                    Targets::classes(&y, classes)
+                };
+                let mut p = params(c);
+                p.method = method;
+                p.cache_bytes = cache_bytes;
+                parallel::install_with(Some(threads), || {
+                    polish(&model, None, &mut source, targets, w, &p, &mut no_monitor)
+                })
+                .unwrap()
+                .unwrap()
+            };
+            let newton = solve(PolishMethod::Newton, 1 << 30, 2);
+            let free = solve(PolishMethod::HessianFree, 1 << 30, 2);
+            assert!(free.cg_products > 0 && newton.cg_products == 0);
+            let (k, _) = explicit_kernels(&x, n, &model);
+            let q = model.n_out;
+            for o in 0..q {
+                let rel = (free.objective[o] - newton.objective[o]).abs() / newton.objective[o];
+                assert!(rel < 1e-8, "seed {seed} output {o}: {rel}");
+                let value = |r: &PolishResult, i: usize| {
+                    (0..m)
+                        .map(|j| k[i * m + j] * r.coef[j * q + o])
+                        .sum::<f64>()
+                        + r.intercept[o]
+                };
+                let worst = (0..n)
+                    .map(|i| (value(&free, i) - value(&newton, i)).abs())
+                    .fold(0.0, f64::max);
+                assert!(
+                    worst < 1e-4,
+                    "seed {seed} output {o}: decision values differ by {worst}"
+                );
+            }
+            for (cache, threads) in [(SEGMENT_ROWS * m * 8, 1), (0, 3)] {
+                let again = solve(PolishMethod::HessianFree, cache, threads);
+                assert_eq!(again.coef, free.coef, "seed {seed}");
+                assert_eq!(again.intercept, free.intercept, "seed {seed}");
             }
         }
     }

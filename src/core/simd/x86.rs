@@ -811,109 +811,75 @@ pub unsafe fn dot_avx2(a: &[f64], b: &[f64]) -> f64 {
     sum
 }
 
-/// `weighted_row_sum` for n_out <= 8 C: C vectors of outputs, four SVs in flight.
+/// `weighted_row_sum` for n_out <= C LANES: C vectors of outputs, four SVs in flight (rows
+/// j = u mod 4 in accumulator u, the tail in the first), added pairwise at the end: per output
+/// the same operations in the same order on every level, so the same bits.
 ///
 /// # Safety
-/// The CPU must support AVX-512F; `coef` holds `weights.len()` rows of `n_out`, `out` n_out
-/// values, 8 (C - 1) < n_out <= 8 C.
-#[target_feature(enable = "avx512f")]
-pub unsafe fn weighted_row_sum_avx512<const C: usize>(
+/// `coef` holds `weights.len()` rows of `n_out`, `out` n_out values, n_out <= C LANES.
+#[inline(always)]
+unsafe fn weighted_row_sum_on<S: Simd, const C: usize>(
+    s: S,
     coef: &[f64],
     n_out: usize,
     weights: &[f64],
     out: &mut [f64],
 ) {
-    let masks: [__mmask8; C] = std::array::from_fn(|c| first_lanes(n_out.saturating_sub(8 * c)));
-    let mut acc = [[_mm512_setzero_pd(); C]; 4];
+    let tails: [S::Tail; C] = std::array::from_fn(|c| s.tail(n_out.saturating_sub(S::LANES * c)));
+    let mut acc = [[s.zero(); C]; 4];
     let pc = coef.as_ptr();
     let n = weights.len();
     let mut j = 0;
-    // SAFETY: row j's lanes below n_out only (masked).
+    // SAFETY: row j's lanes below n_out only (the tails).
     unsafe {
         while j + 4 <= n {
             for (u, a) in acc.iter_mut().enumerate() {
-                let w = _mm512_set1_pd(weights[j + u]);
+                let w = s.splat(weights[j + u]);
                 let row = pc.add((j + u) * n_out);
                 for (c, v) in a.iter_mut().enumerate() {
-                    let x = _mm512_maskz_loadu_pd(masks[c], row.add(8 * c));
-                    *v = _mm512_fmadd_pd(w, x, *v);
+                    *v = s.fmadd(w, s.load_tail(row.add(S::LANES * c), tails[c]), *v);
                 }
             }
             j += 4;
         }
         while j < n {
-            let w = _mm512_set1_pd(weights[j]);
+            let w = s.splat(weights[j]);
             let row = pc.add(j * n_out);
             for (c, v) in acc[0].iter_mut().enumerate() {
-                *v = _mm512_fmadd_pd(w, _mm512_maskz_loadu_pd(masks[c], row.add(8 * c)), *v);
+                *v = s.fmadd(w, s.load_tail(row.add(S::LANES * c), tails[c]), *v);
             }
             j += 1;
         }
         for c in 0..C {
-            let sum = _mm512_add_pd(
-                _mm512_add_pd(acc[0][c], acc[1][c]),
-                _mm512_add_pd(acc[2][c], acc[3][c]),
-            );
-            _mm512_mask_storeu_pd(out.as_mut_ptr().add(8 * c), masks[c], sum);
+            let sum = s.add(s.add(acc[0][c], acc[1][c]), s.add(acc[2][c], acc[3][c]));
+            s.store_tail(out.as_mut_ptr().add(S::LANES * c), tails[c], sum);
         }
     }
 }
 
-/// `weighted_row_sum_avx512` on AVX2: C vectors of four outputs (n_out <= 4 C), four SVs in
-/// flight and the same sums in the same order per output, so both levels give the same bits.
+/// `weighted_row_sum_on` with AVX2 and FMA (n_out <= 4 C).
 ///
 /// # Safety
-/// The CPU must support AVX2 and FMA; `coef` holds `weights.len()` rows of `n_out`, `out`
-/// n_out values, 4 (C - 1) < n_out <= 4 C.
+/// AVX2 and FMA must run here; as `weighted_row_sum_on`.
 #[target_feature(enable = "avx2,fma")]
-pub unsafe fn weighted_row_sum_avx2<const C: usize>(
-    coef: &[f64],
-    n_out: usize,
-    weights: &[f64],
-    out: &mut [f64],
+pub unsafe fn weighted_row_sum_avx2<const C: usize>(c: &[f64], n: usize, w: &[f64], o: &mut [f64]) {
+    // SAFETY: the caller's contract.
+    unsafe { weighted_row_sum_on::<_, C>(Avx2::new_unchecked(), c, n, w, o) }
+}
+
+/// `weighted_row_sum_on` with AVX-512F and FMA (n_out <= 8 C).
+///
+/// # Safety
+/// AVX-512F and FMA must run here; as `weighted_row_sum_on`.
+#[target_feature(enable = "avx512f,fma")]
+pub unsafe fn weighted_row_sum_avx512<const C: usize>(
+    c: &[f64],
+    n: usize,
+    w: &[f64],
+    o: &mut [f64],
 ) {
-    let masks: [__m256i; C] = std::array::from_fn(|c| {
-        let lanes = n_out.saturating_sub(4 * c).min(4) as i64;
-        _mm256_setr_epi64x(
-            -i64::from(lanes > 0),
-            -i64::from(lanes > 1),
-            -i64::from(lanes > 2),
-            -i64::from(lanes > 3),
-        )
-    });
-    let mut acc = [[_mm256_setzero_pd(); C]; 4];
-    let pc = coef.as_ptr();
-    let n = weights.len();
-    let mut j = 0;
-    // SAFETY: row j's lanes below n_out only (masked).
-    unsafe {
-        while j + 4 <= n {
-            for (u, a) in acc.iter_mut().enumerate() {
-                let w = _mm256_set1_pd(weights[j + u]);
-                let row = pc.add((j + u) * n_out);
-                for (c, v) in a.iter_mut().enumerate() {
-                    let x = _mm256_maskload_pd(row.add(4 * c), masks[c]);
-                    *v = _mm256_fmadd_pd(w, x, *v);
-                }
-            }
-            j += 4;
-        }
-        while j < n {
-            let w = _mm256_set1_pd(weights[j]);
-            let row = pc.add(j * n_out);
-            for (c, v) in acc[0].iter_mut().enumerate() {
-                *v = _mm256_fmadd_pd(w, _mm256_maskload_pd(row.add(4 * c), masks[c]), *v);
-            }
-            j += 1;
-        }
-        for c in 0..C {
-            let sum = _mm256_add_pd(
-                _mm256_add_pd(acc[0][c], acc[1][c]),
-                _mm256_add_pd(acc[2][c], acc[3][c]),
-            );
-            _mm256_maskstore_pd(out.as_mut_ptr().add(4 * c), masks[c], sum);
-        }
-    }
+    // SAFETY: the caller's contract.
+    unsafe { weighted_row_sum_on::<_, C>(Avx512::new_unchecked(), c, n, w, o) }
 }
 
 /// Lane offsets 0..8 as i64.

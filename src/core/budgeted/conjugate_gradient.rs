@@ -1,0 +1,259 @@
+//! The polish's Hessian-free direction (`../shared/POLISH.md`, FALKON: Rudi, Carratino &
+//! Rosasco 2017): the Newton system H x = -g solved by preconditioned conjugate gradients,
+//! H applied as products with the squared rows' kernel values (never formed), and the dense
+//! Cholesky factorisations both the Newton system and the preconditioner need.
+//!
+//! The preconditioner approximates the loss term's curvature 2C K_Q^T W K_Q by a K_SS^2 with
+//! a = 2C sum_Q w / m (what it is when S is a sample of the rows Q), so
+//!
+//!   P = K_SS + a K_SS^2 = L (I + a L^T L) L^T = L B B^T L^T,
+//!
+//! L the Cholesky factor of K_SS (with a ridge) and B that of I + a L^T L: applying P^-1 is four
+//! triangular solves (m^2 each), building it two factorisations and one product (m^3 / 3,
+//! m^3 / 3, m^3 / 2 multiply-adds). The intercept's curvature is its own diagonal entry.
+
+use rayon::prelude::*;
+
+use crate::core::common::parallel;
+use crate::core::simd;
+
+/// Cholesky factor L (row-major lower) of the lower triangle `a` (row-major p x p) plus
+/// `ridge` I; false when a pivot is not positive.
+pub(crate) fn cholesky(a: &[f64], ridge: f64, p: usize, l: &mut [f64]) -> bool {
+    for i in 0..p {
+        for j in 0..=i {
+            let s = a[i * p + j] - simd::dot(&l[i * p..i * p + j], &l[j * p..j * p + j]);
+            if i == j {
+                let s = s + ridge;
+                if !(s > 0.0 && s.is_finite()) {
+                    return false;
+                }
+                l[i * p + i] = s.sqrt();
+            } else {
+                l[i * p + j] = s / l[j * p + j];
+            }
+        }
+    }
+    true
+}
+
+/// The transpose of the p x p row-major `l`.
+fn transpose(l: &[f64], p: usize) -> Vec<f64> {
+    let mut t = vec![0.0; p * p];
+    for i in 0..p {
+        for j in 0..p {
+            t[j * p + i] = l[i * p + j];
+        }
+    }
+    t
+}
+
+/// Solves L y = b in place (L row-major lower).
+fn forward(l: &[f64], p: usize, z: &mut [f64]) {
+    for i in 0..p {
+        let s = z[i] - simd::dot(&l[i * p..i * p + i], &z[..i]);
+        z[i] = s / l[i * p + i];
+    }
+}
+
+/// Solves U x = b in place (U row-major upper, e.g. L^T stored as its own rows).
+fn backward(u: &[f64], p: usize, z: &mut [f64]) {
+    for i in (0..p).rev() {
+        let s = z[i] - simd::dot(&u[i * p + i + 1..(i + 1) * p], &z[i + 1..]);
+        z[i] = s / u[i * p + i];
+    }
+}
+
+/// Factors a lower triangle with the smallest ridge of `ridge * 10^k` (k < 40) that succeeds.
+fn factor(a: &[f64], p: usize, mut ridge: f64) -> Option<Vec<f64>> {
+    let mut l = vec![0.0; p * p];
+    for _ in 0..40 {
+        if cholesky(a, ridge, p, &mut l) {
+            return Some(l);
+        }
+        ridge *= 10.0;
+    }
+    None
+}
+
+/// P^-1 for the (m + 1)-variable Newton system (the m coefficients, then the intercept).
+pub(crate) struct Preconditioner {
+    m: usize,
+    l: Vec<f64>,
+    lt: Vec<f64>,
+    b: Vec<f64>,
+    bt: Vec<f64>,
+}
+
+impl Preconditioner {
+    /// From K_SS (m x m, full), the ridge its factorisation starts from and the curvature
+    /// scale `a`. None when no factorisation succeeds (non-finite kernel values).
+    pub(crate) fn new(kss: &[f64], m: usize, ridge: f64, a: f64) -> Option<Self> {
+        let l = factor(kss, m, ridge)?;
+        let lt = transpose(&l, m);
+        // I + a L^T L: row i of L^T against row j of L^T (columns of L), lower triangle.
+        let mut inner = vec![0.0; m * m];
+        parallel::install(|| {
+            inner.par_chunks_mut(m).enumerate().for_each(|(i, row)| {
+                for (j, v) in row.iter_mut().enumerate().take(i + 1) {
+                    // Column i and j of L are non-zero from row max(i, j) = i down.
+                    *v = a * simd::dot(&lt[i * m + i..(i + 1) * m], &lt[j * m + i..(j + 1) * m]);
+                }
+                row[i] += 1.0;
+            })
+        });
+        let b = factor(&inner, m, 0.0)?;
+        let bt = transpose(&b, m);
+        Some(Preconditioner { m, l, lt, b, bt })
+    }
+
+    /// out = P^-1 r: L^-T B^-T B^-1 L^-1 on the coefficients, a division by the intercept's
+    /// curvature on the intercept.
+    pub(crate) fn apply(&self, r: &[f64], out: &mut [f64], intercept: f64) {
+        let m = self.m;
+        out[..m].copy_from_slice(&r[..m]);
+        let z = &mut out[..m];
+        forward(&self.l, m, z);
+        forward(&self.b, m, z);
+        backward(&self.bt, m, z);
+        backward(&self.lt, m, z);
+        out[m] = r[m] / if intercept > 0.0 { intercept } else { 1.0 };
+    }
+}
+
+/// Solves H x = b by preconditioned conjugate gradients from x = 0 until the residual is
+/// below `rel_tol` |b| or after `max_iter` products; `hv(v, out)` sets out = H v (H symmetric
+/// positive definite). Returns x and the number of products.
+pub(crate) fn solve(
+    hv: &mut dyn FnMut(&[f64], &mut [f64]),
+    precond: &Preconditioner,
+    intercept: f64,
+    b: &[f64],
+    rel_tol: f64,
+    max_iter: usize,
+) -> (Vec<f64>, usize) {
+    let p = b.len();
+    let mut x = vec![0.0; p];
+    let mut r = b.to_vec();
+    let mut z = vec![0.0; p];
+    let mut hp = vec![0.0; p];
+    let target = rel_tol * simd::dot(b, b).sqrt();
+    if target == 0.0 {
+        return (x, 0);
+    }
+    precond.apply(&r, &mut z, intercept);
+    let mut dir = z.clone();
+    let mut rz = simd::dot(&r, &z);
+    let mut products = 0;
+    while products < max_iter {
+        hv(&dir, &mut hp);
+        products += 1;
+        let curvature = simd::dot(&dir, &hp);
+        if !(curvature > 0.0 && curvature.is_finite()) {
+            break;
+        }
+        let alpha = rz / curvature;
+        simd::axpy(alpha, &dir, &mut x);
+        simd::axpy(-alpha, &hp, &mut r);
+        if simd::dot(&r, &r).sqrt() <= target {
+            break;
+        }
+        precond.apply(&r, &mut z, intercept);
+        let rz_next = simd::dot(&r, &z);
+        let beta = rz_next / rz;
+        rz = rz_next;
+        for (d, zi) in dir.iter_mut().zip(&z) {
+            *d = zi + beta * *d;
+        }
+    }
+    (x, products)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::common::rng::Rng;
+
+    /// A Gaussian kernel matrix of random points in the plane and a system like the polish's.
+    fn system(m: usize, n_rows: usize, seed: u64) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+        let mut rng = Rng::new(seed);
+        let pts: Vec<f64> = (0..(m + n_rows) * 2).map(|_| rng.next_f64()).collect();
+        let k = |a: usize, b: usize| {
+            let (dx, dy) = (pts[2 * a] - pts[2 * b], pts[2 * a + 1] - pts[2 * b + 1]);
+            (-30.0 * (dx * dx + dy * dy)).exp()
+        };
+        let kss: Vec<f64> = (0..m * m).map(|i| k(i / m, i % m)).collect();
+        let rows: Vec<f64> = (0..n_rows * m).map(|i| k(m + i / m, i % m)).collect();
+        let p = m + 1;
+        // H = [K + 2C R^T R, 2C R^T 1; 2C 1^T R, 2C n] with C = 0.5.
+        let mut h = vec![0.0; p * p];
+        for i in 0..m {
+            for j in 0..m {
+                let rr: f64 = (0..n_rows).map(|t| rows[t * m + i] * rows[t * m + j]).sum();
+                // The polish's ridge on the coefficients (K_SS is near-singular).
+                let ridge = if i == j { 1e-10 } else { 0.0 };
+                h[i * p + j] = kss[i * m + j] + rr + ridge;
+            }
+            let s: f64 = (0..n_rows).map(|t| rows[t * m + i]).sum();
+            h[i * p + m] = s;
+            h[m * p + i] = s;
+        }
+        h[m * p + m] = n_rows as f64;
+        (kss, rows, h)
+    }
+
+    /// CG with the preconditioner solves the system to its tolerance, in fewer products than
+    /// unknowns; the preconditioner is the inverse of K + a K^2 (checked by applying both).
+    #[test]
+    fn preconditioned_cg_solves_the_newton_system() {
+        for (m, n_rows, seed) in [(30, 200, 1), (60, 500, 2), (5, 40, 3)] {
+            let (kss, _, h) = system(m, n_rows, seed);
+            let p = m + 1;
+            let a = n_rows as f64 / m as f64;
+            let pre = Preconditioner::new(&kss, m, 1e-10, a).unwrap();
+            // P^-1 (K + a K^2) v = v for v in the range where K's ridge does not matter.
+            let mut rng = Rng::new(seed + 7);
+            let v: Vec<f64> = (0..m).map(|_| rng.next_f64() - 0.5).collect();
+            let kv: Vec<f64> = (0..m)
+                .map(|i| simd::dot(&kss[i * m..(i + 1) * m], &v))
+                .collect();
+            let kkv: Vec<f64> = (0..m)
+                .map(|i| simd::dot(&kss[i * m..(i + 1) * m], &kv))
+                .collect();
+            let mut pv: Vec<f64> = (0..m).map(|i| kv[i] + a * kkv[i]).collect();
+            pv.push(3.0 * n_rows as f64);
+            let mut back = vec![0.0; p];
+            pre.apply(&pv, &mut back, n_rows as f64);
+            let pk: Vec<f64> = (0..m)
+                .map(|i| simd::dot(&kss[i * m..(i + 1) * m], &back[..m]))
+                .collect();
+            for i in 0..m {
+                // Compare through K (the ridge leaves K's near-null directions free).
+                assert!(
+                    (pk[i] - kv[i]).abs() < 1e-6 * (1.0 + kv[i].abs()),
+                    "m {m} i {i}"
+                );
+            }
+            assert!((back[m] - 3.0).abs() < 1e-12);
+            let b: Vec<f64> = (0..p).map(|_| rng.next_f64() - 0.5).collect();
+            let mut hv = |x: &[f64], out: &mut [f64]| {
+                for i in 0..p {
+                    out[i] = simd::dot(&h[i * p..(i + 1) * p], x);
+                }
+            };
+            let (x, products) = solve(&mut hv, &pre, n_rows as f64, &b, 1e-7, 10 * p);
+            let mut hx = vec![0.0; p];
+            hv(&x, &mut hx);
+            let res: f64 = hx.iter().zip(&b).map(|(a, b)| (a - b).powi(2)).sum::<f64>();
+            let bn: f64 = b.iter().map(|v| v * v).sum::<f64>();
+            // The recurrence's residual drifts from the true one by rounding (H is as
+            // ill-conditioned as K_SS).
+            assert!(
+                res.sqrt() <= 1e-5 * bn.sqrt(),
+                "m {m}: residual {} after {products}",
+                res.sqrt()
+            );
+            assert!(products <= p, "m {m}: {products} products");
+        }
+    }
+}
