@@ -56,7 +56,7 @@ use crate::core::common::memory::{available_bytes, check_fits};
 use crate::core::common::parallel;
 use crate::core::common::progress::{Monitor, Progress};
 use crate::core::data::libsvm::LibsvmChunks;
-use crate::core::data::rows::{AnyRows, CsrView, Rows};
+use crate::core::data::rows::{AnyRows, CsrView, Rows, SubsetRows};
 use crate::core::kernels::kernel::Kernel;
 use crate::core::kernels::kernel_block::{sv_rows, BlockScratch, KernelBlocks};
 use crate::core::simd;
@@ -655,9 +655,20 @@ struct Output {
 struct Segments {
     /// First row and length of each segment, in visit order.
     spans: Vec<Range<usize>>,
-    cache: Vec<Option<Vec<f64>>>,
+    /// Per segment: None (recomputed in every pass), or its values once the first pass
+    /// filled them (empty until then).
+    cache: Vec<Option<Cached>>,
     cache_left: usize,
+    /// Every kernel value rounded to f32, cached or computed (the Hessian-free solve: twice the
+    /// rows in the same cache, and the same values whatever the cache holds).
+    single: bool,
     kernel_seconds: f64,
+}
+
+/// A cached segment's kernel values.
+enum Cached {
+    F64(Vec<f64>),
+    F32(Vec<f32>),
 }
 
 /// Polishes `model` (its support vectors, and its coefficients with `start_intercept` (0 when
@@ -747,10 +758,16 @@ pub fn polish(
         })
         .collect();
 
+    let hessian_free = match params.method {
+        PolishMethod::Auto => m >= HESSIAN_FREE_BASIS,
+        PolishMethod::Newton => false,
+        PolishMethod::HessianFree => m > 0,
+    };
     let mut segments = Segments {
         spans: Vec::new(),
         cache: Vec::new(),
         cache_left: params.cache_bytes,
+        single: hessian_free,
         kernel_seconds: 0.0,
     };
     let mut passes = 0;
@@ -788,11 +805,6 @@ pub fn polish(
     let mut iterations = 0;
     let mut active_changes = 0u64;
     let (mut gram_seconds, mut solve_seconds) = (0.0, 0.0);
-    let hessian_free = match params.method {
-        PolishMethod::Auto => m >= HESSIAN_FREE_BASIS,
-        PolishMethod::Newton => false,
-        PolishMethod::HessianFree => m > 0,
-    };
     let ridge = RIDGE * (0..m).map(|i| kss[i * m + i]).fold(1.0f64, f64::max);
     let mut preconditioner: Option<(Preconditioner, f64)> = None;
     let mut first_gradient = vec![0.0; n_out];
@@ -845,10 +857,11 @@ pub fn polish(
                 if first_gradient[k] == 0.0 {
                     first_gradient[k] = norm;
                 }
-                // Inexact Newton: loose early, tighter as the gradient falls (superlinear).
+                // Inexact Newton: loose early, tighter as the gradient falls (superlinear), no
+                // tighter than the f32 rows' products can tell.
                 let rel_tol = (norm / first_gradient[k].max(f64::MIN_POSITIVE))
                     .sqrt()
-                    .clamp(1e-10, 0.1);
+                    .clamp(1e-6, 0.1);
                 let rhs: Vec<f64> = g.iter().map(|v| -v).collect();
                 let members = &gathered.members[li];
                 let mut hv = |v: &[f64], out: &mut [f64]| {
@@ -1062,6 +1075,33 @@ fn chunked_sum(n: usize, part: &(dyn Fn(Range<usize>) -> [f64; 2] + Sync)) -> [f
         .fold([0.0, 0.0], |acc, p| [acc[0] + p[0], acc[1] + p[1]])
 }
 
+/// Whether a pass needs row i's kernel values.
+type RowsNeeded<'a> = dyn Fn(usize) -> bool + Sync + 'a;
+
+/// Kernel values of the block's rows `index` (block-local, within the segment that starts at
+/// block row `start`) into their places of the segment's `kv`.
+fn fill_some_rows(
+    blocks: &KernelBlocks,
+    rows: &AnyRows<'_>,
+    index: &[usize],
+    start: usize,
+    kv: &mut [f64],
+    scratch: &mut BlockScratch,
+) {
+    if index.is_empty() {
+        return;
+    }
+    let m = blocks.n_basis();
+    let subset = SubsetRows::new(rows, index).expect("block-local rows");
+    let norms: Vec<f64> = index.iter().map(|&i| rows.sq_norm(i)).collect();
+    let mut packed = vec![0.0; index.len() * m];
+    blocks.fill_rows(&subset, 0..index.len(), &norms, &mut packed, scratch);
+    for (t, &i) in index.iter().enumerate() {
+        let at = i - start;
+        kv[at * m..(at + 1) * m].copy_from_slice(&packed[t * m..(t + 1) * m]);
+    }
+}
+
 /// What a pass computes on a segment: (segment, its rows, their kernel values) -> result.
 type SegmentWork<'a, T> = dyn Fn(usize, Range<usize>, &[f64]) -> T + Sync + 'a;
 
@@ -1083,13 +1123,15 @@ struct ChangedRows {
 /// Visits the segments wanted (all with `None`) in parallel, block by block of the source:
 /// `work(segment, rows, kernel_values)` on each, then `collect` on the results in segment
 /// order. Kernel values come from the cache or are computed (and cached on the first pass
-/// while the cache has room).
+/// while the cache has room); with `needed`, a segment computed (not cached) gets the values
+/// of the rows it names only, the others' left 0 (`work` must not read them).
 #[allow(clippy::too_many_arguments)]
 fn segment_pass<T: Send>(
     blocks: &KernelBlocks,
     source: &mut dyn RowSource,
     segments: &mut Segments,
     wanted: Option<&[bool]>,
+    needed: Option<&RowsNeeded<'_>>,
     work: &SegmentWork<'_, T>,
     collect: &mut dyn FnMut(usize, T) -> Result<()>,
     passes: &mut usize,
@@ -1110,10 +1152,11 @@ fn segment_pass<T: Send>(
             for s in 0..ids.len() {
                 let a = first + s * SEGMENT_ROWS;
                 segments.spans.push(a..(a + SEGMENT_ROWS).min(first + len));
-                let bytes = segments.spans.last().map_or(0, |r| r.len()) * m * 8;
+                let value_bytes = if segments.single { 4 } else { 8 };
+                let bytes = segments.spans.last().map_or(0, |r| r.len()) * m * value_bytes;
                 if bytes <= segments.cache_left && m > 0 {
                     segments.cache_left -= bytes;
-                    segments.cache.push(Some(Vec::new()));
+                    segments.cache.push(Some(Cached::F64(Vec::new())));
                 } else {
                     segments.cache.push(None);
                 }
@@ -1131,23 +1174,51 @@ fn segment_pass<T: Send>(
             monitor(progress)?;
             let spans = &segments.spans;
             let cache = &segments.cache;
-            let results: Vec<(T, Option<Vec<f64>>, f64)> = parallel::install(|| {
+            let single = segments.single;
+            let results: Vec<(T, Option<Cached>, f64)> = parallel::install(|| {
                 group
                     .par_iter()
                     .map_init(BlockScratch::default, |scratch, &s| {
                         let span = spans[s].clone();
                         let local = span.start - first..span.end - first;
                         match &cache[s] {
-                            Some(kv) if !kv.is_empty() => (work(s, span, kv), None, 0.0),
+                            Some(Cached::F64(kv)) if !kv.is_empty() => {
+                                (work(s, span, kv), None, 0.0)
+                            }
+                            Some(Cached::F32(kv)) if !kv.is_empty() => {
+                                let wide: Vec<f64> = kv.iter().map(|&v| f64::from(v)).collect();
+                                (work(s, span, &wide), None, 0.0)
+                            }
                             slot => {
                                 let t0 = Instant::now();
-                                let norms: Vec<f64> =
-                                    local.clone().map(|i| rows.sq_norm(i)).collect();
                                 let mut kv = vec![0.0; local.len() * m];
-                                blocks.fill_rows(rows, local, &norms, &mut kv, scratch);
+                                let some: Option<Vec<usize>> = needed
+                                    .filter(|_| slot.is_none())
+                                    .map(|f| local.clone().filter(|&i| f(first + i)).collect());
+                                match some {
+                                    Some(index) if index.len() < local.len() => {
+                                        let at = local.start;
+                                        fill_some_rows(blocks, rows, &index, at, &mut kv, scratch);
+                                    }
+                                    _ => {
+                                        let norms: Vec<f64> =
+                                            local.clone().map(|i| rows.sq_norm(i)).collect();
+                                        blocks.fill_rows(rows, local, &norms, &mut kv, scratch);
+                                    }
+                                }
+                                if single {
+                                    kv.iter_mut().for_each(|v| *v = f64::from(*v as f32));
+                                }
                                 let secs = t0.elapsed().as_secs_f64();
                                 let r = work(s, span, &kv);
-                                (r, slot.is_some().then_some(kv), secs)
+                                let keep = slot.is_some().then(|| {
+                                    if single {
+                                        Cached::F32(kv.iter().map(|&v| v as f32).collect())
+                                    } else {
+                                        Cached::F64(kv)
+                                    }
+                                });
+                                (r, keep, secs)
                             }
                         }
                     })
@@ -1178,10 +1249,12 @@ fn segment_pass<T: Send>(
 /// What the Hessian-free direction needs of the rows at the current point, per live output:
 /// the loss term's gradient sum_i w hs_i (k_i, 1) (hs: the term's half slope), the squared
 /// rows (their kernel values once in `rows`, row-major, and per output their position there
-/// with their weight) and those rows' total weight.
+/// with their weight) and those rows' total weight. The rows are kept in f32: they serve only
+/// the Hessian products, whose directions need not be exact (the gradient, the line search
+/// and the objective use f64), and the products read them tens of times an iteration.
 struct Gathered {
     gradient: Vec<Vec<f64>>,
-    rows: Vec<f64>,
+    rows: Vec<f32>,
     members: Vec<Vec<(usize, f64)>>,
     weight: Vec<f64>,
 }
@@ -1208,6 +1281,11 @@ fn gather_pass(
         members: vec![Vec::new(); q],
         weight: vec![0.0; q],
     };
+    // Rows with a zero term for every output add nothing.
+    let needed = |i: usize| {
+        live.iter()
+            .any(|&k| term(k, i, outputs[k].f[i]) != Term::Zero)
+    };
     let work = |_s: usize, span: Range<usize>, kv: &[f64]| -> Gathered {
         let mut part = Gathered {
             gradient: vec![vec![0.0; m + 1]; q],
@@ -1231,7 +1309,7 @@ fn gather_pass(
                 g[m] += hs;
                 if piece.curvature() > 0.0 {
                     let at = *kept.get_or_insert_with(|| {
-                        part.rows.extend_from_slice(row);
+                        part.rows.extend(row.iter().map(|&v| v as f32));
                         part.rows.len() / m - 1
                     });
                     part.members[li].push((at, w));
@@ -1246,6 +1324,7 @@ fn gather_pass(
         source,
         segments,
         None,
+        Some(&needed),
         &work,
         &mut |_s, part| {
             let offset = out.rows.len() / m.max(1);
@@ -1274,7 +1353,7 @@ fn hessian_product(
     kss: &[f64],
     ridge: f64,
     c: f64,
-    rows: &[f64],
+    rows: &[f32],
     members: &[(usize, f64)],
     m: usize,
     v: &[f64],
@@ -1288,8 +1367,8 @@ fn hessian_product(
                 let mut acc = vec![0.0; m + 1];
                 for &(p, w) in chunk {
                     let row = &rows[p * m..(p + 1) * m];
-                    let t = 2.0 * c * w * (simd::dot(row, vbeta) + vb);
-                    simd::axpy(t, row, &mut acc[..m]);
+                    let t = 2.0 * c * w * (simd::dot_f32(row, vbeta) + vb);
+                    simd::axpy_f32(t, row, &mut acc[..m]);
                     acc[m] += t;
                 }
                 acc
@@ -1350,6 +1429,7 @@ fn matvec_pass(
         source,
         segments,
         None,
+        None,
         &work,
         &mut |s, r| {
             results.push((s, r));
@@ -1397,6 +1477,13 @@ fn gram_pass(
             wanted[seg_of(change.row, &segments.spans)] = true;
         }
     }
+    let mut is_changed = vec![false; segments.spans.last().map_or(0, |s| s.end)];
+    for c in changed {
+        for change in c {
+            is_changed[change.row] = true;
+        }
+    }
+    let needed = |i: usize| is_changed[i];
     // Per segment and output: the changed rows.
     let work = |_s: usize, span: Range<usize>, kv: &[f64]| -> Vec<ChangedRows> {
         changed
@@ -1426,6 +1513,7 @@ fn gram_pass(
         source,
         segments,
         Some(&wanted),
+        Some(&needed),
         &work,
         &mut |_s, per_output| {
             for (k, part) in per_output.into_iter().enumerate() {
@@ -2000,8 +2088,9 @@ mod tests {
     }
 
     /// The Hessian-free solve reaches the Newton system's optimum (objective and decision
-    /// values), classes (two and three, weighted or not) and regression, and gives the same
-    /// bits on any thread count and cache size.
+    /// values; it works on kernel values rounded to f32, hence 1e-5 and not rounding),
+    /// classes (two and three, weighted or not) and regression, and gives the same bits on
+    /// any thread count and cache size.
     #[test]
     fn hessian_free_reaches_the_newton_optimum() {
         for (seed, n, m, classes, c, weighted) in [
@@ -2046,7 +2135,7 @@ mod tests {
             let q = model.n_out;
             for o in 0..q {
                 let rel = (free.objective[o] - newton.objective[o]).abs() / newton.objective[o];
-                assert!(rel < 1e-8, "seed {seed} output {o}: {rel}");
+                assert!(rel < 1e-5, "seed {seed} output {o}: {rel}");
                 let value = |r: &PolishResult, i: usize| {
                     (0..m)
                         .map(|j| k[i * m + j] * r.coef[j * q + o])
@@ -2057,7 +2146,7 @@ mod tests {
                     .map(|i| (value(&free, i) - value(&newton, i)).abs())
                     .fold(0.0, f64::max);
                 assert!(
-                    worst < 1e-4,
+                    worst < 1e-3,
                     "seed {seed} output {o}: decision values differ by {worst}"
                 );
             }

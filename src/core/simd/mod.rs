@@ -621,6 +621,22 @@ pub fn axpy_f32(alpha: f64, x: &[f32], y: &mut [f64]) {
     }
 }
 
+/// Sum of x[i] * y[i] for x stored in f32 (widened exactly) over the common length.
+#[inline]
+pub fn dot_f32(x: &[f32], y: &[f64]) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(v) = x86::Vector::current() {
+        // SAFETY: nothing beyond the level.
+        return unsafe { x86::dot_f32(v, x, y) };
+    }
+    let n = x.len().min(y.len());
+    let mut acc = [0.0f64; 4];
+    for (k, (&a, &b)) in x[..n].iter().zip(&y[..n]).enumerate() {
+        acc[k % 4] += f64::from(a) * b;
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3])
+}
+
 /// Whether the fused multiply-add paths run on this CPU (AVX2 and FMA detected at run time).
 #[inline]
 pub fn has_fma() -> bool {
@@ -968,6 +984,18 @@ mod tests {
             }
         }
         assert_eq!(argmin_sq(level(), &[]), None);
+    }
+
+    #[test]
+    fn dot_f32_is_the_widened_dot() {
+        let mut rng = Rng::new(12);
+        for n in [0, 1, 3, 4, 7, 15, 16, 17, 33, 64, 100, 257] {
+            let x: Vec<f32> = (0..n).map(|_| rng.next_f64() as f32 - 0.5).collect();
+            let y: Vec<f64> = (0..n).map(|_| rng.next_f64() - 0.5).collect();
+            let wide: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
+            let exact: f64 = wide.iter().zip(&y).map(|(a, b)| a * b).sum();
+            assert!((dot_f32(&x, &y) - exact).abs() < 1e-13, "n {n}");
+        }
     }
 
     #[test]

@@ -626,6 +626,34 @@ unsafe fn axpy_f32_on<S: Simd>(s: S, alpha: f64, x: &[f32], y: &mut [f64]) {
     }
 }
 
+/// Sum of f64::from(x[i]) * y[i]: four vector accumulators (lanes i = u mod 4 vectors), added
+/// pairwise, then the lanes in the level's order and the scalar tail.
+///
+/// # Safety
+/// None beyond the level's.
+#[inline(always)]
+unsafe fn dot_f32_on<S: Simd>(s: S, x: &[f32], y: &[f64]) -> f64 {
+    let (n, w) = (x.len().min(y.len()), S::LANES);
+    let (px, py) = (x.as_ptr(), y.as_ptr());
+    let mut acc = [s.zero(); 4];
+    let mut i = 0;
+    // SAFETY: lanes i..i + 4 w are in bounds of both slices.
+    unsafe {
+        while i + 4 * w <= n {
+            for (u, a) in acc.iter_mut().enumerate() {
+                let at = i + u * w;
+                *a = s.fmadd(f32::load(s, px.add(at), w), s.load(py.add(at)), *a);
+            }
+            i += 4 * w;
+        }
+    }
+    let mut sum = s.sum(s.add(s.add(acc[0], acc[1]), s.add(acc[2], acc[3])));
+    for (&a, &b) in x[i..n].iter().zip(&y[i..n]) {
+        sum = f64::from(a).mul_add(b, sum);
+    }
+    sum
+}
+
 /// `dots_8_rows`: `DOT_VECTORS` vectors of each of the 8 rows' sums held in registers across
 /// the columns.
 ///
@@ -750,6 +778,8 @@ levels! {
     /// y += alpha * x for x in f32 (`axpy_f32_on`).
     fn axpy_f32(alpha: f64, x: &[f32], y: &mut [f64])
         = axpy_f32_on in axpy_f32_avx2, axpy_f32_avx512;
+    /// Sum of x * y for x in f32 (`dot_f32_on`).
+    fn dot_f32(x: &[f32], y: &[f64]) -> f64 = dot_f32_on in dot_f32_avx2, dot_f32_avx512;
     /// Dot products of 8 rows with m of a feature-major copy (`dots_8_rows_on`).
     fn dots_8_rows<T: ColumnValue>(q: &[f64], width: usize, cols: &[usize], xt: &[T],
         stride: usize, m: usize, dots: &mut [f64]) = dots_8_rows_on in dots_8_rows_avx2,
