@@ -81,30 +81,60 @@ pub(crate) struct Preconditioner {
     m: usize,
     l: Vec<f64>,
     lt: Vec<f64>,
+    /// L^T L (lower triangle): what the scale multiplies, kept for rescaling.
+    ltl: Vec<f64>,
+    /// The scale a of the factor B below (NaN before `rescale`).
+    scale: f64,
     b: Vec<f64>,
     bt: Vec<f64>,
 }
 
 impl Preconditioner {
-    /// From K_SS (m x m, full), the ridge its factorisation starts from and the curvature
-    /// scale `a`. None when no factorisation succeeds (non-finite kernel values).
-    pub(crate) fn new(kss: &[f64], m: usize, ridge: f64, a: f64) -> Option<Self> {
+    /// From K_SS (m x m, full) and the ridge its factorisation starts from; `rescale` must
+    /// follow. None when no factorisation succeeds (non-finite kernel values).
+    pub(crate) fn new(kss: &[f64], m: usize, ridge: f64) -> Option<Self> {
         let l = factor(kss, m, ridge)?;
         let lt = transpose(&l, m);
-        // I + a L^T L: row i of L^T against row j of L^T (columns of L), lower triangle.
-        let mut inner = vec![0.0; m * m];
+        // L^T L: row i of L^T against row j of L^T (columns of L), lower triangle.
+        let mut ltl = vec![0.0; m * m];
         parallel::install(|| {
-            inner.par_chunks_mut(m).enumerate().for_each(|(i, row)| {
+            ltl.par_chunks_mut(m).enumerate().for_each(|(i, row)| {
                 for (j, v) in row.iter_mut().enumerate().take(i + 1) {
-                    // Column i and j of L are non-zero from row max(i, j) = i down.
-                    *v = a * simd::dot(&lt[i * m + i..(i + 1) * m], &lt[j * m + i..(j + 1) * m]);
+                    // Columns i and j of L are non-zero from row max(i, j) = i down.
+                    *v = simd::dot(&lt[i * m + i..(i + 1) * m], &lt[j * m + i..(j + 1) * m]);
                 }
-                row[i] += 1.0;
             })
         });
-        let b = factor(&inner, m, 0.0)?;
-        let bt = transpose(&b, m);
-        Some(Preconditioner { m, l, lt, b, bt })
+        Some(Preconditioner {
+            m,
+            l,
+            lt,
+            ltl,
+            scale: f64::NAN,
+            b: Vec::new(),
+            bt: Vec::new(),
+        })
+    }
+
+    /// The scale a of the last `rescale` (NaN before).
+    pub(crate) fn scale(&self) -> f64 {
+        self.scale
+    }
+
+    /// Factors I + a L^T L for the scale a (K_SS's factor and L^T L stay); false when it fails.
+    pub(crate) fn rescale(&mut self, a: f64) -> bool {
+        let m = self.m;
+        let mut inner: Vec<f64> = self.ltl.iter().map(|v| a * v).collect();
+        for i in 0..m {
+            inner[i * m + i] += 1.0;
+        }
+        let Some(b) = factor(&inner, m, 0.0) else {
+            return false;
+        };
+        self.bt = transpose(&b, m);
+        self.b = b;
+        self.scale = a;
+        true
     }
 
     /// out = P^-1 r: L^-T B^-T B^-1 L^-1 on the coefficients, a division by the intercept's
@@ -210,7 +240,8 @@ mod tests {
             let (kss, _, h) = system(m, n_rows, seed);
             let p = m + 1;
             let a = n_rows as f64 / m as f64;
-            let pre = Preconditioner::new(&kss, m, 1e-10, a).unwrap();
+            let mut pre = Preconditioner::new(&kss, m, 1e-10).unwrap();
+            assert!(pre.rescale(a));
             // P^-1 (K + a K^2) v = v for v in the range where K's ridge does not matter.
             let mut rng = Rng::new(seed + 7);
             let v: Vec<f64> = (0..m).map(|_| rng.next_f64() - 0.5).collect();

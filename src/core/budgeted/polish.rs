@@ -806,7 +806,7 @@ pub fn polish(
     let mut active_changes = 0u64;
     let (mut gram_seconds, mut solve_seconds) = (0.0, 0.0);
     let ridge = RIDGE * (0..m).map(|i| kss[i * m + i]).fold(1.0f64, f64::max);
-    let mut preconditioner: Option<(Preconditioner, f64)> = None;
+    let mut preconditioner: Option<Preconditioner> = None;
     let mut first_gradient = vec![0.0; n_out];
     let mut cg_products = 0usize;
     while iterations < params.max_iter && outputs.iter().any(|o| !o.done) {
@@ -828,22 +828,24 @@ pub fn polish(
             )?;
             gram_seconds += t_gram.elapsed().as_secs_f64();
             let t_solve = Instant::now();
-            // One preconditioner for all outputs, rebuilt when the squared rows' weight moved
-            // by more than half (its scale a follows it).
+            // One preconditioner for all outputs; K_SS's factor once, the scale's factor again
+            // when the squared rows' weight moved by more than half (a follows it).
             let weight_q: f64 = gathered.weight.iter().sum::<f64>() / live.len() as f64;
             let a = 2.0 * c * weight_q / m as f64;
-            if preconditioner
-                .as_ref()
-                .is_none_or(|(_, a0)| !(a > 0.5 * a0 && a < 2.0 * a0))
-            {
-                let p = Preconditioner::new(&kss, m, ridge, a).ok_or_else(|| {
-                    SvmError::invalid_input(
-                        "the polish's preconditioner could not be factorised (non-finite kernel values?)",
-                    )
-                })?;
-                preconditioner = Some((p, a));
+            let failed = || {
+                SvmError::invalid_input(
+                    "the polish's preconditioner could not be factorised (non-finite kernel values?)",
+                )
+            };
+            if preconditioner.is_none() {
+                preconditioner = Some(Preconditioner::new(&kss, m, ridge).ok_or_else(failed)?);
             }
-            let pre = &preconditioner.as_ref().expect("built above").0;
+            let pre = preconditioner.as_mut().expect("built above");
+            let a0 = pre.scale();
+            if !(a > 0.5 * a0 && a < 2.0 * a0) && !pre.rescale(a) {
+                return Err(failed());
+            }
+            let pre = &*pre;
             for (li, &k) in live.iter().enumerate() {
                 let o = &mut outputs[k];
                 // g = (K_SS beta + 2C sum w hs k, 2C sum w hs); solve H x = -g.
