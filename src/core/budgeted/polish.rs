@@ -842,7 +842,8 @@ pub fn polish(
             }
             let pre = preconditioner.as_mut().expect("built above");
             let a0 = pre.scale();
-            if !(a > 0.5 * a0 && a < 2.0 * a0) && !pre.rescale(a) {
+            let scale_holds = a > 0.5 * a0 && a < 2.0 * a0;
+            if !scale_holds && !pre.rescale(a) {
                 return Err(failed());
             }
             let pre = &*pre;
@@ -863,7 +864,7 @@ pub fn polish(
                 // tighter than the f32 rows' products can tell.
                 let rel_tol = (norm / first_gradient[k].max(f64::MIN_POSITIVE))
                     .sqrt()
-                    .clamp(1e-6, 0.1);
+                    .clamp(1e-6, 0.5);
                 let rhs: Vec<f64> = g.iter().map(|v| -v).collect();
                 let members = &gathered.members[li];
                 let mut hv = |v: &[f64], out: &mut [f64]| {
