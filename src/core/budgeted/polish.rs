@@ -1181,50 +1181,64 @@ fn segment_pass<T: Send>(
             let results: Vec<(T, Option<Cached>, f64)> = parallel::install(|| {
                 group
                     .par_iter()
-                    .map_init(BlockScratch::default, |scratch, &s| {
-                        let span = spans[s].clone();
-                        let local = span.start - first..span.end - first;
-                        match &cache[s] {
-                            Some(Cached::F64(kv)) if !kv.is_empty() => {
-                                (work(s, span, kv), None, 0.0)
-                            }
-                            Some(Cached::F32(kv)) if !kv.is_empty() => {
-                                let wide: Vec<f64> = kv.iter().map(|&v| f64::from(v)).collect();
-                                (work(s, span, &wide), None, 0.0)
-                            }
-                            slot => {
-                                let t0 = Instant::now();
-                                let mut kv = vec![0.0; local.len() * m];
-                                let some: Option<Vec<usize>> = needed
-                                    .filter(|_| slot.is_none())
-                                    .map(|f| local.clone().filter(|&i| f(first + i)).collect());
-                                match some {
-                                    Some(index) if index.len() < local.len() => {
-                                        let at = local.start;
-                                        fill_some_rows(blocks, rows, &index, at, &mut kv, scratch);
-                                    }
-                                    _ => {
-                                        let norms: Vec<f64> =
-                                            local.clone().map(|i| rows.sq_norm(i)).collect();
-                                        blocks.fill_rows(rows, local, &norms, &mut kv, scratch);
-                                    }
+                    // Per thread: the block scratch, and the values of a segment that is
+                    // not kept (widened from the f32 cache, or computed), reused across
+                    // segments and passes.
+                    .map_init(
+                        || (BlockScratch::default(), Vec::new()),
+                        |(scratch, values), &s| {
+                            let span = spans[s].clone();
+                            let local = span.start - first..span.end - first;
+                            let slot = match &cache[s] {
+                                Some(Cached::F64(kv)) if !kv.is_empty() => {
+                                    return (work(s, span, kv), None, 0.0);
                                 }
+                                Some(Cached::F32(kv)) if !kv.is_empty() => {
+                                    values.clear();
+                                    values.extend(kv.iter().map(|&v| f64::from(v)));
+                                    return (work(s, span, values), None, 0.0);
+                                }
+                                slot => slot,
+                            };
+                            let t0 = Instant::now();
+                            // Kept (first pass): its own vector; otherwise the thread's. Rows
+                            // a pass does not need keep stale values, which `work` never reads.
+                            let mut kept = Vec::new();
+                            let kv = if slot.is_some() {
+                                &mut kept
+                            } else {
+                                &mut *values
+                            };
+                            kv.resize(local.len() * m, 0.0);
+                            let some: Option<Vec<usize>> = needed
+                                .filter(|_| slot.is_none())
+                                .map(|f| local.clone().filter(|&i| f(first + i)).collect());
+                            match some {
+                                Some(index) if index.len() < local.len() => {
+                                    let at = local.start;
+                                    fill_some_rows(blocks, rows, &index, at, kv, scratch);
+                                }
+                                _ => {
+                                    let norms: Vec<f64> =
+                                        local.clone().map(|i| rows.sq_norm(i)).collect();
+                                    blocks.fill_rows(rows, local, &norms, kv, scratch);
+                                }
+                            }
+                            if single {
+                                kv.iter_mut().for_each(|v| *v = f64::from(*v as f32));
+                            }
+                            let secs = t0.elapsed().as_secs_f64();
+                            let r = work(s, span, kv);
+                            let keep = slot.is_some().then(|| {
                                 if single {
-                                    kv.iter_mut().for_each(|v| *v = f64::from(*v as f32));
+                                    Cached::F32(kept.iter().map(|&v| v as f32).collect())
+                                } else {
+                                    Cached::F64(kept)
                                 }
-                                let secs = t0.elapsed().as_secs_f64();
-                                let r = work(s, span, &kv);
-                                let keep = slot.is_some().then(|| {
-                                    if single {
-                                        Cached::F32(kv.iter().map(|&v| v as f32).collect())
-                                    } else {
-                                        Cached::F64(kv)
-                                    }
-                                });
-                                (r, keep, secs)
-                            }
-                        }
-                    })
+                            });
+                            (r, keep, secs)
+                        },
+                    )
                     .collect()
             });
             for (&s, (r, kv, secs)) in group.iter().zip(results) {
