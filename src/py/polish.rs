@@ -115,6 +115,8 @@ fn polish_result<'py>(
         "passes" => r.passes,
         "active_changes" => r.active_changes,
         "cg_products" => r.cg_products,
+        "squared_rows" => r.squared_rows,
+        "kept_bytes" => r.kept_bytes,
         "kernel_seconds" => r.kernel_seconds,
         "gram_seconds" => r.gram_seconds,
         "solve_seconds" => r.solve_seconds,

@@ -46,9 +46,10 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
-use crate::core::budget::maintenance::back_substitute;
 use crate::core::budget::model::BudgetModel;
-use crate::core::budgeted::conjugate_gradient::{self, cholesky, Preconditioner};
+use crate::core::budgeted::conjugate_gradient::{
+    self, backward, cholesky, forward, Preconditioner,
+};
 use crate::core::budgeted::problem::{Targets, Term};
 use crate::core::common::checks::{check_positive_finite, check_weights};
 use crate::core::common::error::{Result, SvmError};
@@ -148,6 +149,11 @@ pub struct PolishResult {
     pub active_changes: u64,
     /// Hessian products of the conjugate-gradient solves (0 for the Newton system).
     pub cg_products: usize,
+    /// The most squared rows one Hessian-free iteration gathered (0 for the Newton system).
+    pub squared_rows: usize,
+    /// The most bytes of kernel values the Hessian-free solve kept at once, the cache's and
+    /// the squared rows' copies (within `cache_bytes` unless those copies alone exceed it).
+    pub kept_bytes: usize,
     /// Seconds computing kernel values, updating the Gram matrices, factorising the Newton
     /// systems, and in all.
     pub kernel_seconds: f64,
@@ -658,11 +664,60 @@ struct Segments {
     /// Per segment: None (recomputed in every pass), or its values once the first pass
     /// filled them (empty until then).
     cache: Vec<Option<Cached>>,
+    /// Bytes the cache may still reserve.
     cache_left: usize,
+    /// `polish_cache_size`: what the cache and the squared rows' copies share.
+    budget: usize,
     /// Every kernel value rounded to f32, cached or computed (the Hessian-free solve: twice the
     /// rows in the same cache, and the same values whatever the cache holds).
     single: bool,
     kernel_seconds: f64,
+}
+
+impl Segments {
+    /// Reserves the first segments not cached for the cache (filled by the next pass that
+    /// computes them) while they fit in the budget less `other_bytes` (f32 values). Returns
+    /// the bytes the cache holds once they are filled.
+    /// When the budget is exceeded (the squared rows grew), cached segments that
+    /// `referenced` (per segment) does not name are released first, from the last.
+    fn reserve(&mut self, m: usize, other_bytes: usize, referenced: &[bool]) -> usize {
+        let bytes = |s: &Range<usize>| s.len() * m * 4;
+        let mut held: usize = self
+            .cache
+            .iter()
+            .zip(&self.spans)
+            .filter(|(c, _)| c.is_some())
+            .map(|(_, s)| bytes(s))
+            .sum();
+        for (s, slot) in self.cache.iter_mut().enumerate().rev() {
+            if held + other_bytes <= self.budget {
+                break;
+            }
+            if slot.is_some() && !referenced[s] {
+                held -= bytes(&self.spans[s]);
+                *slot = None;
+            }
+        }
+        let mut room = self.budget.saturating_sub(held + other_bytes);
+        let mut added = 0;
+        for (slot, span) in self.cache.iter_mut().zip(&self.spans) {
+            if slot.is_none() && m > 0 && bytes(span) <= room {
+                room -= bytes(span);
+                added += bytes(span);
+                *slot = Some(Cached::F32(Vec::new()));
+            }
+        }
+        self.cache_left = room;
+        held + added
+    }
+
+    /// Row `row` of cached segment `segment` (f32).
+    fn cached_row(&self, segment: usize, row: usize, m: usize) -> &[f32] {
+        match &self.cache[segment] {
+            Some(Cached::F32(v)) => &v[row * m..(row + 1) * m],
+            _ => unreachable!("a squared row's segment is cached in f32"),
+        }
+    }
 }
 
 /// A cached segment's kernel values.
@@ -767,6 +822,7 @@ pub fn polish(
         spans: Vec::new(),
         cache: Vec::new(),
         cache_left: params.cache_bytes,
+        budget: params.cache_bytes,
         single: hessian_free,
         kernel_seconds: 0.0,
     };
@@ -809,6 +865,8 @@ pub fn polish(
     let mut preconditioner: Option<Preconditioner> = None;
     let mut first_gradient = vec![0.0; n_out];
     let mut cg_products = 0usize;
+    let mut squared_rows = 0usize;
+    let mut kept_bytes = 0usize;
     while iterations < params.max_iter && outputs.iter().any(|o| !o.done) {
         let live: Vec<usize> = if hessian_free {
             let live: Vec<usize> = (0..n_out).filter(|&k| !outputs[k].done).collect();
@@ -827,6 +885,11 @@ pub fn polish(
                 &progress,
             )?;
             gram_seconds += t_gram.elapsed().as_secs_f64();
+            squared_rows = squared_rows.max(gathered.n_rows);
+            // The cache takes what the squared rows' copies leave of the budget.
+            let copied = gathered.copied_bytes();
+            let referenced = gathered.referenced(segments.spans.len());
+            kept_bytes = kept_bytes.max(segments.reserve(m, copied, &referenced) + copied);
             let t_solve = Instant::now();
             // One preconditioner for all outputs; K_SS's factor once, the scale's factor again
             // when the squared rows' weight moved by more than half (a follows it).
@@ -866,10 +929,9 @@ pub fn polish(
                     .sqrt()
                     .clamp(1e-6, 0.5);
                 let rhs: Vec<f64> = g.iter().map(|v| -v).collect();
-                let members = &gathered.members[li];
-                let mut hv = |v: &[f64], out: &mut [f64]| {
-                    hessian_product(&kss, ridge, c, &gathered.rows, members, m, v, out)
-                };
+                let rows = gathered.rows_of(li, &segments, m);
+                let mut hv =
+                    |v: &[f64], out: &mut [f64]| hessian_product(&kss, ridge, c, &rows, m, v, out);
                 let (x, products) = conjugate_gradient::solve(
                     &mut hv,
                     pre,
@@ -881,9 +943,16 @@ pub fn polish(
                 cg_products += products;
                 o.d.copy_from_slice(&x[..m]);
                 o.db = x[m];
+                // The objective is convex, so no step t <= 1 along d lowers it by more than
+                // -g.d: below the tolerance, the line search's pass over the rows would only
+                // confirm that the point is the answer.
+                let most = -simd::dot(&g, &x);
+                if !(most > params.tol * o.objective.abs()) {
+                    o.done = true;
+                }
             }
             solve_seconds += t_solve.elapsed().as_secs_f64();
-            live
+            live.into_iter().filter(|&k| !outputs[k].done).collect()
         } else {
             // Rows whose active term differs from what M counts.
             let changed: Vec<Vec<Change>> = outputs
@@ -941,6 +1010,9 @@ pub fn polish(
             solve_seconds += t_solve.elapsed().as_secs_f64();
             live
         };
+        if live.is_empty() {
+            break;
+        }
         let dirs: Vec<&[f64]> = live.iter().map(|&k| &outputs[k].d[..]).collect();
         let values = matvec_pass(
             &blocks,
@@ -1015,6 +1087,8 @@ pub fn polish(
         passes,
         active_changes,
         cg_products,
+        squared_rows,
+        kept_bytes,
         kernel_seconds: segments.kernel_seconds,
         gram_seconds,
         solve_seconds,
@@ -1106,7 +1180,43 @@ fn fill_some_rows(
 }
 
 /// What a pass computes on a segment: (segment, its rows, their kernel values) -> result.
-type SegmentWork<'a, T> = dyn Fn(usize, Range<usize>, &[f64]) -> T + Sync + 'a;
+/// The last argument says whether the segment's values are in the cache (after this pass).
+type SegmentWork<'a, T> = dyn Fn(usize, Range<usize>, SegmentValues<'_>, bool) -> T + Sync + 'a;
+
+/// A segment's kernel values (row-major, m a row) as a pass reads them: f64, or f32 where
+/// every value is rounded to f32 (`Segments::single`), read as stored instead of widened
+/// into a copy of the segment first.
+#[derive(Clone, Copy)]
+enum SegmentValues<'a> {
+    F64(&'a [f64]),
+    F32(&'a [f32]),
+}
+
+impl<'a> SegmentValues<'a> {
+    /// Row t, widened into `buf` (m long) when stored as f32.
+    fn row<'b>(self, t: usize, m: usize, buf: &'b mut [f64]) -> &'b [f64]
+    where
+        'a: 'b,
+    {
+        match self {
+            SegmentValues::F64(v) => &v[t * m..(t + 1) * m],
+            SegmentValues::F32(v) => {
+                for (b, &x) in buf.iter_mut().zip(&v[t * m..(t + 1) * m]) {
+                    *b = f64::from(x);
+                }
+                &buf[..m]
+            }
+        }
+    }
+
+    /// Appends row t to `out` in f32.
+    fn extend_f32(self, t: usize, m: usize, out: &mut Vec<f32>) {
+        match self {
+            SegmentValues::F64(v) => out.extend(v[t * m..(t + 1) * m].iter().map(|&x| x as f32)),
+            SegmentValues::F32(v) => out.extend_from_slice(&v[t * m..(t + 1) * m]),
+        }
+    }
+}
 
 /// A row whose active loss term differs from the one the Newton sums count.
 #[derive(Debug, Clone, Copy)]
@@ -1155,9 +1265,10 @@ fn segment_pass<T: Send>(
             for s in 0..ids.len() {
                 let a = first + s * SEGMENT_ROWS;
                 segments.spans.push(a..(a + SEGMENT_ROWS).min(first + len));
-                let value_bytes = if segments.single { 4 } else { 8 };
-                let bytes = segments.spans.last().map_or(0, |r| r.len()) * m * value_bytes;
-                if bytes <= segments.cache_left && m > 0 {
+                let bytes = segments.spans.last().map_or(0, |r| r.len()) * m * 8;
+                // The Hessian-free solve reserves after its first gather (`Segments::reserve`):
+                // the squared rows' copies come first.
+                if !segments.single && bytes <= segments.cache_left && m > 0 {
                     segments.cache_left -= bytes;
                     segments.cache.push(Some(Cached::F64(Vec::new())));
                 } else {
@@ -1182,61 +1293,64 @@ fn segment_pass<T: Send>(
                 group
                     .par_iter()
                     // Per thread: the block scratch, and the values of a segment that is
-                    // not kept (widened from the f32 cache, or computed), reused across
+                    // not kept (computed, and rounded to f32 when single), reused across
                     // segments and passes.
                     .map_init(
-                        || (BlockScratch::default(), Vec::new()),
-                        |(scratch, values), &s| {
+                        || (BlockScratch::default(), Vec::new(), Vec::new()),
+                        |(scratch, values, values32), &s| {
                             let span = spans[s].clone();
                             let local = span.start - first..span.end - first;
                             let slot = match &cache[s] {
                                 Some(Cached::F64(kv)) if !kv.is_empty() => {
-                                    return (work(s, span, kv), None, 0.0);
+                                    let r = work(s, span, SegmentValues::F64(kv), true);
+                                    return (r, None, 0.0);
                                 }
                                 Some(Cached::F32(kv)) if !kv.is_empty() => {
-                                    values.clear();
-                                    values.extend(kv.iter().map(|&v| f64::from(v)));
-                                    return (work(s, span, values), None, 0.0);
+                                    let r = work(s, span, SegmentValues::F32(kv), true);
+                                    return (r, None, 0.0);
                                 }
                                 slot => slot,
                             };
                             let t0 = Instant::now();
-                            // Kept (first pass): its own vector; otherwise the thread's. Rows
-                            // a pass does not need keep stale values, which `work` never reads.
-                            let mut kept = Vec::new();
-                            let kv = if slot.is_some() {
-                                &mut kept
-                            } else {
-                                &mut *values
-                            };
-                            kv.resize(local.len() * m, 0.0);
+                            // Rows a pass does not need keep stale values, which `work` never
+                            // reads.
+                            values.resize(local.len() * m, 0.0);
                             let some: Option<Vec<usize>> = needed
                                 .filter(|_| slot.is_none())
                                 .map(|f| local.clone().filter(|&i| f(first + i)).collect());
                             match some {
                                 Some(index) if index.len() < local.len() => {
                                     let at = local.start;
-                                    fill_some_rows(blocks, rows, &index, at, kv, scratch);
+                                    fill_some_rows(blocks, rows, &index, at, values, scratch);
                                 }
                                 _ => {
                                     let norms: Vec<f64> =
                                         local.clone().map(|i| rows.sq_norm(i)).collect();
-                                    blocks.fill_rows(rows, local, &norms, kv, scratch);
+                                    blocks.fill_rows(rows, local, &norms, values, scratch);
                                 }
                             }
-                            if single {
-                                kv.iter_mut().for_each(|v| *v = f64::from(*v as f32));
-                            }
-                            let secs = t0.elapsed().as_secs_f64();
-                            let r = work(s, span, kv);
-                            let keep = slot.is_some().then(|| {
-                                if single {
-                                    Cached::F32(kept.iter().map(|&v| v as f32).collect())
+                            let keep = slot.is_some();
+                            let kept = if single {
+                                let narrow = values.iter().map(|&v| v as f32);
+                                if keep {
+                                    Some(Cached::F32(narrow.collect()))
                                 } else {
-                                    Cached::F64(kept)
+                                    values32.clear();
+                                    values32.extend(narrow);
+                                    None
                                 }
-                            });
-                            (r, keep, secs)
+                            } else {
+                                keep.then(|| Cached::F64(std::mem::take(values)))
+                            };
+                            let secs = t0.elapsed().as_secs_f64();
+                            let kv = match &kept {
+                                Some(Cached::F32(kv)) => SegmentValues::F32(kv),
+                                Some(Cached::F64(kv)) => SegmentValues::F64(kv),
+                                None if single => SegmentValues::F32(values32),
+                                None => SegmentValues::F64(values),
+                            };
+                            let r = work(s, span, kv, keep);
+                            (r, kept, secs)
                         },
                     )
                     .collect()
@@ -1265,15 +1379,66 @@ fn segment_pass<T: Send>(
 
 /// What the Hessian-free direction needs of the rows at the current point, per live output:
 /// the loss term's gradient sum_i w hs_i (k_i, 1) (hs: the term's half slope), the squared
-/// rows (their kernel values once in `rows`, row-major, and per output their position there
-/// with their weight) and those rows' total weight. The rows are kept in f32: they serve only
-/// the Hessian products, whose directions need not be exact (the gradient, the line search
-/// and the objective use f64), and the products read them tens of times an iteration.
+/// rows (per output where their kernel values are, with their weight) and those rows' total
+/// weight. The rows are in f32: they serve only the Hessian products, whose directions need
+/// not be exact (the gradient, the line search and the objective use f64), and the products
+/// read them tens of times an iteration. A row of a cached segment is read from the cache;
+/// the others are copied, one vector per segment (no vector of all rows to grow).
 struct Gathered {
     gradient: Vec<Vec<f64>>,
-    rows: Vec<f32>,
-    members: Vec<Vec<(usize, f64)>>,
+    copies: Vec<Vec<f32>>,
+    members: Vec<Vec<(SquaredRow, f64)>>,
     weight: Vec<f64>,
+    /// Squared rows (of any output).
+    n_rows: usize,
+}
+
+/// Where a squared row's kernel values are.
+#[derive(Debug, Clone, Copy)]
+enum SquaredRow {
+    Cached { segment: usize, row: usize },
+    Copied { part: usize, row: usize },
+}
+
+impl Gathered {
+    fn new(q: usize, m: usize) -> Self {
+        Gathered {
+            gradient: vec![vec![0.0; m + 1]; q],
+            copies: Vec::new(),
+            members: vec![Vec::new(); q],
+            weight: vec![0.0; q],
+            n_rows: 0,
+        }
+    }
+
+    /// Per segment: whether a squared row is read from its cached values.
+    fn referenced(&self, n_segments: usize) -> Vec<bool> {
+        let mut out = vec![false; n_segments];
+        for (at, _) in self.members.iter().flatten() {
+            if let SquaredRow::Cached { segment, .. } = at {
+                out[*segment] = true;
+            }
+        }
+        out
+    }
+
+    fn copied_bytes(&self) -> usize {
+        self.copies.iter().map(|c| c.len() * 4).sum()
+    }
+
+    /// Output `li`'s squared rows as (kernel values, weight).
+    fn rows_of<'a>(&'a self, li: usize, segments: &'a Segments, m: usize) -> Vec<(&'a [f32], f64)> {
+        self.members[li]
+            .iter()
+            .map(|&(at, w)| {
+                let row = match at {
+                    SquaredRow::Cached { segment, row } => segments.cached_row(segment, row, m),
+                    SquaredRow::Copied { part, row } => &self.copies[part][row * m..(row + 1) * m],
+                };
+                (row, w)
+            })
+            .collect()
+    }
 }
 
 /// One pass over the rows for `Gathered`, segments in parallel, their parts added in row order.
@@ -1292,26 +1457,22 @@ fn gather_pass(
 ) -> Result<Gathered> {
     let m = blocks.n_basis();
     let q = live.len();
-    let mut out = Gathered {
-        gradient: vec![vec![0.0; m + 1]; q],
-        rows: Vec::new(),
-        members: vec![Vec::new(); q],
-        weight: vec![0.0; q],
-    };
+    let mut out = Gathered::new(q, m);
     // Rows with a zero term for every output add nothing.
     let needed = |i: usize| {
         live.iter()
             .any(|&k| term(k, i, outputs[k].f[i]) != Term::Zero)
     };
-    let work = |_s: usize, span: Range<usize>, kv: &[f64]| -> Gathered {
-        let mut part = Gathered {
-            gradient: vec![vec![0.0; m + 1]; q],
-            rows: Vec::new(),
-            members: vec![Vec::new(); q],
-            weight: vec![0.0; q],
-        };
+    let work = |s: usize, span: Range<usize>, kv: SegmentValues<'_>, cached: bool| -> Gathered {
+        let mut part = Gathered::new(q, m);
+        let mut copy = Vec::new();
+        let mut wide = vec![0.0; m];
+        let start = span.start;
         for (t, i) in span.enumerate() {
-            let row = &kv[t * m..(t + 1) * m];
+            if !needed(i) {
+                continue;
+            }
+            let row = kv.row(t, m, &mut wide);
             let w = weight(i);
             let mut kept = None;
             for (li, &k) in live.iter().enumerate() {
@@ -1326,13 +1487,27 @@ fn gather_pass(
                 g[m] += hs;
                 if piece.curvature() > 0.0 {
                     let at = *kept.get_or_insert_with(|| {
-                        part.rows.extend(row.iter().map(|&v| v as f32));
-                        part.rows.len() / m - 1
+                        part.n_rows += 1;
+                        if cached {
+                            SquaredRow::Cached {
+                                segment: s,
+                                row: i - start,
+                            }
+                        } else {
+                            kv.extend_f32(t, m, &mut copy);
+                            SquaredRow::Copied {
+                                part: 0,
+                                row: copy.len() / m - 1,
+                            }
+                        }
                     });
                     part.members[li].push((at, w));
                     part.weight[li] += w;
                 }
             }
+        }
+        if !copy.is_empty() {
+            part.copies.push(copy);
         }
         part
     };
@@ -1343,16 +1518,20 @@ fn gather_pass(
         None,
         Some(&needed),
         &work,
-        &mut |_s, part| {
-            let offset = out.rows.len() / m.max(1);
+        &mut |_s, mut part| {
+            let at = out.copies.len();
+            out.copies.append(&mut part.copies);
+            out.n_rows += part.n_rows;
             for li in 0..q {
                 for (a, b) in out.gradient[li].iter_mut().zip(&part.gradient[li]) {
                     *a += b;
                 }
                 out.weight[li] += part.weight[li];
-                out.members[li].extend(part.members[li].iter().map(|&(p, w)| (p + offset, w)));
+                out.members[li].extend(part.members[li].iter().map(|&(r, w)| match r {
+                    SquaredRow::Copied { row, .. } => (SquaredRow::Copied { part: at, row }, w),
+                    cached => (cached, w),
+                }));
             }
-            out.rows.extend_from_slice(&part.rows);
             Ok(())
         },
         passes,
@@ -1370,20 +1549,17 @@ fn hessian_product(
     kss: &[f64],
     ridge: f64,
     c: f64,
-    rows: &[f32],
-    members: &[(usize, f64)],
+    rows: &[(&[f32], f64)],
     m: usize,
     v: &[f64],
     out: &mut [f64],
 ) {
     let (vb, vbeta) = (v[m], &v[..m]);
     let parts: Vec<Vec<f64>> = parallel::install(|| {
-        members
-            .par_chunks(PRODUCT_CHUNK)
+        rows.par_chunks(PRODUCT_CHUNK)
             .map(|chunk| {
                 let mut acc = vec![0.0; m + 1];
-                for &(p, w) in chunk {
-                    let row = &rows[p * m..(p + 1) * m];
+                for &(row, w) in chunk {
                     let t = 2.0 * c * w * (simd::dot_f32(row, vbeta) + vb);
                     simd::axpy_f32(t, row, &mut acc[..m]);
                     acc[m] += t;
@@ -1433,10 +1609,11 @@ fn matvec_pass(
         return Ok(out);
     }
     let level = simd::level();
-    let work = |_s: usize, span: Range<usize>, kv: &[f64]| -> Vec<f64> {
+    let work = |_s: usize, span: Range<usize>, kv: SegmentValues<'_>, _: bool| -> Vec<f64> {
         let mut r = vec![0.0; span.len() * q];
-        for (row, o) in kv.chunks(m).zip(r.chunks_mut(q)) {
-            simd::weighted_row_sum(level, &coef, q, row, o);
+        let mut wide = vec![0.0; m];
+        for (t, o) in r.chunks_mut(q).enumerate() {
+            simd::weighted_row_sum(level, &coef, q, kv.row(t, m, &mut wide), o);
         }
         r
     };
@@ -1502,24 +1679,26 @@ fn gram_pass(
     }
     let needed = |i: usize| is_changed[i];
     // Per segment and output: the changed rows.
-    let work = |_s: usize, span: Range<usize>, kv: &[f64]| -> Vec<ChangedRows> {
-        changed
-            .iter()
-            .map(|rows| {
-                let a = rows.partition_point(|c| c.row < span.start);
-                let b = rows.partition_point(|c| c.row < span.end);
-                let mut part = ChangedRows {
-                    changes: rows[a..b].to_vec(),
-                    values: Vec::with_capacity((b - a) * m),
-                };
-                for c in &rows[a..b] {
-                    let t = c.row - span.start;
-                    part.values.extend_from_slice(&kv[t * m..(t + 1) * m]);
-                }
-                part
-            })
-            .collect()
-    };
+    let work =
+        |_s: usize, span: Range<usize>, kv: SegmentValues<'_>, _: bool| -> Vec<ChangedRows> {
+            let mut wide = vec![0.0; m];
+            changed
+                .iter()
+                .map(|rows| {
+                    let a = rows.partition_point(|c| c.row < span.start);
+                    let b = rows.partition_point(|c| c.row < span.end);
+                    let mut part = ChangedRows {
+                        changes: rows[a..b].to_vec(),
+                        values: Vec::with_capacity((b - a) * m),
+                    };
+                    for c in &rows[a..b] {
+                        let t = c.row - span.start;
+                        part.values.extend_from_slice(kv.row(t, m, &mut wide));
+                    }
+                    part
+                })
+                .collect()
+        };
     let mut staged: Vec<Staging> = (0..outputs.len()).map(|_| Staging::default()).collect();
     // The parallel part computes kernel rows; the sums are taken here, segment by segment in
     // row order, as each wave's results arrive: holding every changed row's kernel values
@@ -1773,11 +1952,8 @@ fn newton_point(kss: &[f64], o: &ActiveSums, c: f64, m: usize, intercept: f64) -
 /// Solves L L^T x = b.
 fn cholesky_solve(l: &[f64], p: usize, b: &[f64]) -> Vec<f64> {
     let mut z = b.to_vec();
-    for i in 0..p {
-        let s = z[i] - simd::dot(&l[i * p..i * p + i], &z[..i]);
-        z[i] = s / l[i * p + i];
-    }
-    back_substitute(l, p, &mut z);
+    forward(l, p, &mut z);
+    backward(l, p, &mut z);
     z
 }
 
@@ -2167,11 +2343,24 @@ mod tests {
                     "seed {seed} output {o}: decision values differ by {worst}"
                 );
             }
-            for (cache, threads) in [(SEGMENT_ROWS * m * 8, 1), (0, 3)] {
+            // The squared rows' copies and the cache share the budget: whatever it is, the
+            // same solution; within the budget when the squared rows fit in it.
+            let squared = free.squared_rows * m * 4;
+            for (cache, threads) in [
+                (SEGMENT_ROWS * m * 8, 1),
+                (squared + SEGMENT_ROWS * m * 4, 2),
+                (squared / 2, 1),
+                (0, 3),
+            ] {
                 let again = solve(PolishMethod::HessianFree, cache, threads);
                 assert_eq!(again.coef, free.coef, "seed {seed}");
                 assert_eq!(again.intercept, free.intercept, "seed {seed}");
+                assert!(
+                    again.kept_bytes <= cache.max(squared),
+                    "seed {seed} cache {cache}"
+                );
             }
+            assert!(free.kept_bytes <= (n + free.squared_rows) * m * 4 && free.squared_rows > 0);
         }
     }
 
