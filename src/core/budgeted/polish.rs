@@ -947,7 +947,7 @@ pub fn polish(
                 // -g.d: below the tolerance, the line search's pass over the rows would only
                 // confirm that the point is the answer.
                 let most = -simd::dot(&g, &x);
-                if !(most > params.tol * o.objective.abs()) {
+                if most.is_nan() || most <= params.tol * o.objective.abs() {
                     o.done = true;
                 }
             }
