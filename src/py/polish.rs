@@ -54,6 +54,7 @@ impl PolishSettings<'_> {
             max_iter: self.max_iter,
             cache_bytes: cache_bytes(cache_size),
             method: Default::default(),
+            sample_start: true,
         })
     }
 }
@@ -117,6 +118,8 @@ fn polish_result<'py>(
         "cg_products" => r.cg_products,
         "squared_rows" => r.squared_rows,
         "kept_bytes" => r.kept_bytes,
+        "sample_rows" => r.sample_rows,
+        "sample_seconds" => r.sample_seconds,
         "kernel_seconds" => r.kernel_seconds,
         "gram_seconds" => r.gram_seconds,
         "solve_seconds" => r.solve_seconds,
