@@ -772,6 +772,32 @@ pub fn polish(
     params: &PolishParams,
     monitor: Monitor<'_>,
 ) -> Result<PolishResult> {
+    let mut preconditioner = None;
+    polish_on(
+        model,
+        start_intercept,
+        source,
+        targets,
+        weights,
+        params,
+        monitor,
+        &mut preconditioner,
+    )
+}
+
+/// `polish` with the Hessian-free preconditioner's slot: K_SS's factors depend on S only, so
+/// the solve on a subsample builds them once for the solve that starts from it.
+#[allow(clippy::too_many_arguments)]
+fn polish_on(
+    model: &BudgetModel,
+    start_intercept: Option<&[f64]>,
+    source: &mut dyn RowSource,
+    targets: Targets<'_>,
+    weights: Option<&[f64]>,
+    params: &PolishParams,
+    monitor: Monitor<'_>,
+    preconditioner: &mut Option<Preconditioner>,
+) -> Result<PolishResult> {
     let start = Instant::now();
     params.check()?;
     model.validate()?;
@@ -890,7 +916,7 @@ pub fn polish(
             method: PolishMethod::HessianFree,
             ..params.clone()
         };
-        let start = polish(
+        let start = polish_on(
             model,
             start_intercept,
             &mut InMemory(sample.rows()?),
@@ -898,6 +924,7 @@ pub fn polish(
             sample_weights.as_deref(),
             &sample_params,
             &mut *monitor,
+            preconditioner,
         )?;
         for (k, o) in outputs.iter_mut().enumerate() {
             for j in 0..m {
@@ -943,7 +970,6 @@ pub fn polish(
     let mut active_changes = 0u64;
     let (mut gram_seconds, mut solve_seconds) = (0.0, 0.0);
     let ridge = RIDGE * (0..m).map(|i| kss[i * m + i]).fold(1.0f64, f64::max);
-    let mut preconditioner: Option<Preconditioner> = None;
     let mut first_gradient = vec![0.0; n_out];
     let mut cg_products = 0usize;
     let mut squared_rows = 0usize;
@@ -995,7 +1021,7 @@ pub fn polish(
                 )
             };
             if preconditioner.is_none() {
-                preconditioner = Some(Preconditioner::new(&kss, m, ridge).ok_or_else(failed)?);
+                *preconditioner = Some(Preconditioner::new(&kss, m, ridge).ok_or_else(failed)?);
             }
             let pre = preconditioner.as_mut().expect("built above");
             let a0 = pre.scale();
