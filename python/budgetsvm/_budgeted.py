@@ -396,8 +396,9 @@ def polish_callback(verbose: bool, extra: Callback) -> Callback:
 def print_epoch(info: Dict[str, Any]) -> None:
     if info.get("polish"):
         print(
-            f"[budgetsvm] polish iteration {info['epoch']}: objective {info['objective']:.6g}, "
-            f"{info['iteration']} active-set changes so far, {info['seconds']:.2f} s",
+            f"[budgetsvm] polish iteration {info['epoch']} on {info.get('rows', 0):,} rows: "
+            f"objective {info['objective']:.6g}, {info['iteration']} active-set changes so far, "
+            f"{info['seconds']:.2f} s",
             file=sys.stdout,
             flush=True,
         )

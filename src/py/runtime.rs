@@ -52,6 +52,7 @@ impl PythonMonitor<'_> {
                     }
                     if p.polish {
                         info.set_item("polish", true)?;
+                        info.set_item("rows", p.rows)?;
                     }
                     if let Some(objective) = p.objective {
                         info.set_item("objective", objective)?;

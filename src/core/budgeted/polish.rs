@@ -939,6 +939,7 @@ fn polish_on(
         epochs: params.max_iter,
         n_sv: m,
         polish: true,
+        rows: n,
         ..Progress::default()
     };
 

@@ -29,6 +29,9 @@ pub struct Progress {
     pub polish: bool,
     /// The objective, when known (the polish's).
     pub objective: Option<f64>,
+    /// The polish: the rows this solve runs on (a fifth of them, or less, while it solves a
+    /// subsample to start from).
+    pub rows: usize,
 }
 
 /// A monitor callback: sees progress, may abort.
