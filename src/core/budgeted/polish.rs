@@ -2500,25 +2500,7 @@ mod tests {
             let newton = solve(PolishMethod::Newton, 1 << 30, 2);
             let free = solve(PolishMethod::HessianFree, 1 << 30, 2);
             assert!(free.cg_products > 0 && newton.cg_products == 0);
-            let (k, _) = explicit_kernels(&x, n, &model);
-            let q = model.n_out;
-            for o in 0..q {
-                let rel = (free.objective[o] - newton.objective[o]).abs() / newton.objective[o];
-                assert!(rel < 1e-5, "seed {seed} output {o}: {rel}");
-                let value = |r: &PolishResult, i: usize| {
-                    (0..m)
-                        .map(|j| k[i * m + j] * r.coef[j * q + o])
-                        .sum::<f64>()
-                        + r.intercept[o]
-                };
-                let worst = (0..n)
-                    .map(|i| (value(&free, i) - value(&newton, i)).abs())
-                    .fold(0.0, f64::max);
-                assert!(
-                    worst < 1e-3,
-                    "seed {seed} output {o}: decision values differ by {worst}"
-                );
-            }
+            assert_same_optimum(&x, &model, &free, &newton, seed);
             // The squared rows' copies and the cache share the budget: whatever it is, the
             // same solution; within the budget when the squared rows fit in it.
             let squared = free.squared_rows * m * 4;
@@ -2537,6 +2519,36 @@ mod tests {
                 );
             }
             assert!(free.kept_bytes <= (n + free.squared_rows) * m * 4 && free.squared_rows > 0);
+        }
+    }
+
+    /// `a` reaches `b`'s optimum: the objective to 1e-5 relative, the decision values on the
+    /// rows `x` (two columns) to 1e-3, per output.
+    fn assert_same_optimum(
+        x: &[f64],
+        model: &BudgetModel,
+        a: &PolishResult,
+        b: &PolishResult,
+        seed: u64,
+    ) {
+        let (n, m, q) = (x.len() / 2, model.n_sv(), model.n_out);
+        let (k, _) = explicit_kernels(x, n, model);
+        for o in 0..q {
+            let rel = (a.objective[o] - b.objective[o]).abs() / b.objective[o];
+            assert!(rel < 1e-5, "seed {seed} output {o}: {rel}");
+            let value = |r: &PolishResult, i: usize| {
+                (0..m)
+                    .map(|j| k[i * m + j] * r.coef[j * q + o])
+                    .sum::<f64>()
+                    + r.intercept[o]
+            };
+            let worst = (0..n)
+                .map(|i| (value(a, i) - value(b, i)).abs())
+                .fold(0.0, f64::max);
+            assert!(
+                worst < 1e-3,
+                "seed {seed} output {o}: decision values differ by {worst}"
+            );
         }
     }
 
@@ -2592,25 +2604,7 @@ mod tests {
             };
             let (direct, started) = (solve(false), solve(true));
             assert_eq!((direct.sample_rows, started.sample_rows), (0, n / 5));
-            let (k, _) = explicit_kernels(&x, n, &model);
-            let q = model.n_out;
-            for o in 0..q {
-                let rel = (started.objective[o] - direct.objective[o]).abs() / direct.objective[o];
-                assert!(rel < 1e-5, "seed {seed} output {o}: {rel}");
-                let value = |r: &PolishResult, i: usize| {
-                    (0..m)
-                        .map(|j| k[i * m + j] * r.coef[j * q + o])
-                        .sum::<f64>()
-                        + r.intercept[o]
-                };
-                let worst = (0..n)
-                    .map(|i| (value(&started, i) - value(&direct, i)).abs())
-                    .fold(0.0, f64::max);
-                assert!(
-                    worst < 1e-3,
-                    "seed {seed} output {o}: decision values differ by {worst}"
-                );
-            }
+            assert_same_optimum(&x, &model, &started, &direct, seed);
         }
     }
 
