@@ -2608,6 +2608,54 @@ mod tests {
         }
     }
 
+    /// A LIBSVM file read in chunks (333 rows: the subsample's every fifth row falls at other
+    /// offsets in each chunk) starts from the same subsample as the rows in memory, and ends
+    /// at the same optimum.
+    #[test]
+    fn file_rows_give_the_same_sample_start() {
+        let (n, m) = (3000, 30);
+        let (x, y, model) = problem(41, n, m, 2);
+        // Three decimals: the file's text is the values exactly.
+        let x: Vec<f64> = x.iter().map(|v| (v * 1000.0).round() / 1000.0).collect();
+        let path =
+            std::env::temp_dir().join(format!("budgetsvm_sample_start_{}.svm", std::process::id()));
+        let text: String = (0..n)
+            .map(|i| format!("{} 1:{:?} 2:{:?}\n", y[i], x[2 * i], x[2 * i + 1]))
+            .collect();
+        std::fs::write(&path, text).unwrap();
+        let mut p = params(2.0);
+        p.method = PolishMethod::HessianFree;
+        let (mut file, file_y) = LibsvmFileRows::open(&path, 333, 2, &[0.0, 1.0]).unwrap();
+        assert_eq!(file_y, y);
+        let from_file = polish(
+            &model,
+            None,
+            &mut file,
+            Targets::classes(&y, 2),
+            None,
+            &p,
+            &mut no_monitor,
+        );
+        std::fs::remove_file(&path).unwrap();
+        let from_file = from_file.unwrap();
+        let indptr: Vec<i64> = (0..=n as i64).map(|i| 2 * i).collect();
+        let indices: Vec<i64> = (0..2 * n as i64).map(|k| k % 2).collect();
+        let rows = AnyRows::Csr64(CsrView::new(&indptr, &indices, &x, 2).unwrap());
+        let in_memory = polish(
+            &model,
+            None,
+            &mut InMemory(rows),
+            Targets::classes(&y, 2),
+            None,
+            &p,
+            &mut no_monitor,
+        )
+        .unwrap();
+        assert_eq!(from_file.sample_rows, n / 5);
+        // The same optimum; not the same bits: the gather's sums follow the file's blocks.
+        assert_same_optimum(&x, &model, &from_file, &in_memory, 41);
+    }
+
     /// The same solution whatever the cache holds and however many threads run.
     #[test]
     fn cache_and_threads_do_not_change_the_result() {
