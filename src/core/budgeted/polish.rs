@@ -116,7 +116,8 @@ const PRODUCT_CHUNK: usize = 2048;
 /// weighs as much against the regulariser) and starts from that solution: the iterations that
 /// cross from the budgeted pass's coefficients to near the optimum, most of them, then cost a
 /// fifth. The subsample's solve does the same in turn, and stops at `SAMPLE_TOL`: a start, not
-/// the answer. 1,000,000 hard10d rows, B = 2,000: 9 iterations on all rows became 4.
+/// the answer. The subsample is copied only while it takes at most a quarter of
+/// `polish_cache_size` (rows read from a file stay a chunk at a time otherwise). 1,000,000 hard10d rows, B = 2,000: 9 iterations on all rows became 4.
 const SAMPLE_STEP: usize = 5;
 const SAMPLE_ROWS_PER_SV: usize = 10;
 const SAMPLE_TOL: f64 = 1e-4;
@@ -887,50 +888,51 @@ fn polish_on(
     let (mut sample_rows, mut sample_seconds) = (0, 0.0);
     if hessian_free && params.sample_start && n / SAMPLE_STEP >= SAMPLE_ROWS_PER_SV * m {
         let started = Instant::now();
-        let sample = RowSample::take(source, SAMPLE_STEP)?;
-        sample_rows = sample.n_rows;
-        let index: Vec<usize> = (0..n).step_by(SAMPLE_STEP).collect();
-        let sample_weights: Option<Vec<f64>> =
-            weights.map(|w| index.iter().map(|&i| w[i]).collect());
-        let class_ids: Vec<u32>;
-        let values: Vec<f64>;
-        let sample_targets = match targets {
-            Targets::Classes { y, n_classes } => {
-                class_ids = index.iter().map(|&i| y[i]).collect();
-                Targets::Classes {
-                    y: &class_ids,
-                    n_classes,
+        if let Some(sample) = RowSample::take(source, SAMPLE_STEP, params.cache_bytes / 4)? {
+            sample_rows = sample.n_rows;
+            let index: Vec<usize> = (0..n).step_by(SAMPLE_STEP).collect();
+            let sample_weights: Option<Vec<f64>> =
+                weights.map(|w| index.iter().map(|&i| w[i]).collect());
+            let class_ids: Vec<u32>;
+            let values: Vec<f64>;
+            let sample_targets = match targets {
+                Targets::Classes { y, n_classes } => {
+                    class_ids = index.iter().map(|&i| y[i]).collect();
+                    Targets::Classes {
+                        y: &class_ids,
+                        n_classes,
+                    }
                 }
-            }
-            Targets::Values { y, epsilon } => {
-                values = index.iter().map(|&i| y[i]).collect();
-                Targets::Values {
-                    y: &values,
-                    epsilon,
+                Targets::Values { y, epsilon } => {
+                    values = index.iter().map(|&i| y[i]).collect();
+                    Targets::Values {
+                        y: &values,
+                        epsilon,
+                    }
                 }
+            };
+            let sample_params = PolishParams {
+                c: c * n as f64 / sample.n_rows as f64,
+                tol: params.tol.max(SAMPLE_TOL),
+                method: PolishMethod::HessianFree,
+                ..params.clone()
+            };
+            let start = polish_on(
+                model,
+                start_intercept,
+                &mut InMemory(sample.rows()?),
+                sample_targets,
+                sample_weights.as_deref(),
+                &sample_params,
+                &mut *monitor,
+                preconditioner,
+            )?;
+            for (k, o) in outputs.iter_mut().enumerate() {
+                for j in 0..m {
+                    o.beta[j] = start.coef[j * n_out + k];
+                }
+                o.b = start.intercept[k];
             }
-        };
-        let sample_params = PolishParams {
-            c: c * n as f64 / sample.n_rows as f64,
-            tol: params.tol.max(SAMPLE_TOL),
-            method: PolishMethod::HessianFree,
-            ..params.clone()
-        };
-        let start = polish_on(
-            model,
-            start_intercept,
-            &mut InMemory(sample.rows()?),
-            sample_targets,
-            sample_weights.as_deref(),
-            &sample_params,
-            &mut *monitor,
-            preconditioner,
-        )?;
-        for (k, o) in outputs.iter_mut().enumerate() {
-            for j in 0..m {
-                o.beta[j] = start.coef[j * n_out + k];
-            }
-            o.b = start.intercept[k];
         }
         sample_seconds = started.elapsed().as_secs_f64();
     }
@@ -1222,6 +1224,8 @@ fn polish_on(
 /// Every `step`-th row of a source (rows 0, step, 2 step, ...), copied in one pass: dense
 /// when the source's first block is, CSR otherwise.
 struct RowSample {
+    /// The copy outgrew its bound (and stopped growing).
+    too_big: bool,
     n_rows: usize,
     n_cols: usize,
     dense: Option<Vec<f64>>,
@@ -1231,9 +1235,12 @@ struct RowSample {
 }
 
 impl RowSample {
-    fn take(source: &mut dyn RowSource, step: usize) -> Result<Self> {
+    /// None when the copy would take more than `max_bytes` (a file read in chunks keeps its
+    /// promise of memory for one chunk, not a fifth of the file).
+    fn take(source: &mut dyn RowSource, step: usize, max_bytes: usize) -> Result<Option<Self>> {
         let n_cols = source.n_cols();
         let mut sample = RowSample {
+            too_big: false,
             n_rows: 0,
             n_cols,
             dense: None,
@@ -1250,6 +1257,9 @@ impl RowSample {
                 }
             }
             for i in (first.next_multiple_of(step) - first..rows.n_rows()).step_by(step) {
+                if sample.too_big {
+                    break;
+                }
                 sample.n_rows += 1;
                 if let Some(dense) = &mut sample.dense {
                     let at = dense.len();
@@ -1264,10 +1274,14 @@ impl RowSample {
                     });
                     sample.indptr.push(sample.values.len() as i64);
                 }
+                let bytes = sample.dense.as_ref().map_or(0, |d| d.len() * 8)
+                    + sample.values.len() * 16
+                    + sample.indptr.len() * 8;
+                sample.too_big = bytes > max_bytes;
             }
             Ok(())
         })?;
-        Ok(sample)
+        Ok((!sample.too_big).then_some(sample))
     }
 
     fn rows(&self) -> Result<AnyRows<'_>> {
@@ -2574,7 +2588,7 @@ mod tests {
             let w = weighted.then_some(&w[..]);
             let indptr: Vec<i64> = (0..=n as i64).map(|i| 2 * i).collect();
             let indices: Vec<i64> = (0..2 * n as i64).map(|k| k % 2).collect();
-            let solve = |sample_start| {
+            let solve = |sample_start, cache_bytes| {
                 let rows = if sparse {
                     AnyRows::Csr64(CsrView::new(&indptr, &indices, &x, 2).unwrap())
                 } else {
@@ -2591,6 +2605,7 @@ mod tests {
                 let mut p = params(2.0);
                 p.method = PolishMethod::HessianFree;
                 p.sample_start = sample_start;
+                p.cache_bytes = cache_bytes;
                 polish(
                     &model,
                     None,
@@ -2602,8 +2617,10 @@ mod tests {
                 )
                 .unwrap()
             };
-            let (direct, started) = (solve(false), solve(true));
+            let (direct, started) = (solve(false, 1 << 30), solve(true, 1 << 30));
             assert_eq!((direct.sample_rows, started.sample_rows), (0, n / 5));
+            // A subsample larger than a quarter of the cache is not copied.
+            assert_eq!(solve(true, 4 * (n / 5) * 8).sample_rows, 0);
             assert_same_optimum(&x, &model, &started, &direct, seed);
         }
     }
