@@ -1356,53 +1356,47 @@ fn chunked_sum(n: usize, part: &(dyn Fn(Range<usize>) -> [f64; 2] + Sync)) -> [f
 /// Whether a pass needs row i's kernel values.
 type RowsNeeded<'a> = dyn Fn(usize) -> bool + Sync + 'a;
 
-/// Kernel values of the block's rows `index` (block-local, within the segment that starts at
-/// block row `start`) into their places of the segment's `kv`.
-fn fill_some_rows(
-    blocks: &KernelBlocks,
-    rows: &AnyRows<'_>,
-    index: &[usize],
-    start: usize,
-    kv: &mut [f64],
-    scratch: &mut BlockScratch,
-) {
-    if index.is_empty() {
-        return;
-    }
-    let m = blocks.n_basis();
-    let subset = SubsetRows::new(rows, index).expect("block-local rows");
-    let norms: Vec<f64> = index.iter().map(|&i| rows.sq_norm(i)).collect();
-    let mut packed = vec![0.0; index.len() * m];
-    blocks.fill_rows(&subset, 0..index.len(), &norms, &mut packed, scratch);
-    for (t, &i) in index.iter().enumerate() {
-        let at = i - start;
-        kv[at * m..(at + 1) * m].copy_from_slice(&packed[t * m..(t + 1) * m]);
-    }
-}
-
 /// What a pass computes on a segment: (segment, its rows, their kernel values) -> result.
 /// The last argument says whether the segment's values are in the cache (after this pass).
 type SegmentWork<'a, T> = dyn Fn(usize, Range<usize>, SegmentValues<'_>, bool) -> T + Sync + 'a;
 
 /// A segment's kernel values (row-major, m a row) as a pass reads them: f64, or f32 where
 /// every value is rounded to f32 (`Segments::single`), read as stored instead of widened
-/// into a copy of the segment first.
+/// into a copy of the segment first. When a pass computed only the rows it needs, they are
+/// packed and `at` gives each segment row's place among them (rows not computed are never
+/// read).
 #[derive(Clone, Copy)]
-enum SegmentValues<'a> {
+struct SegmentValues<'a> {
+    values: Values<'a>,
+    at: Option<&'a [usize]>,
+}
+
+#[derive(Clone, Copy)]
+enum Values<'a> {
     F64(&'a [f64]),
     F32(&'a [f32]),
 }
 
 impl<'a> SegmentValues<'a> {
+    fn all(values: Values<'a>) -> Self {
+        SegmentValues { values, at: None }
+    }
+
+    /// Where segment row t's values start.
+    fn start(self, t: usize, m: usize) -> usize {
+        self.at.map_or(t, |at| at[t]) * m
+    }
+
     /// Row t, widened into `buf` (m long) when stored as f32.
     fn row<'b>(self, t: usize, m: usize, buf: &'b mut [f64]) -> &'b [f64]
     where
         'a: 'b,
     {
-        match self {
-            SegmentValues::F64(v) => &v[t * m..(t + 1) * m],
-            SegmentValues::F32(v) => {
-                for (b, &x) in buf.iter_mut().zip(&v[t * m..(t + 1) * m]) {
+        let a = self.start(t, m);
+        match self.values {
+            Values::F64(v) => &v[a..a + m],
+            Values::F32(v) => {
+                for (b, &x) in buf.iter_mut().zip(&v[a..a + m]) {
                     *b = f64::from(x);
                 }
                 &buf[..m]
@@ -1412,9 +1406,10 @@ impl<'a> SegmentValues<'a> {
 
     /// Appends row t to `out` in f32.
     fn extend_f32(self, t: usize, m: usize, out: &mut Vec<f32>) {
-        match self {
-            SegmentValues::F64(v) => out.extend(v[t * m..(t + 1) * m].iter().map(|&x| x as f32)),
-            SegmentValues::F32(v) => out.extend_from_slice(&v[t * m..(t + 1) * m]),
+        let a = self.start(t, m);
+        match self.values {
+            Values::F64(v) => out.extend(v[a..a + m].iter().map(|&x| x as f32)),
+            Values::F32(v) => out.extend_from_slice(&v[a..a + m]),
         }
     }
 }
@@ -1496,39 +1491,54 @@ fn segment_pass<T: Send>(
                     // not kept (computed, and rounded to f32 when single), reused across
                     // segments and passes.
                     .map_init(
-                        || (BlockScratch::default(), Vec::new(), Vec::new()),
-                        |(scratch, values, values32), &s| {
+                        || (BlockScratch::default(), Vec::new(), Vec::new(), Vec::new()),
+                        |(scratch, values, values32, at), &s| {
                             let span = spans[s].clone();
                             let local = span.start - first..span.end - first;
                             let slot = match &cache[s] {
                                 Some(Cached::F64(kv)) if !kv.is_empty() => {
-                                    let r = work(s, span, SegmentValues::F64(kv), true);
+                                    let kv = SegmentValues::all(Values::F64(kv));
+                                    let r = work(s, span, kv, true);
                                     return (r, None, 0.0);
                                 }
                                 Some(Cached::F32(kv)) if !kv.is_empty() => {
-                                    let r = work(s, span, SegmentValues::F32(kv), true);
+                                    let kv = SegmentValues::all(Values::F32(kv));
+                                    let r = work(s, span, kv, true);
                                     return (r, None, 0.0);
                                 }
                                 slot => slot,
                             };
                             let t0 = Instant::now();
-                            // Rows a pass does not need keep stale values, which `work` never
-                            // reads.
-                            values.resize(local.len() * m, 0.0);
                             let some: Option<Vec<usize>> = needed
                                 .filter(|_| slot.is_none())
                                 .map(|f| local.clone().filter(|&i| f(first + i)).collect());
-                            match some {
+                            // Only the rows the pass needs, packed (no values computed, zeroed
+                            // or moved for the others), or all of them.
+                            let packed = match some {
                                 Some(index) if index.len() < local.len() => {
-                                    let at = local.start;
-                                    fill_some_rows(blocks, rows, &index, at, values, scratch);
+                                    at.clear();
+                                    at.resize(local.len(), usize::MAX);
+                                    for (p, &i) in index.iter().enumerate() {
+                                        at[i - local.start] = p;
+                                    }
+                                    let subset =
+                                        SubsetRows::new(rows, &index).expect("block-local rows");
+                                    let norms: Vec<f64> =
+                                        index.iter().map(|&i| rows.sq_norm(i)).collect();
+                                    values.resize(index.len() * m, 0.0);
+                                    let out = &mut values[..index.len() * m];
+                                    blocks.fill_rows(&subset, 0..index.len(), &norms, out, scratch);
+                                    true
                                 }
                                 _ => {
                                     let norms: Vec<f64> =
                                         local.clone().map(|i| rows.sq_norm(i)).collect();
-                                    blocks.fill_rows(rows, local, &norms, values, scratch);
+                                    values.resize(local.len() * m, 0.0);
+                                    let out = &mut values[..local.len() * m];
+                                    blocks.fill_rows(rows, local, &norms, out, scratch);
+                                    false
                                 }
-                            }
+                            };
                             let keep = slot.is_some();
                             let kept = if single {
                                 let narrow = values.iter().map(|&v| v as f32);
@@ -1543,11 +1553,14 @@ fn segment_pass<T: Send>(
                                 keep.then(|| Cached::F64(std::mem::take(values)))
                             };
                             let secs = t0.elapsed().as_secs_f64();
-                            let kv = match &kept {
-                                Some(Cached::F32(kv)) => SegmentValues::F32(kv),
-                                Some(Cached::F64(kv)) => SegmentValues::F64(kv),
-                                None if single => SegmentValues::F32(values32),
-                                None => SegmentValues::F64(values),
+                            let kv = SegmentValues {
+                                values: match &kept {
+                                    Some(Cached::F32(kv)) => Values::F32(kv),
+                                    Some(Cached::F64(kv)) => Values::F64(kv),
+                                    None if single => Values::F32(values32),
+                                    None => Values::F64(values),
+                                },
+                                at: packed.then_some(&at[..]),
                             };
                             let r = work(s, span, kv, keep);
                             (r, kept, secs)
