@@ -117,7 +117,8 @@ const PRODUCT_CHUNK: usize = 2048;
 /// cross from the budgeted pass's coefficients to near the optimum, most of them, then cost a
 /// fifth. The subsample's solve does the same in turn, and stops at `SAMPLE_TOL`: a start, not
 /// the answer. The subsample is copied only while it takes at most a quarter of
-/// `polish_cache_size` (rows read from a file stay a chunk at a time otherwise). 1,000,000 hard10d rows, B = 2,000: 9 iterations on all rows became 4.
+/// `polish_cache_size` (rows read from a file stay a chunk at a time otherwise). 1,000,000
+/// hard10d rows, B = 2,000: 10 iterations on all rows became 3.
 const SAMPLE_STEP: usize = 5;
 const SAMPLE_ROWS_PER_SV: usize = 10;
 const SAMPLE_TOL: f64 = 1e-4;
@@ -982,28 +983,28 @@ fn polish_on(
             let live: Vec<usize> = (0..n_out).filter(|&k| !outputs[k].done).collect();
             iterations += 1;
             let t_gram = Instant::now();
-            // The cache takes what the squared rows' copies leave of the budget.
-            if !segments.spans.is_empty() {
-                let squared: Vec<usize> = segments
-                    .spans
-                    .iter()
-                    .map(|span| {
-                        span.clone()
-                            .filter(|&i| {
-                                live.iter()
-                                    .any(|&k| targets.term(k, i, outputs[k].f[i]).curvature() > 0.0)
-                            })
-                            .count()
-                    })
-                    .collect();
-                segments.plan_budget(&squared, m);
-            }
+            // Squared rows per segment, known from f: the cache takes what their copies leave
+            // of the budget, and each copy is sized for them.
+            let squared: Vec<usize> = segments
+                .spans
+                .iter()
+                .map(|span| {
+                    span.clone()
+                        .filter(|&i| {
+                            live.iter()
+                                .any(|&k| targets.term(k, i, outputs[k].f[i]).curvature() > 0.0)
+                        })
+                        .count()
+                })
+                .collect();
+            segments.plan_budget(&squared, m);
             let gathered = gather_pass(
                 &blocks,
                 source,
                 &mut segments,
                 &outputs,
                 &live,
+                &squared,
                 &|k, i, f| targets.term(k, i, f),
                 &weight,
                 &mut passes,
@@ -1651,6 +1652,7 @@ fn gather_pass(
     segments: &mut Segments,
     outputs: &[Output],
     live: &[usize],
+    squared: &[usize],
     term: &(dyn Fn(usize, usize, f64) -> Term + Sync),
     weight: &(dyn Fn(usize) -> f64 + Sync),
     passes: &mut usize,
@@ -1669,14 +1671,10 @@ fn gather_pass(
         let mut part = Gathered::new(q, m);
         // Sized for the segment's squared rows: a vector grown by doubling kept up to twice
         // their bytes (a million rows, B = 2,000: 2.75 GB at the peak for 1.34 GB of rows).
-        let squared = |i: usize| {
-            live.iter()
-                .any(|&k| term(k, i, outputs[k].f[i]).curvature() > 0.0)
-        };
         let mut copy = if cached {
             Vec::new()
         } else {
-            Vec::with_capacity(span.clone().filter(|&i| squared(i)).count() * m)
+            Vec::with_capacity(squared.get(s).map_or(0, |&q| q * m))
         };
         let mut wide = vec![0.0; m];
         let start = span.start;
