@@ -276,6 +276,29 @@ def test_train_novelty_detector(tmp_path):
     assert_array_equal(np.array(r.stdout.split(), dtype=float), direct.decision_function(X))
 
 
+def test_train_nu_machines(files, tmp_path):
+    from budgetsvm import KernelNuSVC, KernelNuSVR
+
+    train, test = files
+    X, y = load_svmlight_file(train, n_features=2)
+    Xt, _ = load_svmlight_file(test, n_features=2)
+    model = tmp_path / "nu.model"
+    r = cli("train", "-A", "smo", "--nu-svm", "-n", 0.3, "-g", 2, train, model)
+    clf = KernelNuSVC.load(model)
+    assert type(clf) is KernelNuSVC and clf.nu == 0.3
+    direct = KernelNuSVC(nu=0.3, gamma=2.0, solver="smo", random_state=0).fit(X, y)
+    assert_array_equal(clf.predict(Xt), direct.predict(Xt))
+    r = cli("predict", "-d", test, model)
+    values = np.array([line.split() for line in r.stdout.splitlines()], dtype=float)
+    assert_array_equal(values, direct.decision_function(Xt))
+    z = X.toarray()[:, 0] - X.toarray()[:, 1]
+    data = write_libsvm(tmp_path / "reg.svm", X.toarray(), z)
+    cli("train", "-T", "regression", "-A", "alfpgm", "--nu-svm", "-n", 0.4, "-c", 2, data, model)
+    reg = KernelNuSVR.load(model)
+    assert type(reg) is KernelNuSVR and reg.nu == 0.4 and reg.C == 2
+    assert_array_equal(reg.predict(Xt), KernelNuSVR(nu=0.4, C=2.0).fit(X, z).predict(Xt))
+
+
 def test_train_precomputed_kernel(tmp_path):
     from budgetsvm import KernelSVR
 
@@ -313,6 +336,8 @@ def test_train_option_errors(files, tmp_path):
     assert "epsilon" in error("-T", "regression", "-p", -1)
     assert "epsilon" in error("-T", "regression", "-A", "alfpgm", "-p", -1)
     assert "nu" in error("-T", "novelty", "-n", 1.5)
+    assert "nu must be in (0, 1]" in error("-A", "smo", "--nu-svm", "-n", 0)
+    assert "--nu-svm is exact only" in error("--nu-svm")
     assert "tol" in error("-A", "alfpgm", "--tol", 0)
     assert "degree" in error("-A", "smo", "-k", "poly", "-d", -2)
     assert "cache_size" in error("-A", "smo", "--cache-size", -5)

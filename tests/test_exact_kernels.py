@@ -157,11 +157,17 @@ def test_one_class_matches_scikit_learn(name, nu, solver):
     assert set(np.unique(ours.predict(Xt))) <= {-1, 1}
 
 
-def test_one_class_with_nu_one_keeps_every_row_at_its_bound():
+def test_one_class_with_nu_one_is_an_error_at_fit():
+    # Every row at its bound leaves rho unbounded: an error at fit, as OneClassSVM's, never a
+    # fitted model that cannot predict; the estimator stays unfitted.
     X, _ = regression(100, 5)
-    det = KernelOneClassSVM(nu=1.0, gamma=0.5).fit(X)
-    assert len(det.support_) == 100
-    assert_allclose(det.dual_coef_, 1.0)
+    det = KernelOneClassSVM(nu=1.0, gamma=0.5)
+    with pytest.raises(ValueError, match="not finite.*nu=1.0"):
+        det.fit(X)
+    with pytest.raises(ValueError):
+        OneClassSVM(nu=1.0, gamma=0.5).fit(X)
+    assert not hasattr(det, "support_")
+    assert KernelOneClassSVM(nu=0.999, gamma=0.5).fit(X).predict(X).shape == (100,)
 
 
 def test_one_class_weights_bound_each_row():
@@ -220,8 +226,14 @@ def test_break_ties_predicts_the_argmax_of_the_decision_function():
     assert_array_equal(clf.predict(Xt), clf.classes_[np.argmax(clf.decision_function(Xt), 1)])
     ref = SVC(gamma=0.5, break_ties=True).fit(X, y)
     assert (clf.predict(Xt) == ref.predict(Xt)).mean() > 0.99
-    with pytest.raises(ValueError, match="break_ties"):
-        KernelSVC(break_ties=True, decision_function_shape="ovo").fit(X, y)
+    # As SVC: checked at predict, so a model fitted with 'ovr' can switch its shape.
+    ovo = KernelSVC(gamma=0.5, break_ties=True, decision_function_shape="ovo").fit(X, y)
+    with pytest.raises(ValueError, match="break_ties must be False"):
+        ovo.predict(Xt)
+    assert ovo.decision_function(Xt).shape == (2000, 3)
+    clf.set_params(decision_function_shape="ovo")
+    with pytest.raises(ValueError, match="break_ties must be False"):
+        clf.predict(Xt)
 
 
 # --- Precomputed kernels ---------------------------------------------------------------------------

@@ -125,6 +125,24 @@ def test_ctrl_c_stops_a_fit_on_any_thread_and_the_estimator_refits(case):
 
 
 @posix_only
+@pytest.mark.parametrize("solver", ["alfpgm", "smo"])
+def test_ctrl_c_right_after_an_exact_fit_starts(solver):
+    # A one-class (or nu) fit starts from thousands of rows at their bound: the gradient of
+    # that start is built from their kernel rows, in batches that report to the monitor, so
+    # Ctrl-C lands there too (it used to wait for the whole start: 4.5 s on these rows).
+    from budgetsvm import KernelNuSVC, KernelOneClassSVM
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(40_000, 20))
+    for est in (KernelOneClassSVM(nu=0.5, solver=solver, gamma=0.05),
+                KernelNuSVC(nu=0.5, solver=solver, gamma=0.05)):
+        y = (X[:, 0] > 0).astype(int)
+        with _interrupt_after(0.2), pytest.raises(KeyboardInterrupt):
+            est.fit(X) if isinstance(est, KernelOneClassSVM) else est.fit(X, y)
+        assert not hasattr(est, "support_")
+
+
+@posix_only
 def test_ctrl_c_stops_predict_on_a_large_matrix():
     X, y = xor_data(2000, 3)
     clf = BudgetSVC(budget=500, epochs=1, random_state=0, C=100.0, gamma=20.0).fit(X, y)

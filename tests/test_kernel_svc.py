@@ -36,7 +36,8 @@ def kernel(A: np.ndarray, B: np.ndarray, gamma: float) -> np.ndarray:
 
 def dual_objective(dual_coef: np.ndarray, sv: np.ndarray, gamma: float) -> float:
     """Binary D(a) = e^T a - 1/2 a^T Q a from SVC-style attributes (dual_coef = y a)."""
-    c = dual_coef.ravel()
+    # dual_coef_ is sparse after a sparse fit (as SVC's).
+    c = (dual_coef.toarray() if sp.issparse(dual_coef) else dual_coef).ravel()
     return float(np.abs(c).sum() - 0.5 * c @ kernel(sv, sv, gamma) @ c)
 
 
@@ -56,7 +57,8 @@ def problem(n: int, d: int, seed: int, sparse_frac: float = 0.0):
 def full_alpha(clf: KernelSVC, n: int) -> np.ndarray:
     """Binary y a over all training rows (SVC convention: positive for classes_[1])."""
     a = np.zeros(n)
-    a[clf.support_] = clf.dual_coef_[0]
+    dual_coef = clf.dual_coef_.toarray() if sp.issparse(clf.dual_coef_) else clf.dual_coef_
+    a[clf.support_] = dual_coef[0]
     return a
 
 

@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from budgetsvm._budgetsvm import __version__, get_num_threads, set_num_threads, simd_level
     from budgetsvm.budget_svc import BudgetSVC
     from budgetsvm.budget_svr import BudgetSVR
+    from budgetsvm.kernel_nu_svc import KernelNuSVC
+    from budgetsvm.kernel_nu_svr import KernelNuSVR
     from budgetsvm.kernel_one_class import KernelOneClassSVM
     from budgetsvm.kernel_svc import KernelSVC
     from budgetsvm.kernel_svr import KernelSVR
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
 _WHERE = {
     "BudgetSVC": "budgetsvm.budget_svc",
     "BudgetSVR": "budgetsvm.budget_svr",
+    "KernelNuSVC": "budgetsvm.kernel_nu_svc",
+    "KernelNuSVR": "budgetsvm.kernel_nu_svr",
     "KernelOneClassSVM": "budgetsvm.kernel_one_class",
     "KernelSVC": "budgetsvm.kernel_svc",
     "KernelSVR": "budgetsvm.kernel_svr",
@@ -37,6 +41,8 @@ _WHERE = {
 __all__ = [
     "BudgetSVC",
     "BudgetSVR",
+    "KernelNuSVC",
+    "KernelNuSVR",
     "KernelOneClassSVM",
     "KernelSVC",
     "KernelSVR",

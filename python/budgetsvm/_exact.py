@@ -16,7 +16,13 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import (
+    _num_samples,
+    check_consistent_length,
+    check_is_fitted,
+    column_or_1d,
+    validate_data,
+)
 
 from budgetsvm import _budgetsvm
 from budgetsvm._validation import (
@@ -51,6 +57,24 @@ def check_nonnegative(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
 
 
+def check_c(value: Any) -> float:
+    """C of an exact machine: a number > 0; inf is the hard margin (as scikit-learn's SVMs)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"C must be a number, got {value!r}")
+    if np.isnan(value) or value <= 0:
+        raise ValueError(f"C must be > 0 (inf for a hard margin), got {value!r}")
+    return float(value)
+
+
+def check_nu(value: Any) -> float:
+    """nu of the nu formulations: a number in (0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"nu must be a number in (0, 1], got {value!r}")
+    if not (np.isfinite(value) and 0 < value <= 1):
+        raise ValueError(f"nu must be in (0, 1], got {value!r}")
+    return float(value)
+
+
 class ExactKernelMachine(ModelFileMixin, BaseEstimator):
     """Base of the exact kernel estimators. Subclasses set ``_problem`` ('svc', 'svr' or
     'one_class') and define ``__init__`` with the parameters read here: kernel, degree, gamma,
@@ -63,6 +87,12 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
         tags.input_tags.sparse = self.kernel != "precomputed"
         tags.input_tags.pairwise = self.kernel == "precomputed"
         return tags
+
+    def _from_gram(self) -> bool:
+        """Whether the engine reads kernel values instead of rows: a precomputed kernel, or a
+        callable one (its values for the training rows are computed here, then solved as a
+        precomputed kernel; predict calls it against the support rows only)."""
+        return callable(self.kernel) or self.kernel == "precomputed"
 
     # Parameters.
 
@@ -100,7 +130,8 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
         )
 
     def _check_kernel(self) -> None:
-        check_choice("kernel", self.kernel, KERNELS)
+        if not callable(self.kernel):
+            check_choice("kernel", self.kernel, KERNELS)
         check_int("degree", self.degree, 0)
         if self.degree > MAX_DEGREE:
             raise ValueError(f"degree must be at most {MAX_DEGREE}, got {self.degree!r}")
@@ -113,16 +144,18 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
 
     def _kernel_params(self) -> Dict[str, Any]:
         """The fitted kernel as the native calls take it."""
-        return dict(
-            kernel=self.kernel, gamma=self.gamma_, coef0=float(self.coef0), degree=int(self.degree)
-        )
+        kernel = "precomputed" if callable(self.kernel) else self.kernel
+        return dict(kernel=kernel, gamma=self.gamma_, coef0=float(self.coef0), degree=int(self.degree))
 
     # Fitting.
 
     def _validate_fit(self, X: Any, y: Any = _NO_Y, **kwargs: Any) -> Any:
         """Validated X (and y): CSR or C-contiguous float64; a precomputed kernel dense and
-        square. Sets ``shape_fit_`` and ``gamma_``."""
+        square; for a callable kernel its matrix over the rows X (which may be any sequence it
+        takes). Sets ``shape_fit_`` and ``gamma_``."""
         self._check_kernel()
+        if callable(self.kernel):
+            return self._validate_fit_callable(X, y)
         precomputed = self.kernel == "precomputed"
         if precomputed and sp.issparse(X):
             raise TypeError(
@@ -155,6 +188,56 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
             self.gamma_ = resolve_gamma(self.gamma, X)
         return out
 
+    def _validate_fit_callable(self, X: Any, y: Any) -> Any:
+        """A callable kernel's matrix over the training rows (as scikit-learn, which passes X to
+        the function as given), checked, once it is known to fit ``cache_size``; the rows are
+        kept until the support is known (``_keep_support_rows``)."""
+        if y is not _NO_Y:
+            check_consistent_length(X, y)
+            y = column_or_1d(y, warn=True)
+        n = _num_samples(X)
+        if n == 0:
+            raise ValueError("no training samples (0 rows)")
+        need = 8.0 * n * n
+        if need > float(self.cache_size) * (1 << 20):
+            raise MemoryError(
+                f"a callable kernel on {n} rows is solved from its {n} x {n} matrix "
+                f"({need / 2**30:.2f} GB), beyond cache_size={self.cache_size} MB; raise "
+                f"cache_size to at least {int(np.ceil(need / 2**20))} MB, or use one of the "
+                "named kernels, whose rows are computed as needed"
+            )
+        gram = self._call_kernel(X, X, n, n)
+        self.__dict__.pop("n_features_in_", None)
+        self.shape_fit_ = tuple(getattr(X, "shape", (n,)))
+        self.gamma_ = 1.0
+        self._fit_rows_given = X
+        return gram if y is _NO_Y else (gram, y)
+
+    def _call_kernel(self, A: Any, B: Any, n_a: int, n_b: int) -> np.ndarray:
+        """The callable kernel's values k(A, B), checked: a finite n_a x n_b array."""
+        values = self.kernel(A, B)
+        if sp.issparse(values):
+            values = values.toarray()
+        try:
+            values = np.array(values, dtype=np.float64, order="C")
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"the kernel function must return numbers: {e}") from None
+        if values.shape != (n_a, n_b):
+            raise ValueError(
+                f"the kernel function returned shape {values.shape} for {n_a} and {n_b} rows; "
+                f"expected ({n_a}, {n_b})"
+            )
+        if not np.all(np.isfinite(values)):
+            raise ValueError("the kernel function returned NaN or infinity")
+        return values
+
+    def _keep_support_rows(self) -> None:
+        """After a fit with a callable kernel: the training rows of the support vectors, what
+        predict calls the kernel against (scikit-learn keeps all training rows)."""
+        rows = self.__dict__.pop("_fit_rows_given", None)
+        if callable(self.kernel) and rows is not None:
+            self._support_rows = _take_rows(rows, self.support_)
+
     def _fit_native(
         self, X: Any, target: Any, weights: Optional[np.ndarray], **problem: Any
     ) -> List[Dict[str, Any]]:
@@ -171,10 +254,13 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
             **problem,
         )
         if not all(r["converged"] for r in results):
+            cap = "the solver's default" if self.max_iter == -1 else self.max_iter
+            # scikit-learn's words first (code matches them), then what we know.
             warnings.warn(
-                f"{type(self).__name__} ({self.solver}) stopped at the iteration cap before "
-                f"reaching tol={self.tol}: KKT gaps {[round(r['gap'], 6) for r in results]}; "
-                "raise max_iter or tol",
+                f"Solver terminated early (max_iter={cap}).  Consider pre-processing your data "
+                f"with StandardScaler or MinMaxScaler. ({type(self).__name__} ({self.solver}) "
+                f"stopped at the iteration cap before reaching tol={self.tol}: KKT gaps "
+                f"{[round(r['gap'], 6) for r in results]}; raise max_iter or tol.)",
                 ConvergenceWarning,
                 stacklevel=4,
             )
@@ -182,8 +268,9 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
 
     def _support_vectors(self, X: Any, support: np.ndarray) -> Any:
         """The rows ``support`` of X as ``support_vectors_``: CSR for sparse input (so nothing of
-        size n_features is made per vector), empty for a precomputed kernel (as SVC)."""
-        if self.kernel == "precomputed":
+        size n_features is made per vector), empty for a precomputed or callable kernel (as
+        SVC)."""
+        if self._from_gram():
             return np.empty((0, 0))
         sv = X[support]
         if sp.issparse(sv):
@@ -191,6 +278,26 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
             sv.sort_indices()
             return sv
         return np.ascontiguousarray(sv)
+
+    def _set_dual_coef(self, dual_coef: np.ndarray) -> None:
+        """``dual_coef_`` as scikit-learn's: a ``scipy.sparse.csr_matrix`` after a sparse fit
+        (as ``support_vectors_``), else the dense array. Non-finite coefficients (a C or a
+        feature scale beyond float64) are an error here, not a model that cannot predict."""
+        if not np.all(np.isfinite(dual_coef)):
+            raise ValueError(
+                "The dual coefficients or intercepts are not finite. The input data may "
+                "contain values too large for the kernel; scale the features."
+            )
+        if sp.issparse(self.support_vectors_):
+            self.dual_coef_ = sp.csr_matrix(dual_coef)
+        else:
+            self.dual_coef_ = dual_coef
+
+    def _dense_dual_coef(self) -> np.ndarray:
+        """``dual_coef_`` as a dense array (it is sparse after a sparse fit)."""
+        if sp.issparse(self.dual_coef_):
+            return np.asarray(self.dual_coef_.toarray())
+        return np.asarray(self.dual_coef_)
 
     @staticmethod
     def _fit_stats(results: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -204,6 +311,7 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
             "kernel_seconds": float(sum(r["kernel_seconds"] for r in results)),
             "kernel_values": int(sum(r["kernel_values"] for r in results)),
             "min_active": [r["min_active"] for r in results],
+            "r": [r["r"] for r in results],
             "seconds": float(sum(r["seconds"] for r in results)),
         }
 
@@ -211,6 +319,12 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
 
     def _validate_predict(self, X: Any) -> Any:
         check_is_fitted(self)
+        if callable(self.kernel):
+            # The kernel against the support rows only: (n_samples, n_SV).
+            n = _num_samples(X)
+            if len(self.support_) == 0:
+                return np.zeros((n, 0))
+            return self._call_kernel(X, self._support_rows, n, len(self.support_))
         if self.kernel == "precomputed":
             if sp.issparse(X):
                 raise TypeError("a precomputed kernel must be a dense array, not sparse")
@@ -233,9 +347,11 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
         counts = None if class_counts is None else class_counts.astype(np.int64)
         intercept = np.ascontiguousarray(intercept, dtype=np.float64)
         n_threads = check_n_jobs(self.n_jobs)
-        if self.kernel == "precomputed":
+        if self._from_gram():
+            # A callable kernel's values are already those against the support rows.
+            columns = X if callable(self.kernel) else X[:, self.support_]
             return _budgetsvm.decision_from_kernel(
-                np.ascontiguousarray(X[:, self.support_]),
+                np.ascontiguousarray(columns),
                 coef,
                 n_threads=n_threads,
                 class_counts=counts,
@@ -274,7 +390,7 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
         return coef
 
     def _linear_coef(self) -> Any:
-        return _times_vectors(self.dual_coef_, self.support_vectors_)
+        return _times_vectors(self._dense_dual_coef(), self.support_vectors_)
 
 
 class SingleOutputMachine(ExactKernelMachine):
@@ -285,14 +401,20 @@ class SingleOutputMachine(ExactKernelMachine):
         """Fits validated X (and target); rows of sample weight 0 are left out."""
         weights, kept = weighted_rows(sample_weight, X.shape[0])
         if kept is not None:
-            X = X[np.ix_(kept, kept)] if self.kernel == "precomputed" else X[kept]
+            X = X[np.ix_(kept, kept)] if self._from_gram() else X[kept]
             if target is not None:
                 target = target[kept]
         [r] = self._fit_native(X, target, weights, **problem)
         support = r["support"]
         self.support_vectors_ = self._support_vectors(X, support)
         self.support_ = (support if kept is None else kept[support]).astype(np.int32)
-        self.dual_coef_ = r["coef"].reshape(1, -1)
+        self._keep_support_rows()
+        if not np.isfinite(r["rho"]):
+            raise ValueError(
+                "The dual coefficients or intercepts are not finite: the intercept is "
+                f"{-r['rho']} ({self._infinite_intercept_hint()})"
+            )
+        self._set_dual_coef(r["coef"].reshape(1, -1))
         self.intercept_ = np.array([-r["rho"]])
         self.n_support_ = np.array([len(support)], dtype=np.int32)
         self.n_iter_ = int(r["iterations"])
@@ -300,10 +422,24 @@ class SingleOutputMachine(ExactKernelMachine):
         self.fit_status_ = 0 if r["converged"] else 1
         self.fit_stats_ = self._fit_stats([r])
 
+    def _infinite_intercept_hint(self) -> str:
+        """What makes this problem's intercept infinite, for the error saying so."""
+        return "the data may contain values too large for the kernel; scale the features"
+
     def _decision(self, X: Any) -> np.ndarray:
         """sum_j dual_coef_j k(s_j, x) + intercept_ for every row, shape (n_samples,)."""
         X = self._validate_predict(X)
-        return self._expansion(X, self.dual_coef_.T, self.intercept_)[:, 0]
+        return self._expansion(X, self._dense_dual_coef().T, self.intercept_)[:, 0]
+
+
+def _take_rows(X: Any, rows: np.ndarray) -> Any:
+    """Rows ``rows`` of X as the kernel function takes them: indexed if X is an array or a
+    sparse matrix, else a list of its items (strings, records, any sequence)."""
+    if hasattr(X, "shape") and hasattr(X, "__getitem__") and not isinstance(X, list):
+        if hasattr(X, "iloc"):
+            return X.iloc[rows]
+        return X[rows]
+    return [X[int(i)] for i in rows]
 
 
 def _times_vectors(coef: np.ndarray, vectors: Any) -> Any:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional, Tuple
 
 import numpy as np
 from sklearn.base import clone
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import KFold
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
@@ -223,7 +223,13 @@ class ProbabilityMixin:
         several classes, as SVC(probability=True) computes them (needs ``probability=True``).
         As in SVC, ``predict`` follows the decision values, so on rare rows its class need not
         be the most probable one."""
-        check_is_fitted(self, "probA_")
+        check_is_fitted(self)
+        if not hasattr(self, "probA_"):
+            # Fitted, but without the sigmoids: probability was switched on afterwards.
+            raise NotFittedError(
+                "predict_proba is not available when fitted with probability=False; fit again "
+                "with probability=True"
+            )
         return probabilities(
             self._pairwise_decision(X), self.probA_, self.probB_, len(self.classes_)
         )

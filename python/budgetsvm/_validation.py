@@ -141,8 +141,11 @@ class TrainingRows(NamedTuple):
     class_weights: np.ndarray
 
 
-def check_sample_weight(sample_weight: Any, n_rows: int) -> np.ndarray:
-    """A float64 copy of ``sample_weight``: one finite, non-negative number per row."""
+def check_sample_weight(
+    sample_weight: Any, n_rows: int, *, negative_allowed: bool = False
+) -> np.ndarray:
+    """A float64 copy of ``sample_weight``: one finite number per row, non-negative unless
+    ``negative_allowed`` (a fit leaves rows of weight <= 0 out, as scikit-learn's SVMs)."""
     try:
         w = np.array(sample_weight, dtype=np.float64)
     except (TypeError, ValueError) as e:
@@ -155,7 +158,7 @@ def check_sample_weight(sample_weight: Any, n_rows: int) -> np.ndarray:
         raise ValueError("sample_weight contains NaN")
     if np.isinf(w).any():
         raise ValueError("sample_weight must be finite (it contains inf)")
-    if (w < 0).any():
+    if not negative_allowed and (w < 0).any():
         raise ValueError("sample_weight must be non-negative (found negative values)")
     return w
 
@@ -163,16 +166,18 @@ def check_sample_weight(sample_weight: Any, n_rows: int) -> np.ndarray:
 def weighted_rows(
     sample_weight: Any, n_rows: int
 ) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]:
-    """Checked ``sample_weight`` of the rows it keeps, and which rows those are: rows of weight 0
-    are left out, as if they were not in the data (kept is None when every row stays; weights
-    is None without sample_weight). A weight of 0 on every row is an error."""
+    """Checked ``sample_weight`` of the rows it keeps, and which rows those are: rows of weight
+    <= 0 are left out, as if they were not in the data, as scikit-learn's SVMs do (kept is None
+    when every row stays; weights is None without sample_weight). No row of positive weight is
+    an error (scikit-learn's words, then ours)."""
     if sample_weight is None:
         return None, None
-    weights = check_sample_weight(sample_weight, n_rows)
+    weights = check_sample_weight(sample_weight, n_rows, negative_allowed=True)
     positive = weights > 0
     if not positive.any():
         raise ValueError(
-            "sample_weight is zero for every row: at least one row needs a non-zero weight"
+            "Invalid input - all samples have zero or negative weights. (sample_weight is zero "
+            "or negative for every row: at least one row needs a positive weight)"
         )
     if positive.all():
         return weights, None
@@ -249,9 +254,14 @@ def training_rows(
         X, y = X[kept], y[kept]
     classes, y_index = np.unique(y, return_inverse=True)
     if len(classes) < 2:
-        extra = " with a non-zero sample weight" if kept is not None else ""
+        if kept is not None:
+            raise ValueError(
+                f"Invalid input - all samples with positive weights belong to the same class "
+                f"({name} needs samples of at least two classes; the rows with a positive "
+                f"sample weight contain only one class: {classes[0]!r})"
+            )
         raise ValueError(
-            f"{name} needs samples of at least two classes; the rows{extra} contain only one "
+            f"{name} needs samples of at least two classes; the rows contain only one "
             f"class: {classes[0]!r}"
         )
     # A class-weight dict is checked against every label given, also those whose rows were all

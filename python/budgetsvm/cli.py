@@ -50,8 +50,9 @@ The task (-T) is classification (labels), regression (real targets: epsilon-SVR)
 detection (labels ignored: a one-class SVM, +1 inside). The solver (-A) picks the model: bsgd
 and bsca train a budgeted Gaussian-kernel SVM (BudgetSVC, BudgetSVR) of at most --budget
 support vectors; alfpgm and smo solve the exact SVM (KernelSVC, KernelSVR, KernelOneClassSVM)
-with any kernel (-k). Defaults: bsgd for classification, bsca for regression, alfpgm for
-novelty detection (exact only).
+with any kernel (-k), or with --nu-svm LIBSVM's nu formulation (KernelNuSVC, KernelNuSVR:
+svm-train's -s 1 and -s 4) with -n as its nu. Defaults: bsgd for classification, bsca for
+regression, alfpgm for novelty detection (exact only).
 
 By default the file is loaded into memory and trained for --epochs epochs. With --stream (BSGD
 only) it is read --chunk-rows lines at a time and never held whole: memory is one chunk plus
@@ -68,6 +69,7 @@ examples:
   budgetsvm train -T regression -c 10 -g 0.1 -p 0.1 -B 500 fried.train fried.model
   budgetsvm train -T regression -A alfpgm -c 10 -g 0.1 fried.train fried-exact.model
   budgetsvm train -T novelty -n 0.1 -g 0.5 ijcnn1.bz2 ijcnn1-novelty.model
+  budgetsvm train -A smo --nu-svm -n 0.2 -g 2 ijcnn1.bz2 ijcnn1-nu.model
   budgetsvm train -A smo -k poly -d 3 -g 0.0078125 -r 1 a9a a9a-poly.model
 """
 
@@ -225,6 +227,8 @@ def _estimator(args: argparse.Namespace) -> Any:
                 raise ValueError(
                     "novelty detection is exact only: -A alfpgm or -A smo (the one-class SVM)"
                 )
+            if args.nu_svm:
+                raise ValueError("--nu-svm is exact only: -A alfpgm or -A smo")
             if args.kernel != "rbf":
                 raise ValueError(
                     f"the budgeted solvers (bsgd, bsca) train Gaussian (rbf) kernels only, the "
@@ -264,7 +268,7 @@ def _budgeted_estimator(args: argparse.Namespace, task: str, solver: str, gamma:
 
 
 def _exact_estimator(args: argparse.Namespace, task: str, solver: str, gamma: Any) -> Any:
-    from budgetsvm import KernelOneClassSVM, KernelSVC, KernelSVR
+    from budgetsvm import KernelNuSVC, KernelNuSVR, KernelOneClassSVM, KernelSVC, KernelSVR
 
     params: dict = dict(
         kernel=args.kernel,
@@ -281,7 +285,11 @@ def _exact_estimator(args: argparse.Namespace, task: str, solver: str, gamma: An
     if task == "novelty":
         return KernelOneClassSVM(nu=args.nu, **params)
     if task == "regression":
+        if args.nu_svm:
+            return KernelNuSVR(C=args.cost, nu=args.nu, **params)
         return KernelSVR(C=args.cost, epsilon=args.epsilon, **params)
+    if args.nu_svm:
+        return KernelNuSVC(nu=args.nu, random_state=args.seed, **params)
     return KernelSVC(C=args.cost, random_state=args.seed, **params)
 
 
@@ -663,7 +671,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--nu",
         type=float,
         default=0.5,
-        help="novelty: bound on the fraction of training rows outside, in (0, 1] (default 0.5)",
+        help="novelty and --nu-svm: bound on the fraction of training rows outside (the margin "
+        "errors), in (0, 1] (default 0.5)",
+    )
+    g.add_argument(
+        "--nu-svm",
+        action="store_true",
+        help="exact: the nu formulation (nu-SVC, nu-SVR with -c as C) with -n as its nu, "
+        "instead of C-SVC / epsilon-SVR",
     )
     g.add_argument(
         "-k",

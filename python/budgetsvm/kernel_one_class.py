@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.base import OutlierMixin
 
 from budgetsvm._docstrings import rows_doc
-from budgetsvm._exact import SingleOutputMachine
+from budgetsvm._exact import SingleOutputMachine, check_nu
 from budgetsvm._validation import fit_guard
 
 __all__ = ["KernelOneClassSVM"]
@@ -121,13 +121,14 @@ class KernelOneClassSVM(OutlierMixin, SingleOutputMachine):
         self.offset_ = float(-self.intercept_[0])
         return self
 
+    def _infinite_intercept_hint(self) -> str:
+        return (
+            f"nu={self.nu} puts every row at its bound, so no row lies on the boundary and rho "
+            "is unbounded; use a smaller nu"
+        )
+
     def _problem_params(self) -> Dict[str, Any]:
-        nu = self.nu
-        if isinstance(nu, bool) or not isinstance(nu, (int, float, np.number)):
-            raise ValueError(f"nu must be a number in (0, 1], got {nu!r}")
-        if not (np.isfinite(nu) and 0 < nu <= 1):
-            raise ValueError(f"nu must be in (0, 1], got {nu!r}")
-        return dict(nu=float(nu))
+        return dict(nu=check_nu(self.nu))
 
     @rows_doc()
     def decision_function(self, X: Any) -> np.ndarray:

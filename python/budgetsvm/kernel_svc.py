@@ -17,12 +17,12 @@ from budgetsvm._exact import (
     SOLVERS,
     ExactKernelMachine,
     _times_vectors,
+    check_c,
 )
 from budgetsvm._probability import ProbabilityMixin
 from budgetsvm._validation import (
     TrainingRows,
     check_choice,
-    check_positive,
     fit_guard,
     training_rows,
 )
@@ -49,13 +49,18 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, ExactKernelMachine):
     ----------
     C : float, default=1.0
         Upper bound of the dual variables (regularisation, as in SVC).
-    kernel : {'rbf', 'linear', 'poly', 'sigmoid', 'precomputed'}, default='rbf'
+    kernel : {'rbf', 'linear', 'poly', 'sigmoid', 'precomputed'} or callable, default='rbf'
         As SVC's: exp(-gamma ||x - x'||^2), x.x', (gamma x.x' + coef0)^degree,
         tanh(gamma x.x' + coef0), or a precomputed Gram matrix: ``fit`` then takes the
         n_samples x n_samples kernel matrix of the training rows, ``predict`` the
         n_test x n_train matrix of the test rows against them (dense). Every kernel runs through
         the same kernel-row cache and blocked prediction (dot products, then the kernel's
-        function).
+        function). A callable ``k(A, B) -> (len(A), len(B)) array`` gets X as given (any
+        sequence it accepts: strings, records): ``fit`` calls it once on the training rows
+        and solves its matrix as a precomputed kernel, so n_samples^2 float64 values must fit
+        ``cache_size`` (else a MemoryError saying how much); ``predict`` calls it against the
+        support rows only. Such a model pickles (with an importable function) but cannot be
+        saved to a model file.
     degree : int, default=3
         Degree of the 'poly' kernel.
     gamma : {'scale', 'auto'} or float, default='scale'
@@ -227,15 +232,19 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, ExactKernelMachine):
         self.solver_options = solver_options
 
     def _problem_params(self) -> Dict[str, Any]:
-        check_positive("C", self.C)
+        self._check_classifier_params()
+        return dict(c=check_c(self.C))
+
+    def _check_classifier_params(self) -> None:
+        """The checks of what SVC and NuSVC share (the output's shape, probabilities, ties)."""
         check_choice("decision_function_shape", self.decision_function_shape, SHAPES)
         check_choice("probability", self.probability, (True, False))
         check_choice("break_ties", self.break_ties, (True, False))
-        if self.break_ties and self.decision_function_shape == "ovo":
-            raise ValueError(
-                "break_ties must be False when decision_function_shape is 'ovo' (as SVC)"
-            )
-        return dict(c=float(self.C))
+
+    def _training_rows(self, X: Any, y: Any, sample_weight: Any) -> TrainingRows:
+        """The rows, classes and weights the problem is built from (C-SVC: sample weight times
+        class weight scales each row's C)."""
+        return training_rows(type(self).__name__, X, y, sample_weight, self.class_weight)
 
     @fit_guard
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> KernelSVC:
@@ -256,8 +265,8 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, ExactKernelMachine):
         """
         native_params = self._check_params()
         X, y = self._validate_fit(X, y)
-        rows = training_rows(type(self).__name__, X, y, sample_weight, self.class_weight)
-        if self.kernel == "precomputed" and rows.kept is not None:
+        rows = self._training_rows(X, y, sample_weight)
+        if self._from_gram() and rows.kept is not None:
             # Rows of weight 0 leave the Gram matrix's columns too.
             rows = rows._replace(X=rows.X[:, rows.kept])
         self.classes_ = rows.classes
@@ -265,9 +274,12 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, ExactKernelMachine):
         self._fit_rows(rows, native_params)
         if rows.kept is not None:
             self.support_ = rows.kept[self.support_].astype(np.int32)
+        self._keep_support_rows()
         if self.probability:
             seed = int(check_random_state(self.random_state).randint(0, 2**31 - 1))
-            self._fit_probability(rows, seed)
+            # The folds train on blocks of the kernel matrix this fit computed.
+            gram = {"kernel": "precomputed"} if callable(self.kernel) else {}
+            self._fit_probability(rows, seed, **gram)
         return self
 
     def _fit_rows(self, rows: TrainingRows, native_params: Dict[str, Any]) -> None:
@@ -283,7 +295,7 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, ExactKernelMachine):
     def _fold_rows(self, X: Any, rows: np.ndarray, columns: np.ndarray) -> Any:
         """Rows of X for a cross-validation fold: of a precomputed kernel, the columns of the
         fold's training rows only."""
-        if self.kernel == "precomputed":
+        if self._from_gram():
             return X[np.ix_(rows, columns)]
         return X[rows]
 
@@ -316,10 +328,10 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, ExactKernelMachine):
         self._rho = rho
         if n_classes == 2:
             # SVC's binary convention: positive decision values mean classes_[1].
-            self.dual_coef_ = -dual_coef
+            self._set_dual_coef(-dual_coef)
             self.intercept_ = rho.copy()
         else:
-            self.dual_coef_ = dual_coef
+            self._set_dual_coef(dual_coef)
             self.intercept_ = -rho
         self.n_iter_ = np.array([p["iterations"] for p in pairs], dtype=np.int64)
         self.dual_objective_ = np.array([-p["objective"] for p in pairs])
@@ -328,11 +340,11 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, ExactKernelMachine):
 
     def _linear_coef(self) -> Any:
         if len(self.classes_) == 2:
-            return _times_vectors(self.dual_coef_, self.support_vectors_)
+            return _times_vectors(self._dense_dual_coef(), self.support_vectors_)
         # One row per class pair (a, b): class a's vectors with their coefficients in row b - 1,
         # class b's with theirs in row a (LIBSVM's layout, as SVC's coef_).
         starts = np.concatenate([[0], np.cumsum(self.n_support_)])
-        sv, dc = self.support_vectors_, self.dual_coef_
+        sv, dc = self.support_vectors_, self._dense_dual_coef()
         rows = []
         for a in range(len(self.classes_)):
             for b in range(a + 1, len(self.classes_)):
@@ -346,7 +358,8 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, ExactKernelMachine):
         X = self._validate_predict(X)
         # One-vs-one sums over the two classes of each pair only (LIBSVM's layout): a kernel
         # value costs n_classes - 1 multiply-adds.
-        ovo_coef = -self.dual_coef_ if len(self.classes_) == 2 else self.dual_coef_
+        dual_coef = self._dense_dual_coef()
+        ovo_coef = -dual_coef if len(self.classes_) == 2 else dual_coef
         return self._expansion(X, ovo_coef, -self._rho, class_counts=self.n_support_)
 
     @rows_doc(
@@ -367,6 +380,11 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, ExactKernelMachine):
     @rows_doc()
     def predict(self, X: Any) -> np.ndarray:
         """Predicted labels by one-vs-one votes (ties to the lower class index, as LIBSVM)."""
+        if self.break_ties and self.decision_function_shape == "ovo":
+            # Checked here, as SVC: a model fitted with 'ovr' may switch its shape afterwards.
+            raise ValueError(
+                "break_ties must be False when decision_function_shape is 'ovo' (as SVC)"
+            )
         dec = self._pairwise_decision(X)
         n_classes = len(self.classes_)
         if self.break_ties and n_classes > 2 and self.decision_function_shape == "ovr":

@@ -8,8 +8,8 @@ import numpy as np
 from sklearn.base import RegressorMixin
 
 from budgetsvm._docstrings import rows_doc
-from budgetsvm._exact import SingleOutputMachine, check_nonnegative
-from budgetsvm._validation import check_positive, fit_guard
+from budgetsvm._exact import SingleOutputMachine, check_c, check_nonnegative
+from budgetsvm._validation import fit_guard
 
 __all__ = ["KernelSVR"]
 
@@ -149,9 +149,8 @@ class KernelSVR(RegressorMixin, SingleOutputMachine):
         return self
 
     def _problem_params(self) -> Dict[str, Any]:
-        check_positive("C", self.C)
         check_nonnegative("epsilon", self.epsilon)
-        return dict(c=float(self.C), epsilon=float(self.epsilon))
+        return dict(c=check_c(self.C), epsilon=float(self.epsilon))
 
     @rows_doc(rows_note="(n_samples, n_train) kernel values for a precomputed kernel.")
     def predict(self, X: Any) -> np.ndarray:

@@ -6,8 +6,8 @@ name and version, classes, kernel, training parameters, statistics) and the arra
 support vectors (version 2), ``support_vectors_data.npy``, ``support_vectors_indices.npy`` and
 ``support_vectors_indptr.npy`` (CSR); a polished model's intercepts are in the header
 (version 3); a regression model says so (version 4); an exact kernel machine (``KernelSVC``,
-``KernelSVR``, ``KernelOneClassSVM``, version 5) adds ``support.npy``, its kernel's parameters and
-its solver's per-pair results. Arrays are little-endian and read with ``allow_pickle=False``. Everything read is checked: a truncated, corrupted, foreign or
+``KernelNuSVC``, ``KernelSVR``, ``KernelNuSVR``, ``KernelOneClassSVM``, version 5) adds
+``support.npy``, its kernel's parameters and its solver's per-pair results. Arrays are little-endian and read with ``allow_pickle=False``. Everything read is checked: a truncated, corrupted, foreign or
 newer-version file raises :class:`ModelFormatError` (a ``ValueError``) with a message that
 says which, and reading never executes code from the file.
 """
@@ -31,6 +31,9 @@ FORMAT_VERSION = 5
 # The estimators a model file holds, by the header's "estimator".
 BUDGETED = {"BudgetSVC": "budgetsvm.budget_svc", "BudgetSVR": "budgetsvm.budget_svr"}
 EXACT = {
+    # The nu machines subclass the C ones: they come first, so that each saves as itself.
+    "KernelNuSVC": "budgetsvm.kernel_nu_svc",
+    "KernelNuSVR": "budgetsvm.kernel_nu_svr",
     "KernelSVC": "budgetsvm.kernel_svc",
     "KernelSVR": "budgetsvm.kernel_svr",
     "KernelOneClassSVM": "budgetsvm.kernel_one_class",
@@ -41,7 +44,9 @@ TASKS = {
     "BudgetSVC": "classification",
     "BudgetSVR": "regression",
     "KernelSVC": "classification",
+    "KernelNuSVC": "classification",
     "KernelSVR": "regression",
+    "KernelNuSVR": "regression",
     "KernelOneClassSVM": "novelty",
 }
 KERNELS = ("rbf", "linear", "poly", "sigmoid", "precomputed")
@@ -133,15 +138,18 @@ def _npy_bytes(a: np.ndarray, dtype: str = "<f8") -> bytes:
 
 def save_model(clf: Any, path: PathLike) -> None:
     """Write a fitted estimator to ``path`` (see the module doc): a :class:`~budgetsvm.BudgetSVC`,
-    :class:`~budgetsvm.BudgetSVR`, :class:`~budgetsvm.KernelSVC`, :class:`~budgetsvm.KernelSVR`
-    or :class:`~budgetsvm.KernelOneClassSVM`.
+    :class:`~budgetsvm.BudgetSVR`, :class:`~budgetsvm.KernelSVC`, :class:`~budgetsvm.KernelNuSVC`,
+    :class:`~budgetsvm.KernelSVR`, :class:`~budgetsvm.KernelNuSVR` or
+    :class:`~budgetsvm.KernelOneClassSVM`.
 
     Raises ``NotFittedError`` for an unfitted estimator and ``ValueError`` for labels that a
-    model file cannot hold (anything but integers, floats, strings and booleans).
+    model file cannot hold (anything but integers, floats, strings and booleans) and for a
+    callable kernel (a file never holds code).
 
     Parameters
     ----------
-    clf : BudgetSVC, BudgetSVR, KernelSVC, KernelSVR or KernelOneClassSVM
+    clf : BudgetSVC, BudgetSVR, KernelSVC, KernelNuSVC, KernelSVR, KernelNuSVR or
+        KernelOneClassSVM
         A fitted estimator.
     path : str or path-like
         Where to write; an existing file is replaced.
@@ -150,6 +158,12 @@ def save_model(clf: Any, path: PathLike) -> None:
 
     name = _estimator_name(clf)
     check_is_fitted(clf)
+    if callable(getattr(clf, "kernel", None)):
+        raise ValueError(
+            "a model with a callable kernel cannot be saved to a model file: the file names its "
+            "kernel and never holds code; pickle the estimator (with a kernel function "
+            "importable where it is loaded), or precompute the kernel (kernel='precomputed')"
+        )
     task = TASKS[name]
     # Regression and novelty models have no labels: an empty list of them.
     classes = np.asarray(clf.classes_) if task == "classification" else np.zeros(0)
@@ -247,7 +261,11 @@ def save_model(clf: Any, path: PathLike) -> None:
             z.writestr("support_vectors_indptr.npy", _npy_bytes(sv.indptr, "<i8"))
         else:
             z.writestr("support_vectors.npy", _npy_bytes(clf.support_vectors_))
-        z.writestr("dual_coef.npy", _npy_bytes(clf.dual_coef_))
+        dual_coef = clf.dual_coef_
+        z.writestr(
+            "dual_coef.npy",
+            _npy_bytes(dual_coef.toarray() if sp.issparse(dual_coef) else dual_coef),
+        )
         if name in EXACT:
             z.writestr("support.npy", _npy_bytes(clf.support_, "<i8"))
 
@@ -476,7 +494,8 @@ def read_model(path: PathLike) -> SavedModel:
 
 def load_model(path: PathLike) -> Any:
     """Read a model file written by :func:`save_model`; returns the fitted estimator
-    (``BudgetSVC``, ``BudgetSVR``, ``KernelSVC``, ``KernelSVR`` or ``KernelOneClassSVM``).
+    (``BudgetSVC``, ``BudgetSVR``, ``KernelSVC``, ``KernelNuSVC``, ``KernelSVR``, ``KernelNuSVR``
+    or ``KernelOneClassSVM``).
 
     Parameters
     ----------
@@ -670,7 +689,9 @@ def _estimator(cls: Any, saved: SavedModel) -> Any:
         data, indices, indptr, n_cols = sv
         sv = sp.csr_matrix((data, indices, indptr), shape=(len(indptr) - 1, n_cols))
     clf.support_vectors_ = sv
-    clf.dual_coef_ = saved.dual_coef
+    # An exact model fitted on sparse rows keeps a sparse dual_coef_ (as scikit-learn's).
+    sparse_coef = exact and sp.issparse(sv)
+    clf.dual_coef_ = sp.csr_matrix(saved.dual_coef) if sparse_coef else saved.dual_coef
     clf.intercept_ = saved.intercept
     clf.gamma_ = saved.gamma
     clf.n_features_in_ = int(n_features)

@@ -11,14 +11,15 @@ use super::runtime::{detached, run_on_rows};
 use crate::core::data::rows::Rows;
 use crate::core::exact::alfpgm::{AlfpgmParams, InnerSolver};
 use crate::core::exact::machines::{
-    train_kernel_svc, train_kernel_svr, train_one_class, ExactModel, ExactParams, ExactSolver,
+    train_kernel_nu_svc, train_kernel_svc, train_one_class, train_regression, ExactModel,
+    ExactParams, ExactSolver, SvrFormulation,
 };
 use crate::core::kernels::kernel::Kernel;
 use crate::core::kernels::kernel_cache::KernelRowCache;
 
-/// Trains an exact kernel machine (ALFPGM or SMO on one dual problem): `problem` 'svc' (target:
-/// uint32 class indices in 0..n_classes, one-vs-one pairs), 'svr' (target: float64 values) or
-/// 'one_class' (no target). A precomputed kernel takes x as the dense n x n Gram matrix. Returns
+/// Trains an exact kernel machine (ALFPGM or SMO on one dual problem): `problem` 'svc' or
+/// 'nu_svc' (target: uint32 class indices in 0..n_classes, one-vs-one pairs), 'svr' or 'nu_svr'
+/// (target: float64 values) or 'one_class' (no target). A precomputed kernel takes x as the dense n x n Gram matrix. Returns
 /// one dict per problem solved (one per class pair for 'svc', with its "classes").
 #[pyfunction]
 #[pyo3(signature = (x, target, *, problem, n_classes = 0, c = 1.0, epsilon = 0.1, nu = 0.5, kernel = "rbf", gamma = 1.0, coef0 = 0.0, degree = 3, solver = "alfpgm", shrinking = true, shared_rows = true, tol = 1e-3, cache_size = 200.0, max_iter = 0, n_threads = None, n_pairs = 50, min_alpha_opt = 5, max_alpha_opt = 500, min_alpha_check = 0, pair_ratio = 0.5, alpha_delta_threshold = 1e-5, al_penalty = 0.0, al_max_iter = 20, fista_max_iter = 500, inner_tol_factor = 0.1, inner_rel = 0.1, power_iters = 8, lipschitz_safety = 1.1, restart = true, inner = "smo", report_every = None, callback = None, sample_weight = None))]
@@ -112,11 +113,26 @@ pub fn fit_exact<'py>(
             .map(|p| (Some(p.classes), p.model))
             .collect()
         }
-        "svr" => {
+        "nu_svc" => {
+            let y: PyReadonlyArray1<'py, u32> = need_target("class indices")?.extract()?;
+            let y = slice1(&y)?;
+            run_on_rows(py, x, weights, callback, None, |job| {
+                train_kernel_nu_svc(job.rows, y, job.weights, n_classes, nu, &valid, job.monitor)
+            })?
+            .into_iter()
+            .map(|p| (Some(p.classes), p.model))
+            .collect()
+        }
+        "svr" | "nu_svr" => {
             let z: PyReadonlyArray1<'py, f64> = need_target("targets")?.extract()?;
             let z = slice1(&z)?;
+            let formulation = if problem == "svr" {
+                SvrFormulation::Epsilon(epsilon)
+            } else {
+                SvrFormulation::Nu(nu)
+            };
             let model = run_on_rows(py, x, weights, callback, None, |job| {
-                train_kernel_svr(job.rows, z, job.weights, epsilon, &valid, job.monitor)
+                train_regression(job.rows, z, job.weights, formulation, &valid, job.monitor)
             })?;
             vec![(None, model)]
         }
@@ -128,7 +144,7 @@ pub fn fit_exact<'py>(
         }
         other => {
             return Err(PyValueError::new_err(format!(
-                "problem must be 'svc', 'svr' or 'one_class', got {other:?}"
+                "problem must be 'svc', 'nu_svc', 'svr', 'nu_svr' or 'one_class', got {other:?}"
             )))
         }
     };
@@ -154,6 +170,7 @@ pub fn fit_exact<'py>(
             "kernel_seconds" => p.cache.seconds,
             "kernel_values" => p.cache.values,
             "min_active" => p.min_active,
+            "r" => p.r,
             "seconds" => p.seconds,
             "n_rows" => p.n_rows,
         })?;

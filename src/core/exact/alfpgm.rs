@@ -60,8 +60,10 @@ use crate::core::common::checks::check_positive_finite;
 use crate::core::common::error::{Result, SvmError};
 use crate::core::common::parallel;
 use crate::core::data::rows::Rows;
-use crate::core::exact::dual::{DualProblem, DualSolution, DualState, ExactRun, Reporter, TAU};
-use crate::core::exact::smo::start_state;
+use crate::core::exact::dual::{
+    label_index, DualProblem, DualSolution, DualState, ExactRun, Reporter, TAU,
+};
+use crate::core::exact::smo::{select_pair, start_state};
 use crate::core::kernels::kernel_cache::{row_blocks, KernelRowCache, ROW_BLOCK};
 use crate::core::simd;
 use crate::core::simd::Level;
@@ -307,8 +309,10 @@ struct Work {
     /// The smallest violation b_ij = v_i - v_j among the selected pairs.
     min_violation: f64,
     /// i candidates keyed by -v (largest v first), j candidates keyed by v.
-    up: Smallest,
-    low: Smallest,
+    /// With a sum per label, [1] holds the y = -1 candidates (each label keeps its own best:
+    /// one label's violations can lie all above the other's); otherwise only [0] is used.
+    up: [Smallest; 2],
+    low: [Smallest; 2],
     b: Vec<usize>,
     pairs_i: Vec<usize>,
     pairs_j: Vec<usize>,
@@ -341,8 +345,8 @@ impl Work {
             cand_up: Vec::with_capacity(4 * m + 64),
             cand_low: Vec::with_capacity(16 * p + 64),
             min_violation: f64::INFINITY,
-            up: Smallest::with_capacity(4 * m + 64),
-            low: Smallest::with_capacity(16 * p + 64),
+            up: [(); 2].map(|_| Smallest::with_capacity(4 * m + 64)),
+            low: [(); 2].map(|_| Smallest::with_capacity(16 * p + 64)),
             b: Vec::with_capacity(m),
             pairs_i: Vec::with_capacity(p),
             pairs_j: Vec::with_capacity(p),
@@ -386,7 +390,7 @@ pub fn solve_alfpgm<R: Rows>(
     let start = Instant::now();
     let n = problem.n();
     let p = params.n_pairs.min(n.div_ceil(2)).max(1);
-    let (mut state, mut shrinker) = start_state(cache, problem, shrinking)?;
+    let (mut state, mut shrinker) = start_state(cache, problem, shrinking, reporter)?;
     let mut work = Work::new(n, p);
     cache.ensure_capacity(2 * p);
     let mut lambda = 0.0;
@@ -511,12 +515,16 @@ fn scan_candidates(
     prev: (f64, f64),
     filtered: bool,
 ) -> (f64, f64) {
-    work.up.reset(4 * p);
-    work.low.reset(params.candidates());
+    for (up, low) in work.up.iter_mut().zip(work.low.iter_mut()) {
+        up.reset(4 * p);
+        low.reset(params.candidates());
+    }
     let (prev_up, prev_low) = prev;
     let half = 0.5 * (prev_up - prev_low);
     let skip = if filtered { LIMITED } else { 0 };
-    let (mut m_up, mut m_low) = (f64::NEG_INFINITY, f64::INFINITY);
+    // (m, M) per label with a sum per label (`DualProblem::sum_per_label`), else in [0].
+    let mut ext = [(f64::NEG_INFINITY, f64::INFINITY); 2];
+    let per_label = usize::from(state.sum_per_label);
     let active = state.active;
     for (t, ((&f, &y), &g)) in work.flags[..active]
         .iter()
@@ -525,20 +533,27 @@ fn scan_candidates(
         .enumerate()
     {
         let v = -y * g;
+        let label = label_index(y) & per_label;
+        let e = &mut ext[label];
         if f & UP != 0 {
-            m_up = m_up.max(v);
+            e.0 = e.0.max(v);
             if f & skip == 0 || v - prev_low >= half {
-                work.up.push(-v, t as u32);
+                work.up[label].push(-v, t as u32);
             }
         }
         if f & LOW != 0 {
-            m_low = m_low.min(v);
+            e.1 = e.1.min(v);
             if f & skip == 0 || prev_up - v >= half {
-                work.low.push(v, t as u32);
+                work.low[label].push(v, t as u32);
             }
         }
     }
-    (m_up, m_low)
+    // The label whose m - M is largest decides the stop (LIBSVM's Solver_NU).
+    if per_label == 1 && ext[1].0 - ext[1].1 > ext[0].0 - ext[0].1 {
+        ext[1]
+    } else {
+        ext[0]
+    }
 }
 
 /// pWSS pairing: fills `work.b` (and the pairs) with up to p pairs from the candidate lists,
@@ -570,7 +585,8 @@ fn pick_pairs<R: Rows>(
     pairs_i.clear();
     pairs_j.clear();
     *min_violation = f64::INFINITY;
-    if up.buf.is_empty() || low.buf.is_empty() {
+    let none = |lists: &[Smallest; 2]| lists.iter().all(|l| l.buf.is_empty());
+    if none(up) || none(low) {
         return Ok(());
     }
     // Repeated WSS2 on a look-ahead gradient: after each pair (i, j) is chosen, the violations
@@ -580,9 +596,13 @@ fn pick_pairs<R: Rows>(
     // violation and are picked together although one step fixes them all (ijcnn1: 25 such pairs
     // gained what one SMO step gains); with it each pair is the one SMO would take next.
     cand_up.clear();
-    cand_up.extend(up.finish().iter().map(|&(key, t)| (-key, t)));
+    for up in up.iter_mut() {
+        cand_up.extend(up.finish().iter().map(|&(key, t)| (-key, t)));
+    }
     cand_low.clear();
-    cand_low.extend_from_slice(low.finish_unordered());
+    for low in low.iter_mut() {
+        cand_low.extend_from_slice(low.finish_unordered());
+    }
     // The j candidates by position, cut into the runs of the kernel-row blocks: the scan of a
     // block runs in the work item that computes (or reads) that block of row i.
     if !cand_low.is_sorted_by_key(|e| e.1) {
@@ -629,6 +649,8 @@ fn pick_pairs<R: Rows>(
         };
         let in_b_now = &*in_b;
         let diag = &state.diag[..];
+        // With a sum per label, j only among i's label (a step keeps each label's sum).
+        let label = state.sum_per_label.then(|| (&state.y[..], state.y[i]));
         let (_, (lows, best)) = cache.rows_prefix_blocks(
             &idx[..k_rows],
             active,
@@ -636,7 +658,7 @@ fn pick_pairs<R: Rows>(
             |j0, rows, (place, part)| {
                 let update = (k_rows == 3).then(|| (rows[1], rows[2], step));
                 let pair = (i, vi, rows[0]);
-                scan_low(*place, part, in_b_now, diag, j0, pair, update)
+                scan_low(*place, part, in_b_now, diag, label, j0, pair, update)
             },
             || (TwoSmallest::default(), NO_J),
             |(ta, ba), (tb, bb)| {
@@ -649,6 +671,11 @@ fn pick_pairs<R: Rows>(
             },
         )?;
         if vi - lows.without(i) <= floor {
+            if label.is_some() {
+                // Only this label is (nearly) optimal: the other may still have pairs.
+                cand_up[ki].0 = f64::NEG_INFINITY;
+                continue;
+            }
             break;
         }
         if best.2 == usize::MAX {
@@ -708,13 +735,15 @@ const NO_J: BestJ = (f64::INFINITY, 0, usize::MAX, 0.0, 0.0);
 /// (v_t -= (K_ti' - K_tj') s from their rows), then the two smallest violations outside B (the
 /// stopping test) and WSS2's j for i with violation vi: argmin over t outside B, t != i,
 /// b = vi - v_t > 0 of -b^2 / a_it. Ties go to the later place in the list, so any cut of the
-/// list into runs gives the same j.
+/// list into runs gives the same j. With `label` (all labels, i's), only candidates of i's
+/// label count.
 #[allow(clippy::too_many_arguments)] // the run, where it sits, and the pair's data
 fn scan_low(
     place: usize,
     run: &mut [(f64, u32)],
     in_b: &[bool],
     diag: &[f64],
+    label: Option<(&[f64], f64)>,
     j0: usize,
     (i, vi, row_i): (usize, f64, &[f32]),
     update: Option<(&[f32], &[f32], f64)>,
@@ -727,7 +756,7 @@ fn scan_low(
         if let Some((ri, rj, step)) = update {
             e.0 -= (f64::from(ri[t - j0]) - f64::from(rj[t - j0])) * step;
         }
-        if in_b[t] {
+        if in_b[t] || label.is_some_and(|(y, yi)| y[t] != yi) {
             continue;
         }
         two.push(e.0, e.1);
@@ -850,9 +879,16 @@ fn solve_subproblem(
     // Relative to the weakest selected pair: a tolerance relative to the strongest one let
     // FISTA stop before the weaker pairs moved at all (ijcnn1: 25 pairs gained what one SMO
     // step on the maximal pair gains).
-    let weakest = work.min_violation.min(up_max - low_min);
+    // With a sum per label, m_B - M_B mixes the labels: the selected pairs' own violations.
+    let per_label = state.sum_per_label;
+    let weakest = if per_label {
+        work.min_violation
+    } else {
+        work.min_violation.min(up_max - low_min)
+    };
     let eps_in = (params.inner_tol_factor * tol).max(params.inner_rel * weakest);
-    if params.inner == InnerSolver::Smo {
+    // The augmented Lagrangian handles one equality: a sum per label takes the SMO subproblem.
+    if params.inner == InnerSolver::Smo || per_label {
         let sub = LocalSmoInput {
             q,
             g,
@@ -861,6 +897,7 @@ fn solve_subproblem(
             hi,
             m,
             eps: eps_in,
+            per_label,
         };
         let mut out = LocalSmoOutput {
             d,
@@ -947,7 +984,9 @@ struct LocalSmoScratch {
     /// UP | LOW membership.
     sets: Vec<u8>,
     /// 0 for members of I_up (I_low), -inf (+inf) for the others: the violation plus this is
-    /// what the scan for i (j) compares, with no branch per entry.
+    /// what the scan for i (j) compares, with no branch per entry. One run of m per group of
+    /// variables that pair (one group; with a sum per label, one per label, the other label's
+    /// entries at -inf / +inf).
     up_pen: Vec<f64>,
     low_pen: Vec<f64>,
     /// WSS2's -b^2 / a per candidate j (+inf where b <= 0).
@@ -997,7 +1036,8 @@ fn local_smo(level: Level, sub: LocalSmoInput<'_>, out: &mut LocalSmoOutput<'_>)
 }
 
 /// `local_smo`'s problem: Q (m x m, labels folded in), the gradient g at d = 0, the labels,
-/// the box, and the tolerance.
+/// the box, the tolerance, and whether each label's sum is fixed on its own (pairs within a
+/// label, each label's m - M).
 #[derive(Clone, Copy)]
 struct LocalSmoInput<'a> {
     q: &'a [f64],
@@ -1007,6 +1047,7 @@ struct LocalSmoInput<'a> {
     hi: &'a [f64],
     m: usize,
     eps: f64,
+    per_label: bool,
 }
 
 /// `local_smo`'s results (the step d, the gradient g + Q d, the violations) and scratch.
@@ -1065,6 +1106,7 @@ fn local_smo_body(sub: LocalSmoInput<'_>, out: &mut LocalSmoOutput<'_>) -> u64 {
         hi,
         m,
         eps,
+        per_label,
     } = sub;
     let LocalSmoOutput {
         d,
@@ -1096,14 +1138,16 @@ fn local_smo_body(sub: LocalSmoInput<'_>, out: &mut LocalSmoOutput<'_>) -> u64 {
             if f & LOW != 0 { 0.0 } else { f64::INFINITY },
         )
     };
+    let groups = if per_label { 2 } else { 1 };
+    let group = |t: usize| if per_label { label_index(y[t]) * m } else { 0 };
     sets.clear();
     sets.extend((0..m).map(|t| membership(t, 0.0)));
     up_pen.clear();
+    up_pen.resize(groups * m, f64::NEG_INFINITY);
     low_pen.clear();
-    for &f in sets.iter() {
-        let (u, l) = penalties(f);
-        up_pen.push(u);
-        low_pen.push(l);
+    low_pen.resize(groups * m, f64::INFINITY);
+    for (t, &f) in sets.iter().enumerate() {
+        (up_pen[group(t) + t], low_pen[group(t) + t]) = penalties(f);
     }
     obj.clear();
     obj.resize(m, f64::INFINITY);
@@ -1117,31 +1161,46 @@ fn local_smo_body(sub: LocalSmoInput<'_>, out: &mut LocalSmoOutput<'_>) -> u64 {
     let cap = 50 * m as u64 + 1000;
     let mut steps = 0u64;
     while steps < cap {
-        for ((o, &v), &p) in obj.iter_mut().zip(viol.iter()).zip(up_pen.iter()) {
-            *o = v + p;
+        // Per group: i, the group's m - M, and WSS2's j for that i; the pair of the best j
+        // over the groups (LIBSVM's Solver_NU), stopping when every group's m - M < eps.
+        let mut pick: Option<(usize, usize, f64)> = None;
+        let mut worst = f64::NEG_INFINITY;
+        for grp in 0..groups {
+            let (up_g, low_g) = (&up_pen[grp * m..][..m], &low_pen[grp * m..][..m]);
+            for ((o, &v), &p) in obj.iter_mut().zip(viol.iter()).zip(up_g) {
+                *o = v + p;
+            }
+            let Some((i, vi)) = first_max(obj) else {
+                continue;
+            };
+            let row_i = &q[i * m..(i + 1) * m];
+            let (qii, yi) = (q[i * m + i], y[i]);
+            for ((o, &v), &p) in obj.iter_mut().zip(viol.iter()).zip(low_g) {
+                *o = v + p;
+            }
+            let v_min = first_min(obj).map_or(f64::INFINITY, |(_, v)| v);
+            worst = worst.max(vi - v_min);
+            for (((o, &yt), &qit), &qtt) in obj.iter_mut().zip(y).zip(row_i).zip(diag.iter()) {
+                let b = vi - *o;
+                // a_it = K_ii + K_tt - 2 K_it, K_it = y_i y_t Q_it.
+                let a = qii + qtt - 2.0 * yi * yt * qit;
+                let a = if a > 0.0 { a } else { TAU };
+                *o = if b > 0.0 { -(b * b) / a } else { f64::INFINITY };
+            }
+            if let Some((j, gain)) = first_min(obj) {
+                if pick.is_none_or(|(_, _, best)| gain < best) {
+                    pick = Some((i, j, gain));
+                }
+            }
         }
-        let Some((i, vi)) = first_max(obj) else {
+        let Some((i, j, _)) = pick else {
             break;
         };
+        if worst < eps {
+            break;
+        }
         let row_i = &q[i * m..(i + 1) * m];
-        let (qii, yi) = (q[i * m + i], y[i]);
-        for ((o, &v), &p) in obj.iter_mut().zip(viol.iter()).zip(low_pen.iter()) {
-            *o = v + p;
-        }
-        let v_min = first_min(obj).map_or(f64::INFINITY, |(_, v)| v);
-        for (((o, &yt), &qit), &qtt) in obj.iter_mut().zip(y).zip(row_i).zip(diag.iter()) {
-            let b = vi - *o;
-            // a_it = K_ii + K_tt - 2 K_it, K_it = y_i y_t Q_it.
-            let a = qii + qtt - 2.0 * yi * yt * qit;
-            let a = if a > 0.0 { a } else { TAU };
-            *o = if b > 0.0 { -(b * b) / a } else { f64::INFINITY };
-        }
-        let Some((j, _)) = first_min(obj) else {
-            break;
-        };
-        if vi - v_min < eps {
-            break;
-        }
+        let (qii, yi, vi) = (q[i * m + i], y[i], viol[i]);
         let b = vi - viol[j];
         let a = (qii + q[j * m + j] - 2.0 * yi * y[j] * row_i[j]).max(TAU);
         let room_i = if yi > 0.0 { hi[i] - d[i] } else { d[i] - lo[i] };
@@ -1179,7 +1238,7 @@ fn local_smo_body(sub: LocalSmoInput<'_>, out: &mut LocalSmoOutput<'_>) -> u64 {
         }
         for t in [i, j] {
             sets[t] = membership(t, d[t]);
-            (up_pen[t], low_pen[t]) = penalties(sets[t]);
+            (up_pen[group(t) + t], low_pen[group(t) + t]) = penalties(sets[t]);
         }
         steps += 1;
     }
@@ -1376,14 +1435,8 @@ fn smo_fallback<R: Rows>(
     cache: &mut KernelRowCache<'_, R>,
     state: &mut DualState,
 ) -> Result<Option<[(usize, f64); 2]>> {
-    let Some((i, gmax)) = state.select_i() else {
-        return Ok(None);
-    };
-    let (j, _) = {
-        let rows = cache.rows_prefix(&[i], state.active)?;
-        state.select_j(i, gmax, rows.row(0))
-    };
-    if let Some(j) = j {
+    // No tolerance: any violating pair (the caller saw m - M >= tol).
+    if let Some((i, j)) = select_pair(cache, state, f64::NEG_INFINITY)? {
         let moved = [(i, state.alpha[i]), (j, state.alpha[j])];
         let rows = cache.rows_prefix(&[i, j], state.active)?;
         state.smo_step(i, j, rows.row(0), rows.row(1));
@@ -1482,6 +1535,168 @@ mod tests {
                     free(&sol),
                     free(&smo)
                 );
+            }
+        }
+    }
+
+    /// Euclidean projection onto {sum over label l of a = s_l for both labels, 0 <= a <= c}:
+    /// per label a_t = clip(v_t - mu_l), mu_l by bisection on the monotone sum.
+    fn project_per_label(v: &[f64], y: &[f64], c: &[f64], sums: [f64; 2], out: &mut [f64]) {
+        for (l, label) in [1.0, -1.0].into_iter().enumerate() {
+            let of = |t: &usize| y[*t] == label;
+            let at = |mu: f64, t: usize| (v[t] - mu).clamp(0.0, c[t]);
+            let sum = |mu: f64| (0..v.len()).filter(of).map(|t| at(mu, t)).sum::<f64>();
+            let (mut lo, mut hi) = (-1e6, 1e6);
+            for _ in 0..200 {
+                let mid = 0.5 * (lo + hi);
+                if sum(mid) > sums[l] {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            for t in (0..v.len()).filter(of) {
+                out[t] = at(0.5 * (lo + hi), t);
+            }
+        }
+    }
+
+    /// An independent solver of a problem with a sum per label: accelerated projected gradient
+    /// (FISTA with gradient restart, step 1/n: lambda_max(Q) <= n for the Gaussian kernel)
+    /// from the feasible start.
+    fn reference_per_label(q: &[f64], problem: &DualProblem, iters: usize) -> Vec<f64> {
+        let (n, y, c) = (problem.n(), &problem.y, &problem.upper);
+        let mut a = problem.start.clone().unwrap();
+        let sums = [1.0, -1.0].map(|l| (0..n).filter(|&t| y[t] == l).map(|t| a[t]).sum());
+        let (mut z, mut v, mut prev) = (a.clone(), vec![0.0; n], vec![0.0; n]);
+        let mut t = 1.0f64;
+        for _ in 0..iters {
+            for i in 0..n {
+                let g: f64 = (0..n).map(|j| q[i * n + j] * z[j]).sum::<f64>() + problem.p[i];
+                v[i] = z[i] - g / n as f64;
+            }
+            prev.copy_from_slice(&a);
+            project_per_label(&v, y, c, sums, &mut a);
+            let t_next = (1.0 + (1.0 + 4.0 * t * t).sqrt()) / 2.0;
+            let dot: f64 = (0..n).map(|i| (z[i] - a[i]) * (a[i] - prev[i])).sum();
+            if dot > 0.0 {
+                t = 1.0;
+                z.copy_from_slice(&a);
+                continue;
+            }
+            for i in 0..n {
+                z[i] = a[i] + (t - 1.0) / t_next * (a[i] - prev[i]);
+            }
+            t = t_next;
+        }
+        a
+    }
+
+    #[test]
+    fn a_sum_per_label_reaches_the_reference_optimum_with_both_solvers() {
+        let mut rng = Rng::new(31);
+        for trial in 0..12 {
+            let n = 12 + rng.below(40);
+            let d = 1 + rng.below(3);
+            let gamma = [0.5, 2.0][trial % 2];
+            let (xs, y) = problem(n, d, 900 + trial as u64);
+            let q = q_matrix(&xs, &y, d, gamma);
+            // nu-SVC's start (each label filled to nu sum c / 2) or a nu-SVR-like linear term.
+            let c = bounds(n, 1.0, trial % 4 >= 2, trial as u64);
+            // Feasible: nu sum c / 2 within each label's total.
+            let total = |l: f64| (0..n).filter(|&t| y[t] == l).map(|t| c[t]).sum::<f64>();
+            let most = 2.0 * total(1.0).min(total(-1.0)) / c.iter().sum::<f64>();
+            let nu = [0.2f64, 0.5, 0.8][trial % 3].min(0.95 * most);
+            let mut left = [nu * c.iter().sum::<f64>() / 2.0; 2];
+            let start: Vec<f64> = (0..n)
+                .map(|t| {
+                    let l = &mut left[label_index(y[t])];
+                    let a = c[t].min(*l);
+                    *l -= a;
+                    a
+                })
+                .collect();
+            let p: Vec<f64> = if trial % 2 == 0 {
+                vec![0.0; n]
+            } else {
+                (0..n).map(|_| rng.next_f64() - 0.5).collect()
+            };
+            let problem = DualProblem {
+                y: y.clone(),
+                p: p.clone(),
+                upper: c.clone(),
+                diag: vec![1.0; n],
+                start: Some(start.clone()),
+                sum_per_label: true,
+            };
+            let f = |a: &[f64]| {
+                let quad: f64 = (0..n)
+                    .map(|i| a[i] * (0..n).map(|j| q[i * n + j] * a[j]).sum::<f64>())
+                    .sum();
+                0.5 * quad + a.iter().zip(&p).map(|(a, p)| a * p).sum::<f64>()
+            };
+            let f_ref = f(&reference_per_label(&q, &problem, 8_000));
+            let x = DenseView::new(&xs, n, d).unwrap();
+            let tol = 1e-6;
+            let run = ExactRun {
+                tol,
+                max_iter: 1_000_000,
+                shrinking: [None, Some(2)][(trial / 2) % 2],
+            };
+            let params = AlfpgmParams {
+                n_pairs: [1, 3, 20][trial % 3],
+                // FISTA cannot keep two sums: the subproblem goes to SMO whatever is asked.
+                inner: [InnerSolver::Smo, InnerSolver::Fista][(trial / 3) % 2],
+                ..Default::default()
+            };
+            let mut solutions = Vec::new();
+            for alfpgm in [false, true] {
+                let mut cache = KernelRowCache::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
+                let problem = problem.clone();
+                let sol = quietly(|rep| {
+                    if alfpgm {
+                        solve_alfpgm(&mut cache, problem, &run, &params, rep)
+                    } else {
+                        crate::core::exact::smo::solve_smo(&mut cache, problem, &run, rep)
+                    }
+                })
+                .unwrap();
+                assert!(sol.converged, "trial {trial} alfpgm {alfpgm}");
+                // Each label's sum stays the start's.
+                for l in [1.0, -1.0] {
+                    let sum = |a: &[f64]| (0..n).filter(|&t| y[t] == l).map(|t| a[t]).sum::<f64>();
+                    assert!((sum(&sol.alpha) - sum(&start)).abs() < 1e-9 * n as f64);
+                }
+                assert!(sol
+                    .alpha
+                    .iter()
+                    .zip(&c)
+                    .all(|(&a, &ct)| (0.0..=ct).contains(&a)));
+                let f_sol = f(&sol.alpha);
+                assert!((f_sol - sol.objective).abs() < 1e-6 * (1.0 + f_sol.abs()));
+                assert!(
+                    f_sol <= f_ref + 1e-6 * (1.0 + f_ref.abs()),
+                    "trial {trial} alfpgm {alfpgm}: {f_sol} above the reference {f_ref}"
+                );
+                assert!(
+                    (f_sol - f_ref).abs() < 1e-4 * (1.0 + f_ref.abs()),
+                    "trial {trial} alfpgm {alfpgm}: {f_sol} vs {f_ref}"
+                );
+                // rho and r from the free variables of each label: G_t = r_l (LIBSVM's r_1 =
+                // rho + r for y = +1, r_2 = r - rho for y = -1).
+                for (t, &a) in sol.alpha.iter().enumerate() {
+                    if a > 1e-9 && a < c[t] - 1e-9 {
+                        let g: f64 =
+                            (0..n).map(|j| q[t * n + j] * sol.alpha[j]).sum::<f64>() + p[t];
+                        let r_l = if y[t] > 0.0 {
+                            sol.r + sol.rho
+                        } else {
+                            sol.r - sol.rho
+                        };
+                        assert!((g - r_l).abs() < 1e-3, "trial {trial}: G {g} vs r_l {r_l}");
+                    }
+                }
+                solutions.push(sol);
             }
         }
     }
@@ -1590,6 +1805,7 @@ mod tests {
                     hi: &hi,
                     m,
                     eps: 1e-6,
+                    per_label: false,
                 };
                 let mut out = LocalSmoOutput {
                     d: &mut d,

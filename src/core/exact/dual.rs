@@ -26,6 +26,11 @@ pub struct DualProblem {
     pub diag: Vec<f64>,
     /// A feasible start (0 <= a0_t <= C_t); None = 0.
     pub start: Option<Vec<f64>>,
+    /// The sum of a over each label is fixed on its own (e^T a as well as y^T a: nu-SVC and
+    /// nu-SVR, LIBSVM's `Solver_NU`): a step moves two variables of one label, the stopping
+    /// rule and the shrinking take each label's m - M, and rho comes with the sum's
+    /// multiplier r (`DualSolution::r`).
+    pub sum_per_label: bool,
 }
 
 impl DualProblem {
@@ -38,6 +43,7 @@ impl DualProblem {
             upper,
             diag,
             start: None,
+            sum_per_label: false,
         }
     }
 
@@ -93,6 +99,14 @@ pub struct DualState {
     /// G_bar_t = sum over the variables s at their upper bound of C_s Q_ts (LIBSVM's G_bar);
     /// empty when not shrinking.
     pub grad_bar: Vec<f64>,
+    /// `DualProblem::sum_per_label`.
+    pub sum_per_label: bool,
+}
+
+/// The label index of y = +1 (0) and y = -1 (1) in per-label arrays.
+#[inline]
+pub fn label_index(y: f64) -> usize {
+    usize::from(y < 0.0)
 }
 
 impl DualState {
@@ -105,9 +119,11 @@ impl DualState {
             upper,
             diag,
             start,
+            sum_per_label,
         } = problem;
         let n = y.len();
         DualState {
+            sum_per_label,
             alpha: start.unwrap_or_else(|| vec![0.0; n]),
             grad: p.clone(),
             y,
@@ -185,22 +201,43 @@ impl DualState {
     }
 
     /// (m(a), M(a)) over the full (unfiltered) index sets of the active positions; -inf / +inf
-    /// for an empty set.
+    /// for an empty set. With a sum per label, those of the label whose m - M is largest.
     pub fn extremes(&self) -> (f64, f64) {
-        let (mut m, mut big_m) = (f64::NEG_INFINITY, f64::INFINITY);
-        for t in 0..self.active {
-            let v = -self.y[t] * self.grad[t];
-            if self.in_up(t) && v > m {
-                m = v;
-            }
-            if self.in_low(t) && v < big_m {
-                big_m = v;
-            }
+        let by_label = self.extremes_by_label();
+        if !self.sum_per_label {
+            return by_label[0];
         }
-        (m, big_m)
+        let gap = |(m, big_m): (f64, f64)| m - big_m;
+        if gap(by_label[1]) > gap(by_label[0]) {
+            by_label[1]
+        } else {
+            by_label[0]
+        }
     }
 
-    /// The maximal violation m(a) - M(a) (negative infinity when a set is empty).
+    /// (m, M) of each label (`label_index`) with a sum per label; otherwise (m(a), M(a)) of all
+    /// variables first.
+    pub fn extremes_by_label(&self) -> [(f64, f64); 2] {
+        let mut out = [(f64::NEG_INFINITY, f64::INFINITY); 2];
+        for t in 0..self.active {
+            let v = -self.y[t] * self.grad[t];
+            let e = &mut out[if self.sum_per_label {
+                label_index(self.y[t])
+            } else {
+                0
+            }];
+            if self.in_up(t) && v > e.0 {
+                e.0 = v;
+            }
+            if self.in_low(t) && v < e.1 {
+                e.1 = v;
+            }
+        }
+        out
+    }
+
+    /// The maximal violation m(a) - M(a) (negative infinity when a set is empty); with a sum
+    /// per label, the larger of the labels' (LIBSVM's `Solver_NU` stopping rule).
     pub fn gap(&self) -> f64 {
         let (m, big_m) = self.extremes();
         m - big_m
@@ -209,18 +246,42 @@ impl DualState {
     /// The bias rho as LIBSVM's `calculate_rho`: the mean of y_i G_i over free variables, or the
     /// middle of the feasible interval when no variable is free. Decision f(x) = sum a_i y_i k - rho.
     pub fn rho(&self) -> f64 {
+        self.rho_and_r().0
+    }
+
+    /// rho, and with a sum per label the multiplier r of the sum (LIBSVM's `Solver_NU::
+    /// calculate_rho`: r_1, r_2 per label as rho above, rho = (r_1 - r_2) / 2, r = (r_1 + r_2)
+    /// / 2); r = 0 otherwise.
+    pub fn rho_and_r(&self) -> (f64, f64) {
+        if !self.sum_per_label {
+            return (self.rho_of(None), 0.0);
+        }
+        let (r1, r2) = (self.rho_of(Some(1.0)), self.rho_of(Some(-1.0)));
+        ((r1 - r2) / 2.0, (r1 + r2) / 2.0)
+    }
+
+    /// `calculate_rho` over the variables of one label (in G, not y G: LIBSVM's r_1, r_2), or
+    /// over all.
+    fn rho_of(&self, label: Option<f64>) -> f64 {
         let (mut ub, mut lb) = (f64::INFINITY, f64::NEG_INFINITY);
         let (mut n_free, mut sum_free) = (0usize, 0.0);
         for t in 0..self.active {
-            let yg = self.y[t] * self.grad[t];
+            if label.is_some_and(|l| l != self.y[t]) {
+                continue;
+            }
+            // One label's r is C-SVC's rule for y = +1 applied to G, whatever the label.
+            let (yg, y) = match label {
+                Some(_) => (self.grad[t], 1.0),
+                None => (self.y[t] * self.grad[t], self.y[t]),
+            };
             if self.alpha[t] >= self.upper[t] {
-                if self.y[t] < 0.0 {
+                if y < 0.0 {
                     ub = ub.min(yg);
                 } else {
                     lb = lb.max(yg);
                 }
             } else if self.alpha[t] <= 0.0 {
-                if self.y[t] > 0.0 {
+                if y > 0.0 {
                     ub = ub.min(yg);
                 } else {
                     lb = lb.max(yg);
@@ -254,10 +315,15 @@ impl DualState {
 
     /// The i of WSS2: argmax over I_up of -y_t G_t (ties to the last index, as LIBSVM).
     pub fn select_i(&self) -> Option<(usize, f64)> {
+        self.select_i_of(None)
+    }
+
+    /// `select_i` among the variables of one label (None: all).
+    pub fn select_i_of(&self, label: Option<f64>) -> Option<(usize, f64)> {
         let mut best: Option<(usize, f64)> = None;
         let mut gmax = f64::NEG_INFINITY;
         for t in 0..self.active {
-            if self.in_up(t) {
+            if self.in_up(t) && label.is_none_or(|l| l == self.y[t]) {
                 let v = -self.y[t] * self.grad[t];
                 if v >= gmax {
                     gmax = v;
@@ -271,14 +337,26 @@ impl DualState {
     /// The j of WSS2 for i with -y_i G_i = `gmax` and kernel row K[i, :]: argmin over
     /// t in I_low with b_it = gmax + y_t G_t > 0 of -b_it^2 / a_it, a_it = K_ii + K_tt - 2 K_it
     /// (TAU when not positive). Also returns -M(a) = max over I_low of y_t G_t.
-    #[allow(clippy::needless_range_loop)] // five arrays indexed by t
     pub fn select_j(&self, i: usize, gmax: f64, row_i: &[f32]) -> (Option<usize>, f64) {
+        let (best, gmax2) = self.select_j_of(i, gmax, row_i, None);
+        (best.map(|(j, _)| j), gmax2)
+    }
+
+    /// `select_j` among the variables of one label (None: all), with the j's -b^2 / a.
+    #[allow(clippy::needless_range_loop)] // five arrays indexed by t
+    pub fn select_j_of(
+        &self,
+        i: usize,
+        gmax: f64,
+        row_i: &[f32],
+        label: Option<f64>,
+    ) -> (Option<(usize, f64)>, f64) {
         let k_ii = self.diag[i];
         let mut gmax2 = f64::NEG_INFINITY;
         let mut best = None;
         let mut obj_min = f64::INFINITY;
         for t in 0..self.active {
-            if !self.in_low(t) {
+            if !self.in_low(t) || label.is_some_and(|l| l != self.y[t]) {
                 continue;
             }
             let yg = self.y[t] * self.grad[t];
@@ -292,7 +370,7 @@ impl DualState {
                 let obj = -(b * b) / a;
                 if obj <= obj_min {
                     obj_min = obj;
-                    best = Some(t);
+                    best = Some((t, obj));
                 }
             }
         }
@@ -382,6 +460,9 @@ pub struct DualSolution {
     pub alpha: Vec<f64>,
     pub y: Vec<f64>,
     pub rho: f64,
+    /// With a sum per label, the multiplier of the sum constraint (LIBSVM's r: nu-SVC divides
+    /// by it, nu-SVR's epsilon is -r); 0 otherwise.
+    pub r: f64,
     /// f(a) = 1/2 a^T Q a - e^T a (LIBSVM's `obj`, minus the usual dual).
     pub objective: f64,
     /// Decomposition steps (SMO: pairs; ALFPGM: working sets).
@@ -406,9 +487,11 @@ impl DualSolution {
         debug_assert_eq!(state.active, state.n());
         let state = state.into_original_order();
         let gap = state.gap();
+        let (rho, r) = state.rho_and_r();
         DualSolution {
             min_active: state.n(),
-            rho: state.rho(),
+            rho,
+            r,
             objective: state.objective(),
             iterations,
             converged,

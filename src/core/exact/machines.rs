@@ -1,7 +1,8 @@
-//! The exact kernel machines: C-SVC, epsilon-SVR and one-class SVM with any `Kernel` and a bias,
-//! each a small builder of the one dual problem (`smo::DualProblem`) that ALFPGM or WSS2 SMO
-//! solve exactly (to tol) over one kernel-row cache, as LIBSVM's `solve_c_svc`,
-//! `solve_epsilon_svr` and `solve_one_class` build theirs for its `Solver`.
+//! The exact kernel machines: C-SVC, nu-SVC, epsilon-SVR, nu-SVR and one-class SVM with any
+//! `Kernel` and a bias, each a small builder of the one dual problem (`dual::DualProblem`) that
+//! ALFPGM or WSS2 SMO solve exactly (to tol) over one kernel-row cache, as LIBSVM's
+//! `solve_c_svc`, `solve_nu_svc`, `solve_epsilon_svr`, `solve_nu_svr` and `solve_one_class`
+//! build theirs for its `Solver` and `Solver_NU` (the nu problems: `sum_per_label`).
 //!
 //! C-SVC: several classes one-vs-one like LIBSVM / scikit-learn's SVC, the K(K-1)/2 pair
 //! problems trained in parallel on the configured pool.
@@ -25,7 +26,7 @@ use crate::core::common::parallel;
 use crate::core::common::progress::{Monitor, Progress};
 use crate::core::data::rows::{Rows, SubsetRows};
 use crate::core::exact::alfpgm::{solve_alfpgm, AlfpgmParams};
-use crate::core::exact::dual::{DualProblem, DualSolution, ExactRun, Reporter};
+use crate::core::exact::dual::{label_index, DualProblem, DualSolution, ExactRun, Reporter};
 use crate::core::exact::smo::solve_smo;
 use crate::core::kernels::kernel::{kernel_norms, Kernel};
 use crate::core::kernels::kernel_cache::{CacheStats, KernelRowCache};
@@ -101,7 +102,16 @@ pub struct ValidExactParams(ExactParams);
 impl ExactParams {
     pub fn check(&self) -> Result<ValidExactParams> {
         self.kernel.check()?;
-        check_positive_finite("C", self.c)?;
+        // C = inf is the hard margin (scikit-learn's): the box becomes the largest finite bound.
+        if self.c.is_nan() || self.c <= 0.0 {
+            return Err(SvmError::invalid_parameter(
+                "C",
+                format!(
+                    "must be a positive number (inf: hard margin), got {}",
+                    self.c
+                ),
+            ));
+        }
         check_positive_finite("tol", self.tol)?;
         if let Some(r) = self.report_every {
             if !(r.is_finite() && r >= 0.0) {
@@ -135,6 +145,9 @@ pub struct ExactModel {
     pub seconds: f64,
     /// The smallest active set of the run (shrinking).
     pub min_active: usize,
+    /// The nu problems' multiplier of the sum (`DualSolution::r`; nu-SVC's scale, when > 0,
+    /// is already applied; nu-SVR's tube is -r); 0 for the others.
+    pub r: f64,
     /// Rows in the problem.
     pub n_rows: usize,
 }
@@ -172,6 +185,7 @@ impl ExactModel {
             cache: sol.cache,
             seconds: sol.seconds,
             min_active: sol.min_active,
+            r: sol.r,
             n_rows,
         }
     }
@@ -183,6 +197,12 @@ pub struct PairModel {
     /// The classes (a < b); y = +1 for class a.
     pub classes: (u32, u32),
     pub model: ExactModel,
+}
+
+/// The upper bound C w of a variable whose row weighs w: finite even for C = inf (a hard margin,
+/// the box then never binds; the solvers' clipping needs finite bounds).
+fn box_bound(c: f64, w: f64) -> f64 {
+    (c * w).min(f64::MAX)
 }
 
 fn default_max_iter(solver: ExactSolver, n: usize) -> u64 {
@@ -223,15 +243,132 @@ pub fn solve_dual<R: Rows>(
     }
 }
 
-/// Trains the one-vs-one problems. `y[i]` is the class index of row i in `0..n_classes`; every
-/// class must occur. `weights` (positive, one per row; sample times class weight) make the box
-/// of row i [0, C w_i], as LIBSVM's weighted C. Pairs come back in LIBSVM's order (0,1), (0,2),
-/// ..., (1,2), ...
+/// The classifier's formulation: C-SVC, or nu-SVC with its nu in (0, 1].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SvcFormulation {
+    C,
+    Nu(f64),
+}
+
+/// Trains the one-vs-one C-SVC problems. `y[i]` is the class index of row i in `0..n_classes`;
+/// every class must occur. `weights` (positive, one per row; sample times class weight) make
+/// the box of row i [0, C w_i], as LIBSVM's weighted C. Pairs come back in LIBSVM's order (0,1),
+/// (0,2), ..., (1,2), ...
 pub fn train_kernel_svc<R: Rows>(
     x: &R,
     y: &[u32],
     weights: Option<&[f64]>,
     n_classes: usize,
+    params: &ValidExactParams,
+    monitor: Monitor<'_>,
+) -> Result<Vec<PairModel>> {
+    train_one_vs_one(x, y, weights, n_classes, SvcFormulation::C, params, monitor)
+}
+
+/// Trains the one-vs-one nu-SVC problems (LIBSVM's `solve_nu_svc`, scikit-learn's weighted
+/// form): per pair min 1/2 a^T Q a s.t. y^T a = 0, e^T a = nu sum w, 0 <= a_i <= w_i (one sum
+/// per label: `DualProblem::sum_per_label`), started with each label's rows filled to nu sum w
+/// / 2 in order; the solution divided by its r is a C-SVC one (coefficients y a / r, rho / r).
+/// A nu above 2 min(W_a, W_b) / (W_a + W_b) for the classes' weights W of some pair has no
+/// feasible point: an error naming the pair, before anything is solved.
+pub fn train_kernel_nu_svc<R: Rows>(
+    x: &R,
+    y: &[u32],
+    weights: Option<&[f64]>,
+    n_classes: usize,
+    nu: f64,
+    params: &ValidExactParams,
+    monitor: Monitor<'_>,
+) -> Result<Vec<PairModel>> {
+    check_nu(nu)?;
+    let mut totals = vec![0.0; n_classes];
+    for (i, &c) in y.iter().enumerate() {
+        if let Some(t) = totals.get_mut(c as usize) {
+            *t += weights.map_or(1.0, |w| w.get(i).copied().unwrap_or(0.0));
+        }
+    }
+    for a in 0..n_classes {
+        for b in a + 1..n_classes {
+            let (wa, wb) = (totals[a], totals[b]);
+            if nu * (wa + wb) / 2.0 > wa.min(wb) {
+                return Err(SvmError::invalid_parameter(
+                    "nu",
+                    format!(
+                        "specified nu is infeasible: nu = {nu} exceeds 2 min(n_a, n_b) / (n_a + \
+                         n_b) = {:.6} for classes {a} and {b} (their rows' total weights {wa} \
+                         and {wb}); use a smaller nu",
+                        2.0 * wa.min(wb) / (wa + wb)
+                    ),
+                ));
+            }
+        }
+    }
+    train_one_vs_one(
+        x,
+        y,
+        weights,
+        n_classes,
+        SvcFormulation::Nu(nu),
+        params,
+        monitor,
+    )
+}
+
+fn check_nu(nu: f64) -> Result<()> {
+    if nu.is_finite() && nu > 0.0 && nu <= 1.0 {
+        Ok(())
+    } else {
+        Err(SvmError::invalid_parameter(
+            "nu",
+            format!("must be in (0, 1], got {nu}"),
+        ))
+    }
+}
+
+/// The pair problem of a one-vs-one classifier over the given rows (labels +-1, their weights).
+fn pair_problem(
+    formulation: SvcFormulation,
+    c: f64,
+    labels: Vec<f64>,
+    row_weights: impl Iterator<Item = f64>,
+    diag: Vec<f64>,
+) -> DualProblem {
+    match formulation {
+        SvcFormulation::C => {
+            let upper = row_weights.map(|w| box_bound(c, w)).collect();
+            DualProblem::classification(labels, upper, diag)
+        }
+        SvcFormulation::Nu(nu) => {
+            let upper: Vec<f64> = row_weights.collect();
+            let mut left = [nu * upper.iter().sum::<f64>() / 2.0; 2];
+            let start = labels
+                .iter()
+                .zip(&upper)
+                .map(|(&y, &w)| {
+                    let left = &mut left[label_index(y)];
+                    let a = w.min(*left).max(0.0);
+                    *left -= a;
+                    a
+                })
+                .collect();
+            DualProblem {
+                p: vec![0.0; labels.len()],
+                y: labels,
+                upper,
+                diag,
+                start: Some(start),
+                sum_per_label: true,
+            }
+        }
+    }
+}
+
+fn train_one_vs_one<R: Rows>(
+    x: &R,
+    y: &[u32],
+    weights: Option<&[f64]>,
+    n_classes: usize,
+    formulation: SvcFormulation,
     params: &ValidExactParams,
     monitor: Monitor<'_>,
 ) -> Result<Vec<PairModel>> {
@@ -322,10 +459,6 @@ pub fn train_kernel_svc<R: Rows>(
             .map(|&i| if y[i] == a { 1.0 } else { -1.0 })
             .collect();
         let sub_norms: Vec<f64> = rows.iter().map(|&i| norms[i]).collect();
-        let upper: Vec<f64> = rows
-            .iter()
-            .map(|&i| p.c * weights.map_or(1.0, |w| w[i]))
-            .collect();
         let sub = SubsetRows::new(x, &rows)?;
         let template = Progress {
             epoch: k + 1,
@@ -338,8 +471,35 @@ pub fn train_kernel_svc<R: Rows>(
             None => None,
         };
         let diag = sub_norms.iter().map(|&q| p.kernel.self_value(q)).collect();
-        let problem = DualProblem::classification(labels, upper, diag);
-        let sol = solve_dual(&sub, sub_norms, problem, params, segments, &mut reporter)?;
+        let row_weights = rows.iter().map(|&i| weights.map_or(1.0, |w| w[i]));
+        let problem = pair_problem(formulation, p.c, labels, row_weights, diag);
+        let mut sol = solve_dual(&sub, sub_norms, problem, params, segments, &mut reporter)?;
+        if let SvcFormulation::Nu(_) = formulation {
+            // LIBSVM's nu-SVC solution over r is the C-SVC one of C = 1 / r. r is the mean
+            // gradient of the free variables, or the middle of an interval without them.
+            let r = sol.r;
+            if !r.is_finite() {
+                // nu = 1 with classes of equal weight puts every variable at its bound, and
+                // that interval is unbounded.
+                return Err(SvmError::invalid_input(format!(
+                    "The dual coefficients or intercepts are not finite: nu-SVC of classes {a} \
+                     and {b} ended with r = {r} (no variable strictly inside its bounds, as nu \
+                     = 1 gives for classes of equal weight), so a / r is not a model; use a \
+                     smaller nu"
+                )));
+            }
+            // r <= 0 is a margin of 0 up to rounding (rows the kernel cannot separate at all at
+            // this nu, e.g. random labels): any positive scale gives the same predictions, and
+            // dividing by rounding noise would flip or blow them up. Kept unscaled; the caller
+            // says so (`ExactModel::r`).
+            if r > 0.0 {
+                for v in &mut sol.alpha {
+                    *v /= r;
+                }
+                sol.rho /= r;
+                sol.objective /= r * r;
+            }
+        }
         Ok(PairModel {
             classes: (a, b),
             model: ExactModel::from_solution(sol, &rows, rows.len()),
@@ -406,6 +566,47 @@ pub fn train_kernel_svr<R: Rows>(
     params: &ValidExactParams,
     monitor: Monitor<'_>,
 ) -> Result<ExactModel> {
+    train_regression(
+        x,
+        z,
+        weights,
+        SvrFormulation::Epsilon(epsilon),
+        params,
+        monitor,
+    )
+}
+
+/// The regression's formulation: epsilon-SVR with its epsilon, or nu-SVR with its nu.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SvrFormulation {
+    Epsilon(f64),
+    Nu(f64),
+}
+
+/// nu-SVR (LIBSVM's `solve_nu_svr`, scikit-learn's weighted form): the 2n variables of
+/// epsilon-SVR with p = (-z, z), a sum per label fixed to C nu sum w / 2 (`DualProblem::
+/// sum_per_label`), started with a_i = a_i* filled in row order; the tube's epsilon is the
+/// solution's -r. The model's coefficient of row i is a_i - a_i*.
+pub fn train_kernel_nu_svr<R: Rows>(
+    x: &R,
+    z: &[f64],
+    weights: Option<&[f64]>,
+    nu: f64,
+    params: &ValidExactParams,
+    monitor: Monitor<'_>,
+) -> Result<ExactModel> {
+    train_regression(x, z, weights, SvrFormulation::Nu(nu), params, monitor)
+}
+
+/// epsilon-SVR or nu-SVR (`train_kernel_svr`, `train_kernel_nu_svr`).
+pub fn train_regression<R: Rows>(
+    x: &R,
+    z: &[f64],
+    weights: Option<&[f64]>,
+    formulation: SvrFormulation,
+    params: &ValidExactParams,
+    monitor: Monitor<'_>,
+) -> Result<ExactModel> {
     let p = &params.0;
     let n = check_rows_and_weights(x, weights)?;
     if z.len() != n {
@@ -420,12 +621,20 @@ pub fn train_kernel_svr<R: Rows>(
             z[i]
         )));
     }
-    if !(epsilon.is_finite() && epsilon >= 0.0) {
-        return Err(SvmError::invalid_parameter(
-            "epsilon",
-            format!("must be a finite number >= 0, got {epsilon}"),
-        ));
-    }
+    let epsilon = match formulation {
+        SvrFormulation::Epsilon(e) if e.is_finite() && e >= 0.0 => e,
+        SvrFormulation::Epsilon(e) => {
+            return Err(SvmError::invalid_parameter(
+                "epsilon",
+                format!("must be a finite number >= 0, got {e}"),
+            ))
+        }
+        SvrFormulation::Nu(nu) => {
+            check_nu(nu)?;
+            // nu-SVR has no epsilon in its linear term: the tube comes out of the solution.
+            0.0
+        }
+    };
     let norms = kernel_norms(x, p.kernel)?;
     let rows: Vec<usize> = (0..n).chain(0..n).collect();
     let y: Vec<f64> = (0..2 * n).map(|t| if t < n { 1.0 } else { -1.0 }).collect();
@@ -440,18 +649,34 @@ pub fn train_kernel_svr<R: Rows>(
         .collect();
     let upper: Vec<f64> = rows
         .iter()
-        .map(|&i| p.c * weights.map_or(1.0, |w| w[i]))
+        .map(|&i| box_bound(p.c, weights.map_or(1.0, |w| w[i])))
         .collect();
     let diag = rows
         .iter()
         .map(|&i| p.kernel.self_value(norms[i]))
         .collect();
+    let (start, sum_per_label) = match formulation {
+        SvrFormulation::Epsilon(_) => (None, false),
+        SvrFormulation::Nu(nu) => {
+            // a_i = a_i* = min(C_i, what is left of C nu sum w / 2), row by row.
+            let mut left = nu * upper[..n].iter().sum::<f64>() / 2.0;
+            let mut start = vec![0.0; 2 * n];
+            for i in 0..n {
+                let a = upper[i].min(left).max(0.0);
+                left -= a;
+                start[i] = a;
+                start[i + n] = a;
+            }
+            (Some(start), true)
+        }
+    };
     let problem = DualProblem {
         y,
         p: lin,
         upper,
         diag,
-        start: None,
+        start,
+        sum_per_label,
     };
     fit_single(x, &norms, rows, problem, params, monitor)
 }
@@ -469,12 +694,7 @@ pub fn train_one_class<R: Rows>(
 ) -> Result<ExactModel> {
     let p = &params.0;
     let n = check_rows_and_weights(x, weights)?;
-    if !(nu.is_finite() && nu > 0.0 && nu <= 1.0) {
-        return Err(SvmError::invalid_parameter(
-            "nu",
-            format!("must be in (0, 1], got {nu}"),
-        ));
-    }
+    check_nu(nu)?;
     let norms = kernel_norms(x, p.kernel)?;
     let upper: Vec<f64> = (0..n).map(|i| weights.map_or(1.0, |w| w[i])).collect();
     let mut left = nu * upper.iter().sum::<f64>();
@@ -493,6 +713,7 @@ pub fn train_one_class<R: Rows>(
         upper,
         diag,
         start: Some(start),
+        sum_per_label: false,
     };
     fit_single(x, &norms, (0..n).collect(), problem, params, monitor)
 }

@@ -18,7 +18,7 @@ use rayon::prelude::*;
 use crate::core::common::error::Result;
 use crate::core::common::parallel;
 use crate::core::data::rows::Rows;
-use crate::core::exact::dual::DualState;
+use crate::core::exact::dual::{label_index, DualState};
 use crate::core::kernels::kernel_cache::{CachedRows, KernelRowCache};
 
 /// Variable pairs moved between two shrinking passes (LIBSVM: min(n, 1000) SMO steps).
@@ -148,16 +148,25 @@ impl Shrinking {
         cache: &mut KernelRowCache<'_, R>,
         tol: f64,
     ) -> Result<()> {
-        // gmax1 = m(a) = max over I_up of -y G; gmax2 = -M(a) = max over I_low of y G.
-        let (m, big_m) = state.extremes();
-        let (gmax1, gmax2) = (m, -big_m);
-        if !self.unshrunk && gmax1 + gmax2 <= 10.0 * tol {
+        // gmax1 = m(a) = max over I_up of -y G; gmax2 = -M(a) = max over I_low of y G; with a
+        // sum per label, each label's own (LIBSVM's Solver_NU::do_shrinking).
+        let extremes = state.extremes_by_label();
+        let per_label = state.sum_per_label;
+        let gap = |(m, big_m): (f64, f64)| m - big_m;
+        let worst = if per_label {
+            gap(extremes[0]).max(gap(extremes[1]))
+        } else {
+            gap(extremes[0])
+        };
+        if !self.unshrunk && worst <= 10.0 * tol {
             self.unshrunk = true;
             self.reconstruct_gradient(state, cache)?;
             state.active = state.n();
         }
         let shrinkable = |state: &DualState, t: usize| -> bool {
             let (a, c, y, g) = (state.alpha[t], state.upper[t], state.y[t], state.grad[t]);
+            let (m, big_m) = extremes[if per_label { label_index(y) } else { 0 }];
+            let (gmax1, gmax2) = (m, -big_m);
             if a >= c {
                 if y > 0.0 {
                     -g > gmax1

@@ -13,6 +13,11 @@
 //! when m(a) - M(a) < tol (LIBSVM's `Gmax + Gmax2 < eps`), or at the iteration cap, which is
 //! reported (`converged = false`), never looped past.
 //!
+//! With `DualProblem::sum_per_label` (nu-SVC, nu-SVR: LIBSVM's `Solver_NU`) the sum of a over
+//! each label is fixed too: a pair is always two variables of one label (WSS2 per label, the
+//! best j of both), m - M, the stopping rule and the shrinking are per label, and rho comes
+//! with the sum's multiplier r.
+//!
 //! Shrinking as LIBSVM's (`shrinking.rs`): the state works on positions; variables 0..active
 //! are optimised, the others sit at a bound and are not expected to move, their gradient kept
 //! recoverable through G_bar and reconstructed before the final optimality test, so the stopping
@@ -28,11 +33,16 @@ use crate::core::exact::shrinking::Shrinking;
 use crate::core::kernels::kernel_cache::KernelRowCache;
 
 /// WSS2 SMO on the active positions: the working pair, or None when m - M < tol there.
-fn select_pair<R: Rows>(
+/// With a sum per label, LIBSVM's `Solver_NU` selection: an i per label, each j paired with
+/// its own label's i, the best j of both; None when both labels' m - M < tol.
+pub(crate) fn select_pair<R: Rows>(
     cache: &mut KernelRowCache<'_, R>,
     state: &DualState,
     tol: f64,
 ) -> Result<Option<(usize, usize)>> {
+    if state.sum_per_label {
+        return select_pair_per_label(cache, state, tol);
+    }
     let Some((i, gmax)) = state.select_i() else {
         return Ok(None);
     };
@@ -47,16 +57,50 @@ fn select_pair<R: Rows>(
     }
 }
 
+fn select_pair_per_label<R: Rows>(
+    cache: &mut KernelRowCache<'_, R>,
+    state: &DualState,
+    tol: f64,
+) -> Result<Option<(usize, usize)>> {
+    let firsts = [state.select_i_of(Some(1.0)), state.select_i_of(Some(-1.0))];
+    let idx: Vec<usize> = firsts.iter().flatten().map(|&(i, _)| i).collect();
+    if idx.is_empty() {
+        return Ok(None);
+    }
+    let rows = cache.rows_prefix(&idx, state.active)?;
+    let mut best: Option<(usize, usize, f64)> = None;
+    let mut worst_gap = f64::NEG_INFINITY;
+    let mut k = 0;
+    for (first, label) in firsts.into_iter().zip([1.0, -1.0]) {
+        let Some((i, gmax)) = first else { continue };
+        let (j, gmax2) = state.select_j_of(i, gmax, rows.row(k), Some(label));
+        k += 1;
+        worst_gap = worst_gap.max(gmax + gmax2);
+        if let Some((j, obj)) = j {
+            if best.is_none_or(|b| obj <= b.2) {
+                best = Some((i, j, obj));
+            }
+        }
+    }
+    Ok(match best {
+        Some((i, j, _)) if worst_gap >= tol => Some((i, j)),
+        _ => None,
+    })
+}
+
 /// Kernel rows fetched together while the gradient of a non-zero start is built.
 const START_BATCH: usize = 64;
 
 /// The state of `problem` at its start, its gradient complete: G = p + Q a0 and, when
 /// shrinking keeps G_bar, G_bar = sum over the variables at their upper bound of C_s Q_.s, from
-/// the kernel rows of the non-zero a0_s (LIBSVM's initialisation in `Solver::Solve`).
+/// the kernel rows of the non-zero a0_s (LIBSVM's initialisation in `Solver::Solve`). Reports
+/// after each batch of rows (a one-class or nu start can be thousands of rows: Ctrl-C lands
+/// there too).
 pub(crate) fn start_state<R: Rows>(
     cache: &mut KernelRowCache<'_, R>,
     problem: DualProblem,
     shrinking: Option<usize>,
+    reporter: &mut Reporter<'_, '_>,
 ) -> Result<(DualState, Shrinking)> {
     problem.check()?;
     if problem.n() != cache.n() {
@@ -85,6 +129,7 @@ pub(crate) fn start_state<R: Rows>(
                 }
             }
         }
+        reporter.tick(&state, 0, false)?;
     }
     Ok((state, shrinker))
 }
@@ -98,7 +143,7 @@ pub fn solve_smo<R: Rows>(
 ) -> Result<DualSolution> {
     let start = Instant::now();
     let (tol, max_iter, shrinking) = (run.tol, run.max_iter, run.shrinking);
-    let (mut state, mut shrinker) = start_state(cache, problem, shrinking)?;
+    let (mut state, mut shrinker) = start_state(cache, problem, shrinking, reporter)?;
     let mut iter = 0u64;
     let mut converged = false;
     while iter < max_iter {

@@ -1,0 +1,164 @@
+"""The nu machines (KernelNuSVC, KernelNuSVR) against scikit-learn's NuSVC / NuSVR (LIBSVM) and
+oneDAL's (scikit-learn-intelex), in one run.
+
+- nu-SVC on a9a (SETTINGS.md: gamma = 2^-7; nu = 0.3): agreement is the share of the 16,281
+  test rows predicted as scikit-learn (LIBSVM) predicts them.
+- nu-SVR on puma8nh, lowbwt, mv (SETTINGS.md: 80/20 split seed 0, at most 40,000 training rows,
+  X and y standardised with the training rows' mean and std; C = 10, gamma = 1 / n_features;
+  nu = 0.5) and fried (C = 10, gamma = 0.1, nu = 0.5; scikit-learn's NuSVR there only with
+  --libsvm, it takes many minutes): R^2 on the test rows, and its difference from scikit-learn's
+  (or oneDAL's where scikit-learn's is not run).
+
+Ratio: the fit time over oneDAL's in the same run (over scikit-learn's where oneDAL is missing).
+Both budgetsvm solvers run: ALFPGM (the default) and SMO (LIBSVM's steps).
+
+    python benchmarks/nu.py --out docs/nu.md            # about 10 minutes on 2 cores
+    python benchmarks/nu.py --parts fried --libsvm
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _data import DATA  # noqa: E402
+from _report import commit, machine, publish  # noqa: E402
+
+SETS = ["a9a", "puma8nh", "lowbwt", "mv", "fried"]
+
+
+def timed(f):
+    start = time.perf_counter()
+    out = f()
+    return out, time.perf_counter() - start
+
+
+def regression_set(name: str):
+    """SETTINGS.md's split and scaling of a regression set: (X, Xt, y, yt, gamma)."""
+    from budgetsvm.datasets import load_svmlight_file
+
+    X, y = load_svmlight_file(DATA / name / f"{name}.xz")
+    X = X.toarray()
+    p = np.random.default_rng(0).permutation(len(y))
+    n = int(0.8 * len(y))
+    tr, te = p[:n][:40000], p[n:]
+    mu, sd = X[tr].mean(0), X[tr].std(0)
+    sd[sd == 0] = 1.0
+    X = (X - mu) / sd
+    y = (y - y[tr].mean()) / y[tr].std()
+    gamma = 0.1 if name == "fried" else 1.0 / X.shape[1]
+    return X[tr], X[te], y[tr], y[te], gamma
+
+
+def peers(kind: str, libsvm: bool):
+    """The peers that run: (name, class) for oneDAL and scikit-learn (LIBSVM)."""
+    out = []
+    try:
+        import sklearnex.svm as onedal
+
+        out.append(("oneDAL", getattr(onedal, kind)))
+    except ImportError:
+        print("scikit-learn-intelex is not installed: no oneDAL rows", flush=True)
+    if libsvm:
+        import sklearn.svm as libsvm_svm
+
+        out.append(("scikit-learn (LIBSVM)", getattr(libsvm_svm, kind)))
+    return out
+
+
+def classification(rows: list) -> None:
+    import budgetsvm
+    from budgetsvm.datasets import load_svmlight_file
+
+    X, y = load_svmlight_file(DATA / "a9a" / "a9a.xz")
+    Xt, yt = load_svmlight_file(DATA / "a9a" / "a9a.t.xz", n_features=X.shape[1])
+    kw = dict(nu=0.3, gamma=2.0**-7)
+    where = f"a9a ({X.shape[0]:,} x {X.shape[1]})"
+    ref_pred, base = None, None
+    for name, cls in peers("NuSVC", True):
+        model, seconds = timed(lambda cls=cls: cls(**kw).fit(X, y))
+        pred = model.predict(Xt)
+        if name.startswith("scikit"):
+            ref_pred = pred
+        base = base or seconds
+        acc = 100 * float((pred == yt).mean())
+        rows.append(f"| nu-SVC | {where} | {name} NuSVC | {seconds:.2f} | {seconds / base:.3f} | "
+                    f"accuracy {acc:.2f}% | {len(model.support_):,} |")
+        print(rows[-1], flush=True)
+    for solver in ("alfpgm", "smo"):
+        model, seconds = timed(lambda s=solver: budgetsvm.KernelNuSVC(solver=s, **kw).fit(X, y))
+        pred = model.predict(Xt)
+        acc = 100 * float((pred == yt).mean())
+        agree = 100 * float((pred == ref_pred).mean())
+        rows.append(f"| nu-SVC | {where} | KernelNuSVC ({solver}) | {seconds:.2f} | "
+                    f"{seconds / base:.3f} | accuracy {acc:.2f}%, {agree:.2f}% agree with LIBSVM | "
+                    f"{len(model.support_):,} |")
+        print(rows[-1], flush=True)
+
+
+def regression(rows: list, name: str, libsvm: bool) -> None:
+    import budgetsvm
+    from sklearn.metrics import r2_score
+
+    X, Xt, y, yt, gamma = regression_set(name)
+    kw = dict(nu=0.5, C=10.0, gamma=gamma)
+    where = f"{name} ({X.shape[0]:,} x {X.shape[1]})"
+    ref_r2, base = None, None
+    for peer, cls in peers("NuSVR", libsvm or name != "fried"):
+        model, seconds = timed(lambda cls=cls: cls(**kw).fit(X, y))
+        r2 = r2_score(yt, model.predict(Xt))
+        ref_r2 = r2 if (peer.startswith("scikit") or ref_r2 is None) else ref_r2
+        base = base or seconds
+        rows.append(f"| nu-SVR | {where} | {peer} NuSVR | {seconds:.2f} | {seconds / base:.3f} | "
+                    f"R^2 {r2:.4f} | {len(model.support_):,} |")
+        print(rows[-1], flush=True)
+    for solver in ("alfpgm", "smo"):
+        model, seconds = timed(lambda s=solver: budgetsvm.KernelNuSVR(solver=s, **kw).fit(X, y))
+        r2 = r2_score(yt, model.predict(Xt))
+        rows.append(f"| nu-SVR | {where} | KernelNuSVR ({solver}) | {seconds:.2f} | "
+                    f"{seconds / base:.3f} | R^2 {r2:.4f} ({r2 - ref_r2:+.4f}) | "
+                    f"{len(model.support_):,} |")
+        print(rows[-1], flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--parts", nargs="+", default=SETS, choices=SETS)
+    ap.add_argument("--libsvm", action="store_true", help="also scikit-learn's NuSVR on fried")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    import budgetsvm
+
+    warnings.filterwarnings("ignore")
+    lines = [
+        "# nu-SVC and nu-SVR",
+        "",
+        f"Command: `python benchmarks/nu.py {' '.join(sys.argv[1:])}`; commit {commit()}; "
+        f"{machine()}; budgetsvm threads {budgetsvm.get_num_threads()}; "
+        f"{time.strftime('%Y-%m-%d')}.",
+        "",
+        "Fit seconds; ratio: fit time over the first peer's in the same run (oneDAL's); quality "
+        "on the test rows, with the agreement with scikit-learn's (LIBSVM) predictions, or the "
+        "R^2 difference from scikit-learn's (oneDAL's on fried without --libsvm). What each row "
+        "runs: the docstring of `benchmarks/nu.py`.",
+        "",
+        "| task | data (train rows x columns) | method | fit s | ratio | quality | SVs |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    rows: list = []
+    for part in args.parts:
+        if part == "a9a":
+            classification(rows)
+        else:
+            regression(rows, part, args.libsvm)
+    publish(lines + rows, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,208 @@
+"""The nu machines (KernelNuSVC, KernelNuSVR): scikit-learn's NuSVC / NuSVR problems on the
+exact engine (LIBSVM's Solver_NU: a sum per label), checked against scikit-learn itself (an
+independent implementation of the same problem)."""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from budgetsvm import KernelNuSVC, KernelNuSVR, KernelSVC, load_model
+from conftest import expected_failures
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.datasets import make_classification, make_regression
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.svm import NuSVC, NuSVR
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+SOLVERS = ("alfpgm", "smo")
+
+
+def classes(n=300, k=2, seed=0):
+    return make_classification(
+        n_samples=n, n_features=6, n_informative=4, n_classes=k, random_state=seed
+    )
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    k=st.sampled_from([2, 3]),
+    nu=st.sampled_from([0.05, 0.2, 0.5, 0.7]),
+    kernel=st.sampled_from(["rbf", "linear", "poly"]),
+    solver=st.sampled_from(SOLVERS),
+    shrinking=st.booleans(),
+    weighted=st.booleans(),
+)
+def test_nu_svc_is_scikit_learn_s(seed, k, nu, kernel, solver, shrinking, weighted):
+    X, y = classes(150, k, seed)
+    w = np.random.default_rng(seed).uniform(0.2, 3.0, len(y)) if weighted else None
+    common = dict(nu=nu, kernel=kernel, shrinking=shrinking, tol=1e-6)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ConvergenceWarning)
+            # LIBSVM's own cap is none: a nearly separable pair at a small nu can run forever.
+            ref = NuSVC(max_iter=200_000, **common).fit(X, y, sample_weight=w)
+    except ConvergenceWarning:
+        assume(False)
+    except ValueError as e:
+        with pytest.raises(ValueError, match="specified nu is infeasible"):
+            KernelNuSVC(solver=solver, **common).fit(X, y, sample_weight=w)
+        assert "infeasible" in str(e)
+        return
+    ours = KernelNuSVC(solver=solver, **common).fit(X, y, sample_weight=w)
+    # r near 0 is a margin of 0: 1 / r magnifies rounding, and scikit-learn divides by an r
+    # that rounding made negative (its predictions then flip; ours stay unscaled).
+    assume(min(ours.fit_stats_["r"]) > 1e-3)
+    assert (ours.predict(X) == ref.predict(X)).mean() >= 0.99
+    scale = 1.0 + np.abs(ref.decision_function(X)).max()
+    assert_allclose(ours.decision_function(X), ref.decision_function(X), atol=2e-3 * scale)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("nu", [0.1, 0.5, 0.9])
+def test_nu_svr_is_scikit_learn_s(solver, nu):
+    X, z = make_regression(n_samples=300, n_features=5, noise=10.0, random_state=1)
+    z = z / z.std()
+    w = np.random.default_rng(3).uniform(0.5, 2.0, len(z))
+    for weights in (None, w):
+        ours = KernelNuSVR(nu=nu, C=2.0, solver=solver, tol=1e-7).fit(X, z, sample_weight=weights)
+        ref = NuSVR(nu=nu, C=2.0, tol=1e-7).fit(X, z, sample_weight=weights)
+        assert_allclose(ours.predict(X), ref.predict(X), atol=1e-4)
+        assert abs(ours.score(X, z) - ref.score(X, z)) < 1e-5
+        # nu bounds the fraction of support vectors from below.
+        assert len(ours.support_) >= nu * len(z) - 1
+
+
+def test_smo_takes_libsvm_s_steps():
+    # The same selection, steps and stopping rule as LIBSVM's Solver_NU: the same model to
+    # rounding (two classes: with more, the pairs' shared kernel rows round otherwise).
+    X, y = classes(400, 2, 7)
+    ours = KernelNuSVC(nu=0.3, solver="smo").fit(X, y)
+    ref = NuSVC(nu=0.3).fit(X, y)
+    assert_array_equal(ours.support_, ref.support_)
+    assert_allclose(ours.dual_coef_, ref.dual_coef_, atol=1e-9)
+    assert abs(int(ours.n_iter_[0]) - int(ref.n_iter_[0])) <= 0.05 * ref.n_iter_[0]
+
+
+def test_infeasible_nu_names_the_pair():
+    X, y = classes(200, 3, 2)
+    keep = (y != 2) | (np.arange(len(y)) % 10 == 0)
+    X, y = X[keep], y[keep]
+    with pytest.raises(ValueError, match="specified nu is infeasible.*classes 0 and 2|"
+                       "specified nu is infeasible.*classes 1 and 2"):
+        KernelNuSVC(nu=0.9).fit(X, y)
+    with pytest.raises(ValueError, match="infeasible"):
+        NuSVC(nu=0.9).fit(X, y)
+    # One class left by the weights: infeasible too, as NuSVC says.
+    w = np.where(y == 0, 1.0, -1.0)
+    with pytest.raises(ValueError, match="specified nu is infeasible"):
+        KernelNuSVC().fit(X, y, sample_weight=w)
+
+
+@pytest.mark.parametrize("est", [KernelNuSVC(), KernelNuSVR()])
+@pytest.mark.parametrize("nu", [0.0, -0.1, 1.5, np.nan, "0.5", True])
+def test_bad_nu_is_a_clear_error(est, nu):
+    X, y = classes(50)
+    with pytest.raises(ValueError, match="nu must be"):
+        est.set_params(nu=nu).fit(X, y)
+
+
+def test_nu_one_is_an_error_or_a_model_that_predicts_as_in_scikit_learn():
+    X, y = classes(200, 2, 4)
+    y[:100] = 0
+    y[100:] = 1
+    # Classes of equal weight: every variable at its bound, r unbounded: an error at fit.
+    est = KernelNuSVC(nu=1.0)
+    with pytest.raises(ValueError, match="The dual coefficients or intercepts are not finite"):
+        est.fit(X, y)
+    assert not hasattr(est, "support_")
+    with pytest.raises(ValueError, match="not finite"):
+        NuSVC(nu=1.0).fit(X, y)
+    # Unequal classes: a model, as NuSVC's.
+    y[:90] = 0
+    y[90:] = 1
+    with pytest.raises(ValueError, match="infeasible"):
+        KernelNuSVC(nu=1.0).fit(X, y)
+    reg = KernelNuSVR(nu=1.0, tol=1e-7).fit(X, X[:, 0])
+    ref = NuSVR(nu=1.0, tol=1e-7).fit(X, X[:, 0])
+    assert_allclose(reg.predict(X), ref.predict(X), atol=1e-4)
+
+
+def test_class_weight_does_not_change_the_problem_as_in_scikit_learn():
+    X, y = classes(200)
+    plain = KernelNuSVC(nu=0.3, tol=1e-6).fit(X, y)
+    weighted = KernelNuSVC(nu=0.3, tol=1e-6, class_weight={0: 3.0}).fit(X, y)
+    assert_allclose(weighted.decision_function(X), plain.decision_function(X))
+    assert_allclose(weighted.class_weight_, [3.0, 1.0])
+    assert_allclose(
+        weighted.decision_function(X),
+        NuSVC(nu=0.3, tol=1e-6, class_weight={0: 3.0}).fit(X, y).decision_function(X),
+        atol=1e-3,
+    )
+
+
+@pytest.mark.parametrize("cls", [KernelNuSVC, KernelNuSVR])
+def test_sparse_pickle_and_model_files(cls, tmp_path):
+    X, y = classes(200, 3 if cls is KernelNuSVC else 2, 5)
+    target = y if cls is KernelNuSVC else X[:, 0] + 0.1 * y
+    dense = cls(nu=0.4).fit(X, target)
+    sparse = cls(nu=0.4).fit(sp.csr_matrix(X), target)
+    assert sp.issparse(sparse.dual_coef_)
+    assert_allclose(sparse.dual_coef_.toarray(), dense.dual_coef_, atol=1e-9)
+    assert_allclose(sparse.predict(X), dense.predict(X))
+    for est in (dense, sparse):
+        back = pickle.loads(pickle.dumps(est))
+        assert_array_equal(back.predict(X), est.predict(X))
+        path = tmp_path / "m.bsvm"
+        est.save(path)
+        loaded = load_model(path)
+        assert type(loaded) is cls
+        assert loaded.nu == 0.4
+        assert_array_equal(loaded.predict(X), est.predict(X))
+
+
+def test_probability_and_shapes_as_nu_svc():
+    X, y = classes(300, 3, 6)
+    clf = KernelNuSVC(nu=0.3, probability=True, random_state=0).fit(X, y)
+    proba = clf.predict_proba(X)
+    assert proba.shape == (300, 3)
+    assert_allclose(proba.sum(1), 1.0)
+    assert clf.decision_function(X).shape == (300, 3)
+    clf.set_params(decision_function_shape="ovo")
+    assert clf.decision_function(X).shape == (300, 3)
+    assert isinstance(clf, KernelSVC)
+
+
+def nu_expected_failures(estimator) -> dict:
+    failures = expected_failures(estimator)
+    if isinstance(estimator, KernelNuSVC):
+        # As scikit-learn's NuSVC (its own expected failure): nu-SVC has no C to weigh.
+        failures["check_class_weight_classifiers"] = "class_weight is ignored, as in NuSVC"
+    return failures
+
+
+def test_random_labels_give_a_model_that_predicts():
+    # No separation at all (r = 0 up to rounding): unscaled coefficients, finite predictions.
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(100, 2))
+    y = rng.randint(0, 2, 100)
+    clf = KernelNuSVC(kernel="linear").fit(X, y)
+    assert abs(clf.fit_stats_["r"][0]) < 1e-4
+    assert np.all(np.isfinite(clf.decision_function(X)))
+    assert np.all(np.isfinite(clf.dual_coef_))
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.SkipTestWarning")
+@parametrize_with_checks(
+    [KernelNuSVC(), KernelNuSVC(kernel="linear", solver="smo"), KernelNuSVR(),
+     KernelNuSVR(kernel="poly", solver="smo")],
+    expected_failed_checks=nu_expected_failures,
+)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
