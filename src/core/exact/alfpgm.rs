@@ -406,7 +406,7 @@ pub fn solve_alfpgm<R: Rows>(
         // One pass: the unfiltered m(a), M(a) and the limited candidate lists.
         let (m_up, m_low) = scan_candidates(&state, &mut work, params, p, prev, true);
         if m_up - m_low < tol {
-            if shrinker.unshrink(&mut state, cache)? {
+            if shrinker.unshrink(&mut state, cache, reporter)? {
                 prev = state.extremes();
                 continue;
             }
@@ -464,13 +464,13 @@ pub fn solve_alfpgm<R: Rows>(
         }
         shrinker.record_moves(&work.moved, &mut state, cache)?;
         let pairs = work.moved.len().div_ceil(2);
-        for &(a, b) in shrinker.after_step(pairs, &mut state, cache, tol)? {
+        for &(a, b) in shrinker.after_step(pairs, &mut state, cache, tol, reporter)? {
             work.swap(a, b);
         }
         iter += 1;
         reporter.tick(&state, iter, false)?;
     }
-    shrinker.unshrink(&mut state, cache)?;
+    shrinker.unshrink(&mut state, cache, reporter)?;
     if !converged {
         converged = state.gap() < tol;
     }

@@ -519,6 +519,8 @@ pub struct Reporter<'m, 'a> {
     last_report: Instant,
     report_every: Option<Duration>,
     start: Instant,
+    /// The last step `tick` saw (what `keep_alive` reports).
+    last_step: u64,
 }
 
 impl<'m, 'a> Reporter<'m, 'a> {
@@ -534,6 +536,17 @@ impl<'m, 'a> Reporter<'m, 'a> {
             last_report: Instant::now(),
             report_every,
             start: Instant::now(),
+            last_step: 0,
+        }
+    }
+
+    /// Between steps, inside long work (the start's gradient, a gradient reconstruction):
+    /// reaches the monitor every 100 ms (Ctrl-C) without a progress line.
+    pub(crate) fn keep_alive(&mut self, state: &DualState) -> Result<()> {
+        if self.heartbeat.due(0) {
+            self.send(state, self.last_step, f64::NAN, false)
+        } else {
+            Ok(())
         }
     }
 
@@ -552,6 +565,7 @@ impl<'m, 'a> Reporter<'m, 'a> {
     /// Called once per decomposition step (`step` counts them; cheap steps call it with
     /// `cheap = true`, and the clock is then read every 1024 steps only).
     pub(crate) fn tick(&mut self, state: &DualState, step: u64, cheap: bool) -> Result<()> {
+        self.last_step = step;
         let due = if cheap {
             self.heartbeat.due(step)
         } else {

@@ -18,7 +18,7 @@ use rayon::prelude::*;
 use crate::core::common::error::Result;
 use crate::core::common::parallel;
 use crate::core::data::rows::Rows;
-use crate::core::exact::dual::{label_index, DualState};
+use crate::core::exact::dual::{label_index, DualState, Reporter};
 use crate::core::kernels::kernel_cache::{CachedRows, KernelRowCache};
 
 /// Variable pairs moved between two shrinking passes (LIBSVM: min(n, 1000) SMO steps).
@@ -79,6 +79,7 @@ impl Shrinking {
         state: &mut DualState,
         cache: &mut KernelRowCache<'_, R>,
         tol: f64,
+        reporter: &mut Reporter<'_, '_>,
     ) -> Result<&[(usize, usize)]> {
         self.swaps.clear();
         if !self.enabled {
@@ -87,7 +88,7 @@ impl Shrinking {
         self.countdown = self.countdown.saturating_sub(pairs.max(1));
         if self.countdown == 0 {
             self.countdown = self.every;
-            self.shrink(state, cache, tol)?;
+            self.shrink(state, cache, tol, reporter)?;
         }
         Ok(&self.swaps)
     }
@@ -99,11 +100,12 @@ impl Shrinking {
         &mut self,
         state: &mut DualState,
         cache: &mut KernelRowCache<'_, R>,
+        reporter: &mut Reporter<'_, '_>,
     ) -> Result<bool> {
         if state.active == state.n() {
             return Ok(false);
         }
-        self.reconstruct_gradient(state, cache)?;
+        self.reconstruct_gradient(state, cache, reporter)?;
         state.active = state.n();
         // LIBSVM's counter = 1: shrink again right after the next step.
         self.countdown = 1;
@@ -147,6 +149,7 @@ impl Shrinking {
         state: &mut DualState,
         cache: &mut KernelRowCache<'_, R>,
         tol: f64,
+        reporter: &mut Reporter<'_, '_>,
     ) -> Result<()> {
         // gmax1 = m(a) = max over I_up of -y G; gmax2 = -M(a) = max over I_low of y G; with a
         // sum per label, each label's own (LIBSVM's Solver_NU::do_shrinking).
@@ -160,7 +163,7 @@ impl Shrinking {
         };
         if !self.unshrunk && worst <= 10.0 * tol {
             self.unshrunk = true;
-            self.reconstruct_gradient(state, cache)?;
+            self.reconstruct_gradient(state, cache, reporter)?;
             state.active = state.n();
         }
         let shrinkable = |state: &DualState, t: usize| -> bool {
@@ -207,11 +210,12 @@ impl Shrinking {
 
     /// G_t for the shrunk positions t from G_bar and the free variables, LIBSVM's
     /// `reconstruct_gradient`: by the rows of the shrunk variables (active prefix) or by the full
-    /// rows of the free ones, whichever needs fewer kernel values.
+    /// rows of the free ones, whichever needs fewer kernel values; Ctrl-C between batches.
     fn reconstruct_gradient<R: Rows>(
         &mut self,
         state: &mut DualState,
         cache: &mut KernelRowCache<'_, R>,
+        reporter: &mut Reporter<'_, '_>,
     ) -> Result<()> {
         let (n, active) = (state.n(), state.active);
         if active == n {
@@ -257,6 +261,7 @@ impl Shrinking {
                         *g += y[k] * sum;
                     })
                 });
+                reporter.keep_alive(state)?;
             }
         } else {
             // Full rows of the free variables: G_t += y_t a_s y_s K_st for each shrunk t.
@@ -268,6 +273,7 @@ impl Shrinking {
                     .extend(chunk.iter().map(|&s| state.alpha[s] * state.y[s]));
                 let (grad, y) = (&mut state.grad[active..], &state.y[active..]);
                 add_scaled_rows(grad, y, active, &self.acc, &rows);
+                reporter.keep_alive(state)?;
             }
             self.positions = free;
         }

@@ -129,7 +129,7 @@ pub(crate) fn start_state<R: Rows>(
                 }
             }
         }
-        reporter.tick(&state, 0, false)?;
+        reporter.keep_alive(&state)?;
     }
     Ok((state, shrinker))
 }
@@ -148,7 +148,7 @@ pub fn solve_smo<R: Rows>(
     let mut converged = false;
     while iter < max_iter {
         let mut pair = select_pair(cache, &state, tol)?;
-        if pair.is_none() && shrinker.unshrink(&mut state, cache)? {
+        if pair.is_none() && shrinker.unshrink(&mut state, cache, reporter)? {
             pair = select_pair(cache, &state, tol)?;
         }
         let Some((i, j)) = pair else {
@@ -161,11 +161,11 @@ pub fn solve_smo<R: Rows>(
             state.smo_step(i, j, rows.row(0), rows.row(1));
         }
         shrinker.record_moves(&[(i, old_i), (j, old_j)], &mut state, cache)?;
-        shrinker.after_step(1, &mut state, cache, tol)?;
+        shrinker.after_step(1, &mut state, cache, tol, reporter)?;
         iter += 1;
         reporter.tick(&state, iter, true)?;
     }
-    shrinker.unshrink(&mut state, cache)?;
+    shrinker.unshrink(&mut state, cache, reporter)?;
     if !converged && iter >= max_iter {
         converged = state.gap() < tol;
     }
