@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _data import DATA  # noqa: E402
-from _report import commit, machine, publish  # noqa: E402
+from _report import header, publish  # noqa: E402
 
 SETS = ["a9a", "puma8nh", "lowbwt", "mv", "fried"]
 #: mv and fried take tens of minutes (oneDAL's NuSVR alone ran past 8 minutes on mv here).
@@ -138,16 +138,11 @@ def main() -> None:
     import budgetsvm
 
     warnings.filterwarnings("ignore")
-    lines = [
-        "# nu-SVC and nu-SVR",
-        "",
-        f"Command: `python benchmarks/nu.py {' '.join(sys.argv[1:])}`; commit {commit()}; "
-        f"{machine()}; budgetsvm threads {budgetsvm.get_num_threads()}; "
-        f"{time.strftime('%Y-%m-%d')}.",
-        "",
-        "Fit seconds; ratio: fit time over the first peer's in the same run (oneDAL's); quality "
-        "on the test rows, with the agreement with scikit-learn's (LIBSVM) predictions, or the "
-        "R^2 difference from scikit-learn's (oneDAL's on fried without --libsvm). What each row "
+    lines = header("nu-SVC and nu-SVR", "nu.py", sys.argv[1:], "start") + [
+        f"budgetsvm threads {budgetsvm.get_num_threads()}; {time.strftime('%Y-%m-%d')}. Fit "
+        "seconds; ratio: fit time over the first peer's in the same run (oneDAL's); quality on "
+        "the test rows, with the agreement with scikit-learn's (LIBSVM) predictions, or the R^2 "
+        "difference from scikit-learn's (oneDAL's on fried without --libsvm). What each row "
         "runs: the docstring of `benchmarks/nu.py`.",
         "",
         "| task | data (train rows x columns) | method | fit s | ratio | quality | SVs |",

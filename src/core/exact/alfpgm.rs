@@ -1451,7 +1451,7 @@ mod tests {
     use crate::core::common::rng::Rng;
     use crate::core::data::rows::{CsrView, DenseView};
     use crate::core::exact::smo::tests::{
-        bounds, check_solution, problem, q_matrix, quietly, rbf_svc, run_smo,
+        bounds, check_solution, problem, projected_gradient, q_matrix, quietly, rbf_svc, run_smo,
     };
     use crate::core::kernels::kernel::Kernel;
 
@@ -1561,35 +1561,14 @@ mod tests {
         }
     }
 
-    /// An independent solver of a problem with a sum per label: accelerated projected gradient
-    /// (FISTA with gradient restart, step 1/n: lambda_max(Q) <= n for the Gaussian kernel)
-    /// from the feasible start.
+    /// An independent solver of a problem with a sum per label (`projected_gradient` onto both
+    /// labels' sums and the box) from the feasible start.
     fn reference_per_label(q: &[f64], problem: &DualProblem, iters: usize) -> Vec<f64> {
         let (n, y, c) = (problem.n(), &problem.y, &problem.upper);
-        let mut a = problem.start.clone().unwrap();
-        let sums = [1.0, -1.0].map(|l| (0..n).filter(|&t| y[t] == l).map(|t| a[t]).sum());
-        let (mut z, mut v, mut prev) = (a.clone(), vec![0.0; n], vec![0.0; n]);
-        let mut t = 1.0f64;
-        for _ in 0..iters {
-            for i in 0..n {
-                let g: f64 = (0..n).map(|j| q[i * n + j] * z[j]).sum::<f64>() + problem.p[i];
-                v[i] = z[i] - g / n as f64;
-            }
-            prev.copy_from_slice(&a);
-            project_per_label(&v, y, c, sums, &mut a);
-            let t_next = (1.0 + (1.0 + 4.0 * t * t).sqrt()) / 2.0;
-            let dot: f64 = (0..n).map(|i| (z[i] - a[i]) * (a[i] - prev[i])).sum();
-            if dot > 0.0 {
-                t = 1.0;
-                z.copy_from_slice(&a);
-                continue;
-            }
-            for i in 0..n {
-                z[i] = a[i] + (t - 1.0) / t_next * (a[i] - prev[i]);
-            }
-            t = t_next;
-        }
-        a
+        let a0 = problem.start.clone().unwrap();
+        let sums = [1.0, -1.0].map(|l| (0..n).filter(|&t| y[t] == l).map(|t| a0[t]).sum());
+        let project = |v: &[f64], out: &mut [f64]| project_per_label(v, y, c, sums, out);
+        projected_gradient(q, &problem.p, a0, project, iters)
     }
 
     #[test]

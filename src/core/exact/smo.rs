@@ -247,17 +247,32 @@ pub(crate) mod tests {
     /// 1/n (lambda_max(Q) <= n for the Gaussian kernel).
     pub(crate) fn reference_qp(q: &[f64], y: &[f64], c: &[f64], iters: usize) -> Vec<f64> {
         let n = y.len();
+        let project_box = |v: &[f64], out: &mut [f64]| project(v, y, c, out);
+        projected_gradient(q, &vec![-1.0; n], vec![0.0; n], project_box, iters)
+    }
+
+    /// min 1/2 a^T Q a + p^T a over a convex set given by its projection, from the feasible
+    /// `a0`: FISTA with gradient restart, step 1/n (lambda_max(Q) <= n for the Gaussian
+    /// kernel). The reference the exact solvers are checked against.
+    pub(crate) fn projected_gradient(
+        q: &[f64],
+        p: &[f64],
+        a0: Vec<f64>,
+        project: impl Fn(&[f64], &mut [f64]),
+        iters: usize,
+    ) -> Vec<f64> {
+        let n = p.len();
         let step = 1.0 / n as f64;
-        let (mut a, mut z, mut v) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+        let mut a = a0;
+        let (mut z, mut v, mut prev) = (a.clone(), vec![0.0; n], vec![0.0; n]);
         let mut t = 1.0f64;
-        let mut prev = vec![0.0; n];
         for _ in 0..iters {
             for i in 0..n {
-                let g: f64 = (0..n).map(|j| q[i * n + j] * z[j]).sum::<f64>() - 1.0;
+                let g: f64 = (0..n).map(|j| q[i * n + j] * z[j]).sum::<f64>() + p[i];
                 v[i] = z[i] - step * g;
             }
             prev.copy_from_slice(&a);
-            project(&v, y, c, &mut a);
+            project(&v, &mut a);
             let t_next = (1.0 + (1.0 + 4.0 * t * t).sqrt()) / 2.0;
             // Restart when the step goes against the momentum.
             let dot: f64 = (0..n).map(|i| (z[i] - a[i]) * (a[i] - prev[i])).sum();
