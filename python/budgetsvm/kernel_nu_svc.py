@@ -37,8 +37,7 @@ class KernelNuSVC(KernelSVC):
         In (0, 1]. A nu above 2 min(n_a, n_b) / (n_a + n_b) for the (weighted) sizes of some
         class pair has no feasible point: ``fit`` raises ValueError("specified nu is
         infeasible ...") naming the pair.
-    kernel, degree, gamma, coef0, shrinking, probability, tol, cache_size, verbose, max_iter,
-    decision_function_shape, break_ties, random_state, solver, n_jobs, solver_options :
+    kernel, degree, gamma, coef0, shrinking, probability, tol, cache_size, verbose, max_iter, decision_function_shape, break_ties, random_state, solver, n_jobs, solver_options
         As ``KernelSVC``'s (nu problems always solve ALFPGM's working sets by SMO: the
         augmented Lagrangian of ``solver_options={'inner': 'fista'}`` handles one equality).
     class_weight : dict, 'balanced' or None, default=None

@@ -28,8 +28,7 @@ class KernelNuSVR(KernelSVR):
         In (0, 1].
     C : float, default=1.0
         Upper bound of a_i and a_i* (times the row's sample weight); inf is allowed.
-    kernel, degree, gamma, coef0, tol, shrinking, cache_size, verbose, max_iter, solver, n_jobs,
-    solver_options :
+    kernel, degree, gamma, coef0, tol, shrinking, cache_size, verbose, max_iter, solver, n_jobs, solver_options
         As ``KernelSVR``'s (nu problems always solve ALFPGM's working sets by SMO).
 
     Attributes
