@@ -435,9 +435,9 @@ class SingleOutputMachine(ExactKernelMachine):
 def _take_rows(X: Any, rows: np.ndarray) -> Any:
     """Rows ``rows`` of X as the kernel function takes them: indexed if X is an array or a
     sparse matrix, else a list of its items (strings, records, any sequence)."""
-    if hasattr(X, "shape") and hasattr(X, "__getitem__") and not isinstance(X, list):
-        if hasattr(X, "iloc"):
-            return X.iloc[rows]
+    if hasattr(X, "iloc"):
+        return X.iloc[rows]
+    if hasattr(X, "shape"):
         return X[rows]
     return [X[int(i)] for i in rows]
 

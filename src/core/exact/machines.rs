@@ -269,8 +269,8 @@ pub fn train_kernel_svc<R: Rows>(
 /// form): per pair min 1/2 a^T Q a s.t. y^T a = 0, e^T a = nu sum w, 0 <= a_i <= w_i (one sum
 /// per label: `DualProblem::sum_per_label`), started with each label's rows filled to nu sum w
 /// / 2 in order; the solution divided by its r is a C-SVC one (coefficients y a / r, rho / r).
-/// A nu above 2 min(W_a, W_b) / (W_a + W_b) for the classes' weights W of some pair has no
-/// feasible point: an error naming the pair, before anything is solved.
+/// An infeasible nu for some pair is an error naming it, before anything is solved
+/// (`check_nu_feasible`).
 pub fn train_kernel_nu_svc<R: Rows>(
     x: &R,
     y: &[u32],
@@ -281,11 +281,24 @@ pub fn train_kernel_nu_svc<R: Rows>(
     monitor: Monitor<'_>,
 ) -> Result<Vec<PairModel>> {
     check_nu(nu)?;
+    train_one_vs_one(
+        x,
+        y,
+        weights,
+        n_classes,
+        SvcFormulation::Nu(nu),
+        params,
+        monitor,
+    )
+}
+
+/// nu-SVC has a feasible point for every pair only if nu (W_a + W_b) / 2 <= min(W_a, W_b), W
+/// the classes' total row weights (LIBSVM's check, weighted as scikit-learn's): else an error
+/// naming the pair. `y` and `weights` are checked already.
+fn check_nu_feasible(nu: f64, y: &[u32], weights: Option<&[f64]>, n_classes: usize) -> Result<()> {
     let mut totals = vec![0.0; n_classes];
     for (i, &c) in y.iter().enumerate() {
-        if let Some(t) = totals.get_mut(c as usize) {
-            *t += weights.map_or(1.0, |w| w.get(i).copied().unwrap_or(0.0));
-        }
+        totals[c as usize] += weights.map_or(1.0, |w| w[i]);
     }
     for a in 0..n_classes {
         for b in a + 1..n_classes {
@@ -303,15 +316,7 @@ pub fn train_kernel_nu_svc<R: Rows>(
             }
         }
     }
-    train_one_vs_one(
-        x,
-        y,
-        weights,
-        n_classes,
-        SvcFormulation::Nu(nu),
-        params,
-        monitor,
-    )
+    Ok(())
 }
 
 fn check_nu(nu: f64) -> Result<()> {
@@ -400,6 +405,9 @@ fn train_one_vs_one<R: Rows>(
         return Err(SvmError::invalid_input(format!(
             "class index {empty} has no training rows"
         )));
+    }
+    if let SvcFormulation::Nu(nu) = formulation {
+        check_nu_feasible(nu, y, weights, n_classes)?;
     }
     let norms = kernel_norms(x, p.kernel)?;
     let mut pairs = Vec::new();
