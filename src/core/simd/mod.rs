@@ -393,6 +393,19 @@ pub fn decision_sum_as_rbf_row(level: Level, coef: &[f64], kvals: &[f64], nnz: u
     dot_portable(coef, kvals)
 }
 
+/// `return x86::f::<V>(args)` for the V in the list that equals `vectors` (the number of
+/// vectors a loop keeps per output row, a const generic chosen at run time); nothing when none
+/// does.
+#[cfg(target_arch = "x86_64")]
+macro_rules! by_vectors {
+    ($vectors:expr, [$($v:literal),+], $f:ident, $args:tt) => {
+        match $vectors {
+            $($v => return x86::$f::<$v> $args,)+
+            _ => {}
+        }
+    };
+}
+
 /// out[k] = sum_j weights[j] * coef[j * n_out + k] for k < n_out: the decision values of a model
 /// with `n_out` coefficients per SV (SV-major) from its kernel values. AVX-512 and AVX2 keep up
 /// to 32 outputs in registers, four SVs in flight, with the same sums in the same order (the same
@@ -414,32 +427,23 @@ pub fn weighted_row_sum(
         if level == Level::Avx512 && level.runs_here() && n_out > 0 {
             // SAFETY: AVX-512F runs here; coef holds n rows of n_out, out n_out values.
             unsafe {
-                match n_out.div_ceil(8) {
-                    1 => return x86::weighted_row_sum_avx512::<1>(coef, n_out, weights, out),
-                    2 => return x86::weighted_row_sum_avx512::<2>(coef, n_out, weights, out),
-                    3 => return x86::weighted_row_sum_avx512::<3>(coef, n_out, weights, out),
-                    4 => return x86::weighted_row_sum_avx512::<4>(coef, n_out, weights, out),
-                    _ => {}
-                }
+                by_vectors!(
+                    n_out.div_ceil(8),
+                    [1, 2, 3, 4],
+                    weighted_row_sum_avx512,
+                    (coef, n_out, weights, out)
+                );
             }
         }
-    }
-    #[cfg(target_arch = "x86_64")]
-    {
         if level >= Level::Avx2 && Level::Avx2.runs_here() && n_out > 0 {
             // SAFETY: AVX2 and FMA run here; coef holds n rows of n_out, out n_out values.
             unsafe {
-                match n_out.div_ceil(4) {
-                    1 => return x86::weighted_row_sum_avx2::<1>(coef, n_out, weights, out),
-                    2 => return x86::weighted_row_sum_avx2::<2>(coef, n_out, weights, out),
-                    3 => return x86::weighted_row_sum_avx2::<3>(coef, n_out, weights, out),
-                    4 => return x86::weighted_row_sum_avx2::<4>(coef, n_out, weights, out),
-                    5 => return x86::weighted_row_sum_avx2::<5>(coef, n_out, weights, out),
-                    6 => return x86::weighted_row_sum_avx2::<6>(coef, n_out, weights, out),
-                    7 => return x86::weighted_row_sum_avx2::<7>(coef, n_out, weights, out),
-                    8 => return x86::weighted_row_sum_avx2::<8>(coef, n_out, weights, out),
-                    _ => {}
-                }
+                by_vectors!(
+                    n_out.div_ceil(4),
+                    [1, 2, 3, 4, 5, 6, 7, 8],
+                    weighted_row_sum_avx2,
+                    (coef, n_out, weights, out)
+                );
             }
         }
     }
