@@ -374,7 +374,7 @@ def main() -> None:
                 sweep[name][p] = r
                 st = r["stats"]
                 say(
-                    f"| {name} | {X.shape[0]} | {p} | {fmt(r['seconds'])} | {r['iterations']} | "
+                    f"| {name} | {X.shape[0]} | {p} | {fmt(r['seconds'])} | {st['working_sets']} | "
                     f"{st['inner_iterations']} | {st['fallback_steps']} | {fmt(r['kernel_rows'], 0)} "
                     f"| {r['dual']:.4f} |"
                 )

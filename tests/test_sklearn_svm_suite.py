@@ -20,8 +20,6 @@ DIFFERENT = {
     # Its string kernel is right only for k(X, X); we call a callable against the support
     # rows only (scikit-learn against every training row).
     "test_custom_kernel_not_array_input",
-    # max_iter=2 on 6 rows: ALFPGM reaches tol within 2 working sets, nothing to warn about.
-    "test_libsvm_convergence_warnings",
     # A kernel returning 1 x 1 for 2 rows is refused at fit (scikit-learn fails at predict).
     "test_svr_errors",
 }

@@ -306,6 +306,7 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
             "converged": [r["converged"] for r in results],
             "fallback_steps": int(sum(r["fallback_steps"] for r in results)),
             "inner_iterations": int(sum(r["inner_iterations"] for r in results)),
+            "working_sets": int(sum(r["working_sets"] for r in results)),
             "cache_hits": int(sum(r["cache_hits"] for r in results)),
             "cache_misses": int(sum(r["cache_misses"] for r in results)),
             "kernel_seconds": float(sum(r["kernel_seconds"] for r in results)),

@@ -80,9 +80,9 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, ExactKernelMachine):
         Kernel-row cache in MB per class-pair problem (as SVC's ``cache_size``; rows are float32
         like LIBSVM's, so the same size holds the same number of rows).
     max_iter : int, default=-1
-        Iteration cap per class pair (SMO: pair steps; ALFPGM: working sets); -1 is the solver's
-        default (SMO: max(10^7, 100 n) like LIBSVM, ALFPGM: max(10^5, n)). Reaching it gives a
-        ``ConvergenceWarning``.
+        Cap on the pair steps per class pair, as SVC's (LIBSVM's iterations; ALFPGM counts the
+        SMO steps inside its working sets); -1 is max(10^7, 100 n), LIBSVM's. Reaching it gives
+        a ``ConvergenceWarning``.
     n_jobs : int or None, default=None
         Threads for this estimator (kernel rows, gradient updates, class pairs, predictions);
         None uses ``budgetsvm.set_num_threads`` (default all cores), -1 all cores.
@@ -163,14 +163,15 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, ExactKernelMachine):
     shape_fit_ : tuple
         Shape of the training X.
     n_iter_ : ndarray of shape (n_classes * (n_classes - 1) / 2,)
-        Iterations per class pair (SMO: pair steps; ALFPGM: working sets).
+        Pair steps per class pair, as SVC's (ALFPGM: the SMO steps inside its working sets;
+        ``fit_stats_['working_sets']`` counts the sets).
     dual_objective_ : ndarray of shape (n_classes * (n_classes - 1) / 2,)
         D(a) = e^T a - 1/2 a^T Q a per class pair (LIBSVM prints obj = -D).
     fit_stats_ : dict
         Per-pair KKT gap, convergence flags and smallest active set (``min_active``, shrinking),
-        ALFPGM's SMO fallback steps and FISTA iterations, kernel-row cache hits/misses, kernel
-        values computed (``kernel_values``; a full row is n of them) and the seconds spent
-        computing kernel rows, total seconds.
+        ALFPGM's working sets, SMO fallback steps and inner iterations, kernel-row cache
+        hits/misses, kernel values computed (``kernel_values``; a full row is n of them) and the
+        seconds spent computing kernel rows, total seconds.
     n_features_in_ : int
     class_weight_ : ndarray of shape (n_classes,)
     probA_, probB_ : ndarray of shape (n_classes * (n_classes - 1) / 2,)

@@ -165,6 +165,7 @@ pub fn fit_exact<'py>(
             "gap" => p.gap,
             "fallback_steps" => p.fallback_steps,
             "inner_iterations" => p.inner_iterations,
+            "working_sets" => p.working_sets,
             "cache_hits" => p.cache.hits,
             "cache_misses" => p.cache.misses,
             "kernel_seconds" => p.cache.seconds,

@@ -376,8 +376,12 @@ impl Work {
     }
 }
 
-/// Runs ALFPGM until m - M < tol or `max_iter` working sets (the shrinking schedule counts
-/// variable pairs moved).
+/// Runs ALFPGM until m - M < tol or `max_iter` pair steps, counted as LIBSVM counts its
+/// iterations (so that `max_iter` and the iterations reported mean what they mean for SMO and
+/// scikit-learn's SVC): a working set of one pair or a fallback is one step, a working set of
+/// several the SMO steps inside it (capped at what is left; with `InnerSolver::Fista`, its
+/// iterations, a working set once started run to its end). The shrinking schedule counts
+/// variable pairs moved.
 pub fn solve_alfpgm<R: Rows>(
     cache: &mut KernelRowCache<'_, R>,
     problem: DualProblem,
@@ -397,6 +401,7 @@ pub fn solve_alfpgm<R: Rows>(
     let mut iter = 0u64;
     let mut fallback_steps = 0u64;
     let mut inner_iterations = 0u64;
+    let mut working_sets = 0u64;
     let mut converged = false;
     for t in 0..n {
         refresh_flags(&state, &mut work, params, t);
@@ -423,6 +428,7 @@ pub fn solve_alfpgm<R: Rows>(
             // No pair with b_ij > 0 although m - M >= tol cannot happen; stop, reported.
             break;
         }
+        working_sets += 1;
         if work.pairs_i.len() == 1 {
             // One pair: the subproblem's exact solution is the analytic SMO step.
             let (i, j) = (work.pairs_i[0], work.pairs_j[0]);
@@ -431,6 +437,7 @@ pub fn solve_alfpgm<R: Rows>(
                 .extend([(i, state.alpha[i]), (j, state.alpha[j])]);
             let rows = cache.rows_prefix(&[i, j], state.active)?;
             let (di, dj) = state.smo_step(i, j, rows.row(0), rows.row(1));
+            iter += 1;
             for (t, dt) in [(i, di), (j, dj)] {
                 work.count[t] = work.count[t].saturating_add(1);
                 work.last_change[t] = dt.abs();
@@ -439,8 +446,11 @@ pub fn solve_alfpgm<R: Rows>(
             }
         } else {
             let rows = cache.rows_prefix(&work.b, state.active)?;
-            let decrease = solve_subproblem(&rows, &state, &mut work, params, tol, &mut lambda);
+            let left = max_iter - iter;
+            let decrease =
+                solve_subproblem(&rows, &state, &mut work, params, tol, &mut lambda, left);
             inner_iterations += decrease.1;
+            iter += decrease.1.max(1);
             if decrease.0 < 0.0 {
                 apply_step(&rows, &mut state, &mut work);
                 for k in 0..work.b.len() {
@@ -467,7 +477,6 @@ pub fn solve_alfpgm<R: Rows>(
         for &(a, b) in shrinker.after_step(pairs, &mut state, cache, tol, reporter)? {
             work.swap(a, b);
         }
-        iter += 1;
         reporter.tick(&state, iter, false)?;
     }
     shrinker.unshrink(&mut state, cache, reporter)?;
@@ -479,6 +488,7 @@ pub fn solve_alfpgm<R: Rows>(
     sol.min_active = shrinker.min_active;
     sol.fallback_steps = fallback_steps;
     sol.inner_iterations = inner_iterations;
+    sol.working_sets = working_sets;
     reporter.finish(&sol)?;
     Ok(sol)
 }
@@ -829,6 +839,7 @@ fn solve_subproblem(
     params: &AlfpgmParams,
     tol: f64,
     lambda: &mut f64,
+    max_steps: u64,
 ) -> (f64, u64) {
     let m = work.b.len();
     let Work {
@@ -898,6 +909,7 @@ fn solve_subproblem(
             m,
             eps: eps_in,
             per_label,
+            max_steps,
         };
         let mut out = LocalSmoOutput {
             d,
@@ -996,8 +1008,8 @@ struct LocalSmoScratch {
 }
 
 /// WSS2 SMO on the subproblem min 1/2 d^T Q d + g^T d, y^T d = 0, lo <= d <= hi (Q with the
-/// labels folded in, Q_ab = y_a y_b K_ab), from d = 0 until its own m - M < eps or 50 m + 1000
-/// steps; leaves the gradient g + Q d in `gl`. Returns the steps taken. Each step moves along
+/// labels folded in, Q_ab = y_a y_b K_ab), from d = 0 until its own m - M < eps, 50 m + 1000
+/// steps or `max_steps`; leaves the gradient g + Q d in `gl`. Returns the steps taken. Each step moves along
 /// d_i += y_i s, d_j -= y_j s (y^T d unchanged) by the clipped minimiser s = b / a, and a
 /// variable the clip stops lands exactly on its bound. The violations -y_t gl_t (`viol`) and
 /// the I_up / I_low membership are kept per variable and refreshed for i and j only. The
@@ -1048,6 +1060,8 @@ struct LocalSmoInput<'a> {
     m: usize,
     eps: f64,
     per_label: bool,
+    /// The most steps to take (what is left of the run's iterations).
+    max_steps: u64,
 }
 
 /// `local_smo`'s results (the step d, the gradient g + Q d, the violations) and scratch.
@@ -1107,6 +1121,7 @@ fn local_smo_body(sub: LocalSmoInput<'_>, out: &mut LocalSmoOutput<'_>) -> u64 {
         m,
         eps,
         per_label,
+        max_steps,
     } = sub;
     let LocalSmoOutput {
         d,
@@ -1158,7 +1173,7 @@ fn local_smo_body(sub: LocalSmoInput<'_>, out: &mut LocalSmoOutput<'_>) -> u64 {
     }
     // The scans read the violation plus the penalty: the violation itself for members (x + 0
     // is x), +-inf for the others.
-    let cap = 50 * m as u64 + 1000;
+    let cap = (50 * m as u64 + 1000).min(max_steps);
     let mut steps = 0u64;
     while steps < cap {
         // Per group: i, the group's m - M, and WSS2's j for that i; the pair of the best j
@@ -1732,6 +1747,15 @@ mod tests {
         let sol = quietly(|rep| solve_alfpgm(&mut cache, problem, &run, &p, rep)).unwrap();
         assert_eq!(sol.iterations, 2);
         assert!(!sol.converged);
+        // The cap counts pair steps, also those inside multi-pair working sets.
+        let run = ExactRun {
+            max_iter: 37,
+            ..run
+        };
+        let problem = rbf_svc(y.clone(), vec![100.0; 200]);
+        let sol = quietly(|rep| solve_alfpgm(&mut cache, problem, &run, &p, rep)).unwrap();
+        assert_eq!(sol.iterations, 37);
+        assert!(!sol.converged && sol.working_sets < 37 && sol.inner_iterations > 0);
         let ya: f64 = sol.alpha.iter().zip(&y).map(|(a, y)| a * y).sum();
         assert!(ya.abs() < 1e-12);
         assert!(sol.alpha.iter().all(|&a| (0.0..=100.0).contains(&a)));
@@ -1785,6 +1809,7 @@ mod tests {
                     m,
                     eps: 1e-6,
                     per_label: false,
+                    max_steps: u64::MAX,
                 };
                 let mut out = LocalSmoOutput {
                     d: &mut d,

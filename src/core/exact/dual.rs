@@ -465,8 +465,10 @@ pub struct DualSolution {
     pub r: f64,
     /// f(a) = 1/2 a^T Q a - e^T a (LIBSVM's `obj`, minus the usual dual).
     pub objective: f64,
-    /// Decomposition steps (SMO: pairs; ALFPGM: working sets).
+    /// Pair steps, as LIBSVM counts its iterations (ALFPGM: those inside its working sets).
     pub iterations: u64,
+    /// ALFPGM only: working sets solved.
+    pub working_sets: u64,
     pub converged: bool,
     /// m(a) - M(a) at the end.
     pub gap: f64,
@@ -500,6 +502,7 @@ impl DualSolution {
             seconds: start.elapsed().as_secs_f64(),
             fallback_steps: 0,
             inner_iterations: 0,
+            working_sets: 0,
             alpha: state.alpha,
             y: state.y,
         }
@@ -604,7 +607,8 @@ impl<'m, 'a> Reporter<'m, 'a> {
 pub struct ExactRun {
     /// Stop when m(a) - M(a) < tol.
     pub tol: f64,
-    /// Decomposition steps at most (reported as not converged when reached).
+    /// Pair steps at most, as LIBSVM counts its iterations (ALFPGM: those inside its working
+    /// sets); reported as not converged when reached.
     pub max_iter: u64,
     /// `Shrinking::new`'s schedule: None = no shrinking.
     pub shrinking: Option<usize>,

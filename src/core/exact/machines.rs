@@ -141,6 +141,7 @@ pub struct ExactModel {
     pub gap: f64,
     pub fallback_steps: u64,
     pub inner_iterations: u64,
+    pub working_sets: u64,
     pub cache: CacheStats,
     pub seconds: f64,
     /// The smallest active set of the run (shrinking).
@@ -182,6 +183,7 @@ impl ExactModel {
             gap: sol.gap,
             fallback_steps: sol.fallback_steps,
             inner_iterations: sol.inner_iterations,
+            working_sets: sol.working_sets,
             cache: sol.cache,
             seconds: sol.seconds,
             min_active: sol.min_active,
@@ -205,11 +207,9 @@ fn box_bound(c: f64, w: f64) -> f64 {
     (c * w).min(f64::MAX)
 }
 
-fn default_max_iter(solver: ExactSolver, n: usize) -> u64 {
-    match solver {
-        ExactSolver::Smo => 10_000_000u64.max(100 * n as u64),
-        ExactSolver::Alfpgm => 100_000u64.max(n as u64),
-    }
+/// LIBSVM's cap on the pair steps of an unbounded run (both solvers count pair steps).
+fn default_max_iter(n: usize) -> u64 {
+    10_000_000u64.max(100 * n as u64)
 }
 
 /// Solves a dual problem whose variable t is row t of `x` (squared norms `sq_norms`, as
@@ -228,7 +228,7 @@ pub fn solve_dual<R: Rows>(
         None => KernelRowCache::with_norms(x, p.kernel, sq_norms, p.cache_bytes)?,
     };
     let max_iter = if p.max_iter == 0 {
-        default_max_iter(p.solver, problem.n())
+        default_max_iter(problem.n())
     } else {
         p.max_iter
     };
