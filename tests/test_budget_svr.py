@@ -10,6 +10,7 @@ polish are compared with scikit-learn's SVR on small problems.
 from __future__ import annotations
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -158,6 +159,22 @@ def test_zero_weights_are_dropped_rows():
     a = BudgetSVR(gamma=1.0, budget=10, random_state=0).fit(X, y, sample_weight=w)
     b = BudgetSVR(gamma=1.0, budget=10, random_state=0).fit(X[w > 0], y[w > 0])
     assert_allclose(a.predict(X), b.predict(X), atol=1e-9)
+
+
+def test_an_unpolished_model_worse_than_the_mean_says_what_to_do():
+    # BSGD's first steps of 1 / (lambda t) dwarf the targets at a large C: without the polish
+    # the model fits worse than a constant. The warning names the fix; usable models are quiet.
+    X, y = curve(3000, seed=4)
+    y = (y - y.mean()) / y.std()
+    common = dict(gamma=0.5, budget=100, epochs=3, polish=False, random_state=0)
+    with pytest.warns(UserWarning, match=r"worse than their mean \(R\^2 -.*polish=True"):
+        bad = BudgetSVR(C=100.0, solver="bsgd", **common).fit(X, y)
+    assert bad.score(X, y) < 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for params in (dict(C=1.0, solver="bsgd"), dict(C=100.0, solver="bsca")):
+            assert BudgetSVR(**params, **common).fit(X, y).score(X, y) > 0.5
+        BudgetSVR(C=100.0, solver="bsgd", gamma=0.5, budget=100, epochs=3).fit(X, y)
 
 
 def test_partial_fit_then_polish_coef():
