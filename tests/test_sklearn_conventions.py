@@ -208,13 +208,89 @@ def test_a_callable_kernel_s_bad_values_and_size_are_clear_errors():
         KernelSVC(kernel=lambda a, b: np.full((len(a), len(b)), np.nan)).fit(X, y)
     with pytest.raises(ValueError, match="numbers"):
         KernelSVC(kernel=lambda a, b: [["x"] * len(b)] * len(a)).fit(X, y)
-    # Its n x n matrix beyond cache_size: a MemoryError before the function is called.
+    # probability=True needs its n x n matrix: beyond cache_size a MemoryError before the
+    # function is called.
     called = []
-    big = KernelSVC(kernel=lambda a, b: called.append(1), cache_size=0.01)
+    big = KernelSVC(kernel=lambda a, b: called.append(1), cache_size=0.01, probability=True)
     with pytest.raises(MemoryError, match="cache_size"):
         big.fit(X, y)
     assert not called
+    # Beyond the cache the values are checked as the engine asks for each block.
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        KernelSVR(kernel=lambda a, b: np.full((len(a), len(b)), np.nan), cache_size=0.01).fit(
+            X, X[:, 0]
+        )
     fitted = KernelSVC(kernel=linear_kernel).fit(X, y)
     fitted.kernel = lambda a, b: np.ones((len(a), 1))
     with pytest.raises(ValueError, match="returned shape"):
         fitted.predict(X)
+
+
+def rbf_half(A, B):
+    return np.exp(-0.5 * ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1))
+
+
+@pytest.mark.parametrize(
+    "est, target",
+    [
+        (KernelSVC(C=2.0), "three"),
+        (KernelNuSVC(nu=0.1), "three"),
+        (KernelSVR(C=2.0), "real"),
+        (KernelNuSVR(nu=0.4), "real"),
+        (KernelOneClassSVM(nu=0.2), None),
+    ],
+    ids=lambda v: type(v).__name__ if not isinstance(v, (str, type(None))) else str(v),
+)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_a_callable_kernel_beyond_the_cache_asks_for_rows_as_the_solvers_need_them(
+    est, target, weighted
+):
+    # Its n x n matrix three times cache_size: never formed, the engine asks for blocks of
+    # rows and keeps cache_size of them; the model is the one of the whole matrix.
+    rng = np.random.default_rng(3)
+    n = 400
+    X = rng.normal(size=(n, 3))
+    y = {"three": np.digitize(X[:, 0] + X[:, 1], [-0.7, 0.7]), "real": np.sin(X[:, 0]) + X[:, 2]}
+    w = rng.uniform(0.0, 2.0, size=n) if weighted else None
+    if weighted:
+        w[:15] = 0.0
+    args = (X,) if target is None else (X, y[target])
+    calls = []
+
+    def kernel(A, B):
+        calls.append((len(A), len(B)))
+        return rbf_half(A, B)
+
+    whole = clone_of(est).set_params(kernel=kernel, tol=1e-6).fit(*args, sample_weight=w)
+    assert len(calls) == 1  # the whole matrix, one call
+    calls.clear()
+    small = 8 * n * n / 2**20 / 3
+    rows = clone_of(est).set_params(kernel=kernel, tol=1e-6, cache_size=small)
+    rows.fit(*args, sample_weight=w)
+    assert_array_equal(rows.support_, whole.support_)
+    assert_allclose(rows.dual_coef_, whole.dual_coef_, atol=1e-6)
+    assert_allclose(rows.intercept_, whole.intercept_, atol=1e-6)
+    # Blocks of rows (the diagonal's blocks of 256 too), never all of them at once.
+    assert max(a for a, _ in calls) <= 256 and len(calls) > 3
+    assert_array_equal(rows.predict(X[:50]), whole.predict(X[:50]))
+
+
+def test_a_callable_kernel_that_raises_mid_fit_stops_it_with_its_own_error():
+    class Broken(RuntimeError):
+        pass
+
+    X, y = data(300)
+    count = []
+
+    def kernel(A, B):
+        count.append(1)
+        if len(count) > 12:
+            raise Broken("the kernel broke")
+        return linear_kernel(A, B)
+
+    est = KernelSVC(kernel=kernel, cache_size=8 * 300 * 300 / 2**20 / 4)
+    with pytest.raises(Broken, match="the kernel broke"):
+        est.fit(X, y)
+    # The solver stopped at its first failure: the function was not asked again.
+    assert len(count) == 13
+    assert not hasattr(est, "support_")

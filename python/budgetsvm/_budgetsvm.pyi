@@ -153,6 +153,8 @@ def fit_exact(
     report_every: Optional[float] = None,
     callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
     sample_weight: Optional[npt.NDArray[np.float64]] = None,
+    kernel_rows: Optional[Callable[[npt.NDArray[np.int64]], npt.NDArray[np.float64]]] = None,
+    diagonal: Optional[npt.NDArray[np.float64]] = None,
 ) -> List[Dict[str, Any]]: ...
 def polish(
     x: _Features,

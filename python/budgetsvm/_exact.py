@@ -199,14 +199,20 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
         if n == 0:
             raise ValueError("no training samples (0 rows)")
         need = 8.0 * n * n
-        if need > float(self.cache_size) * (1 << 20):
+        gram: Any
+        if need <= float(self.cache_size) * (1 << 20):
+            gram = self._call_kernel(X, X, n, n)
+        elif getattr(self, "probability", False):
             raise MemoryError(
-                f"a callable kernel on {n} rows is solved from its {n} x {n} matrix "
-                f"({need / 2**30:.2f} GB), beyond cache_size={self.cache_size} MB; raise "
-                f"cache_size to at least {int(np.ceil(need / 2**20))} MB, or use one of the "
-                "named kernels, whose rows are computed as needed"
+                f"probability=True with a callable kernel on {n} rows needs its {n} x {n} "
+                f"matrix ({need / 2**30:.2f} GB) for the cross-validation, beyond "
+                f"cache_size={self.cache_size} MB; raise cache_size to at least "
+                f"{int(np.ceil(need / 2**20))} MB"
             )
-        gram = self._call_kernel(X, X, n, n)
+        else:
+            # Beyond the cache: the engine asks for the rows its solvers need, a block of rows
+            # at a time, and keeps cache_size of them.
+            gram = KernelFunctionRows(self._call_kernel, X, np.arange(n), np.arange(n))
         self.__dict__.pop("n_features_in_", None)
         self.shape_fit_ = tuple(getattr(X, "shape", (n,)))
         self.gamma_ = 1.0
@@ -243,6 +249,10 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
     ) -> List[Dict[str, Any]]:
         """Runs the native solver on validated X with the problem's and the solver's parameters
         (``_solver_params()``, checked before the data); one result dict per problem solved."""
+        if isinstance(X, KernelFunctionRows):
+            # Rows of no features; the kernel's rows come from the function on request.
+            problem = dict(problem, kernel_rows=X.rows, diagonal=X.diagonal())
+            X = np.empty((X.shape[0], 0))
         results: List[Dict[str, Any]] = _budgetsvm.fit_exact(
             to_native(X),
             target,
@@ -431,6 +441,44 @@ class SingleOutputMachine(ExactKernelMachine):
         """sum_j dual_coef_j k(s_j, x) + intercept_ for every row, shape (n_samples,)."""
         X = self._validate_predict(X)
         return self._expansion(X, self._dense_dual_coef().T, self.intercept_)[:, 0]
+
+
+class KernelFunctionRows:
+    """The matrix k(A, B) of a callable kernel over rows of the training X (A and B index
+    arrays into it), never formed whole: ``rows(idx)`` computes the rows the engine asks for, a
+    block at a time; indexing by index arrays (rows of zero weight left out) gives the matrix
+    over those rows, still not computed. ``call(A, B, n_a, n_b)`` is the estimator's checked
+    kernel call."""
+
+    def __init__(self, call: Any, X: Any, rows: np.ndarray, cols: np.ndarray) -> None:
+        self._call, self._X, self._rows, self._cols = call, X, rows, cols
+        self._columns = _take_rows(X, cols)
+        self.shape = (len(rows), len(cols))
+
+    def __getitem__(self, key: Any) -> KernelFunctionRows:
+        rows, cols = key if isinstance(key, tuple) else (key, slice(None))
+        if isinstance(rows, np.ndarray) and rows.ndim == 2:
+            rows = rows[:, 0]  # np.ix_'s column of row indices
+        if isinstance(cols, np.ndarray) and cols.ndim == 2:
+            cols = cols[0]
+        return KernelFunctionRows(self._call, self._X, self._rows[rows], self._cols[cols])
+
+    def rows(self, idx: np.ndarray) -> np.ndarray:
+        """k(A[idx], B): len(idx) x len(B)."""
+        picked = self._rows[np.asarray(idx, dtype=np.intp)]
+        return self._call(_take_rows(self._X, picked), self._columns, len(picked), self.shape[1])
+
+    def diagonal(self, block: int = 256) -> np.ndarray:
+        """k(a_i, b_i) for a square matrix over the same rows, from blocks of ``block`` rows
+        (the function is only asked for k(A, B) blocks)."""
+        if self.shape[0] != self.shape[1] or not np.array_equal(self._rows, self._cols):
+            raise ValueError("the diagonal of a kernel matrix over other rows than its columns")
+        out = np.empty(self.shape[0])
+        for start in range(0, self.shape[0], block):
+            part = _take_rows(self._X, self._rows[start : start + block])
+            m = min(block, self.shape[0] - start)
+            out[start : start + m] = np.diag(self._call(part, part, m, m))
+        return out
 
 
 def _take_rows(X: Any, rows: np.ndarray) -> Any:

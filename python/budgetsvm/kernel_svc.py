@@ -56,9 +56,12 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, ExactKernelMachine):
         n_test x n_train matrix of the test rows against them (dense). Every kernel runs through
         the same kernel-row cache and blocked prediction (dot products, then the kernel's
         function). A callable ``k(A, B) -> (len(A), len(B)) array`` gets X as given (any
-        sequence it accepts: strings, records): ``fit`` calls it once on the training rows
-        and solves its matrix as a precomputed kernel, so n_samples^2 float64 values must fit
-        ``cache_size`` (else a MemoryError saying how much); ``predict`` calls it against the
+        sequence it accepts: strings, records): where n_samples^2 float64 values fit
+        ``cache_size``, ``fit`` calls it once on the training rows and solves its matrix as a
+        precomputed kernel; beyond, the engine calls it for the blocks of rows its solvers ask
+        for, ``k(X[rows], X)``, and keeps ``cache_size`` of them (every class pair reads the
+        same store), so the whole matrix is never formed (``probability=True`` needs it for
+        its cross-validation: a MemoryError saying how much). ``predict`` calls it against the
         support rows only. Such a model pickles (with an importable function) but cannot be
         saved to a model file.
     degree : int, default=3

@@ -1,28 +1,130 @@
 //! The exact kernel machines (SVC, SVR, one-class; ALFPGM or SMO) and the kernel rows their
 //! solvers compute.
 
-use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray1};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::convert::{cache_bytes, dict, slice1, Features};
 use super::runtime::{detached, run_on_rows};
+use crate::core::common::error::SvmError;
+use crate::core::common::progress::{Monitor, Progress};
+use crate::core::data::rows::AnyRows;
 use crate::core::data::rows::Rows;
 use crate::core::exact::alfpgm::{AlfpgmParams, InnerSolver};
 use crate::core::exact::machines::{
-    train_kernel_nu_svc, train_kernel_svc, train_one_class, train_regression, ExactModel,
-    ExactParams, ExactSolver, SvrFormulation,
+    train_one_class_from, train_one_vs_one, train_regression_from, ExactModel, ExactParams,
+    ExactSolver, KernelFrom, SvcFormulation, SvrFormulation,
 };
 use crate::core::kernels::kernel::Kernel;
 use crate::core::kernels::kernel_cache::KernelRowCache;
+use crate::core::kernels::kernel_rows::Scratch;
+use crate::core::kernels::source_rows::{RowProducer, SourceKernelRows};
+
+/// A callable kernel's rows, produced by a Python function of the row indices (the estimator's
+/// `k(X[rows], X)`, checked there). Its first error stops the solver (`stopped`, read by the
+/// monitor) and is raised as it was.
+struct PythonKernelRows {
+    function: Py<PyAny>,
+    n: usize,
+    stopped: AtomicBool,
+    error: Mutex<Option<PyErr>>,
+}
+
+impl PythonKernelRows {
+    fn call(&self, rows: &[u32], out: &mut [&mut [f32]]) -> PyResult<()> {
+        Python::attach(|py| {
+            let idx: Vec<i64> = rows.iter().map(|&g| i64::from(g)).collect();
+            let values = self.function.call1(py, (PyArray1::from_vec(py, idx),))?;
+            let values: PyReadonlyArray2<'_, f64> = values.extract(py)?;
+            let values = values.as_array();
+            let shape = values.shape();
+            if shape != [rows.len(), self.n] {
+                return Err(PyValueError::new_err(format!(
+                    "the kernel rows have shape {shape:?}; expected ({}, {})",
+                    rows.len(),
+                    self.n
+                )));
+            }
+            for (row, got) in out.iter_mut().zip(values.rows()) {
+                for (o, &v) in row.iter_mut().zip(got.iter()) {
+                    *o = v as f32;
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+/// `run_on_rows` for an exact machine whose kernel rows may come from Python (`store`): its
+/// monitor stops the solver as soon as the kernel function failed, and the function's error
+/// is then raised as it was.
+fn run_watched<'py, T: Send>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    weights: Option<&PyReadonlyArray1<'py, f64>>,
+    callback: Option<Py<PyAny>>,
+    store: Option<&SourceKernelRows<PythonKernelRows>>,
+    train: impl FnOnce(&AnyRows<'_>, Option<&[f64]>, Monitor<'_>) -> Result<T, SvmError> + Send,
+) -> PyResult<T> {
+    let stopped = store.map(|s| &s.producer().stopped);
+    let result = run_on_rows(py, x, weights, callback, None, |job| {
+        let monitor = job.monitor;
+        let mut watched = |p: &Progress| {
+            if stopped.is_some_and(|s| s.load(Ordering::Relaxed)) {
+                return Err(SvmError::Interrupted);
+            }
+            monitor(p)
+        };
+        train(job.rows, job.weights, &mut watched)
+    });
+    let error = store.and_then(|s| {
+        s.producer()
+            .error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    });
+    match error {
+        Some(e) => Err(e),
+        None => result,
+    }
+}
+
+impl RowProducer for PythonKernelRows {
+    fn n(&self) -> usize {
+        self.n
+    }
+
+    fn produce(
+        &self,
+        rows: &[u32],
+        out: &mut [&mut [f32]],
+        _: &mut Scratch,
+    ) -> Result<u64, SvmError> {
+        self.call(rows, out).map_err(|e| {
+            let message = e.to_string();
+            self.error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert(e);
+            self.stopped.store(true, Ordering::Relaxed);
+            SvmError::invalid_input(format!("the kernel function failed: {message}"))
+        })?;
+        Ok((rows.len() * self.n) as u64)
+    }
+}
 
 /// Trains an exact kernel machine (ALFPGM or SMO on one dual problem): `problem` 'svc' or
 /// 'nu_svc' (target: uint32 class indices in 0..n_classes, one-vs-one pairs), 'svr' or 'nu_svr'
 /// (target: float64 values) or 'one_class' (no target). A precomputed kernel takes x as the dense n x n Gram matrix. Returns
 /// one dict per problem solved (one per class pair for 'svc', with its "classes").
 #[pyfunction]
-#[pyo3(signature = (x, target, *, problem, n_classes = 0, c = 1.0, epsilon = 0.1, nu = 0.5, kernel = "rbf", gamma = 1.0, coef0 = 0.0, degree = 3, solver = "alfpgm", shrinking = true, shared_rows = true, tol = 1e-3, cache_size = 200.0, max_iter = 0, n_threads = None, n_pairs = 50, min_alpha_opt = 5, max_alpha_opt = 500, min_alpha_check = 0, pair_ratio = 0.5, alpha_delta_threshold = 1e-5, al_penalty = 0.0, al_max_iter = 20, fista_max_iter = 500, inner_tol_factor = 0.1, inner_rel = 0.1, power_iters = 8, lipschitz_safety = 1.1, restart = true, inner = "smo", report_every = None, callback = None, sample_weight = None))]
+#[pyo3(signature = (x, target, *, problem, n_classes = 0, c = 1.0, epsilon = 0.1, nu = 0.5, kernel = "rbf", gamma = 1.0, coef0 = 0.0, degree = 3, solver = "alfpgm", shrinking = true, shared_rows = true, tol = 1e-3, cache_size = 200.0, max_iter = 0, n_threads = None, n_pairs = 50, min_alpha_opt = 5, max_alpha_opt = 500, min_alpha_check = 0, pair_ratio = 0.5, alpha_delta_threshold = 1e-5, al_penalty = 0.0, al_max_iter = 20, fista_max_iter = 500, inner_tol_factor = 0.1, inner_rel = 0.1, power_iters = 8, lipschitz_safety = 1.1, restart = true, inner = "smo", report_every = None, callback = None, sample_weight = None, kernel_rows = None, diagonal = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn fit_exact<'py>(
     py: Python<'py>,
@@ -62,6 +164,8 @@ pub fn fit_exact<'py>(
     report_every: Option<f64>,
     callback: Option<Py<PyAny>>,
     sample_weight: Option<PyReadonlyArray1<'py, f64>>,
+    kernel_rows: Option<Py<PyAny>>,
+    diagonal: Option<PyReadonlyArray1<'py, f64>>,
 ) -> PyResult<Bound<'py, PyList>> {
     if !(cache_size.is_finite() && cache_size > 0.0) {
         return Err(PyValueError::new_err(format!(
@@ -102,22 +206,46 @@ pub fn fit_exact<'py>(
         target.ok_or_else(|| PyValueError::new_err(format!("problem {problem:?} needs {what}")))
     };
     let weights = sample_weight.as_ref();
-    let models: Vec<(Option<(u32, u32)>, ExactModel)> = match problem {
-        "svc" => {
-            let y: PyReadonlyArray1<'py, u32> = need_target("class indices")?.extract()?;
-            let y = slice1(&y)?;
-            run_on_rows(py, x, weights, callback, None, |job| {
-                train_kernel_svc(job.rows, y, job.weights, n_classes, &valid, job.monitor)
-            })?
-            .into_iter()
-            .map(|p| (Some(p.classes), p.model))
-            .collect()
+    // A callable kernel beyond the cache: its rows from Python on request, kept in a store of
+    // cache_size bytes that every problem of the fit gathers from (x is then n rows of no
+    // features).
+    let diagonal = diagonal.as_ref().map(slice1).transpose()?;
+    let store = match (&kernel_rows, diagonal) {
+        (Some(function), Some(diagonal)) => Some(SourceKernelRows::new(
+            PythonKernelRows {
+                function: function.clone_ref(py),
+                n: diagonal.len(),
+                stopped: AtomicBool::new(false),
+                error: Mutex::new(None),
+            },
+            cache_bytes(cache_size),
+        )),
+        (None, None) => None,
+        _ => {
+            return Err(PyValueError::new_err(
+                "kernel_rows and diagonal come together",
+            ))
         }
-        "nu_svc" => {
+    };
+    let from = match (&store, diagonal) {
+        (Some(store), Some(diagonal)) => KernelFrom::Store {
+            rows: store,
+            diagonal,
+        },
+        _ => KernelFrom::Features,
+    };
+    let store = store.as_ref();
+    let models: Vec<(Option<(u32, u32)>, ExactModel)> = match problem {
+        "svc" | "nu_svc" => {
             let y: PyReadonlyArray1<'py, u32> = need_target("class indices")?.extract()?;
             let y = slice1(&y)?;
-            run_on_rows(py, x, weights, callback, None, |job| {
-                train_kernel_nu_svc(job.rows, y, job.weights, n_classes, nu, &valid, job.monitor)
+            let formulation = if problem == "svc" {
+                SvcFormulation::C
+            } else {
+                SvcFormulation::Nu(nu)
+            };
+            run_watched(py, x, weights, callback, store, |rows, w, m| {
+                train_one_vs_one(rows, y, w, n_classes, formulation, &valid, from, m)
             })?
             .into_iter()
             .map(|p| (Some(p.classes), p.model))
@@ -131,14 +259,14 @@ pub fn fit_exact<'py>(
             } else {
                 SvrFormulation::Nu(nu)
             };
-            let model = run_on_rows(py, x, weights, callback, None, |job| {
-                train_regression(job.rows, z, job.weights, formulation, &valid, job.monitor)
+            let model = run_watched(py, x, weights, callback, store, |rows, w, m| {
+                train_regression_from(rows, z, w, formulation, &valid, from, m)
             })?;
             vec![(None, model)]
         }
         "one_class" => {
-            let model = run_on_rows(py, x, weights, callback, None, |job| {
-                train_one_class(job.rows, job.weights, nu, &valid, job.monitor)
+            let model = run_watched(py, x, weights, callback, store, |rows, w, m| {
+                train_one_class_from(rows, w, nu, &valid, from, m)
             })?;
             vec![(None, model)]
         }

@@ -30,7 +30,7 @@ use crate::core::exact::dual::{label_index, DualProblem, DualSolution, ExactRun,
 use crate::core::exact::smo::solve_smo;
 use crate::core::kernels::kernel::{kernel_norms, Kernel};
 use crate::core::kernels::kernel_cache::{CacheStats, KernelRowCache};
-use crate::core::kernels::kernel_rows::PairSegments;
+use crate::core::kernels::kernel_rows::{PairSegments, SourceRows};
 use crate::core::kernels::shared_rows::SharedKernelRows;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -212,20 +212,82 @@ fn default_max_iter(n: usize) -> u64 {
     10_000_000u64.max(100 * n as u64)
 }
 
+/// Where a problem's kernel rows come from.
+pub(crate) enum RowSource<'r> {
+    /// Computed by the problem's own cache.
+    Own,
+    /// A one-vs-one pair's: filled from the fit's store shared by the pairs.
+    Segments(PairSegments<'r>),
+    /// Gathered from a store of rows by data row, the problem's own cache holding
+    /// `cache_bytes` of them.
+    Stored(&'r dyn SourceRows, usize),
+}
+
+/// Where a fit's kernel values come from: the rows' features through the params' kernel, or a
+/// store of kernel rows by data row with the kernel's diagonal (a callable kernel's rows,
+/// produced in Python on request; the params' kernel is then `Precomputed`, whose value at a
+/// row's own position is its diagonal entry).
+#[derive(Clone, Copy)]
+pub(crate) enum KernelFrom<'a> {
+    Features,
+    Store {
+        rows: &'a dyn SourceRows,
+        diagonal: &'a [f64],
+    },
+}
+
+impl KernelFrom<'_> {
+    /// What each row enters the kernel with (`kernel_norms`), or the store's diagonal.
+    fn norms<R: Rows>(&self, x: &R, kernel: Kernel) -> Result<Vec<f64>> {
+        match *self {
+            KernelFrom::Features => kernel_norms(x, kernel),
+            KernelFrom::Store { rows, diagonal } => {
+                let n = x.n_rows();
+                if kernel != Kernel::Precomputed || rows.n_sources() != n || diagonal.len() != n {
+                    return Err(SvmError::invalid_input(
+                        "stored kernel rows need the precomputed kernel and one row and one \
+                         diagonal entry per training row",
+                    ));
+                }
+                if let Some(i) = diagonal.iter().position(|v| !v.is_finite()) {
+                    return Err(SvmError::invalid_input(format!(
+                        "the kernel's diagonal entry {i} is {}",
+                        diagonal[i]
+                    )));
+                }
+                Ok(diagonal.to_vec())
+            }
+        }
+    }
+
+    /// The rows of a problem that are not shared between one-vs-one pairs.
+    fn own_rows(&self, cache_bytes: usize) -> RowSource<'_> {
+        match *self {
+            KernelFrom::Features => RowSource::Own,
+            KernelFrom::Store { rows, .. } => RowSource::Stored(rows, cache_bytes),
+        }
+    }
+}
+
 /// Solves a dual problem whose variable t is row t of `x` (squared norms `sq_norms`, as
-/// `kernel_norms` gives them); kernel rows computed from `x`, or gathered from `segments`.
-pub fn solve_dual<R: Rows>(
+/// `kernel_norms` gives them), its kernel rows from `rows`.
+pub(crate) fn solve_dual<R: Rows>(
     x: &R,
     sq_norms: Vec<f64>,
     problem: DualProblem,
     params: &ValidExactParams,
-    segments: Option<PairSegments<'_>>,
+    rows: RowSource<'_>,
     reporter: &mut Reporter<'_, '_>,
 ) -> Result<DualSolution> {
     let p = &params.0;
-    let mut cache = match segments {
-        Some(s) => KernelRowCache::with_segments(x, p.kernel, sq_norms, p.cache_bytes, s)?,
-        None => KernelRowCache::with_norms(x, p.kernel, sq_norms, p.cache_bytes)?,
+    let mut cache = match rows {
+        RowSource::Own => KernelRowCache::with_norms(x, p.kernel, sq_norms, p.cache_bytes)?,
+        RowSource::Segments(s) => {
+            KernelRowCache::with_segments(x, p.kernel, sq_norms, p.cache_bytes, s)?
+        }
+        RowSource::Stored(store, bytes) => {
+            KernelRowCache::with_source_rows(x, p.kernel, sq_norms, bytes, store)?
+        }
     };
     let max_iter = if p.max_iter == 0 {
         default_max_iter(problem.n())
@@ -262,7 +324,17 @@ pub fn train_kernel_svc<R: Rows>(
     params: &ValidExactParams,
     monitor: Monitor<'_>,
 ) -> Result<Vec<PairModel>> {
-    train_one_vs_one(x, y, weights, n_classes, SvcFormulation::C, params, monitor)
+    let from = KernelFrom::Features;
+    train_one_vs_one(
+        x,
+        y,
+        weights,
+        n_classes,
+        SvcFormulation::C,
+        params,
+        from,
+        monitor,
+    )
 }
 
 /// Trains the one-vs-one nu-SVC problems (LIBSVM's `solve_nu_svc`, scikit-learn's weighted
@@ -280,7 +352,6 @@ pub fn train_kernel_nu_svc<R: Rows>(
     params: &ValidExactParams,
     monitor: Monitor<'_>,
 ) -> Result<Vec<PairModel>> {
-    check_nu(nu)?;
     train_one_vs_one(
         x,
         y,
@@ -288,6 +359,7 @@ pub fn train_kernel_nu_svc<R: Rows>(
         n_classes,
         SvcFormulation::Nu(nu),
         params,
+        KernelFrom::Features,
         monitor,
     )
 }
@@ -368,16 +440,23 @@ fn pair_problem(
     }
 }
 
-fn train_one_vs_one<R: Rows>(
+/// C-SVC or nu-SVC one-vs-one (`train_kernel_svc`, `train_kernel_nu_svc`), the kernel values
+/// from `from`.
+#[allow(clippy::too_many_arguments)] // the problem, its formulation and where its values come from
+pub(crate) fn train_one_vs_one<R: Rows>(
     x: &R,
     y: &[u32],
     weights: Option<&[f64]>,
     n_classes: usize,
     formulation: SvcFormulation,
     params: &ValidExactParams,
+    from: KernelFrom<'_>,
     monitor: Monitor<'_>,
 ) -> Result<Vec<PairModel>> {
     let p = &params.0;
+    if let SvcFormulation::Nu(nu) = formulation {
+        check_nu(nu)?;
+    }
     let n = x.n_rows();
     if n == 0 {
         return Err(SvmError::invalid_input("no training samples (0 rows)"));
@@ -409,7 +488,7 @@ fn train_one_vs_one<R: Rows>(
     if let SvcFormulation::Nu(nu) = formulation {
         check_nu_feasible(nu, y, weights, n_classes)?;
     }
-    let norms = kernel_norms(x, p.kernel)?;
+    let norms = from.norms(x, p.kernel)?;
     let mut pairs = Vec::new();
     for a in 0..n_classes as u32 {
         for b in a + 1..n_classes as u32 {
@@ -475,8 +554,8 @@ fn train_one_vs_one<R: Rows>(
         };
         let mut reporter = Reporter::new(&monitor, template, report_every);
         let segments = match &store {
-            Some(store) => Some(PairSegments::new(store, (a, b), &rows, y, &rank)?),
-            None => None,
+            Some(store) => RowSource::Segments(PairSegments::new(store, (a, b), &rows, y, &rank)?),
+            None => from.own_rows(p.cache_bytes),
         };
         let diag = sub_norms.iter().map(|&q| p.kernel.self_value(q)).collect();
         let row_weights = rows.iter().map(|&i| weights.map_or(1.0, |w| w[i]));
@@ -534,6 +613,7 @@ fn fit_single<R: Rows>(
     rows: Vec<usize>,
     problem: DualProblem,
     params: &ValidExactParams,
+    from: KernelFrom<'_>,
     monitor: Monitor<'_>,
 ) -> Result<ExactModel> {
     let p = &params.0;
@@ -548,7 +628,14 @@ fn fit_single<R: Rows>(
     let report_every = p.report_every.map(Duration::from_secs_f64);
     let mut reporter = Reporter::new(&monitor, template, report_every);
     let sol = parallel::install_with(p.n_threads, || {
-        solve_dual(&sub, sub_norms, problem, params, None, &mut reporter)
+        solve_dual(
+            &sub,
+            sub_norms,
+            problem,
+            params,
+            from.own_rows(p.cache_bytes),
+            &mut reporter,
+        )
     })??;
     Ok(ExactModel::from_solution(sol, &rows, x.n_rows()))
 }
@@ -615,6 +702,20 @@ pub fn train_regression<R: Rows>(
     params: &ValidExactParams,
     monitor: Monitor<'_>,
 ) -> Result<ExactModel> {
+    let from = KernelFrom::Features;
+    train_regression_from(x, z, weights, formulation, params, from, monitor)
+}
+
+/// `train_regression` with the kernel values from `from`.
+pub(crate) fn train_regression_from<R: Rows>(
+    x: &R,
+    z: &[f64],
+    weights: Option<&[f64]>,
+    formulation: SvrFormulation,
+    params: &ValidExactParams,
+    from: KernelFrom<'_>,
+    monitor: Monitor<'_>,
+) -> Result<ExactModel> {
     let p = &params.0;
     let n = check_rows_and_weights(x, weights)?;
     if z.len() != n {
@@ -643,7 +744,7 @@ pub fn train_regression<R: Rows>(
             0.0
         }
     };
-    let norms = kernel_norms(x, p.kernel)?;
+    let norms = from.norms(x, p.kernel)?;
     let rows: Vec<usize> = (0..n).chain(0..n).collect();
     let y: Vec<f64> = (0..2 * n).map(|t| if t < n { 1.0 } else { -1.0 }).collect();
     let lin: Vec<f64> = (0..2 * n)
@@ -686,7 +787,7 @@ pub fn train_regression<R: Rows>(
         start,
         sum_per_label,
     };
-    fit_single(x, &norms, rows, problem, params, monitor)
+    fit_single(x, &norms, rows, problem, params, from, monitor)
 }
 
 /// The one-class SVM, nu formulation (Schoelkopf et al.; LIBSVM's `solve_one_class`):
@@ -700,10 +801,22 @@ pub fn train_one_class<R: Rows>(
     params: &ValidExactParams,
     monitor: Monitor<'_>,
 ) -> Result<ExactModel> {
+    train_one_class_from(x, weights, nu, params, KernelFrom::Features, monitor)
+}
+
+/// `train_one_class` with the kernel values from `from`.
+pub(crate) fn train_one_class_from<R: Rows>(
+    x: &R,
+    weights: Option<&[f64]>,
+    nu: f64,
+    params: &ValidExactParams,
+    from: KernelFrom<'_>,
+    monitor: Monitor<'_>,
+) -> Result<ExactModel> {
     let p = &params.0;
     let n = check_rows_and_weights(x, weights)?;
     check_nu(nu)?;
-    let norms = kernel_norms(x, p.kernel)?;
+    let norms = from.norms(x, p.kernel)?;
     let upper: Vec<f64> = (0..n).map(|i| weights.map_or(1.0, |w| w[i])).collect();
     let mut left = nu * upper.iter().sum::<f64>();
     let start: Vec<f64> = upper
@@ -723,7 +836,7 @@ pub fn train_one_class<R: Rows>(
         start: Some(start),
         sum_per_label: false,
     };
-    fit_single(x, &norms, (0..n).collect(), problem, params, monitor)
+    fit_single(x, &norms, (0..n).collect(), problem, params, from, monitor)
 }
 
 #[cfg(test)]
@@ -794,6 +907,93 @@ mod tests {
         }
         // One thread or two: the same arithmetic, the same model.
         assert_eq!(results[1][0].model.coef, results[2][0].model.coef);
+    }
+
+    /// A callable kernel's path: every problem gathers its rows from a store of rows by data
+    /// row (here produced from features, a budget of a few rows: evictions, shrinking's
+    /// moves, SVR's two variables per row), the kernel precomputed with the store's diagonal:
+    /// the models of the same kernel computed from the features.
+    #[test]
+    fn stored_kernel_rows_train_the_models_of_the_features() {
+        use crate::core::data::rows::finite_sq_norms;
+        use crate::core::kernels::source_rows::{DataRowProducer, SourceKernelRows};
+        let mut rng = Rng::new(33);
+        let (n, d) = (180, 3);
+        let xs: Vec<f64> = (0..n * d).map(|_| rng.next_f64() * 2.0 - 1.0).collect();
+        let ys: Vec<u32> = (0..n)
+            .map(|i| ((xs[i * d] + xs[i * d + 1] + 2.0) * 0.75).floor().min(2.0) as u32)
+            .collect();
+        let z: Vec<f64> = (0..n)
+            .map(|i| (3.0 * xs[i * d]).sin() + xs[i * d + 2])
+            .collect();
+        let x = DenseView::new(&xs, n, d).unwrap();
+        let no_features = DenseView::new(&[], n, 0).unwrap();
+        let gamma = 1.5;
+        let params = |kernel: Kernel, solver: ExactSolver| {
+            ExactParams {
+                c: 4.0,
+                kernel,
+                tol: 1e-6,
+                solver,
+                cache_bytes: 12 * n * 4,
+                ..Default::default()
+            }
+            .check()
+            .unwrap()
+        };
+        let diagonal = vec![1.0; n];
+        let close = |a: &ExactModel, b: &ExactModel| {
+            assert_eq!(a.support, b.support);
+            for (p, q) in a.coef.iter().zip(&b.coef) {
+                assert!((p - q).abs() < 1e-6 * (1.0 + q.abs()), "{p} vs {q}");
+            }
+            assert!((a.rho - b.rho).abs() < 1e-6 * (1.0 + b.rho.abs()));
+        };
+        for solver in [ExactSolver::Smo, ExactSolver::Alfpgm] {
+            let own = params(Kernel::rbf(gamma), solver);
+            let pre = params(Kernel::Precomputed, solver);
+            let producer =
+                DataRowProducer::new(&x, Kernel::rbf(gamma), finite_sq_norms(&x, "X").unwrap())
+                    .unwrap();
+            let store = SourceKernelRows::new(producer, 7 * n * 4);
+            let from = KernelFrom::Store {
+                rows: &store,
+                diagonal: &diagonal,
+            };
+            let want = train_kernel_svc(&x, &ys, None, 3, &own, &mut no_monitor).unwrap();
+            let got = train_one_vs_one(
+                &no_features,
+                &ys,
+                None,
+                3,
+                SvcFormulation::C,
+                &pre,
+                from,
+                &mut no_monitor,
+            )
+            .unwrap();
+            for (g, w) in got.iter().zip(&want) {
+                assert_eq!(g.classes, w.classes);
+                close(&g.model, &w.model);
+            }
+            let formulation = SvrFormulation::Epsilon(0.1);
+            let want = train_regression(&x, &z, None, formulation, &own, &mut no_monitor).unwrap();
+            let got = train_regression_from(
+                &no_features,
+                &z,
+                None,
+                formulation,
+                &pre,
+                from,
+                &mut no_monitor,
+            )
+            .unwrap();
+            close(&got, &want);
+            let want = train_one_class(&x, None, 0.3, &own, &mut no_monitor).unwrap();
+            let got =
+                train_one_class_from(&no_features, None, 0.3, &pre, from, &mut no_monitor).unwrap();
+            close(&got, &want);
+        }
     }
 
     /// Pairs taking their rows from the shared store train the models of pairs computing their

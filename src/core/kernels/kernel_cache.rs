@@ -47,7 +47,7 @@ use crate::core::common::parallel;
 use crate::core::data::rows::{finite_sq_norms, Rows};
 use crate::core::kernels::kernel::Kernel;
 use crate::core::kernels::kernel_rows::{
-    choose_dot_path, DotPath, PairSegments, RowComputer, RowJob, Scratch, BLOCK, NONE,
+    choose_dot_path, DotPath, PairSegments, RowComputer, RowJob, Scratch, SourceRows, BLOCK, NONE,
 };
 
 /// The blocks `rows_prefix_blocks` visits are this many positions long.
@@ -237,6 +237,26 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
             segments,
             shrunk: Box::new(choose_dot_path(x)),
         };
+        let computer = RowComputer::new(x, kernel, sq_norms, path)?;
+        Ok(Self::with_computer(computer, cache_bytes))
+    }
+
+    /// A cache whose rows are gathered from `store`, a store of kernel rows by data row (`x`:
+    /// the problem's rows, each one's `Rows::source_row` a row of the store).
+    pub(crate) fn with_source_rows(
+        x: &'a R,
+        kernel: Kernel,
+        sq_norms: Vec<f64>,
+        cache_bytes: usize,
+        store: &'a dyn SourceRows,
+    ) -> Result<Self> {
+        let source_at: Vec<u32> = (0..x.n_rows()).map(|i| x.source_row(i) as u32).collect();
+        if source_at.iter().any(|&g| g as usize >= store.n_sources()) {
+            return Err(SvmError::invalid_input(
+                "a row's data row lies outside the store of kernel rows",
+            ));
+        }
+        let path = DotPath::Sources { store, source_at };
         let computer = RowComputer::new(x, kernel, sq_norms, path)?;
         Ok(Self::with_computer(computer, cache_bytes))
     }

@@ -63,6 +63,14 @@ pub(crate) enum DotPath<'a> {
         segments: PairSegments<'a>,
         shrunk: Box<DotPath<'a>>,
     },
+    /// Rows gathered from a store of kernel rows by data row ([`SourceRows`]: a callable
+    /// kernel's, a one-vs-one pair's rows and SVR's two variables of a row reading the same
+    /// stored row); `source_at[p]`, the store's row behind position p, moves with the
+    /// positions.
+    Sources {
+        store: &'a dyn SourceRows,
+        source_at: Vec<u32>,
+    },
 }
 
 /// Kernel values by position for the rows of one matrix: the data, the kernel width, the
@@ -145,6 +153,11 @@ impl<'a, R: Rows> RowComputer<'a, R> {
         match path {
             DotPath::FeatureMajor(FeatureMajor::F64(t)) => swap_in_columns(t, n, pairs),
             DotPath::FeatureMajor(FeatureMajor::F32(t)) => swap_in_columns(t, n, pairs),
+            DotPath::Sources { source_at, .. } => {
+                for &(a, b) in pairs {
+                    source_at.swap(a, b);
+                }
+            }
             _ => {}
         }
     }
@@ -247,6 +260,9 @@ impl<'a, R: Rows> RowComputer<'a, R> {
                 self.compute_by(shrunk, jobs, scratch)
             };
         }
+        if let DotPath::Sources { store, source_at } = path {
+            return gather_from_sources(*store, source_at, &mut jobs, scratch);
+        }
         let computed = jobs.iter().map(|j| j.out.len() as u64).sum();
         let width = self.x.n_cols();
         let (x, kernel, n) = (self.x, self.kernel, self.n);
@@ -256,7 +272,8 @@ impl<'a, R: Rows> RowComputer<'a, R> {
         let densify = match path {
             DotPath::FeatureMajor(_) => true,
             DotPath::RowWise => width <= DENSIFY_MAX_COLS,
-            DotPath::Columns(_) | DotPath::Shared { .. } | DotPath::Gram => false,
+            DotPath::Columns(_) | DotPath::Shared { .. } | DotPath::Sources { .. } => false,
+            DotPath::Gram => false,
         };
         let b = jobs.len();
         if densify && scratch.dense.len() < b * width {
@@ -277,7 +294,9 @@ impl<'a, R: Rows> RowComputer<'a, R> {
             }
             let dense = &dense[..];
             match path {
-                DotPath::Shared { .. } => unreachable!("shared rows are filled above"),
+                DotPath::Shared { .. } | DotPath::Sources { .. } => {
+                    unreachable!("shared and stored rows are filled above")
+                }
                 DotPath::Gram => {
                     jobs.par_iter_mut().for_each(|job| {
                         let i = job.pos;
@@ -440,6 +459,52 @@ impl<'a, R: Rows> RowComputer<'a, R> {
             computed
         })
     }
+}
+
+/// Each job's entries gathered from the stored rows of the data rows behind its position (the
+/// missing ones computed first, in one batch); returns the values computed.
+fn gather_from_sources(
+    store: &dyn SourceRows,
+    source_at: &[u32],
+    jobs: &mut [RowJob<'_>],
+    scratch: &mut Scratch,
+) -> u64 {
+    let sources: Vec<u32> = jobs.iter().map(|j| source_at[j.pos]).collect();
+    let (rows, computed) = store.rows(&sources, scratch);
+    parallel::install(|| {
+        jobs.par_iter_mut()
+            .zip(rows.par_iter())
+            .for_each(|(job, row)| {
+                let from = job.from;
+                job.out
+                    .par_chunks_mut(BLOCK)
+                    .enumerate()
+                    .for_each(|(k, out)| {
+                        let at = &source_at[from + k * BLOCK..from + k * BLOCK + out.len()];
+                        let start = at.first().map_or(0, |&g| g as usize);
+                        // Until shrinking moves them, the positions run over the data rows in
+                        // order (twice): a block is then a copy.
+                        if at.windows(2).all(|w| w[1] == w[0] + 1) {
+                            out.copy_from_slice(&row[start..start + out.len()]);
+                        } else {
+                            for (o, &g) in out.iter_mut().zip(at) {
+                                *o = row[g as usize];
+                            }
+                        }
+                    })
+            })
+    });
+    computed
+}
+
+/// Kernel rows by data row, for problems whose positions are data rows or map onto them (a
+/// pair's subset, SVR's two variables of a row); `source_rows::SourceKernelRows` keeps them.
+pub(crate) trait SourceRows: Sync {
+    /// The data rows (the length of a stored row).
+    fn n_sources(&self) -> usize;
+    /// The kernel rows of the data rows `sources`, k(x_g, x_h) for every data row h (stored,
+    /// or computed now in one batch), in request order, and the kernel values computed.
+    fn rows(&self, sources: &[u32], scratch: &mut Scratch) -> (Vec<Arc<[f32]>>, u64);
 }
 
 /// Per row of `x`, its twin (the other row with the same source row), or empty when every
