@@ -208,13 +208,6 @@ def test_a_callable_kernel_s_bad_values_and_size_are_clear_errors():
         KernelSVC(kernel=lambda a, b: np.full((len(a), len(b)), np.nan)).fit(X, y)
     with pytest.raises(ValueError, match="numbers"):
         KernelSVC(kernel=lambda a, b: [["x"] * len(b)] * len(a)).fit(X, y)
-    # probability=True needs its n x n matrix: beyond cache_size a MemoryError before the
-    # function is called.
-    called = []
-    big = KernelSVC(kernel=lambda a, b: called.append(1), cache_size=0.01, probability=True)
-    with pytest.raises(MemoryError, match="cache_size"):
-        big.fit(X, y)
-    assert not called
     # Beyond the cache the values are checked as the engine asks for each block.
     with pytest.raises(ValueError, match="NaN or infinity"):
         KernelSVR(kernel=lambda a, b: np.full((len(a), len(b)), np.nan), cache_size=0.01).fit(
@@ -273,6 +266,30 @@ def test_a_callable_kernel_beyond_the_cache_asks_for_rows_as_the_solvers_need_th
     # Blocks of rows (the diagonal's blocks of 256 too), never all of them at once.
     assert max(a for a, _ in calls) <= 256 and len(calls) > 3
     assert_array_equal(rows.predict(X[:50]), whole.predict(X[:50]))
+
+
+def test_probabilities_of_a_callable_kernel_beyond_the_cache_are_those_of_its_matrix():
+    # The folds fit on their rows of the unformed matrix; held-out rows are computed against
+    # each fold's support rows only.
+    rng = np.random.default_rng(5)
+    n = 300
+    X = rng.normal(size=(n, 3))
+    y = np.digitize(X[:, 0] + 0.5 * X[:, 1], [-0.6, 0.6])
+    calls = []
+
+    def kernel(A, B):
+        calls.append((len(A), len(B)))
+        return rbf_half(A, B)
+
+    est = KernelSVC(kernel=kernel, probability=True, random_state=0, tol=1e-6)
+    whole = clone_of(est).fit(X, y)
+    calls.clear()
+    rows = clone_of(est).set_params(cache_size=8 * n * n / 2**20 / 3).fit(X, y)
+    # Blocks of at most 256 rows (the diagonal's), never the whole matrix.
+    assert max(a for a, _ in calls) <= 256
+    assert_allclose(rows.probA_, whole.probA_, rtol=1e-4, atol=1e-6)
+    assert_allclose(rows.probB_, whole.probB_, rtol=1e-4, atol=1e-6)
+    assert_allclose(rows.predict_proba(X[:40]), whole.predict_proba(X[:40]), atol=1e-6)
 
 
 def test_a_callable_kernel_that_raises_mid_fit_stops_it_with_its_own_error():

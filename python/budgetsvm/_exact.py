@@ -157,6 +157,15 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
         if callable(self.kernel):
             return self._validate_fit_callable(X, y)
         precomputed = self.kernel == "precomputed"
+        if precomputed and isinstance(X, KernelFunctionRows):
+            # A callable kernel's matrix over a cross-validation fold's rows: kept unformed.
+            if y is not _NO_Y:
+                check_consistent_length(X, y)
+                y = column_or_1d(y, warn=True)
+            self.shape_fit_ = X.shape
+            self.n_features_in_ = X.shape[1]
+            self.gamma_ = 1.0
+            return X if y is _NO_Y else (X, y)
         if precomputed and sp.issparse(X):
             raise TypeError(
                 "a precomputed kernel must be a dense array (n_samples x n_samples), not sparse"
@@ -202,16 +211,10 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
         gram: Any
         if need <= float(self.cache_size) * (1 << 20):
             gram = self._call_kernel(X, X, n, n)
-        elif getattr(self, "probability", False):
-            raise MemoryError(
-                f"probability=True with a callable kernel on {n} rows needs its {n} x {n} "
-                f"matrix ({need / 2**30:.2f} GB) for the cross-validation, beyond "
-                f"cache_size={self.cache_size} MB; raise cache_size to at least "
-                f"{int(np.ceil(need / 2**20))} MB"
-            )
         else:
             # Beyond the cache: the engine asks for the rows its solvers need, a block of rows
-            # at a time, and keeps cache_size of them.
+            # at a time, and keeps cache_size of them (probability's folds as well; their
+            # held-out rows are computed against the support rows only).
             gram = KernelFunctionRows(self._call_kernel, X, np.arange(n), np.arange(n))
         self.__dict__.pop("n_features_in_", None)
         self.shape_fit_ = tuple(getattr(X, "shape", (n,)))
@@ -337,6 +340,12 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
                 return np.zeros((n, 0))
             return self._call_kernel(X, self._support_rows, n, len(self.support_))
         if self.kernel == "precomputed":
+            if isinstance(X, KernelFunctionRows):
+                # A callable kernel's held-out rows against a fold's training rows: only the
+                # support columns are computed (``_expansion``).
+                if X.shape[1] != self.n_features_in_:
+                    raise ValueError(f"{X.shape[1]} kernel columns; expected {self.n_features_in_}")
+                return X
             if sp.issparse(X):
                 raise TypeError("a precomputed kernel must be a dense array, not sparse")
             # n_features_in_ is the number of training rows: validate_data checks the width.
@@ -462,6 +471,12 @@ class KernelFunctionRows:
         if isinstance(cols, np.ndarray) and cols.ndim == 2:
             cols = cols[0]
         return KernelFunctionRows(self._call, self._X, self._rows[rows], self._cols[cols])
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if 0 in self.shape:
+            return np.zeros(self.shape, dtype=dtype or np.float64)
+        out = self.rows(np.arange(self.shape[0]))
+        return out if dtype is None else out.astype(dtype)
 
     def rows(self, idx: np.ndarray) -> np.ndarray:
         """k(A[idx], B): len(idx) x len(B)."""

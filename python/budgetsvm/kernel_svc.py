@@ -60,9 +60,8 @@ class KernelSVC(ProbabilityMixin, ClassifierMixin, ExactKernelMachine):
         ``cache_size``, ``fit`` calls it once on the training rows and solves its matrix as a
         precomputed kernel; beyond, the engine calls it for the blocks of rows its solvers ask
         for, ``k(X[rows], X)``, and keeps ``cache_size`` of them (every class pair reads the
-        same store), so the whole matrix is never formed (``probability=True`` needs it for
-        its cross-validation: a MemoryError saying how much). ``predict`` calls it against the
-        support rows only. Such a model pickles (with an importable function) but cannot be
+        same store; ``probability=True``'s folds too), so the whole matrix is never formed.
+        ``predict`` calls it against the support rows only. Such a model pickles (with an importable function) but cannot be
         saved to a model file.
     degree : int, default=3
         Degree of the 'poly' kernel.
