@@ -29,6 +29,23 @@ def classes(n=300, k=2, seed=0):
     )
 
 
+def every_label_has_a_free_variable(model, sample_weight):
+    """Whether each class pair's solution has, for both its labels, a variable strictly inside
+    its box (0 < a_i < w_i; a_i = |coef_i| r from the C-SVC form coef = y a / r)."""
+    start = np.r_[0, np.cumsum(model.n_support_)]
+    bound = np.ones(int(start[-1])) if sample_weight is None else sample_weight[model.support_]
+    coef = model._dense_dual_coef()
+    k = len(model.classes_)
+    pairs = [(a, b) for a in range(k) for b in range(a + 1, k)]
+    for (a, b), r in zip(pairs, model.fit_stats_["r"]):
+        for c, row in ((a, b - 1), (b, a)):
+            alpha = np.abs(coef[row, start[c] : start[c + 1]]) * r
+            upper = bound[start[c] : start[c + 1]]
+            if not np.any((alpha > 1e-9 * upper) & (alpha < upper * (1 - 1e-9))):
+                return False
+    return True
+
+
 @settings(max_examples=12, deadline=None)
 @given(
     seed=st.integers(0, 10_000),
@@ -59,14 +76,27 @@ def test_nu_svc_is_scikit_learn_s(seed, k, nu, kernel, solver, shrinking, weight
     # r near 0 is a margin of 0: 1 / r magnifies rounding, and scikit-learn divides by an r
     # that rounding made negative (its predictions then flip; ours stay unscaled).
     assume(min(ours.fit_stats_["r"]) > 1e-3)
+    # A label of a pair without a free variable leaves that pair's rho (and its scale 1 / r)
+    # anywhere in an interval: LIBSVM takes the middle, whose ends move with the alphas at the
+    # bounds, so two optimal solutions may put the boundary apart (seed 196, three classes,
+    # linear, nu = 0.7: 2 of 150 rows; seed 8580: the values 6% apart, an exact affine image).
+    assume(every_label_has_a_free_variable(ours, w))
     assert (ours.predict(X) == ref.predict(X)).mean() >= 0.99
-    # The pairwise values ('ovo': 'ovr' adds votes, which a row on a pair's boundary flips), to
-    # 2% of their range: rho of a pair with few free variables is the middle of an interval
-    # whose ends move with the alphas (linear kernel, seed 9, three classes: 1.2%).
+    # The pairwise values ('ovo': 'ovr' adds votes, which a row on a pair's boundary flips), up
+    # to each pair's own affine map: the decision function's direction is unique, but where a
+    # label of a pair has no free variable its rho, and with it the scale 1 / r, is any point
+    # of an interval (LIBSVM takes the middle, whose ends move with the alphas at the bounds:
+    # seed 8580, three classes, linear, nu = 0.7: 6% apart, an exact affine image).
     ours.set_params(decision_function_shape="ovo")
     ref.set_params(decision_function_shape="ovo")
-    scale = 1.0 + np.abs(ref.decision_function(X)).max()
-    assert_allclose(ours.decision_function(X), ref.decision_function(X), atol=2e-2 * scale)
+    theirs, mine = ref.decision_function(X), ours.decision_function(X)
+    theirs, mine = theirs.reshape(len(X), -1), mine.reshape(len(X), -1)
+    scale = 1.0 + np.abs(theirs).max()
+    for pair in range(theirs.shape[1]):
+        A = np.c_[theirs[:, pair], np.ones(len(X))]
+        (slope, shift), *_ = np.linalg.lstsq(A, mine[:, pair], rcond=None)
+        assert 0.8 < slope < 1.25 and abs(shift) <= 0.1 * scale, (pair, slope, shift)
+        assert np.abs(A @ [slope, shift] - mine[:, pair]).max() <= 2e-3 * scale, pair
 
 
 @pytest.mark.parametrize("solver", SOLVERS)
