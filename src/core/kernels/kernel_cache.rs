@@ -38,6 +38,7 @@
 //! `rows_prefix(idx, len)` computes and keeps only the first `len` entries of a row. A row
 //! computed short is extended later (its missing tail only) when a longer prefix is asked for.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use rayon::prelude::*;
@@ -143,6 +144,60 @@ impl LruOrder {
     pub(crate) fn touch(&mut self, s: u32) {
         self.unlink(s);
         self.push_front(s);
+    }
+}
+
+/// Kernel rows kept by id (a fit row, a data row), least recently used dropped first beyond
+/// a byte budget: the stores of `shared_rows` and `source_rows` keep theirs here.
+pub(crate) struct RowLru {
+    rows: Vec<Option<Arc<[f32]>>>,
+    order: LruOrder,
+    bytes: usize,
+}
+
+impl RowLru {
+    /// Room for ids 0..n, nothing stored.
+    pub(crate) fn new(n: usize) -> Self {
+        RowLru {
+            rows: vec![None; n],
+            order: LruOrder::new(n),
+            bytes: 0,
+        }
+    }
+
+    /// The row of `g`, now the most recently used.
+    pub(crate) fn get(&mut self, g: u32) -> Option<Arc<[f32]>> {
+        let row = self.rows[g as usize].clone();
+        if row.is_some() {
+            self.order.touch(g);
+        }
+        row
+    }
+
+    pub(crate) fn contains(&self, g: u32) -> bool {
+        self.rows[g as usize].is_some()
+    }
+
+    /// Stores `row` for `g` (unless a row is stored already: another thread's, the same
+    /// values) and drops the least recently used rows beyond `budget` bytes, never `g`'s;
+    /// returns how many were dropped.
+    pub(crate) fn insert(&mut self, g: u32, row: &Arc<[f32]>, budget: usize) -> u64 {
+        if self.contains(g) {
+            return 0;
+        }
+        self.rows[g as usize] = Some(Arc::clone(row));
+        self.order.push_front(g);
+        self.bytes += row.len() * std::mem::size_of::<f32>();
+        let mut dropped = 0;
+        while self.bytes > budget && self.order.tail() != g {
+            let old = self.order.tail();
+            self.order.unlink(old);
+            if let Some(gone) = self.rows[old as usize].take() {
+                self.bytes -= gone.len() * std::mem::size_of::<f32>();
+            }
+            dropped += 1;
+        }
+        dropped
     }
 }
 

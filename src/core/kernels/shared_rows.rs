@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use crate::core::common::error::{Result, SvmError};
 use crate::core::data::rows::Rows;
 use crate::core::kernels::kernel::Kernel;
-use crate::core::kernels::kernel_cache::LruOrder;
+use crate::core::kernels::kernel_cache::RowLru;
 use crate::core::kernels::kernel_rows::{RowComputer, RowJob, Scratch, SegmentSource, NONE};
 
 /// Counters of a shared store's life.
@@ -42,9 +42,7 @@ pub struct SegmentStats {
 
 /// The stored own-class segments by fit row, least recently used last.
 struct Lru {
-    segment: Vec<Option<Arc<[f32]>>>,
-    order: LruOrder,
-    bytes: usize,
+    segments: RowLru,
     stats: SegmentStats,
     /// Per class: segments stored, and segments found stored.
     class_stored: Vec<u64>,
@@ -65,25 +63,6 @@ impl Lru {
         let bytes = (len * std::mem::size_of::<f32>()) as u64;
         let trial = self.class_stored[c] * bytes < TRIAL_BYTES;
         trial || 4 * self.class_hits[c] >= self.class_stored[c]
-    }
-
-    /// Stores row g's segment (unless another thread stored it meanwhile) and evicts the least
-    /// recently used ones beyond `budget` bytes, never the newest.
-    fn insert(&mut self, g: u32, values: &Arc<[f32]>, budget: usize) {
-        if self.segment[g as usize].is_some() {
-            return;
-        }
-        self.segment[g as usize] = Some(Arc::clone(values));
-        self.order.push_front(g);
-        self.bytes += values.len() * std::mem::size_of::<f32>();
-        while self.bytes > budget && self.order.tail() != g {
-            let old = self.order.tail();
-            self.order.unlink(old);
-            if let Some(gone) = self.segment[old as usize].take() {
-                self.bytes -= gone.len() * std::mem::size_of::<f32>();
-            }
-            self.stats.evictions += 1;
-        }
     }
 }
 
@@ -145,9 +124,7 @@ impl<'s, R: Rows> SharedKernelRows<'s, R> {
             class_of,
             budget_bytes,
             lru: Mutex::new(Lru {
-                segment: vec![None; n],
-                order: LruOrder::new(n),
-                bytes: 0,
+                segments: RowLru::new(n),
                 stats: SegmentStats::default(),
                 class_stored: vec![0; n_classes],
                 class_hits: vec![0; n_classes],
@@ -193,8 +170,7 @@ impl<R: Rows> SegmentSource for SharedKernelRows<'_, R> {
         let len = self.class_start[class as usize + 1] - self.class_start[class as usize];
         {
             let mut lru = self.lock();
-            if let Some(values) = lru.segment[g].clone() {
-                lru.order.touch(g as u32);
+            if let Some(values) = lru.segments.get(g as u32) {
                 lru.stats.hits += 1;
                 lru.class_hits[class as usize] += 1;
                 return Some((values, 0));
@@ -212,10 +188,10 @@ impl<R: Rows> SegmentSource for SharedKernelRows<'_, R> {
         };
         let mut lru = self.lock();
         lru.stats.misses += 1;
-        if lru.segment[g].is_none() {
+        if !lru.segments.contains(g as u32) {
             lru.class_stored[class as usize] += 1;
         }
-        lru.insert(g as u32, &values, self.budget_bytes);
+        lru.stats.evictions += lru.segments.insert(g as u32, &values, self.budget_bytes);
         Some((values, computed))
     }
 

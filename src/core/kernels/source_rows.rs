@@ -15,7 +15,7 @@
 use std::sync::{Arc, Mutex};
 
 use crate::core::common::error::Result;
-use crate::core::kernels::kernel_cache::LruOrder;
+use crate::core::kernels::kernel_cache::RowLru;
 use crate::core::kernels::kernel_rows::{Scratch, SourceRows};
 
 /// Where a store's rows come from.
@@ -38,11 +38,9 @@ pub struct SourceStats {
     pub evictions: u64,
 }
 
-/// The stored rows by data row, least recently used last, and the producer's failure.
+/// The stored rows by data row, and the producer's failure.
 struct SourceLru {
-    rows: Vec<Option<Arc<[f32]>>>,
-    order: LruOrder,
-    bytes: usize,
+    rows: RowLru,
     stats: SourceStats,
     /// Set once the producer failed (its error is the producer's to report).
     failed: bool,
@@ -63,9 +61,7 @@ impl<P: RowProducer> SourceKernelRows<P> {
             producer,
             budget_bytes,
             lru: Mutex::new(SourceLru {
-                rows: vec![None; n],
-                order: LruOrder::new(n),
-                bytes: 0,
+                rows: RowLru::new(n),
                 stats: SourceStats::default(),
                 failed: false,
             }),
@@ -105,9 +101,8 @@ impl<P: RowProducer> SourceRows for SourceKernelRows<P> {
         let failed = {
             let mut lru = self.lock();
             for &g in sources {
-                let row = lru.rows[g as usize].clone();
+                let row = lru.rows.get(g);
                 if row.is_some() {
-                    lru.order.touch(g);
                     lru.stats.hits += 1;
                 } else if !missing.contains(&g) {
                     missing.push(g);
@@ -133,23 +128,11 @@ impl<P: RowProducer> SourceRows for SourceKernelRows<P> {
                 Ok(values) => computed = values,
                 Err(_) => lru.failed = true,
             }
-            let row_bytes = n * std::mem::size_of::<f32>();
             let keep = !lru.failed;
             for (&g, row) in missing.iter().zip(&fresh) {
                 lru.stats.misses += 1;
-                if !keep || lru.rows[g as usize].is_some() {
-                    continue;
-                }
-                lru.rows[g as usize] = Some(Arc::clone(row));
-                lru.order.push_front(g);
-                lru.bytes += row_bytes;
-                while lru.bytes > self.budget_bytes && lru.order.tail() != g {
-                    let old = lru.order.tail();
-                    lru.order.unlink(old);
-                    if lru.rows[old as usize].take().is_some() {
-                        lru.bytes -= row_bytes;
-                    }
-                    lru.stats.evictions += 1;
+                if keep {
+                    lru.stats.evictions += lru.rows.insert(g, row, self.budget_bytes);
                 }
             }
             for (row, &g) in found.iter_mut().zip(sources) {
