@@ -1,7 +1,6 @@
 //! The exact kernel machines (SVC, SVR, one-class; ALFPGM or SMO) and the kernel rows their
 //! solvers compute.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2};
@@ -13,12 +12,11 @@ use super::convert::{cache_bytes, dict, slice1, Features};
 use super::runtime::{detached, run_on_rows};
 use crate::core::common::error::SvmError;
 use crate::core::common::progress::{Monitor, Progress};
-use crate::core::data::rows::AnyRows;
-use crate::core::data::rows::Rows;
+use crate::core::data::rows::{AnyRows, Rows};
 use crate::core::exact::alfpgm::{AlfpgmParams, InnerSolver};
 use crate::core::exact::machines::{
-    train_one_class_from, train_one_vs_one, train_regression_from, ExactModel, ExactParams,
-    ExactSolver, KernelFrom, SvcFormulation, SvrFormulation,
+    train_one_class_from, train_one_vs_one, train_regression, ExactModel, ExactParams, ExactSolver,
+    KernelFrom, SvcFormulation, SvrFormulation,
 };
 use crate::core::kernels::kernel::Kernel;
 use crate::core::kernels::kernel_cache::KernelRowCache;
@@ -26,12 +24,11 @@ use crate::core::kernels::kernel_rows::Scratch;
 use crate::core::kernels::source_rows::{RowProducer, SourceKernelRows};
 
 /// A callable kernel's rows, produced by a Python function of the row indices (the estimator's
-/// `k(X[rows], X)`, checked there). Its first error stops the solver (`stopped`, read by the
-/// monitor) and is raised as it was.
+/// `k(X[rows], X)`, checked there). Its first error is kept to be raised as it was; the
+/// store then asks nothing more, and the monitor stops the solver (`run_watched`).
 struct PythonKernelRows {
     function: Py<PyAny>,
     n: usize,
-    stopped: AtomicBool,
     error: Mutex<Option<PyErr>>,
 }
 
@@ -71,11 +68,10 @@ fn run_watched<'py, T: Send>(
     store: Option<&SourceKernelRows<PythonKernelRows>>,
     train: impl FnOnce(&AnyRows<'_>, Option<&[f64]>, Monitor<'_>) -> Result<T, SvmError> + Send,
 ) -> PyResult<T> {
-    let stopped = store.map(|s| &s.producer().stopped);
     let result = run_on_rows(py, x, weights, callback, None, |job| {
         let monitor = job.monitor;
         let mut watched = |p: &Progress| {
-            if stopped.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            if store.is_some_and(|s| s.failed()) {
                 return Err(SvmError::Interrupted);
             }
             monitor(p)
@@ -112,7 +108,6 @@ impl RowProducer for PythonKernelRows {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .get_or_insert(e);
-            self.stopped.store(true, Ordering::Relaxed);
             SvmError::invalid_input(format!("the kernel function failed: {message}"))
         })?;
         Ok((rows.len() * self.n) as u64)
@@ -215,7 +210,6 @@ pub fn fit_exact<'py>(
             PythonKernelRows {
                 function: function.clone_ref(py),
                 n: diagonal.len(),
-                stopped: AtomicBool::new(false),
                 error: Mutex::new(None),
             },
             cache_bytes(cache_size),
@@ -260,7 +254,7 @@ pub fn fit_exact<'py>(
                 SvrFormulation::Nu(nu)
             };
             let model = run_watched(py, x, weights, callback, store, |rows, w, m| {
-                train_regression_from(rows, z, w, formulation, &valid, from, m)
+                train_regression(rows, z, w, formulation, &valid, from, m)
             })?;
             vec![(None, model)]
         }

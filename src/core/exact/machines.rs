@@ -661,12 +661,14 @@ pub fn train_kernel_svr<R: Rows>(
     params: &ValidExactParams,
     monitor: Monitor<'_>,
 ) -> Result<ExactModel> {
+    let formulation = SvrFormulation::Epsilon(epsilon);
     train_regression(
         x,
         z,
         weights,
-        SvrFormulation::Epsilon(epsilon),
+        formulation,
         params,
+        KernelFrom::Features,
         monitor,
     )
 }
@@ -690,24 +692,21 @@ pub fn train_kernel_nu_svr<R: Rows>(
     params: &ValidExactParams,
     monitor: Monitor<'_>,
 ) -> Result<ExactModel> {
-    train_regression(x, z, weights, SvrFormulation::Nu(nu), params, monitor)
+    let formulation = SvrFormulation::Nu(nu);
+    train_regression(
+        x,
+        z,
+        weights,
+        formulation,
+        params,
+        KernelFrom::Features,
+        monitor,
+    )
 }
 
-/// epsilon-SVR or nu-SVR (`train_kernel_svr`, `train_kernel_nu_svr`).
-pub fn train_regression<R: Rows>(
-    x: &R,
-    z: &[f64],
-    weights: Option<&[f64]>,
-    formulation: SvrFormulation,
-    params: &ValidExactParams,
-    monitor: Monitor<'_>,
-) -> Result<ExactModel> {
-    let from = KernelFrom::Features;
-    train_regression_from(x, z, weights, formulation, params, from, monitor)
-}
-
-/// `train_regression` with the kernel values from `from`.
-pub(crate) fn train_regression_from<R: Rows>(
+/// epsilon-SVR or nu-SVR (`train_kernel_svr`, `train_kernel_nu_svr`), the kernel values from
+/// `from`.
+pub(crate) fn train_regression<R: Rows>(
     x: &R,
     z: &[f64],
     weights: Option<&[f64]>,
@@ -977,8 +976,10 @@ mod tests {
                 close(&g.model, &w.model);
             }
             let formulation = SvrFormulation::Epsilon(0.1);
-            let want = train_regression(&x, &z, None, formulation, &own, &mut no_monitor).unwrap();
-            let got = train_regression_from(
+            let features = KernelFrom::Features;
+            let want = train_regression(&x, &z, None, formulation, &own, features, &mut no_monitor)
+                .unwrap();
+            let got = train_regression(
                 &no_features,
                 &z,
                 None,

@@ -73,9 +73,8 @@ impl<P: RowProducer> SourceKernelRows<P> {
         self.lock().stats.clone()
     }
 
-    /// Whether the producer failed.
-    #[cfg(test)]
-    fn failed(&self) -> bool {
+    /// Whether the producer failed (it is then asked nothing more).
+    pub(crate) fn failed(&self) -> bool {
         self.lock().failed
     }
 
