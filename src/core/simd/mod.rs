@@ -335,7 +335,7 @@ pub fn rbf_row(
     #[cfg(target_arch = "x86_64")]
     if let Some(v) = vector.filter(|_| cols.len() <= FUSED_MAX_NNZ) {
         // SAFETY: every offset was bounds-checked above.
-        return unsafe { x86::rbf_row(v, svs, row, gamma, coef, kvals) };
+        return unsafe { x86::rbf_row(v, FusedRow(svs, row, gamma, coef), kvals) };
     }
     // Rows with many non-zeros, and the portable level: one axpy per non-zero over the
     // contiguous run of that feature (a block of 32 SVs would read from as many separate runs as
@@ -356,6 +356,17 @@ pub fn rbf_row(
     rbf_from_dots_at(level, gamma, row.sq_norm, &svs.sq_norms[..len], kv);
     coef.map_or(0.0, |c| dot_by_columns(level, &c[..len], kv))
 }
+
+/// `rbf_row`'s operands (svs, row, gamma, coef) once it has checked them: every column of the
+/// row indexes a run of `svs.len` values inside `svs`, and the coefficients (and
+/// `svs.sq_norms`) hold at least that many.
+#[derive(Clone, Copy)]
+pub(crate) struct FusedRow<'a>(
+    pub FeatureMajor<'a>,
+    pub RowNonzeros<'a>,
+    pub f64,
+    pub Option<&'a [f64]>,
+);
 
 /// Rows with more non-zeros than this take `rbf_row`'s pass by columns. Measured on this
 /// project's AMD EPYC (AVX-512), B = 496 (`cargo bench --bench floor`): fused vs by columns 0.87
@@ -535,33 +546,45 @@ pub fn scan_candidates(
     {
         if level == Level::Avx512 && level.runs_here() {
             // SAFETY: AVX-512F runs here; both slices hold n values.
-            return unsafe { x86::scan_candidates_avx512(coef, kappa, sign, scale, cut, visit) };
+            let filter = CandidateFilter { sign, scale, cut };
+            return unsafe { x86::scan_candidates_avx512(coef, kappa, filter, visit) };
         }
     }
     let _ = level;
-    scan_candidates_portable(coef, kappa, sign, scale, cut, visit, 0)
+    scan_candidates_portable(coef, kappa, CandidateFilter { sign, scale, cut }, visit, 0)
 }
 
-/// Whether a partner of kernel value `kappa` lies in a cell the search skips (NaN never does).
-#[inline(always)]
-fn below_cut(kappa: f64, scale: f64, cut: f64) -> bool {
-    kappa * scale < cut
+/// `scan_candidates`' test: the coefficient's sign, and the kernel value times `scale` against
+/// the cut, which rises as partners are found.
+#[derive(Clone, Copy)]
+pub(crate) struct CandidateFilter {
+    pub sign: f64,
+    pub scale: f64,
+    pub cut: f64,
+}
+
+impl CandidateFilter {
+    /// Whether a partner of kernel value `kappa` lies in a cell the search skips (NaN never
+    /// does).
+    #[inline(always)]
+    fn below_cut(&self, kappa: f64) -> bool {
+        kappa * self.scale < self.cut
+    }
 }
 
 fn scan_candidates_portable(
     coef: &[f64],
     kappa: &[f64],
-    sign: f64,
-    scale: f64,
-    mut cut: f64,
+    mut filter: CandidateFilter,
     mut visit: impl FnMut(usize) -> f64,
     offset: usize,
 ) {
+    let sign = filter.sign;
     for (j, (&c, &k)) in coef.iter().zip(kappa).enumerate().skip(offset) {
-        if below_cut(k, scale, cut) || sign * c <= 0.0 || (sign * c).is_nan() {
+        if filter.below_cut(k) || sign * c <= 0.0 || (sign * c).is_nan() {
             continue;
         }
-        cut = visit(j);
+        filter.cut = visit(j);
     }
 }
 
@@ -691,6 +714,19 @@ impl ColumnValue for f32 {
     }
 }
 
+/// `dots_8_rows`' operands (q, width, cols, xt, stride, m) once it has checked them: 8 rows of
+/// `width` values in q, the ascending columns below `width`, and column c's m values at
+/// `xt[c * stride..]`.
+#[derive(Clone, Copy)]
+pub(crate) struct EightRows<'a, T>(
+    pub &'a [f64],
+    pub usize,
+    pub &'a [usize],
+    pub &'a [T],
+    pub usize,
+    pub usize,
+);
+
 /// Rows of a `dots_8_rows` block.
 pub const BLOCK_ROWS: usize = 8;
 
@@ -721,8 +757,9 @@ pub fn dots_8_rows<T: ColumnValue>(
     }
     #[cfg(target_arch = "x86_64")]
     if let Some(v) = x86::Vector::current() {
+        let block = EightRows(q, width, cols, xt, stride, m);
         // SAFETY: the bounds checked above.
-        return unsafe { x86::dots_8_rows(v, q, width, cols, xt, stride, m, dots) };
+        return unsafe { x86::dots_8_rows(v, block, dots) };
     }
     for p in 0..BLOCK_ROWS {
         let out = &mut dots[p * m..(p + 1) * m];
@@ -1233,12 +1270,14 @@ mod tests {
             for level in vector_levels() {
                 for (data, expect) in [(0, &fused64), (1, &fused32)] {
                     let mut out = vec![f64::NAN; BLOCK_ROWS * m];
+                    let b64 = EightRows(&q, width, &cols, &xt, stride, m);
+                    let b32 = EightRows(&q, width, &cols, &xt32, stride, m);
                     // SAFETY: the level runs here; the bounds hold by construction.
                     unsafe {
                         if data == 0 {
-                            x86::dots_8_rows(level, &q, width, &cols, &xt, stride, m, &mut out)
+                            x86::dots_8_rows(level, b64, &mut out)
                         } else {
-                            x86::dots_8_rows(level, &q, width, &cols, &xt32, stride, m, &mut out)
+                            x86::dots_8_rows(level, b32, &mut out)
                         }
                     }
                     assert_eq!(

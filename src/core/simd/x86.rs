@@ -8,8 +8,8 @@
 //! pay) follow at the end.
 
 use super::{
-    ColumnValue, FeatureMajor, Level, RowNonzeros, BLOCK_ROWS, EXP_MIN_ARG, INV_FACT, LN2_HI,
-    LN2_LO, LOG2E, SHIFTER,
+    CandidateFilter, ColumnValue, EightRows, FusedRow, Level, BLOCK_ROWS, EXP_MIN_ARG, INV_FACT,
+    LN2_HI, LN2_LO, LOG2E, SHIFTER,
 };
 use std::arch::x86_64::*;
 
@@ -506,14 +506,8 @@ unsafe fn decision_sum_on<S: Simd>(s: S, coef: &[f64], kvals: &[f64]) -> f64 {
 /// # Safety
 /// `rbf_row` checked every offset.
 #[inline(always)]
-unsafe fn rbf_row_on<S: Simd>(
-    s: S,
-    svs: FeatureMajor<'_>,
-    row: RowNonzeros<'_>,
-    gamma: f64,
-    coef: Option<&[f64]>,
-    kvals: &mut [f64],
-) -> f64 {
+unsafe fn rbf_row_on<S: Simd>(s: S, fused: FusedRow<'_>, kvals: &mut [f64]) -> f64 {
+    let FusedRow(svs, row, gamma, coef) = fused;
     let (w, cols, vals) = (S::LANES, row.cols, row.vals);
     let (len, stride) = (svs.len, svs.stride);
     let (ps, pn, pk) = (svs.svt.as_ptr(), svs.sq_norms.as_ptr(), kvals.as_mut_ptr());
@@ -662,16 +656,8 @@ unsafe fn dot_f32_on<S: Simd>(s: S, x: &[f32], y: &[f64]) -> f64 {
 // p indexes the 8 register sums and the 8 rows of q alike; unrolled by the compiler.
 #[allow(clippy::needless_range_loop, clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn dots_8_rows_on<S: Simd, T: ColumnValue>(
-    s: S,
-    q: &[f64],
-    width: usize,
-    cols: &[usize],
-    xt: &[T],
-    stride: usize,
-    m: usize,
-    dots: &mut [f64],
-) {
+unsafe fn dots_8_rows_on<S: Simd, T: ColumnValue>(s: S, block: EightRows<'_, T>, dots: &mut [f64]) {
+    let EightRows(q, width, cols, xt, stride, m) = block;
     let w = S::LANES;
     let (pq, px, pd) = (q.as_ptr(), xt.as_ptr(), dots.as_mut_ptr());
     let mut k = 0;
@@ -771,8 +757,8 @@ levels! {
     fn decision_sum(coef: &[f64], kvals: &[f64]) -> f64
         = decision_sum_on in decision_sum_avx2, decision_sum_avx512;
     /// The fused kernel row (`rbf_row_on`).
-    fn rbf_row(svs: FeatureMajor<'_>, row: RowNonzeros<'_>, gamma: f64, coef: Option<&[f64]>,
-        kvals: &mut [f64]) -> f64 = rbf_row_on in rbf_row_avx2, rbf_row_avx512;
+    fn rbf_row(fused: FusedRow<'_>, kvals: &mut [f64]) -> f64
+        = rbf_row_on in rbf_row_avx2, rbf_row_avx512;
     /// y += alpha * x (`axpy_on`).
     fn axpy(alpha: f64, x: &[f64], y: &mut [f64]) = axpy_on in axpy_avx2, axpy_avx512;
     /// y += alpha * x for x in f32 (`axpy_f32_on`).
@@ -781,9 +767,8 @@ levels! {
     /// Sum of x * y for x in f32 (`dot_f32_on`).
     fn dot_f32(x: &[f32], y: &[f64]) -> f64 = dot_f32_on in dot_f32_avx2, dot_f32_avx512;
     /// Dot products of 8 rows with m of a feature-major copy (`dots_8_rows_on`).
-    fn dots_8_rows<T: ColumnValue>(q: &[f64], width: usize, cols: &[usize], xt: &[T],
-        stride: usize, m: usize, dots: &mut [f64]) = dots_8_rows_on in dots_8_rows_avx2,
-        dots_8_rows_avx512;
+    fn dots_8_rows<T: ColumnValue>(block: EightRows<'_, T>, dots: &mut [f64])
+        = dots_8_rows_on in dots_8_rows_avx2, dots_8_rows_avx512;
 }
 
 // The loops below have no second level: `dot` is AVX2's on every vector level (the summation
@@ -1073,11 +1058,15 @@ pub unsafe fn argmax_same_sign_avx512(
 pub unsafe fn scan_candidates_avx512(
     coef: &[f64],
     kappa: &[f64],
-    sign: f64,
-    scale: f64,
-    mut cut: f64,
+    filter: CandidateFilter,
     mut visit: impl FnMut(usize) -> f64,
 ) {
+    // In locals, the cut as the search raises it: the struct stays out of the loop.
+    let CandidateFilter {
+        sign,
+        scale,
+        mut cut,
+    } = filter;
     let n = coef.len();
     let (pc, pk) = (coef.as_ptr(), kappa.as_ptr());
     let (vsign, vscale, zero) = (
@@ -1097,12 +1086,12 @@ pub unsafe fn scan_candidates_avx512(
             let j = j0 + hits.trailing_zeros() as usize;
             hits &= hits - 1;
             // The cut may have risen since the vector was compared.
-            if !super::below_cut(kappa[j], scale, cut) {
+            if !(CandidateFilter { sign, scale, cut }).below_cut(kappa[j]) {
                 cut = visit(j);
                 vcut = _mm512_set1_pd(cut);
             }
         }
         j0 += 8;
     }
-    super::scan_candidates_portable(coef, kappa, sign, scale, cut, visit, j0);
+    super::scan_candidates_portable(coef, kappa, CandidateFilter { sign, scale, cut }, visit, j0);
 }
