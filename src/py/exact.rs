@@ -15,7 +15,7 @@ use crate::core::common::progress::{Monitor, Progress};
 use crate::core::data::rows::{AnyRows, Rows};
 use crate::core::exact::alfpgm::{AlfpgmParams, InnerSolver};
 use crate::core::exact::machines::{
-    train_one_class_from, train_one_vs_one, train_regression, ExactModel, ExactParams, ExactSolver,
+    train_one_class, train_one_vs_one, train_regression, ExactModel, ExactParams, ExactSolver,
     KernelFrom, SvcFormulation, SvrFormulation,
 };
 use crate::core::kernels::kernel::Kernel;
@@ -260,7 +260,7 @@ pub fn fit_exact<'py>(
         }
         "one_class" => {
             let model = run_watched(py, x, weights, callback, store, |rows, w, m| {
-                train_one_class_from(rows, w, nu, &valid, from, m)
+                train_one_class(rows, w, nu, &valid, from, m)
             })?;
             vec![(None, model)]
         }

@@ -312,58 +312,6 @@ pub enum SvcFormulation {
     Nu(f64),
 }
 
-/// Trains the one-vs-one C-SVC problems. `y[i]` is the class index of row i in `0..n_classes`;
-/// every class must occur. `weights` (positive, one per row; sample times class weight) make
-/// the box of row i [0, C w_i], as LIBSVM's weighted C. Pairs come back in LIBSVM's order (0,1),
-/// (0,2), ..., (1,2), ...
-pub fn train_kernel_svc<R: Rows>(
-    x: &R,
-    y: &[u32],
-    weights: Option<&[f64]>,
-    n_classes: usize,
-    params: &ValidExactParams,
-    monitor: Monitor<'_>,
-) -> Result<Vec<PairModel>> {
-    let from = KernelFrom::Features;
-    train_one_vs_one(
-        x,
-        y,
-        weights,
-        n_classes,
-        SvcFormulation::C,
-        params,
-        from,
-        monitor,
-    )
-}
-
-/// Trains the one-vs-one nu-SVC problems (LIBSVM's `solve_nu_svc`, scikit-learn's weighted
-/// form): per pair min 1/2 a^T Q a s.t. y^T a = 0, e^T a = nu sum w, 0 <= a_i <= w_i (one sum
-/// per label: `DualProblem::sum_per_label`), started with each label's rows filled to nu sum w
-/// / 2 in order; the solution divided by its r is a C-SVC one (coefficients y a / r, rho / r).
-/// An infeasible nu for some pair is an error naming it, before anything is solved
-/// (`check_nu_feasible`).
-pub fn train_kernel_nu_svc<R: Rows>(
-    x: &R,
-    y: &[u32],
-    weights: Option<&[f64]>,
-    n_classes: usize,
-    nu: f64,
-    params: &ValidExactParams,
-    monitor: Monitor<'_>,
-) -> Result<Vec<PairModel>> {
-    train_one_vs_one(
-        x,
-        y,
-        weights,
-        n_classes,
-        SvcFormulation::Nu(nu),
-        params,
-        KernelFrom::Features,
-        monitor,
-    )
-}
-
 /// nu-SVC has a feasible point for every pair only if nu (W_a + W_b) / 2 <= min(W_a, W_b), W
 /// the classes' total row weights (LIBSVM's check, weighted as scikit-learn's): else an error
 /// naming the pair. `y` and `weights` are checked already.
@@ -417,16 +365,11 @@ fn pair_problem(
         }
         SvcFormulation::Nu(nu) => {
             let upper: Vec<f64> = row_weights.collect();
-            let mut left = [nu * upper.iter().sum::<f64>() / 2.0; 2];
+            let mut left = [FillInOrder(nu * upper.iter().sum::<f64>() / 2.0); 2];
             let start = labels
                 .iter()
                 .zip(&upper)
-                .map(|(&y, &w)| {
-                    let left = &mut left[label_index(y)];
-                    let a = w.min(*left).max(0.0);
-                    *left -= a;
-                    a
-                })
+                .map(|(&y, &w)| left[label_index(y)].take(w))
                 .collect();
             DualProblem {
                 p: vec![0.0; labels.len()],
@@ -440,8 +383,17 @@ fn pair_problem(
     }
 }
 
-/// C-SVC or nu-SVC one-vs-one (`train_kernel_svc`, `train_kernel_nu_svc`), the kernel values
-/// from `from`.
+/// Trains the one-vs-one problems of C-SVC or nu-SVC, the kernel values from `from`. `y[i]` is
+/// the class index of row i in `0..n_classes`; every class must occur. `weights` (positive, one
+/// per row; sample times class weight) make the box of row i [0, C w_i], as LIBSVM's weighted C.
+/// Pairs come back in LIBSVM's order (0,1), (0,2), ..., (1,2), ...
+///
+/// nu-SVC (LIBSVM's `solve_nu_svc`, scikit-learn's weighted form): per pair
+/// min 1/2 a^T Q a s.t. y^T a = 0, e^T a = nu sum w, 0 <= a_i <= w_i (one sum per label:
+/// `DualProblem::sum_per_label`), started with each label's rows filled to nu sum w / 2 in
+/// order; the solution divided by its r is a C-SVC one (coefficients y a / r, rho / r). An
+/// infeasible nu for some pair is an error naming it, before anything is solved
+/// (`check_nu_feasible`).
 #[allow(clippy::too_many_arguments)] // the problem, its formulation and where its values come from
 pub(crate) fn train_one_vs_one<R: Rows>(
     x: &R,
@@ -640,6 +592,20 @@ fn fit_single<R: Rows>(
     Ok(ExactModel::from_solution(sol, &rows, x.n_rows()))
 }
 
+/// What is left of a sum to spread over variables in order, each taking up to its bound: the
+/// feasible start of LIBSVM's nu problems (the first rows at their bounds, then the remainder,
+/// then zeros).
+#[derive(Clone, Copy)]
+struct FillInOrder(f64);
+
+impl FillInOrder {
+    fn take(&mut self, bound: f64) -> f64 {
+        let a = bound.min(self.0).max(0.0);
+        self.0 -= a;
+        a
+    }
+}
+
 fn check_rows_and_weights<R: Rows>(x: &R, weights: Option<&[f64]>) -> Result<usize> {
     let n = x.n_rows();
     if n == 0 {
@@ -649,30 +615,6 @@ fn check_rows_and_weights<R: Rows>(x: &R, weights: Option<&[f64]>) -> Result<usi
     Ok(n)
 }
 
-/// epsilon-SVR (LIBSVM's `solve_epsilon_svr`): 2n variables, a_i (y = +1, p_i = epsilon - z_i)
-/// and a_i* (y = -1, p = epsilon + z_i) of row i, both bounded by C times the row's weight; both
-/// read row i's kernel row (the cache holds it once per variable). The model's coefficient of
-/// row i is a_i - a_i*; its prediction sum_i (a_i - a_i*) k(x_i, x) - rho.
-pub fn train_kernel_svr<R: Rows>(
-    x: &R,
-    z: &[f64],
-    weights: Option<&[f64]>,
-    epsilon: f64,
-    params: &ValidExactParams,
-    monitor: Monitor<'_>,
-) -> Result<ExactModel> {
-    let formulation = SvrFormulation::Epsilon(epsilon);
-    train_regression(
-        x,
-        z,
-        weights,
-        formulation,
-        params,
-        KernelFrom::Features,
-        monitor,
-    )
-}
-
 /// The regression's formulation: epsilon-SVR with its epsilon, or nu-SVR with its nu.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum SvrFormulation {
@@ -680,32 +622,15 @@ pub enum SvrFormulation {
     Nu(f64),
 }
 
+/// epsilon-SVR (LIBSVM's `solve_epsilon_svr`), the kernel values from `from`: 2n variables, a_i (y = +1, p_i = epsilon - z_i)
+/// and a_i* (y = -1, p = epsilon + z_i) of row i, both bounded by C times the row's weight; both
+/// read row i's kernel row (the cache holds it once per variable). The model's coefficient of
+/// row i is a_i - a_i*; its prediction sum_i (a_i - a_i*) k(x_i, x) - rho.
+///
 /// nu-SVR (LIBSVM's `solve_nu_svr`, scikit-learn's weighted form): the 2n variables of
-/// epsilon-SVR with p = (-z, z), a sum per label fixed to C nu sum w / 2 (`DualProblem::
-/// sum_per_label`), started with a_i = a_i* filled in row order; the tube's epsilon is the
-/// solution's -r. The model's coefficient of row i is a_i - a_i*.
-pub fn train_kernel_nu_svr<R: Rows>(
-    x: &R,
-    z: &[f64],
-    weights: Option<&[f64]>,
-    nu: f64,
-    params: &ValidExactParams,
-    monitor: Monitor<'_>,
-) -> Result<ExactModel> {
-    let formulation = SvrFormulation::Nu(nu);
-    train_regression(
-        x,
-        z,
-        weights,
-        formulation,
-        params,
-        KernelFrom::Features,
-        monitor,
-    )
-}
-
-/// epsilon-SVR or nu-SVR (`train_kernel_svr`, `train_kernel_nu_svr`), the kernel values from
-/// `from`.
+/// epsilon-SVR with p = (-z, z), a sum per label fixed to C nu sum w / 2
+/// (`DualProblem::sum_per_label`), started with a_i = a_i* filled in row order; the tube's
+/// epsilon is the solution's -r. The model's coefficient of row i is a_i - a_i*.
 pub(crate) fn train_regression<R: Rows>(
     x: &R,
     z: &[f64],
@@ -767,15 +692,9 @@ pub(crate) fn train_regression<R: Rows>(
         SvrFormulation::Epsilon(_) => (None, false),
         SvrFormulation::Nu(nu) => {
             // a_i = a_i* = min(C_i, what is left of C nu sum w / 2), row by row.
-            let mut left = nu * upper[..n].iter().sum::<f64>() / 2.0;
-            let mut start = vec![0.0; 2 * n];
-            for i in 0..n {
-                let a = upper[i].min(left).max(0.0);
-                left -= a;
-                start[i] = a;
-                start[i + n] = a;
-            }
-            (Some(start), true)
+            let mut left = FillInOrder(nu * upper[..n].iter().sum::<f64>() / 2.0);
+            let half: Vec<f64> = upper[..n].iter().map(|&c| left.take(c)).collect();
+            (Some([&half[..], &half[..]].concat()), true)
         }
     };
     let problem = DualProblem {
@@ -793,18 +712,8 @@ pub(crate) fn train_regression<R: Rows>(
 /// min 1/2 a^T K a s.t. sum a = nu n, 0 <= a_i <= 1, started from the first rows at their bound
 /// (a feasible point), the rest 0. Weighted rows (scikit-learn's LIBSVM) bound a_i by the weight
 /// w_i and sum a to nu sum w. The model's decision is sum_i a_i k(x_i, x) - rho; C is unused.
-pub fn train_one_class<R: Rows>(
-    x: &R,
-    weights: Option<&[f64]>,
-    nu: f64,
-    params: &ValidExactParams,
-    monitor: Monitor<'_>,
-) -> Result<ExactModel> {
-    train_one_class_from(x, weights, nu, params, KernelFrom::Features, monitor)
-}
-
-/// `train_one_class` with the kernel values from `from`.
-pub(crate) fn train_one_class_from<R: Rows>(
+/// The kernel values come from `from`.
+pub(crate) fn train_one_class<R: Rows>(
     x: &R,
     weights: Option<&[f64]>,
     nu: f64,
@@ -817,15 +726,8 @@ pub(crate) fn train_one_class_from<R: Rows>(
     check_nu(nu)?;
     let norms = from.norms(x, p.kernel)?;
     let upper: Vec<f64> = (0..n).map(|i| weights.map_or(1.0, |w| w[i])).collect();
-    let mut left = nu * upper.iter().sum::<f64>();
-    let start: Vec<f64> = upper
-        .iter()
-        .map(|&c| {
-            let a = c.min(left).max(0.0);
-            left -= a;
-            a
-        })
-        .collect();
+    let mut left = FillInOrder(nu * upper.iter().sum::<f64>());
+    let start: Vec<f64> = upper.iter().map(|&c| left.take(c)).collect();
     let diag = norms.iter().map(|&q| p.kernel.self_value(q)).collect();
     let problem = DualProblem {
         y: vec![1.0; n],
@@ -841,6 +743,38 @@ pub(crate) fn train_one_class_from<R: Rows>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn train_kernel_svc<R: Rows>(
+        x: &R,
+        y: &[u32],
+        w: Option<&[f64]>,
+        k: usize,
+        params: &ValidExactParams,
+        m: Monitor<'_>,
+    ) -> Result<Vec<PairModel>> {
+        train_one_vs_one(
+            x,
+            y,
+            w,
+            k,
+            SvcFormulation::C,
+            params,
+            KernelFrom::Features,
+            m,
+        )
+    }
+
+    fn train_kernel_svr<R: Rows>(
+        x: &R,
+        z: &[f64],
+        w: Option<&[f64]>,
+        eps: f64,
+        params: &ValidExactParams,
+        m: Monitor<'_>,
+    ) -> Result<ExactModel> {
+        let formulation = SvrFormulation::Epsilon(eps);
+        train_regression(x, z, w, formulation, params, KernelFrom::Features, m)
+    }
     use crate::core::common::progress::no_monitor;
     use crate::core::common::rng::Rng;
     use crate::core::data::rows::DenseView;
@@ -990,9 +924,10 @@ mod tests {
             )
             .unwrap();
             close(&got, &want);
-            let want = train_one_class(&x, None, 0.3, &own, &mut no_monitor).unwrap();
+            let want = train_one_class(&x, None, 0.3, &own, KernelFrom::Features, &mut no_monitor)
+                .unwrap();
             let got =
-                train_one_class_from(&no_features, None, 0.3, &pre, from, &mut no_monitor).unwrap();
+                train_one_class(&no_features, None, 0.3, &pre, from, &mut no_monitor).unwrap();
             close(&got, &want);
         }
     }
@@ -1274,7 +1209,15 @@ mod tests {
                     (ExactSolver::Alfpgm, true, Some(&w[..])),
                 ] {
                     let params = params_for(kernel, 1.0, solver, shrinking);
-                    let m = train_one_class(&x, weights, nu, &params, &mut no_monitor).unwrap();
+                    let m = train_one_class(
+                        &x,
+                        weights,
+                        nu,
+                        &params,
+                        KernelFrom::Features,
+                        &mut no_monitor,
+                    )
+                    .unwrap();
                     assert!(m.converged);
                     let upper = |i: usize| weights.map_or(1.0, |w| w[i]);
                     let total: f64 = (0..n).map(upper).sum();
@@ -1375,15 +1318,18 @@ mod tests {
             let a = train_kernel_svr(&x, &z, None, 0.1, &given, &mut no_monitor).unwrap();
             let b = train_kernel_svr(&g, &z, None, 0.1, &pre, &mut no_monitor).unwrap();
             close(&a, &b);
-            let a = train_one_class(&x, None, 0.2, &given, &mut no_monitor).unwrap();
-            let b = train_one_class(&g, None, 0.2, &pre, &mut no_monitor).unwrap();
+            let a = train_one_class(&x, None, 0.2, &given, KernelFrom::Features, &mut no_monitor)
+                .unwrap();
+            let b = train_one_class(&g, None, 0.2, &pre, KernelFrom::Features, &mut no_monitor)
+                .unwrap();
             close(&a, &b);
         }
         // Not square, not dense: clear errors.
         let wide = vec![1.0; n * (n + 1)];
         let g = DenseView::new(&wide[..n * 3], n, 3).unwrap();
         let pre = params_for(Kernel::Precomputed, 1.0, ExactSolver::Alfpgm, true);
-        let err = train_one_class(&g, None, 0.2, &pre, &mut no_monitor).unwrap_err();
+        let err = train_one_class(&g, None, 0.2, &pre, KernelFrom::Features, &mut no_monitor)
+            .unwrap_err();
         assert!(err.to_string().contains("square"), "{err}");
     }
 
@@ -1403,11 +1349,20 @@ mod tests {
             assert!(err.to_string().contains(what), "{err}");
         }
         for nu in [0.0, -0.5, 1.5, f64::NAN] {
-            let err = train_one_class(&x, None, nu, &ok, &mut no_monitor).unwrap_err();
+            let err = train_one_class(&x, None, nu, &ok, KernelFrom::Features, &mut no_monitor)
+                .unwrap_err();
             assert!(err.to_string().contains("nu"), "{err}");
         }
         let empty = DenseView::new(&[], 0, 1).unwrap();
-        assert!(train_one_class(&empty, None, 0.5, &ok, &mut no_monitor).is_err());
+        assert!(train_one_class(
+            &empty,
+            None,
+            0.5,
+            &ok,
+            KernelFrom::Features,
+            &mut no_monitor
+        )
+        .is_err());
         assert!(train_kernel_svr(&empty, &[], None, 0.1, &ok, &mut no_monitor).is_err());
         for (name, degree) in [("poly", -1), ("poly", 1000), ("nope", 3)] {
             assert!(Kernel::parse(name, 1.0, 0.0, degree).is_err());

@@ -272,11 +272,12 @@ impl KernelBlocks {
                 }
             }
             BasisStore::FeatureMajor(t) => {
-                self.fill_from_copy(t, x, rows, x_norms, part, out, scratch)
+                self.fill_from_copy(t, x, rows, x_norms, part, norms, out, scratch)
             }
         }
     }
 
+    /// `fill_part` from the feature-major copy `t` of S; `norms` are the part's squared norms.
     #[allow(clippy::too_many_arguments)]
     fn fill_from_copy<R: Rows>(
         &self,
@@ -285,12 +286,12 @@ impl KernelBlocks {
         rows: Range<usize>,
         x_norms: &[f64],
         part: Range<usize>,
+        norms: &[f64],
         out: &mut [f64],
         scratch: &mut BlockScratch,
     ) {
         let (n, dim, kernel) = (self.n_basis, self.dim, self.kernel);
         let m = part.len();
-        let norms = &self.sq_norms[part.clone()];
         let svs = simd::FeatureMajor::new(&t[part.start..], n, m, norms);
         let level = simd::level();
         let BlockScratch {
