@@ -8,6 +8,7 @@ from __future__ import annotations
 import numbers
 import sys
 import warnings
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
@@ -38,11 +39,32 @@ MERGE_SEARCHES = ("lookup-wd", "lookup-h", "gss", "gss-precise")
 Callback = Optional[Callable[[Dict[str, Any]], Any]]
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class BudgetedMachine(ModelFileMixin, BaseEstimator):
-    """Base of the budgeted estimators (not for direct use). Subclasses set the parameters in
-    ``__init__`` under the names used here (C, lam, gamma, budget, solver, maintenance, merge,
-    epochs, average, shuffle, dual_step, sv_storage, n_jobs, polish, polish_tol,
-    polish_max_iter, polish_cache_size, random_state, verbose)."""
+    """Base of the budgeted estimators (not for direct use), with the parameters of the
+    budgeted pass and of the polish as keyword-only dataclass fields (as ``ExactKernelMachine``
+    explains); a subclass adds its own and may change a default (BudgetSVR: BSCA, no
+    averaging)."""
+
+    C: float = 1.0
+    gamma: Any = "scale"
+    budget: int = 100
+    solver: str = "bsgd"
+    maintenance: str = "merge"
+    merge: str = "lookup-wd"
+    epochs: int = 5
+    average: bool = True
+    random_state: Any = None
+    verbose: bool = False
+    lam: Optional[float] = None
+    shuffle: bool = True
+    dual_step: str = "decaying"
+    sv_storage: str = "auto"
+    n_jobs: Optional[int] = None
+    polish: bool = True
+    polish_tol: float = 1e-6
+    polish_max_iter: int = 50
+    polish_cache_size: float = 1024.0
 
     # Regression passes its epsilon to the engine; classification None.
     def _epsilon(self) -> Optional[float]:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numbers
 import sys
 import warnings
-from typing import Any, Dict, List, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import scipy.sparse as sp
@@ -75,10 +76,44 @@ def check_nu(value: Any) -> float:
     return float(value)
 
 
+def check_epsilon(value: Any) -> float:
+    check_nonnegative("epsilon", value)
+    return float(value)
+
+
+#: Each problem's own parameters, in the order they are checked: the estimator's attribute (the
+#: engine's keyword is its lower case) and its check.
+PROBLEM_PARAMS: Dict[str, Tuple[Tuple[str, Callable[[Any], float]], ...]] = {
+    "svc": (("C", check_c),),
+    "nu_svc": (("nu", check_nu),),
+    "svr": (("epsilon", check_epsilon), ("C", check_c)),
+    "nu_svr": (("C", check_c), ("nu", check_nu)),
+    "one_class": (("nu", check_nu),),
+}
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
 class ExactKernelMachine(ModelFileMixin, BaseEstimator):
-    """Base of the exact kernel estimators. Subclasses set ``_problem`` ('svc', 'svr' or
-    'one_class') and define ``__init__`` with the parameters read here: kernel, degree, gamma,
-    coef0, solver, shrinking, tol, cache_size, max_iter, n_jobs, verbose, solver_options."""
+    """Base of the exact kernel estimators, with the kernel's and the solver's parameters.
+    Subclasses set ``_problem`` ('svc', 'nu_svc', 'svr', 'nu_svr' or 'one_class') and add
+    their problem's parameters.
+
+    Every estimator declares its parameters as dataclass fields, keyword-only as scikit-learn's
+    (``SVC(*, C=1.0, ...)``): each is written once with its type and default, and the generated
+    ``__init__`` stores the arguments unchanged, as ``get_params`` and ``clone`` expect."""
+
+    kernel: Union[str, Callable[..., Any]] = "rbf"
+    degree: int = 3
+    gamma: Any = "scale"
+    coef0: float = 0.0
+    shrinking: bool = True
+    tol: float = 1e-3
+    cache_size: float = 200
+    verbose: bool = False
+    max_iter: int = -1
+    solver: str = "alfpgm"
+    n_jobs: Optional[int] = None
+    solver_options: Optional[Dict[str, Any]] = None
 
     _problem = ""
 
@@ -105,8 +140,9 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
         return {**problem, **solver}
 
     def _problem_params(self) -> Dict[str, Any]:
-        """The problem's own parameters (C, epsilon, nu), checked."""
-        raise NotImplementedError
+        """The problem's own parameters (C, epsilon, nu), checked, under the engine's names."""
+        problem = PROBLEM_PARAMS[self._problem]
+        return {name.lower(): check(getattr(self, name)) for name, check in problem}
 
     def _solver_params(self) -> Dict[str, Any]:
         """The native solver's keyword arguments, every value checked."""

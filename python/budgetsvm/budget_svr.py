@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from typing import Any, Callable, Optional, Tuple
 
 import numpy as np
@@ -24,6 +25,7 @@ from budgetsvm._validation import (
 __all__ = ["BudgetSVR"]
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class BudgetSVR(RegressorMixin, BudgetedMachine):
     """Gaussian-kernel epsilon-SVR whose model keeps at most ``budget`` support vectors.
 
@@ -110,61 +112,19 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
 
     Examples
     --------
-    >>> import numpy as np
+    >>> from sklearn.datasets import make_friedman1
     >>> from budgetsvm import BudgetSVR
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.uniform(-3, 3, size=(2000, 1))
-    >>> y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=2000)
-    >>> reg = BudgetSVR(C=10, gamma=1.0, budget=30, random_state=0).fit(X, y)
-    >>> reg.support_vectors_.shape[0] <= 30
-    True
+    >>> X, y = make_friedman1(5000, noise=0.5, random_state=0)
+    >>> reg = BudgetSVR(C=10, gamma=0.2, budget=100, random_state=0).fit(X, y)
+    >>> reg.support_vectors_.shape
+    (100, 10)
     >>> bool(reg.score(X, y) > 0.9)
     True
     """
 
-    def __init__(
-        self,
-        C: float = 1.0,
-        epsilon: float = 0.1,
-        gamma: Any = "scale",
-        budget: int = 100,
-        solver: str = "bsca",
-        maintenance: str = "merge",
-        merge: str = "lookup-wd",
-        epochs: int = 5,
-        average: bool = False,
-        random_state: Any = None,
-        verbose: bool = False,
-        lam: Optional[float] = None,
-        shuffle: bool = True,
-        dual_step: str = "decaying",
-        sv_storage: str = "auto",
-        n_jobs: Optional[int] = None,
-        polish: bool = True,
-        polish_tol: float = 1e-6,
-        polish_max_iter: int = 50,
-        polish_cache_size: float = 1024.0,
-    ) -> None:
-        self.C = C
-        self.epsilon = epsilon
-        self.gamma = gamma
-        self.budget = budget
-        self.solver = solver
-        self.maintenance = maintenance
-        self.merge = merge
-        self.epochs = epochs
-        self.average = average
-        self.random_state = random_state
-        self.verbose = verbose
-        self.lam = lam
-        self.shuffle = shuffle
-        self.dual_step = dual_step
-        self.sv_storage = sv_storage
-        self.n_jobs = n_jobs
-        self.polish = polish
-        self.polish_tol = polish_tol
-        self.polish_max_iter = polish_max_iter
-        self.polish_cache_size = polish_cache_size
+    epsilon: float = 0.1
+    solver: str = "bsca"
+    average: bool = False
 
     def _epsilon(self) -> Optional[float]:
         return float(self.epsilon)
@@ -273,12 +233,8 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Training rows.
-        y : array-like of shape (n_samples,)
-            Their real targets.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Multiplies C for each row; rows of weight 0 are left out.
+        X, y, sample_weight
+            As ``fit`` takes them (the model's width and ``n_features_in_`` stay).
 
         Returns
         -------

@@ -3,23 +3,19 @@ scikit-learn's NuSVC."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from budgetsvm._exact import check_nu
-from budgetsvm._validation import (
-    TrainingRows,
-    check_sample_weight,
-    class_weights,
-    training_rows,
-)
-from budgetsvm.kernel_svc import KernelSVC
+from budgetsvm._validation import TrainingRows, check_sample_weight, class_weights, training_rows
+from budgetsvm.kernel_svc import ExactClassifier
 
 __all__ = ["KernelNuSVC"]
 
 
-class KernelNuSVC(KernelSVC):
+@dataclass(kw_only=True, eq=False, repr=False)
+class KernelNuSVC(ExactClassifier):
     """Exact nu-SVC with any of NuSVC's kernels, trained by ALFPGM or by WSS2 SMO.
 
     Solves scikit-learn's ``NuSVC`` problem (LIBSVM's nu-SVC, Schoelkopf et al. 2000): per
@@ -60,55 +56,15 @@ class KernelNuSVC(KernelSVC):
     >>> X = rng.uniform(-1, 1, size=(500, 2))
     >>> y = (X[:, 0] * X[:, 1] > 0).astype(int)
     >>> clf = KernelNuSVC(nu=0.2, gamma=2.0).fit(X, y)
+    >>> bool(clf.n_support_.sum() >= 0.2 * len(X))  # nu bounds the share of support vectors
+    True
     >>> bool(clf.score(X, y) > 0.9)
     True
     """
 
     _problem = "nu_svc"
 
-    def __init__(
-        self,
-        nu: float = 0.5,
-        kernel: str = "rbf",
-        degree: int = 3,
-        gamma: Any = "scale",
-        coef0: float = 0.0,
-        solver: str = "alfpgm",
-        shrinking: bool = True,
-        tol: float = 1e-3,
-        cache_size: float = 200,
-        max_iter: int = -1,
-        n_jobs: Optional[int] = None,
-        verbose: bool = False,
-        decision_function_shape: str = "ovr",
-        break_ties: bool = False,
-        class_weight: Any = None,
-        probability: bool = False,
-        random_state: Any = None,
-        solver_options: Optional[Dict[str, Any]] = None,
-    ) -> None:
-        self.nu = nu
-        self.kernel = kernel
-        self.degree = degree
-        self.gamma = gamma
-        self.coef0 = coef0
-        self.solver = solver
-        self.shrinking = shrinking
-        self.tol = tol
-        self.cache_size = cache_size
-        self.max_iter = max_iter
-        self.n_jobs = n_jobs
-        self.verbose = verbose
-        self.decision_function_shape = decision_function_shape
-        self.break_ties = break_ties
-        self.class_weight = class_weight
-        self.probability = probability
-        self.random_state = random_state
-        self.solver_options = solver_options
-
-    def _problem_params(self) -> Dict[str, Any]:
-        self._check_classifier_params()
-        return dict(nu=check_nu(self.nu))
+    nu: float = 0.5
 
     def _training_rows(self, X: Any, y: Any, sample_weight: Any) -> TrainingRows:
         if sample_weight is not None:

@@ -3,15 +3,15 @@ scikit-learn's NuSVR."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from dataclasses import dataclass
 
-from budgetsvm._exact import check_c, check_nu
-from budgetsvm.kernel_svr import KernelSVR
+from budgetsvm.kernel_svr import ExactRegressor
 
 __all__ = ["KernelNuSVR"]
 
 
-class KernelNuSVR(KernelSVR):
+@dataclass(kw_only=True, eq=False, repr=False)
+class KernelNuSVR(ExactRegressor):
     """Exact nu-support vector regression with any of NuSVR's kernels.
 
     Solves scikit-learn's ``NuSVR`` problem (LIBSVM's nu-SVR, Schoelkopf et al. 2000): the dual
@@ -37,49 +37,16 @@ class KernelNuSVR(KernelSVR):
 
     Examples
     --------
-    >>> import numpy as np
+    >>> from sklearn.datasets import make_friedman1
     >>> from budgetsvm import KernelNuSVR
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.uniform(-3, 3, size=(400, 1))
-    >>> y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=400)
-    >>> reg = KernelNuSVR(C=10, gamma=0.5, nu=0.3).fit(X, y)
-    >>> bool(reg.score(X, y) > 0.9)
+    >>> X, y = make_friedman1(500, noise=0.5, random_state=0)
+    >>> reg = KernelNuSVR(C=100, nu=0.3, gamma=0.2)
+    >>> bool(reg.fit(X, y).score(X, y) > 0.9)
+    True
+    >>> bool(len(reg.support_) >= 0.3 * len(X))  # nu bounds the share of support vectors
     True
     """
 
     _problem = "nu_svr"
 
-    def __init__(
-        self,
-        nu: float = 0.5,
-        C: float = 1.0,
-        kernel: str = "rbf",
-        degree: int = 3,
-        gamma: Any = "scale",
-        coef0: float = 0.0,
-        shrinking: bool = True,
-        tol: float = 1e-3,
-        cache_size: float = 800,
-        verbose: bool = False,
-        max_iter: int = -1,
-        solver: str = "alfpgm",
-        n_jobs: Optional[int] = None,
-        solver_options: Optional[dict] = None,
-    ) -> None:
-        self.nu = nu
-        self.C = C
-        self.kernel = kernel
-        self.degree = degree
-        self.gamma = gamma
-        self.coef0 = coef0
-        self.shrinking = shrinking
-        self.tol = tol
-        self.cache_size = cache_size
-        self.verbose = verbose
-        self.max_iter = max_iter
-        self.solver = solver
-        self.n_jobs = n_jobs
-        self.solver_options = solver_options
-
-    def _problem_params(self) -> Dict[str, Any]:
-        return dict(c=check_c(self.C), nu=check_nu(self.nu))
+    nu: float = 0.5

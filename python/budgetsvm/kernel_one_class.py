@@ -3,18 +3,20 @@ OneClassSVM."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from sklearn.base import OutlierMixin
 
 from budgetsvm._docstrings import rows_doc
-from budgetsvm._exact import SingleOutputMachine, check_nu
+from budgetsvm._exact import SingleOutputMachine
 from budgetsvm._validation import fit_guard
 
 __all__ = ["KernelOneClassSVM"]
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class KernelOneClassSVM(OutlierMixin, SingleOutputMachine):
     """Exact one-class SVM (novelty detection), nu formulation, with any of SVC's kernels.
 
@@ -68,35 +70,7 @@ class KernelOneClassSVM(OutlierMixin, SingleOutputMachine):
 
     _problem = "one_class"
 
-    def __init__(
-        self,
-        kernel: str = "rbf",
-        degree: int = 3,
-        gamma: Any = "scale",
-        coef0: float = 0.0,
-        tol: float = 1e-3,
-        nu: float = 0.5,
-        shrinking: bool = True,
-        cache_size: float = 200,
-        verbose: bool = False,
-        max_iter: int = -1,
-        solver: str = "alfpgm",
-        n_jobs: Optional[int] = None,
-        solver_options: Optional[dict] = None,
-    ) -> None:
-        self.kernel = kernel
-        self.degree = degree
-        self.gamma = gamma
-        self.coef0 = coef0
-        self.tol = tol
-        self.nu = nu
-        self.shrinking = shrinking
-        self.cache_size = cache_size
-        self.verbose = verbose
-        self.max_iter = max_iter
-        self.solver = solver
-        self.n_jobs = n_jobs
-        self.solver_options = solver_options
+    nu: float = 0.5
 
     @fit_guard
     def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> KernelOneClassSVM:
@@ -126,9 +100,6 @@ class KernelOneClassSVM(OutlierMixin, SingleOutputMachine):
             f"nu={self.nu} puts every row at its bound, so no row lies on the boundary and rho "
             "is unbounded; use a smaller nu"
         )
-
-    def _problem_params(self) -> Dict[str, Any]:
-        return dict(nu=check_nu(self.nu))
 
     @rows_doc()
     def decision_function(self, X: Any) -> np.ndarray:

@@ -2,19 +2,63 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 from sklearn.base import RegressorMixin
 
 from budgetsvm._docstrings import rows_doc
-from budgetsvm._exact import SingleOutputMachine, check_c, check_nonnegative
+from budgetsvm._exact import SingleOutputMachine
 from budgetsvm._validation import fit_guard
 
 __all__ = ["KernelSVR"]
 
 
-class KernelSVR(RegressorMixin, SingleOutputMachine):
+_Regressor = TypeVar("_Regressor", bound="ExactRegressor")
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class ExactRegressor(RegressorMixin, SingleOutputMachine):
+    """What ``KernelSVR`` and ``KernelNuSVR`` share: C, the cache of two variables per row, the
+    fit and the predictions. A subclass adds its problem's parameter (epsilon or nu) and names
+    its problem."""
+
+    C: float = 1.0
+    cache_size: float = 800
+
+    @fit_guard
+    def fit(self: _Regressor, X: Any, y: Any, sample_weight: Any = None) -> _Regressor:
+        """Train on X and targets y.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training rows, dense or sparse (the Gram matrix, n_samples x n_samples, for a
+            precomputed kernel).
+        y : array-like of shape (n_samples,)
+            Finite real targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Multiplies C for each row, as in SVR and NuSVR; rows of weight <= 0 are left out.
+
+        Returns
+        -------
+        self : KernelSVR or KernelNuSVR
+        """
+        params = self._check_params()
+        X, y = self._validate_fit(X, y, y_numeric=True)
+        y = np.ascontiguousarray(y, dtype=np.float64)
+        self._fit_single(X, y, sample_weight, **params)
+        return self
+
+    @rows_doc(rows_note="(n_samples, n_train) kernel values for a precomputed kernel.")
+    def predict(self, X: Any) -> np.ndarray:
+        """Predicted targets."""
+        return self._decision(X)
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class KernelSVR(ExactRegressor):
     """Exact epsilon-support vector regression with any of SVR's kernels.
 
     Solves scikit-learn's ``SVR`` problem (LIBSVM's epsilon-SVR) to the tolerance ``tol`` on
@@ -82,77 +126,13 @@ class KernelSVR(RegressorMixin, SingleOutputMachine):
     --------
     >>> import numpy as np
     >>> from budgetsvm import KernelSVR
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.uniform(-3, 3, size=(400, 1))
-    >>> y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=400)
+    >>> X = np.linspace(-3, 3, 400).reshape(-1, 1)
+    >>> y = np.sin(X).ravel()
     >>> reg = KernelSVR(C=10, gamma=0.5, epsilon=0.1).fit(X, y)
-    >>> bool(reg.score(X, y) > 0.9)
+    >>> bool(reg.score(X, y) > 0.95)
     True
     """
 
     _problem = "svr"
 
-    def __init__(
-        self,
-        kernel: str = "rbf",
-        degree: int = 3,
-        gamma: Any = "scale",
-        coef0: float = 0.0,
-        tol: float = 1e-3,
-        C: float = 1.0,
-        epsilon: float = 0.1,
-        shrinking: bool = True,
-        cache_size: float = 800,
-        verbose: bool = False,
-        max_iter: int = -1,
-        solver: str = "alfpgm",
-        n_jobs: Optional[int] = None,
-        solver_options: Optional[dict] = None,
-    ) -> None:
-        self.kernel = kernel
-        self.degree = degree
-        self.gamma = gamma
-        self.coef0 = coef0
-        self.tol = tol
-        self.C = C
-        self.epsilon = epsilon
-        self.shrinking = shrinking
-        self.cache_size = cache_size
-        self.verbose = verbose
-        self.max_iter = max_iter
-        self.solver = solver
-        self.n_jobs = n_jobs
-        self.solver_options = solver_options
-
-    @fit_guard
-    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> KernelSVR:
-        """Train on X and targets y.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Training rows, dense or sparse (the Gram matrix, n_samples x n_samples, for a
-            precomputed kernel).
-        y : array-like of shape (n_samples,)
-            Finite real targets.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Multiplies C for each row, as in SVR; rows of weight 0 are left out.
-
-        Returns
-        -------
-        self : KernelSVR
-        """
-        params = self._check_params()
-        X, y = self._validate_fit(X, y, y_numeric=True)
-        y = np.ascontiguousarray(y, dtype=np.float64)
-        self._fit_single(X, y, sample_weight, **params)
-        return self
-
-    def _problem_params(self) -> Dict[str, Any]:
-        check_nonnegative("epsilon", self.epsilon)
-        return dict(c=check_c(self.C), epsilon=float(self.epsilon))
-
-    @rows_doc(rows_note="(n_samples, n_train) kernel values for a precomputed kernel.")
-    def predict(self, X: Any) -> np.ndarray:
-        """Predicted targets."""
-        return self._decision(X)
+    epsilon: float = 0.1

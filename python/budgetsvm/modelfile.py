@@ -90,19 +90,20 @@ class ModelFileMixin:
 
     @classmethod
     def load(cls, path: Any) -> Any:
-        """Read a model file written by :meth:`save`; the estimator predicts exactly as the
-        saved one did. Raises :class:`budgetsvm.ModelFormatError` (a ``ValueError``) for a
-        truncated, corrupted, foreign or newer-version file.
+        """Read a model file written by :meth:`save`: :func:`load_model`, which it calls, plus
+        the check that the file holds this class (TypeError otherwise). The estimator predicts
+        exactly as the saved one did; a truncated, corrupted, foreign or newer-version file
+        raises :class:`budgetsvm.ModelFormatError` (a ``ValueError``).
 
         Parameters
         ----------
         path : str or path-like
-            The model file.
+            A file :meth:`save` wrote.
 
         Returns
         -------
-        estimator
-            The fitted estimator, of this class.
+        estimator : this class
+            The fitted estimator.
         """
         from budgetsvm.modelfile import load_model
 
@@ -446,7 +447,7 @@ def read_model(path: PathLike) -> SavedModel:
     Parameters
     ----------
     path : str or path-like
-        The model file.
+        A model file, as :func:`load_model` reads it.
 
     Returns
     -------
