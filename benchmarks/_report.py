@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import subprocess
@@ -27,6 +28,16 @@ def commit() -> str:
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+def arguments(doc: str, option: str, choices: list, default: list | None = None) -> argparse.ArgumentParser:
+    """A benchmark's command line: its docstring as the help, ``option`` (``--parts``,
+    ``--sets``) picking what to run among ``choices`` (``default``: all of them), and ``--out``,
+    a file the report is written to as well."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(option, nargs="+", default=choices if default is None else default, choices=choices)
+    ap.add_argument("--out", type=Path, help="also write the report there (Markdown)")
+    return ap
 
 
 def header(title: str, script: str, argv: list, load_when: str) -> list:

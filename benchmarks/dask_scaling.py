@@ -138,14 +138,10 @@ def main() -> None:
     X, y = checkerboard(args.rows, 0)
     Xt, yt = checkerboard(100_000, 1, noise=0.0)
     svc = dict(C=10.0, gamma=16.0, budget=200, epochs=2, random_state=0)
-    rows = experiment(
-        args,
-        lambda **o: BudgetSVC(**{**svc, **o}),
-        (X, y),
-        lambda est: f"{100 * est.score(Xt, yt):.2f}",
-        "checkerboard",
-        args.chunks,
-    )
+    def accuracy(est) -> str:
+        return f"{100 * est.score(Xt, yt):.2f}"
+
+    rows = experiment(args, lambda **o: BudgetSVC(**{**svc, **o}), (X, y), accuracy, "checkerboard", args.chunks)
     Xr, yr = friedman(args.regression_rows, 2)
     Xrt, yrt = friedman(100_000, 3)
     # Standardised with the training rows' statistics, as SETTINGS.md does for fried.
@@ -153,14 +149,10 @@ def main() -> None:
     Xr, Xrt = (Xr - mean) / std, (Xrt - mean) / std
     yr, yrt = (yr - y_mean) / y_std, (yrt - y_mean) / y_std
     svr = dict(C=10.0, gamma=0.1, epsilon=0.1, budget=500, epochs=2, random_state=0)
-    reg_rows = experiment(
-        args,
-        lambda **o: BudgetSVR(**{**svr, **o}),
-        (Xr, yr),
-        lambda est: f"{est.score(Xrt, yrt):.4f}",
-        "friedman",
-        args.chunks,
-    )
+    def r2(est) -> str:
+        return f"{est.score(Xrt, yrt):.4f}"
+
+    reg_rows = experiment(args, lambda **o: BudgetSVR(**{**svr, **o}), (Xr, yr), r2, "friedman", args.chunks)
     lines = [
         "# Training across a Dask cluster",
         "",

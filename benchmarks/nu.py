@@ -18,7 +18,6 @@ Both budgetsvm solvers run: ALFPGM (the default) and SMO (LIBSVM's steps).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 import warnings
@@ -28,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _data import DATA  # noqa: E402
-from _report import header, publish  # noqa: E402
+from _report import arguments, header, publish  # noqa: E402
 
 SETS = ["a9a", "puma8nh", "lowbwt", "mv", "fried"]
 #: mv and fried take tens of minutes (oneDAL's NuSVR alone ran past 8 minutes on mv here).
@@ -130,10 +129,8 @@ def regression(rows: list, name: str, libsvm: bool) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--parts", nargs="+", default=DEFAULT_SETS, choices=SETS)
+    ap = arguments(__doc__, "--parts", SETS, DEFAULT_SETS)
     ap.add_argument("--libsvm", action="store_true", help="also scikit-learn's NuSVR on fried")
-    ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     import budgetsvm
 

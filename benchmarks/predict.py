@@ -21,7 +21,6 @@ every method above it.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -32,7 +31,7 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _data import SETTINGS, load  # noqa: E402
-from _report import commit, machine, publish  # noqa: E402
+from _report import arguments, commit, machine, publish  # noqa: E402
 
 SETS = ["a9a", "ijcnn1", "w8a", "phishing", "cod-rna", "pendigits", "shuttle"]
 EXP_FMAS = 20
@@ -67,10 +66,8 @@ def floor_seconds(Xt, n_sv: int, n_out: int) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sets", nargs="+", default=SETS, choices=SETS)
+    ap = arguments(__doc__, "--sets", SETS)
     ap.add_argument("--no-svc", action="store_true", help="leave out scikit-learn's SVC (slow to fit)")
-    ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     import budgetsvm
     from budgetsvm import BudgetSVC, KernelSVC

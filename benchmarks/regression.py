@@ -21,7 +21,6 @@ Ratio: the fit time over the peer's in the same run (oneDAL's, or scikit-learn's
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 import warnings
@@ -31,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _data import DATA  # noqa: E402
-from _report import commit, machine, publish  # noqa: E402
+from _report import arguments, commit, machine, publish  # noqa: E402
 
 PARTS = ["fried", "one-class", "kernels"]
 
@@ -182,10 +181,8 @@ def kernels_part(rows: list) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--parts", nargs="+", default=PARTS, choices=PARTS)
+    ap = arguments(__doc__, "--parts", PARTS)
     ap.add_argument("--libsvm", action="store_true", help="also scikit-learn's SVR on fried")
-    ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     import budgetsvm
 
