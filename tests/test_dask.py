@@ -27,7 +27,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def client():
     with (
         distributed.LocalCluster(
-            n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
+            n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0"
         ) as cluster,
         distributed.Client(cluster) as c,
     ):

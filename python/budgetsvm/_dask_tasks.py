@@ -140,19 +140,7 @@ def _fit_partition(X: Any, y: Any, w: Any, params: dict, seed: int, targets: dic
         values = np.ascontiguousarray(values - params["offset"])
     else:
         n_classes = len(targets["classes"])
-    common = dict(
-        c=params["C"] if params["lam"] is None else 1.0 / (n * params["lam"]),
-        gamma=params["gamma"],
-        budget=params["budget"],
-        epochs=params["epochs"],
-        maintenance=params["maintenance"],
-        merge=params["merge"],
-        seed=seed,
-        shuffle=params["shuffle"],
-        sv_storage="dense",
-        sample_weight=weights,
-        epsilon=targets.get("epsilon"),
-    )
+    common = _run_settings(params, n, params["epochs"], seed, weights, targets)
     if params["solver"] == "bsca":
         r = _budgetsvm.fit_bsca(
             Xn, values, n_classes, dual_step=params["dual_step"], average=params["average"], **common
@@ -162,6 +150,63 @@ def _fit_partition(X: Any, y: Any, w: Any, params: dict, seed: int, targets: dic
             Xn, values, n_classes, average=params["average"], lambda_=params["lam"], **common
         )
     return np.asarray(r["support_vectors"]), np.asarray(r["coef"]), n
+
+
+def _run_settings(
+    params: dict, n: int, epochs: int, seed: int, weights: Any, targets: dict
+) -> dict:
+    """The engine's keywords of a budgeted run on a partition (C from ``lam`` over ``n``
+    rows)."""
+    return dict(
+        c=params["C"] if params["lam"] is None else 1.0 / (n * params["lam"]),
+        gamma=params["gamma"],
+        budget=params["budget"],
+        epochs=epochs,
+        maintenance=params["maintenance"],
+        merge=params["merge"],
+        seed=seed,
+        shuffle=params["shuffle"],
+        sv_storage="dense",
+        sample_weight=weights,
+        epsilon=targets.get("epsilon"),
+    )
+
+
+def _relay_partition(
+    X: Any, y: Any, w: Any, params: dict, seed: int, targets: dict, start: Any, alpha: Any,
+    epochs_done: int, epochs: int,
+) -> Any:
+    """A leg of the regression's BSCA relay (``budgetsvm.dask.fit``): the run continued on this
+    partition from ``start``, the model the partition before left (None: the first), and, on a
+    later pass, from this partition's dual variables ``alpha`` (they stay on this worker).
+    Returns (model, alpha, rows used); an empty partition passes the model on unchanged."""
+    from budgetsvm import _budgetsvm
+
+    _use_worker_threads()
+    Xn, values, weights = _partition_rows(X, y, w, targets)
+    n = len(values)
+    if n == 0:
+        return start, alpha, 0
+    if start is not None:  # off the network: maybe misaligned
+        start = {k: _aligned(v) if isinstance(v, np.ndarray) else v for k, v in start.items()}
+    r = _budgetsvm.fit_bsca(
+        Xn,
+        np.ascontiguousarray(values - params["offset"]),
+        0,
+        dual_step=params["dual_step"],
+        start=start,
+        start_alpha=None if alpha is None else _aligned(alpha),
+        epochs_done=epochs_done,
+        return_alpha=True,
+        # One run over all rows: lambda's C from all of them.
+        **_run_settings(params, params["n_rows"], epochs, seed, weights, targets),
+    )
+    model = dict(
+        support_vectors=np.asarray(r["support_vectors"]),
+        coef=np.asarray(r["coef"]),
+        gamma=params["gamma"],
+    )
+    return model, np.asarray(r["alpha"]), n
 
 
 def _aligned_request(request: tuple) -> tuple:

@@ -344,10 +344,18 @@ def fit(clf: Any, X: Any, y: Any, sample_weight: Any = None) -> Any:
 
     The result depends on the partitioning and the seed, not on the number of workers; it is a
     plain fitted ``BudgetSVC`` (it pickles, saves to a model file and predicts without a
-    cluster). ``fit_stats_['dask']`` reports the partitions, the pooled support vectors, the
-    rounds and bytes moved and the time of each stage. A ``BudgetSVR`` is trained the same
-    way on targets centred by their weighted mean over all partitions (one extra sum in the
-    first map), with opposite-sign merges in the reduction, as its ``fit`` does.
+    cluster). ``fit_stats_['dask']`` reports the partitions, how the basis was made
+    (``basis``: 'pool' as above, 'relay' below) with the pooled support vectors, the rounds and
+    bytes moved and the time of each stage. A ``BudgetSVR`` is trained on targets centred by
+    their weighted mean over all partitions (one extra sum in the first map). With BSCA (its
+    default) and no averaging its basis comes instead from one BSCA run relayed through the
+    partitions: ``epochs`` passes, each partition's leg continuing the model the one before
+    left, with its rows' dual variables kept on its worker between passes; only the model (B
+    support vectors) travels, and the legs run one after another (the budgeted pass is the
+    cheap part; the polish is parallel). The same dual as ``BudgetSVR.fit`` over every row, so
+    the same basis quality: separate partition models merged into B lost 0.007-0.01 R^2 on
+    Friedman #1 (docs/dask_scaling.md). Otherwise (BSGD, averaging) the pool, with
+    opposite-sign merges in the reduction.
 
     Parameters
     ----------
@@ -475,28 +483,38 @@ def _fit_on_parts(clf, client, x_parts, y_parts, w_parts, columns, start):
     setup_seconds = time.perf_counter() - start
     t0 = time.perf_counter()
     seeds = [(seed + 7919 * k) % (2**31 - 1) for k in range(len(x_parts))]
-    models = client.gather(
-        [
-            client.submit(_fit_partition, xp, yp, wp, params, sd, targets, pure=False)
-            for xp, yp, wp, sd in zip(x_parts, y_parts, w_parts, seeds)
-        ]
-    )
-    basis_seconds = time.perf_counter() - t0
-    kept = [m for m in models if m is not None]
-    if not kept:
-        raise ValueError(
-            "sample_weight is zero for every row: at least one row needs a non-zero weight"
+    if regression and clf.solver == "bsca" and not clf.average:
+        sv, coef, used = _relay(client, x_parts, y_parts, w_parts, facts, params, seeds, targets)
+        basis = dict(basis="relay")
+    else:
+        models = client.gather(
+            [
+                client.submit(_fit_partition, xp, yp, wp, params, sd, targets, pure=False)
+                for xp, yp, wp, sd in zip(x_parts, y_parts, w_parts, seeds)
+            ]
         )
-    used = sum(m[2] for m in kept)
-    pool_sv = np.vstack([m[0] for m in kept])
-    pool_coef = np.vstack([m[1] * (m[2] / used) for m in kept])
-    t0 = time.perf_counter()
-    sv, coef, pool_wd = _budgetsvm.reduce_budget(
-        int(clf.budget), support_vectors=np.ascontiguousarray(pool_sv),
-        coef=np.ascontiguousarray(pool_coef), gamma=gamma, maintenance=params["maintenance"],
-        merge=clf.merge, sv_storage="dense", opposite_sign_merges=regression,
-    )
-    reduce_seconds = time.perf_counter() - t0
+        kept = [m for m in models if m is not None]
+        if not kept:
+            raise ValueError(
+                "sample_weight is zero for every row: at least one row needs a non-zero weight"
+            )
+        used = sum(m[2] for m in kept)
+        pool_sv = np.vstack([m[0] for m in kept])
+        pool_coef = np.vstack([m[1] * (m[2] / used) for m in kept])
+        t1 = time.perf_counter()
+        sv, coef, pool_wd = _budgetsvm.reduce_budget(
+            int(clf.budget), support_vectors=np.ascontiguousarray(pool_sv),
+            coef=np.ascontiguousarray(pool_coef), gamma=gamma, maintenance=params["maintenance"],
+            merge=clf.merge, sv_storage="dense", opposite_sign_merges=regression,
+        )
+        basis = dict(
+            basis="pool",
+            empty_partitions=len(models) - len(kept),
+            pooled_support_vectors=int(pool_sv.shape[0]),
+            pool_weight_degradation=float(pool_wd),
+            reduce_seconds=time.perf_counter() - t1,
+        )
+    basis_seconds = time.perf_counter() - t0
     if regression:
         clf._y_offset = offset
     else:
@@ -518,12 +536,9 @@ def _fit_on_parts(clf, client, x_parts, y_parts, w_parts, columns, start):
     clf._stream = None
     stats = dict(
         partitions=len(x_parts),
-        empty_partitions=len(models) - len(kept),
-        pooled_support_vectors=int(pool_sv.shape[0]),
-        pool_weight_degradation=float(pool_wd),
+        **basis,
         setup_seconds=setup_seconds,
         basis_seconds=basis_seconds,
-        reduce_seconds=reduce_seconds,
         rows=int(used),
     )
     clf.fit_stats_ = {"dask": stats, "iterations": int(clf.epochs) * int(used)}
@@ -547,6 +562,42 @@ def _fit_on_parts(clf, client, x_parts, y_parts, w_parts, columns, start):
     stats["seconds"] = time.perf_counter() - start
     clf.fit_stats_["seconds"] = stats["seconds"]
     return clf
+
+
+def _relay(client, x_parts, y_parts, w_parts, facts, params, seeds, targets):
+    """The regression's basis: one BSCA run relayed through the partitions, ``epochs`` passes,
+    each partition's leg continuing the model the one before left, its rows' dual variables
+    kept on its worker between passes (only the model, B support vectors, travels). Every row
+    is a coordinate of the one dual, as in ``BudgetSVR.fit``: merging partitions' separate
+    models into B lost 0.007-0.01 R^2 (docs/dask_scaling.md). A lone partition runs its epochs
+    in one leg, as the single process does. Returns (support vectors, coef, rows used)."""
+    import operator
+
+    from budgetsvm._dask_tasks import _relay_partition
+    from budgetsvm._validation import _aligned
+
+    held = [k for k, f in enumerate(facts) if f["rows"] > 0]
+    epochs = int(params["epochs"])
+    # (epochs of a leg, epochs before it): one leg of every epoch, or one pass per epoch.
+    passes = [(epochs, 0)] if len(held) == 1 else [(1, p) for p in range(epochs)]
+    model, alphas, used = None, {}, {}
+    for leg_epochs, done in passes:
+        for k in held:
+            seed = (seeds[k] + 104729 * done) % (2**31 - 1)
+            leg = client.submit(
+                _relay_partition, x_parts[k], y_parts[k], w_parts[k], params, seed, targets,
+                model, alphas.get(k), done, leg_epochs, pure=False,
+            )
+            model = client.submit(operator.getitem, leg, 0, pure=False)
+            alphas[k] = client.submit(operator.getitem, leg, 1, pure=False)
+            used[k] = client.submit(operator.getitem, leg, 2, pure=False)
+    result, counts = client.gather([model, list(used.values())])
+    if result is None or sum(counts) == 0:
+        raise ValueError(
+            "sample_weight is zero for every row: at least one row needs a non-zero weight"
+        )
+    sv, coef = (_aligned(np.asarray(result[key])) for key in ("support_vectors", "coef"))
+    return sv, coef, int(sum(counts))
 
 
 # Called as _AFTER_ROUND(round, client) before every polish round (tests kill a worker there).

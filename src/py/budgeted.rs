@@ -1,7 +1,7 @@
 //! The budgeted solvers: BSGD and BSCA fits, the BSGD stream that `partial_fit` continues, the
 //! merge search and budget reduction of a model.
 
-use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1};
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyType};
@@ -13,7 +13,7 @@ use super::runtime::{detached, run_on_rows, Job};
 use crate::core::budget::maintenance::{reduce_to_budget, Maintenance};
 use crate::core::budget::merge::{search_pair, MergeSearch, MergeTable, DEFAULT_TABLE_SIZE};
 use crate::core::budget::model::{BudgetModel, SvLayout};
-use crate::core::budgeted::bsca::{train_bsca, BscaParams, DualStep};
+use crate::core::budgeted::bsca::{train_bsca, BscaParams, BscaStart, DualStep};
 use crate::core::budgeted::bsgd::{train_bsgd_state, BsgdParams, BsgdState, TrainStats};
 use crate::core::budgeted::problem::{Targets, Task};
 use crate::core::common::error::SvmError;
@@ -234,8 +234,16 @@ pub fn fit_bsgd<'py>(
 
 /// Trains BSCA; returns a dict with the model arrays and the training statistics. The settings
 /// besides BSCA's own (`dual_step`, `average`) are those of `BudgetSettings` and `FitSettings`.
+/// A relay over a data set's parts (`budgetsvm.dask`) continues a run: `start` is the model so
+/// far (a dict of `support_vectors`, `coef`, `gamma`), `start_alpha` these rows' dual variables
+/// from an earlier pass (problems x rows), `epochs_done` the epochs before; `return_alpha` adds
+/// the dual variables at the end to the result (`alpha`).
 #[pyfunction]
-#[pyo3(signature = (x, y, n_classes, *, dual_step = "decaying", average = false, **options))]
+#[pyo3(signature = (
+    x, y, n_classes, *, dual_step = "decaying", average = false, start = None,
+    start_alpha = None, epochs_done = 0, return_alpha = false, **options
+))]
+#[allow(clippy::too_many_arguments)] // the run's own settings; the rest come as keywords
 pub fn fit_bsca<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
@@ -243,9 +251,31 @@ pub fn fit_bsca<'py>(
     n_classes: usize,
     dual_step: &str,
     average: bool,
+    start: Option<&Bound<'py, PyDict>>,
+    start_alpha: Option<PyReadonlyArray2<'py, f64>>,
+    epochs_done: usize,
+    return_alpha: bool,
     options: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (settings, fit): (BudgetSettings, FitSettings<'_>) = keywords("fit_bsca", options)?;
+    let start_model = match start {
+        Some(given) => {
+            Some(keywords::<ExpansionArrays<'_>>("fit_bsca start", Some(given))?.model()?)
+        }
+        None => None,
+    };
+    let start_alpha: Option<Vec<Vec<f64>>> = start_alpha.map(|a| {
+        a.as_array()
+            .rows()
+            .into_iter()
+            .map(|r| r.to_vec())
+            .collect()
+    });
+    if start_alpha.is_some() && start_model.is_none() {
+        return Err(PyValueError::new_err(
+            "start_alpha needs the model it belongs to (start)",
+        ));
+    }
     SvLayout::choose(&settings.sv_storage, false, 0)?;
     let params = BscaParams {
         c: settings.c,
@@ -263,7 +293,20 @@ pub fn fit_bsca<'py>(
     };
     let (model, stats) = fit.run(py, x, y, n_classes, &settings, |job, y, layout| {
         let valid = BscaParams { layout, ..params }.check(job.rows.n_rows())?;
-        train_bsca(job.rows, y, job.weights, &valid, job.monitor, job.observer)
+        let start = start_model.as_ref().map(|model| BscaStart {
+            model,
+            alpha: start_alpha.as_deref(),
+            epochs_done,
+        });
+        train_bsca(
+            job.rows,
+            y,
+            job.weights,
+            &valid,
+            start,
+            job.monitor,
+            job.observer,
+        )
     })?;
     let shared = TrainStats {
         iterations: stats.iterations,
@@ -275,6 +318,12 @@ pub fn fit_bsca<'py>(
     let out = fit_result(py, &model, &shared)?;
     out.set_item("updates", stats.updates)?;
     out.set_item("dropped_svs", stats.dropped)?;
+    if return_alpha {
+        let rows: Vec<Vec<f64>> = stats.alpha;
+        let alpha = numpy::PyArray2::from_vec2(py, &rows)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        out.set_item("alpha", alpha)?;
+    }
     Ok(out)
 }
 

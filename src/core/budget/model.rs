@@ -474,6 +474,18 @@ impl SupportVectors {
     /// Appends row i of x with actual (unscaled) coefficients `coef`; fails only where the
     /// dense layout cannot grow.
     pub fn push_row<R: Rows>(&mut self, x: &R, i: usize, coef: &[f64]) -> Result<()> {
+        self.push_vector(x, i, coef)?;
+        let j = self.len - 1;
+        self.origin[j] = u32::try_from(i).unwrap_or(NO_ORIGIN);
+        if let Some(s) = self.slot_of_row.get_mut(i) {
+            *s = j as u32;
+        }
+        Ok(())
+    }
+
+    /// Appends row `i` of `x` as a point that is no row of the run's data (a model's support
+    /// vector a run starts from): no row's steps reach it through `slot_of_row`.
+    pub fn push_vector<R: Rows>(&mut self, x: &R, i: usize, coef: &[f64]) -> Result<()> {
         self.ensure_room()?;
         let j = self.len;
         let (cap, dim) = (self.capacity, self.dim);
@@ -498,10 +510,7 @@ impl SupportVectors {
         // The norm of what is stored: a row with columns past dim loses them here.
         self.sq_norms[j] = norm;
         self.len += 1;
-        self.origin[j] = u32::try_from(i).unwrap_or(NO_ORIGIN);
-        if let Some(s) = self.slot_of_row.get_mut(i) {
-            *s = j as u32;
-        }
+        self.origin[j] = NO_ORIGIN;
         self.reset_average(j);
         self.set_actual_coef(j, coef);
         Ok(())

@@ -137,6 +137,21 @@ impl BscaParams {
     }
 }
 
+/// A BSCA run that goes on from another over other rows (a relay over a data set's parts, the
+/// model handed from part to part: `budgetsvm.dask`): the model so far, whose support vectors
+/// join the budget as points of no row of this run, and, on a later pass over rows seen before,
+/// their dual variables from that pass (the model holds their contributions already) and how
+/// many epochs came before (the decaying step's count). A run over every part in turn, each
+/// with its rows' dual variables, is one run over all the rows, the order within each part's
+/// own shuffle: w = sum_i alpha_i y_i phi(x_i) holds across the parts as within one.
+#[derive(Debug, Clone, Copy)]
+pub struct BscaStart<'a> {
+    pub model: &'a BudgetModel,
+    /// Per problem, one per row of this run; None: the rows are new (0).
+    pub alpha: Option<&'a [Vec<f64>]>,
+    pub epochs_done: usize,
+}
+
 /// What a BSCA run did (summed over the binary problems).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BscaStats {
@@ -151,6 +166,9 @@ pub struct BscaStats {
     /// Training time, without the time spent in the epoch observer.
     pub seconds: f64,
     pub epochs: usize,
+    /// Each problem's dual variables at the end, one per row (a relay's next pass over these
+    /// rows starts from them: `BscaStart::alpha`).
+    pub alpha: Vec<Vec<f64>>,
 }
 
 /// The one-vs-rest dual problems (one for two classes) on one budgeted model: a support vector
@@ -183,11 +201,13 @@ impl SharedProblems {
         values: Option<(Vec<f64>, f64)>,
         n: usize,
         dim: usize,
+        given_svs: usize,
         p: &BscaParams,
     ) -> Result<Self> {
         let k = if values.is_some() { 1 } else { labels.len() };
-        // Never more SVs than rows: a budget above n costs nothing.
-        let mut svs = SupportVectors::new(dim, p.budget.min(n).saturating_add(1), k, p.layout)?;
+        // Never more SVs than rows (and the start's points): a budget above costs nothing.
+        let expected = p.budget.min(n.saturating_add(given_svs)).saturating_add(1);
+        let mut svs = SupportVectors::new(dim, expected, k, p.layout)?;
         svs.track_rows(n);
         let maintainer = step::maintainer(
             p.maintenance,
@@ -215,6 +235,66 @@ impl SharedProblems {
             dropped: 0,
             epoch_events: 0,
         })
+    }
+
+    /// Takes over `start` (checked against this run's rows and parameters).
+    fn continue_from(&mut self, start: &BscaStart<'_>, p: &BscaParams) -> Result<()> {
+        let model = start.model;
+        model.validate()?;
+        if p.maintenance == Maintenance::Project {
+            // Projection keeps the inverse Gram matrix of the SVs it saw inserted.
+            return Err(SvmError::invalid_parameter(
+                "maintenance",
+                "a run that continues another merges or removes; projection cannot take over a model",
+            ));
+        }
+        let svs = &self.budgeted.svs;
+        if model.dim > svs.dim() || model.n_out != svs.n_out() {
+            return Err(SvmError::invalid_input(format!(
+                "the model to continue has {} features and {} outputs, this run {} and {}",
+                model.dim,
+                model.n_out,
+                svs.dim(),
+                svs.n_out()
+            )));
+        }
+        if model.gamma != p.gamma || model.n_sv() > p.budget {
+            return Err(SvmError::invalid_input(format!(
+                "the model to continue has gamma {} and {} support vectors; this run gamma {} \
+                 and a budget of {}",
+                model.gamma,
+                model.n_sv(),
+                p.gamma,
+                p.budget
+            )));
+        }
+        if p.average {
+            return Err(SvmError::invalid_parameter(
+                "average",
+                "a run that continues another cannot average (its steps are not all the run's)",
+            ));
+        }
+        let n_out = model.n_out;
+        let rows = crate::core::kernels::kernel_block::sv_rows(
+            &model.support_vectors,
+            model.n_sv(),
+            model.dim,
+        );
+        for j in 0..model.n_sv() {
+            self.budgeted
+                .push_given(&rows, j, &model.coef[j * n_out..(j + 1) * n_out])?;
+        }
+        if let Some(alpha) = start.alpha {
+            let n = self.order.len();
+            if alpha.len() != self.alpha.len() || alpha.iter().any(|a| a.len() != n) {
+                return Err(SvmError::invalid_input(format!(
+                    "the dual variables to continue from are not {} problems of {n} rows",
+                    self.alpha.len()
+                )));
+            }
+            self.alpha = alpha.to_vec();
+        }
+        Ok(())
     }
 
     fn run_epoch<R: Rows>(
@@ -320,6 +400,7 @@ pub fn train_bsca<R: Rows>(
     targets: Targets<'_>,
     weights: Option<&[f64]>,
     params: &ValidBscaParams,
+    start: Option<BscaStart<'_>>,
     mut monitor: Monitor<'_>,
     mut observer: Option<EpochObserver<'_>>,
 ) -> Result<(BudgetModel, BscaStats)> {
@@ -350,14 +431,19 @@ pub fn train_bsca<R: Rows>(
         .iter()
         .map(|&k| y.iter().map(|&c| if c == k { 1.0 } else { -1.0 }).collect())
         .collect();
-    let mut run = SharedProblems::new(labels, values, n, x.n_cols(), p)?;
+    let given_svs = start.map_or(0, |s| s.model.n_sv());
+    let mut run = SharedProblems::new(labels, values, n, x.n_cols(), given_svs, p)?;
+    let epochs_done = start.map_or(0, |s| s.epochs_done);
+    if let Some(start) = &start {
+        run.continue_from(start, p)?;
+    }
     let start = Instant::now();
     let mut observer_seconds = 0.0;
     let mut stats = BscaStats::default();
-    for epoch in 1..=p.epochs {
+    for epoch in epochs_done + 1..=epochs_done + p.epochs {
         let progress = Progress {
             epoch,
-            epochs: p.epochs,
+            epochs: epochs_done + p.epochs,
             ..Progress::default()
         };
         run.run_epoch(x, &sq_norms, &upper, p, &mut monitor, &progress)?;
@@ -387,7 +473,9 @@ pub fn train_bsca<R: Rows>(
     stats.insertions = run.insertions;
     stats.dropped = run.dropped;
     stats.maintenance = run.budgeted.maintainer.stats.clone();
-    Ok((run.budgeted.svs.to_model(p.gamma), stats))
+    let model = run.budgeted.svs.to_model(p.gamma);
+    stats.alpha = run.alpha;
+    Ok((model, stats))
 }
 
 #[cfg(test)]
@@ -485,7 +573,7 @@ mod tests {
         params: &ValidBscaParams,
         observer: Option<EpochObserver<'_>>,
     ) -> Result<(BudgetModel, BscaStats)> {
-        train_bsca(x, targets, weights, params, &mut no_monitor, observer)
+        train_bsca(x, targets, weights, params, None, &mut no_monitor, observer)
     }
 
     #[test]
@@ -519,6 +607,163 @@ mod tests {
     /// Regression: without a budget BSCA's beta maximises the epsilon-SVR dual without offset,
     /// y^T b - eps |b|_1 - 1/2 b^T K b over |b_i| <= C, as an independent proximal gradient
     /// ascent finds it; the model is exactly sum b_i phi(x_i).
+    /// Regression rows for the relay tests: n rows in [-1, 1]^2 and noisy smooth targets.
+    fn regression_rows(n: usize, seed: u64) -> (Vec<f64>, Vec<f64>) {
+        let (xs, _) = blobs(n, seed);
+        let mut rng = Rng::new(seed + 1);
+        let z = (0..n)
+            .map(|i| (3.0 * xs[2 * i]).sin() + xs[2 * i + 1] + 0.3 * (rng.next_f64() - 0.5))
+            .collect();
+        (xs, z)
+    }
+
+    /// One run of `params` over all the rows (epsilon 0.1).
+    fn one_run(xs: &[f64], z: &[f64], params: &BscaParams) -> (BudgetModel, BscaStats) {
+        let x = DenseView::new(xs, z.len(), 2).unwrap();
+        let targets = Targets::Values { y: z, epsilon: 0.1 };
+        let valid = params.check(z.len()).unwrap();
+        train_bsca(&x, targets, None, &valid, None, &mut no_monitor, None).unwrap()
+    }
+
+    /// The relay: a run per part, each from the model (and, on a
+    /// later pass, the part's dual variables) the one before left.
+    fn relay(
+        xs: &[f64],
+        z: &[f64],
+        parts: &[std::ops::Range<usize>],
+        params: &BscaParams,
+        passes: usize,
+    ) -> (BudgetModel, Vec<Vec<Vec<f64>>>) {
+        let mut model: Option<BudgetModel> = None;
+        let mut alphas: Vec<Option<Vec<Vec<f64>>>> = vec![None; parts.len()];
+        for pass in 0..passes {
+            for (k, part) in parts.iter().enumerate() {
+                let x = DenseView::new(&xs[2 * part.start..2 * part.end], part.len(), 2).unwrap();
+                let targets = Targets::Values {
+                    y: &z[part.clone()],
+                    epsilon: 0.1,
+                };
+                let valid = BscaParams {
+                    epochs: 1,
+                    ..params.clone()
+                }
+                .check(part.len())
+                .unwrap();
+                let start = model.as_ref().map(|model| BscaStart {
+                    model,
+                    alpha: alphas[k].as_deref(),
+                    epochs_done: pass,
+                });
+                let (m, stats) =
+                    train_bsca(&x, targets, None, &valid, start, &mut no_monitor, None).unwrap();
+                model = Some(m);
+                alphas[k] = Some(stats.alpha);
+            }
+        }
+        (
+            model.unwrap(),
+            alphas.into_iter().map(Option::unwrap).collect(),
+        )
+    }
+
+    #[test]
+    fn a_relay_over_parts_is_one_run_over_their_rows() {
+        let n = 300;
+        let (xs, z) = regression_rows(n, 21);
+        let parts = [0..70, 70..200, 200..300];
+        for (budget, maintenance) in [
+            (20, Maintenance::Merge(MergeSearch::LookupWd)),
+            (25, Maintenance::Remove),
+        ] {
+            let params = BscaParams {
+                c: 2.0,
+                gamma: 1.5,
+                budget,
+                epochs: 1,
+                maintenance,
+                shuffle: false,
+                ..Default::default()
+            };
+            let (whole, stats) = one_run(&xs, &z, &params);
+            let (relayed, alphas) = relay(&xs, &z, &parts, &params, 1);
+            // The same steps in the same order: the same model and dual variables, bit for bit.
+            assert_eq!(relayed.coef, whole.coef, "{maintenance:?}");
+            assert_eq!(relayed.support_vectors, whole.support_vectors);
+            assert_eq!(alphas.concat().concat(), stats.alpha.concat());
+        }
+    }
+
+    #[test]
+    fn a_relay_with_dual_variables_makes_later_passes_of_the_same_function() {
+        // Without maintenance (B above every insertion) a later pass inserts a row's change as
+        // a second point where the one run adds it to the row's SV: the same function and the
+        // same dual variables, up to rounding.
+        let n = 120;
+        let (xs, z) = regression_rows(n, 5);
+        let parts = [0..50, 50..120];
+        let params = BscaParams {
+            c: 1.0,
+            gamma: 2.0,
+            budget: 1000,
+            epochs: 3,
+            step: DualStep::Full,
+            shuffle: false,
+            ..Default::default()
+        };
+        let x = DenseView::new(&xs, n, 2).unwrap();
+        let (whole, stats) = one_run(&xs, &z, &params);
+        let (relayed, alphas) = relay(&xs, &z, &parts, &params, 3);
+        for (a, b) in alphas.concat().concat().iter().zip(stats.alpha.concat()) {
+            assert!((a - b).abs() < 1e-9, "{a} vs {b}");
+        }
+        let mut f = [vec![0.0; n], vec![0.0; n]];
+        for (out, model) in f.iter_mut().zip([&whole, &relayed]) {
+            model.decision_function(&x, out).unwrap();
+        }
+        for (a, b) in f[0].iter().zip(&f[1]) {
+            assert!((a - b).abs() < 1e-9, "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn a_start_that_does_not_fit_the_run_is_an_error() {
+        let (xs, z) = regression_rows(40, 2);
+        let x = DenseView::new(&xs, 40, 2).unwrap();
+        let targets = Targets::Values {
+            y: &z,
+            epsilon: 0.1,
+        };
+        let params = BscaParams {
+            gamma: 1.0,
+            budget: 10,
+            epochs: 1,
+            ..Default::default()
+        };
+        let valid = params.check(40).unwrap();
+        let (model, _) =
+            train_bsca(&x, targets, None, &valid, None, &mut no_monitor, None).unwrap();
+        let with = |change: fn(&mut BscaParams)| {
+            let mut changed = params.clone();
+            change(&mut changed);
+            changed.check(40).unwrap()
+        };
+        let short_alpha = [vec![0.0; 39]];
+        for (valid, alpha) in [
+            (with(|q| q.gamma = 2.0), None),
+            (with(|q| q.budget = 5), None),
+            (with(|q| q.average = true), None),
+            (with(|q| q.maintenance = Maintenance::Project), None),
+            (valid.clone(), Some(&short_alpha[..])),
+        ] {
+            let start = Some(BscaStart {
+                model: &model,
+                alpha,
+                epochs_done: 1,
+            });
+            assert!(train_bsca(&x, targets, None, &valid, start, &mut no_monitor, None).is_err());
+        }
+    }
+
     #[test]
     fn without_budget_regression_reaches_the_exact_dual_optimum() {
         let n = 40;

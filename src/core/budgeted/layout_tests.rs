@@ -115,7 +115,7 @@ fn dense_and_sparse_layouts_train_the_same_model() {
                     ..BscaParams::default()
                 };
                 let valid = params.check(d.y.len()).unwrap();
-                train_bsca(&x, targets, None, &valid, &mut no_monitor, None)
+                train_bsca(&x, targets, None, &valid, None, &mut no_monitor, None)
                     .unwrap()
                     .0
             });

@@ -54,16 +54,28 @@ impl Budgeted {
     #[inline]
     pub(crate) fn insert<R: Rows>(&mut self, x: &R, i: usize, coef: &[f64]) -> Result<()> {
         self.svs.push_row(x, i, coef)?;
-        if self.kvals.len() < self.svs.capacity() {
-            // The store grew (doubling): the step's scratch follows.
-            self.kvals.resize(self.svs.capacity(), 0.0);
-        }
+        self.follow_capacity();
         let new_row = &self.kvals[..self.svs.len() - 1];
         self.maintainer.after_push(new_row);
         if self.svs.len() > self.budget {
             self.maintainer.reduce_after_push(&mut self.svs, new_row);
         }
         Ok(())
+    }
+
+    /// Row i of x as a support vector of no row of this run (a continued run's start), with
+    /// coefficients `coef`; no maintenance (the start holds at most the budget).
+    pub(crate) fn push_given<R: Rows>(&mut self, x: &R, i: usize, coef: &[f64]) -> Result<()> {
+        self.svs.push_vector(x, i, coef)?;
+        self.follow_capacity();
+        Ok(())
+    }
+
+    /// The step's scratch follows the store when it grew (doubling).
+    fn follow_capacity(&mut self) {
+        if self.kvals.len() < self.svs.capacity() {
+            self.kvals.resize(self.svs.capacity(), 0.0);
+        }
     }
 
     /// Drops the support vector in `slot` (the last one moves there).
