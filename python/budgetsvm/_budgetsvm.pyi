@@ -113,6 +113,10 @@ def fit_bsca(
     *,
     dual_step: str = "decaying",
     average: bool = False,
+    start: Optional[_ExpansionArrays] = None,
+    start_alpha: Optional[npt.NDArray[np.float64]] = None,
+    epochs_done: int = 0,
+    return_alpha: bool = False,
     **options: Unpack[_FitBscaOptions],
 ) -> Dict[str, Any]: ...
 def fit_exact(
