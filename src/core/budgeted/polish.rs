@@ -28,6 +28,13 @@
 //! `max_iter` iterations. Every iteration is a sum over rows, which is what a distributed solve
 //! needs (each worker returns its part of M, s, u and of K d).
 //!
+//! From `HESSIAN_FREE_BASIS` support vectors on the system is never formed: the direction
+//! comes from conjugate gradients on products with the squared rows' kernel values
+//! (`conjugate_gradient`, preconditioned from K_SS), and one pass over the rows per iteration
+//! evaluates the full step's point: its values for the line search and, at once, the next
+//! direction's gradient and squared rows, used when the full step is taken
+//! (`FULL_STEP_SHARE`).
+//!
 //! K_SS may be singular (merged or near-duplicate vectors): the system gets a ridge of
 //! `RIDGE` times K_SS's largest diagonal entry (1 for the Gaussian kernel), ten times more per
 //! failed factorisation. A
@@ -105,6 +112,11 @@ pub enum PolishMethod {
     HessianFree,
 }
 
+/// A Hessian-free iteration takes the full Newton step (whose point the pass after the
+/// direction evaluated, gathering the next direction's rows at once) when it lowers the
+/// objective by at least this share of what the exact line search's step does; otherwise it
+/// takes that step and gathers the rows at it in a pass of their own.
+const FULL_STEP_SHARE: f64 = 0.99;
 /// Support vectors from which `PolishMethod::Auto` goes Hessian-free.
 pub const HESSIAN_FREE_BASIS: usize = 1500;
 /// Conjugate-gradient products per Newton direction at most.
@@ -887,6 +899,8 @@ fn polish_on(
         kernel_seconds: 0.0,
     };
     let (mut sample_rows, mut sample_seconds) = (0, 0.0);
+    // The share of rows whose loss term is squared at the start (all when not known).
+    let mut squared_share = 1.0;
     if hessian_free && params.sample_start && n / SAMPLE_STEP >= SAMPLE_ROWS_PER_SV * m {
         let started = Instant::now();
         if let Some(sample) = RowSample::take(source, SAMPLE_STEP, params.cache_bytes / 4)? {
@@ -934,6 +948,7 @@ fn polish_on(
                 }
                 o.b = start.intercept[k];
             }
+            squared_share = (start.squared_rows as f64 / sample.n_rows as f64).min(1.0);
         }
         sample_seconds = started.elapsed().as_secs_f64();
     }
@@ -951,8 +966,39 @@ fn polish_on(
         objective(&kss, &o.beta, &o.f, c, &term, &weight)
     };
 
-    // f = K beta + b at the warm start; the first pass also lays out the segments.
-    {
+    // f = K beta + b at the warm start; the first pass also lays out the segments. The
+    // Hessian-free solve gathers its first direction's rows in the same pass, its cache
+    // leaving room for the squared rows' copies (their share: the subsample's, all rows
+    // when unknown).
+    let (mut gram_seconds, mut solve_seconds) = (0.0, 0.0);
+    let mut pending: Option<Gathered> = None;
+    if hessian_free {
+        let all: Vec<usize> = (0..n_out).collect();
+        let points: Vec<(Vec<f64>, f64)> = outputs.iter().map(|o| (o.beta.clone(), o.b)).collect();
+        segments.cache_left = first_pass_room(params.cache_bytes, n, m, squared_share);
+        let reserve = (squared_share * SEGMENT_ROWS as f64).ceil() as usize;
+        let t_gram = Instant::now();
+        let (gathered, values) = gather_pass(
+            &blocks,
+            source,
+            &mut segments,
+            &outputs,
+            &all,
+            Some(&points),
+            &|_| reserve,
+            &|k, i, f| targets.term(k, i, f),
+            &weight,
+            &mut passes,
+            monitor,
+            &progress,
+        )?;
+        gram_seconds += t_gram.elapsed().as_secs_f64();
+        for ((k, o), f) in outputs.iter_mut().enumerate().zip(values) {
+            o.f = f;
+            o.objective = objective_of(k, o);
+        }
+        pending = Some(gathered);
+    } else {
         let starts: Vec<&[f64]> = outputs.iter().map(|o| &o.beta[..]).collect();
         let values = matvec_pass(
             &blocks,
@@ -972,52 +1018,80 @@ fn polish_on(
     let objective_start: Vec<f64> = outputs.iter().map(|o| o.objective).collect();
     let mut iterations = 0;
     let mut active_changes = 0u64;
-    let (mut gram_seconds, mut solve_seconds) = (0.0, 0.0);
     let ridge = RIDGE * (0..m).map(|i| kss[i * m + i]).fold(1.0f64, f64::max);
     let mut first_gradient = vec![0.0; n_out];
     let mut cg_products = 0usize;
     let mut squared_rows = 0usize;
     let mut kept_bytes = 0usize;
+    // Moves output k by t along its direction (delta: the change of f over the full step) and
+    // applies the stopping rules.
+    let advance = |k: usize, o: &mut Output, t: f64| {
+        let (beta_before, b_before, f_before) = (o.beta.clone(), o.b, o.f.clone());
+        for (bj, dj) in o.beta.iter_mut().zip(&o.d) {
+            *bj += t * dj;
+        }
+        o.b += t * o.db;
+        let Output { f, delta, .. } = o;
+        f.iter_mut()
+            .zip(delta.iter())
+            .for_each(|(fi, di)| *fi += t * di);
+        let before = o.objective;
+        o.objective = objective_of(k, o);
+        if !o.objective.is_finite() {
+            // Beyond what f64 holds (C near f64::MAX): the last finite point is the answer.
+            (o.beta, o.b, o.f, o.objective) = (beta_before, b_before, f_before, before);
+            o.done = true;
+        } else if before - o.objective <= params.tol * o.objective.abs() {
+            o.done = true;
+        }
+    };
+    // The objective at step t along output k's direction.
+    let objective_along = |k: usize, o: &Output, t: f64| {
+        let beta: Vec<f64> = o.beta.iter().zip(&o.d).map(|(b, d)| b + t * d).collect();
+        let f: Vec<f64> = o.f.iter().zip(&o.delta).map(|(f, d)| f + t * d).collect();
+        let term = |i, v| targets.term(k, i, v);
+        objective(&kss, &beta, &f, c, &term, &weight)
+    };
     while iterations < params.max_iter && outputs.iter().any(|o| !o.done) {
         let live: Vec<usize> = if hessian_free {
             let live: Vec<usize> = (0..n_out).filter(|&k| !outputs[k].done).collect();
             iterations += 1;
-            let t_gram = Instant::now();
             // Squared rows per segment, known from f: the cache takes what their copies leave
             // of the budget, and each copy is sized for them.
-            let squared: Vec<usize> = segments
-                .spans
-                .iter()
-                .map(|span| {
-                    span.clone()
-                        .filter(|&i| {
-                            live.iter()
-                                .any(|&k| targets.term(k, i, outputs[k].f[i]).curvature() > 0.0)
-                        })
-                        .count()
-                })
-                .collect();
-            segments.plan_budget(&squared, m);
-            let gathered = gather_pass(
-                &blocks,
-                source,
-                &mut segments,
-                &outputs,
-                &live,
-                &squared,
-                &|k, i, f| targets.term(k, i, f),
-                &weight,
-                &mut passes,
-                monitor,
-                &progress,
-            )?;
-            gram_seconds += t_gram.elapsed().as_secs_f64();
+            let gathered = match pending.take() {
+                Some(gathered) => gathered,
+                None => {
+                    let t_gram = Instant::now();
+                    let squared = squared_per_segment(&segments.spans, &outputs, &live, &targets);
+                    segments.plan_budget(&squared, m);
+                    let (gathered, _) = gather_pass(
+                        &blocks,
+                        source,
+                        &mut segments,
+                        &outputs,
+                        &live,
+                        None,
+                        &|s| squared.get(s).copied().unwrap_or(0),
+                        &|k, i, f| targets.term(k, i, f),
+                        &weight,
+                        &mut passes,
+                        monitor,
+                        &progress,
+                    )?;
+                    gram_seconds += t_gram.elapsed().as_secs_f64();
+                    gathered
+                }
+            };
             squared_rows = squared_rows.max(gathered.n_rows);
             kept_bytes = kept_bytes.max(segments.held_bytes(m) + gathered.copied_bytes());
             let t_solve = Instant::now();
             // One preconditioner for all outputs; K_SS's factor once, the scale's factor again
             // when the squared rows' weight moved by more than half (a follows it).
-            let weight_q: f64 = gathered.weight.iter().sum::<f64>() / live.len() as f64;
+            let weight_q: f64 = live
+                .iter()
+                .map(|&k| gathered.weight[gathered.place(k)])
+                .sum::<f64>()
+                / live.len() as f64;
             let a = 2.0 * c * weight_q / m as f64;
             let failed = || {
                 SvmError::invalid_input(
@@ -1034,7 +1108,8 @@ fn polish_on(
                 return Err(failed());
             }
             let pre = &*pre;
-            for (li, &k) in live.iter().enumerate() {
+            for &k in &live {
+                let li = gathered.place(k);
                 let o = &mut outputs[k];
                 // g = (K_SS beta + 2C sum w hs k, 2C sum w hs); solve H x = -g.
                 let mut g = vec![0.0; m + 1];
@@ -1076,7 +1151,84 @@ fn polish_on(
                 }
             }
             solve_seconds += t_solve.elapsed().as_secs_f64();
-            live.into_iter().filter(|&k| !outputs[k].done).collect()
+            // The squared rows' copies go before the next pass makes its own.
+            drop(gathered);
+            let live: Vec<usize> = live.into_iter().filter(|&k| !outputs[k].done).collect();
+            if !live.is_empty() {
+                // The full step's point, its values, gradient and squared rows in one pass.
+                let t_gram = Instant::now();
+                let squared = squared_per_segment(&segments.spans, &outputs, &live, &targets);
+                segments.plan_budget(&squared, m);
+                let points: Vec<(Vec<f64>, f64)> = live
+                    .iter()
+                    .map(|&k| {
+                        let o = &outputs[k];
+                        let beta = o.beta.iter().zip(&o.d).map(|(b, d)| b + d).collect();
+                        (beta, o.b + o.db)
+                    })
+                    .collect();
+                let (at_full_step, values) = gather_pass(
+                    &blocks,
+                    source,
+                    &mut segments,
+                    &outputs,
+                    &live,
+                    Some(&points),
+                    &|s| squared.get(s).copied().unwrap_or(0),
+                    &|k, i, f| targets.term(k, i, f),
+                    &weight,
+                    &mut passes,
+                    monitor,
+                    &progress,
+                )?;
+                gram_seconds += t_gram.elapsed().as_secs_f64();
+                let mut all_full = true;
+                for (&k, full) in live.iter().zip(values) {
+                    let o = &mut outputs[k];
+                    let Output { f, delta, .. } = &mut *o;
+                    delta
+                        .iter_mut()
+                        .zip(full.iter().zip(f.iter()))
+                        .for_each(|(d, (v, f))| *d = v - f);
+                    let best = line_search(
+                        &kss,
+                        o,
+                        c,
+                        &|i, f| targets.term(k, i, f),
+                        &|i| targets.boundaries(k, i),
+                        &weight,
+                    );
+                    // The full step, whose rows the pass gathered, unless the exact step lowers
+                    // the objective clearly more.
+                    let t = if best == 1.0 {
+                        1.0
+                    } else {
+                        let at_best = objective_along(k, o, best);
+                        let at_full = objective_along(k, o, 1.0);
+                        let share = FULL_STEP_SHARE * (o.objective - at_best);
+                        if o.objective - at_full >= share {
+                            1.0
+                        } else {
+                            best
+                        }
+                    };
+                    o.full_step = t == 1.0;
+                    all_full &= o.full_step;
+                    advance(k, o, t);
+                }
+                if all_full {
+                    pending = Some(at_full_step);
+                }
+            }
+            report(
+                &mut progress,
+                monitor,
+                start,
+                iterations,
+                &outputs,
+                active_changes,
+            )?;
+            continue;
         } else {
             // Rows whose active term differs from what M counts.
             let changed: Vec<Vec<Change>> = outputs
@@ -1160,32 +1312,16 @@ fn polish_on(
                 &weight,
             );
             o.full_step = t == 1.0;
-            let (beta_before, b_before, f_before) = (o.beta.clone(), o.b, o.f.clone());
-            for (bj, dj) in o.beta.iter_mut().zip(&o.d) {
-                *bj += t * dj;
-            }
-            o.b += t * o.db;
-            let Output { f, delta, .. } = o;
-            f.iter_mut()
-                .zip(delta.iter())
-                .for_each(|(fi, di)| *fi += t * di);
-            let before = o.objective;
-            o.objective = objective_of(k, o);
-            if !o.objective.is_finite() {
-                // Beyond what f64 holds (C near f64::MAX): the last finite point is the answer.
-                (o.beta, o.b, o.f, o.objective) = (beta_before, b_before, f_before, before);
-                o.done = true;
-            } else if before - o.objective <= params.tol * o.objective.abs() {
-                o.done = true;
-            }
+            advance(k, o, t);
         }
-        progress.epoch = iterations;
-        progress.epoch_done = true;
-        progress.objective = Some(outputs.iter().map(|o| o.objective).sum());
-        progress.iteration = active_changes;
-        progress.seconds = start.elapsed().as_secs_f64();
-        monitor(&progress)?;
-        progress.epoch_done = false;
+        report(
+            &mut progress,
+            monitor,
+            start,
+            iterations,
+            &outputs,
+            active_changes,
+        )?;
     }
     let converged = outputs.iter().all(|o| o.done);
     let mut coef = vec![0.0; m * n_out];
@@ -1308,6 +1444,60 @@ fn polish_bytes(m: usize, n: usize, n_out: usize, cache_bytes: usize) -> u128 {
     let wave = 4 * rayon::current_num_threads().max(1) as u128 * SEGMENT_ROWS as u128 * m * 8;
     let cache = (cache_bytes as u128).min(n * m * 8);
     square * (3 + n_out) + wave + cache + n * n_out * 32
+}
+
+/// The cache's bytes on the first pass of a Hessian-free solve: the rows of a cached segment
+/// need no copies, each other squared row one (a `share` of the rows), and both together fit
+/// `budget`; nothing when the copies alone would not (the later passes' plan then holds).
+fn first_pass_room(budget: usize, n: usize, m: usize, share: f64) -> usize {
+    let all = (n * m * 4) as f64;
+    let budget = budget as f64;
+    if share * all > budget {
+        0
+    } else if share >= 1.0 {
+        budget as usize
+    } else {
+        ((budget - share * all) / (1.0 - share)).min(budget) as usize
+    }
+}
+
+/// Per segment, the rows whose loss term is squared for some output of `live` at its f.
+fn squared_per_segment(
+    spans: &[Range<usize>],
+    outputs: &[Output],
+    live: &[usize],
+    targets: &Targets<'_>,
+) -> Vec<usize> {
+    spans
+        .iter()
+        .map(|span| {
+            span.clone()
+                .filter(|&i| {
+                    live.iter()
+                        .any(|&k| targets.term(k, i, outputs[k].f[i]).curvature() > 0.0)
+                })
+                .count()
+        })
+        .collect()
+}
+
+/// Reports an iteration's end to the monitor (progress, and Ctrl-C).
+fn report(
+    progress: &mut Progress,
+    monitor: Monitor<'_>,
+    start: Instant,
+    iterations: usize,
+    outputs: &[Output],
+    active_changes: u64,
+) -> Result<()> {
+    progress.epoch = iterations;
+    progress.epoch_done = true;
+    progress.objective = Some(outputs.iter().map(|o| o.objective).sum());
+    progress.iteration = active_changes;
+    progress.seconds = start.elapsed().as_secs_f64();
+    monitor(progress)?;
+    progress.epoch_done = false;
+    Ok(())
 }
 
 /// Row i's loss term at f (`Targets::term` of one output).
@@ -1599,6 +1789,8 @@ fn segment_pass<T: Send>(
 /// read them tens of times an iteration. A row of a cached segment is read from the cache;
 /// the others are copied, one vector per segment (no vector of all rows to grow).
 struct Gathered {
+    /// The outputs gathered for (the live ones of the pass), in the order of the vectors below.
+    outputs: Vec<usize>,
     gradient: Vec<Vec<f64>>,
     copies: Vec<Vec<f32>>,
     members: Vec<Vec<(SquaredRow, f64)>>,
@@ -1615,8 +1807,10 @@ enum SquaredRow {
 }
 
 impl Gathered {
-    fn new(q: usize, m: usize) -> Self {
+    fn new(live: &[usize], m: usize) -> Self {
+        let q = live.len();
         Gathered {
+            outputs: live.to_vec(),
             gradient: vec![vec![0.0; m + 1]; q],
             copies: Vec::new(),
             members: vec![Vec::new(); q],
@@ -1627,6 +1821,14 @@ impl Gathered {
 
     fn copied_bytes(&self) -> usize {
         self.copies.iter().map(|c| c.len() * 4).sum()
+    }
+
+    /// Output k's place among the vectors.
+    fn place(&self, k: usize) -> usize {
+        self.outputs
+            .iter()
+            .position(|&o| o == k)
+            .expect("gathered for every live output")
     }
 
     /// Output `li`'s squared rows as (kernel values, weight).
@@ -1645,6 +1847,12 @@ impl Gathered {
 }
 
 /// One pass over the rows for `Gathered`, segments in parallel, their parts added in row order.
+/// At the current point (`trial` None) a row's value is read from the outputs' f and rows with
+/// a zero term are skipped; at a trial point (per live output its coefficients and intercept)
+/// every row's value is computed from its kernel values in the same pass, and returned per live
+/// output: one pass gives both the values a line search needs and, when the full step is
+/// taken, the next direction's gradient and squared rows (the product K d and the gather were
+/// two passes over the rows per iteration).
 #[allow(clippy::too_many_arguments)]
 fn gather_pass(
     blocks: &KernelBlocks,
@@ -1652,41 +1860,51 @@ fn gather_pass(
     segments: &mut Segments,
     outputs: &[Output],
     live: &[usize],
-    squared: &[usize],
+    trial: Option<&[(Vec<f64>, f64)]>,
+    squared: &(dyn Fn(usize) -> usize + Sync),
     term: &(dyn Fn(usize, usize, f64) -> Term + Sync),
     weight: &(dyn Fn(usize) -> f64 + Sync),
     passes: &mut usize,
     monitor: Monitor<'_>,
     progress: &Progress,
-) -> Result<Gathered> {
+) -> Result<(Gathered, Vec<Vec<f64>>)> {
     let m = blocks.n_basis();
     let q = live.len();
-    let mut out = Gathered::new(q, m);
+    let mut out = Gathered::new(live, m);
     // Rows with a zero term for every output add nothing.
     let needed = |i: usize| {
         live.iter()
             .any(|&k| term(k, i, outputs[k].f[i]) != Term::Zero)
     };
-    let work = |s: usize, span: Range<usize>, kv: SegmentValues<'_>, cached: bool| -> Gathered {
-        let mut part = Gathered::new(q, m);
+    let work = |s: usize, span: Range<usize>, kv: SegmentValues<'_>, cached: bool| {
+        let mut part = Gathered::new(live, m);
+        let mut values = vec![0.0; if trial.is_some() { span.len() * q } else { 0 }];
         // Sized for the segment's squared rows: a vector grown by doubling kept up to twice
         // their bytes (a million rows, B = 2,000: 2.75 GB at the peak for 1.34 GB of rows).
         let mut copy = if cached {
             Vec::new()
         } else {
-            Vec::with_capacity(squared.get(s).map_or(0, |&q| q * m))
+            Vec::with_capacity(squared(s) * m)
         };
         let mut wide = vec![0.0; m];
         let start = span.start;
         for (t, i) in span.enumerate() {
-            if !needed(i) {
+            if trial.is_none() && !needed(i) {
                 continue;
             }
             let row = kv.row(t, m, &mut wide);
             let w = weight(i);
             let mut kept = None;
             for (li, &k) in live.iter().enumerate() {
-                let f = outputs[k].f[i];
+                let f = match trial {
+                    Some(points) => {
+                        let (beta, b) = &points[li];
+                        let f = simd::dot(row, beta) + b;
+                        values[t * q + li] = f;
+                        f
+                    }
+                    None => outputs[k].f[i],
+                };
                 let piece = term(k, i, f);
                 if piece == Term::Zero {
                     continue;
@@ -1719,16 +1937,18 @@ fn gather_pass(
         if !copy.is_empty() {
             part.copies.push(copy);
         }
-        part
+        (part, start, values)
     };
+    let n = source.n_rows();
+    let mut values = vec![vec![0.0; if trial.is_some() { n } else { 0 }]; q];
     segment_pass(
         blocks,
         source,
         segments,
         None,
-        Some(&needed),
+        trial.is_none().then_some(&needed as &RowsNeeded<'_>),
         &work,
-        &mut |_s, mut part| {
+        &mut |_s, (mut part, first, f)| {
             let at = out.copies.len();
             out.copies.append(&mut part.copies);
             out.n_rows += part.n_rows;
@@ -1742,13 +1962,20 @@ fn gather_pass(
                     cached => (cached, w),
                 }));
             }
+            if q > 0 {
+                for (t, row) in f.chunks(q).enumerate() {
+                    for (li, &v) in row.iter().enumerate() {
+                        values[li][first + t] = v;
+                    }
+                }
+            }
             Ok(())
         },
         passes,
         monitor,
         progress,
     )?;
-    Ok(out)
+    Ok((out, values))
 }
 
 /// out = H v for one output's Newton system: (K_SS + ridge) v_beta + 2C sum_Q w (k . v_beta +
