@@ -972,6 +972,13 @@ fn polish_on(
     // when unknown).
     let (mut gram_seconds, mut solve_seconds) = (0.0, 0.0);
     let mut pending: Option<Gathered> = None;
+    // The Hessian products read K_SS in f32, as they read the rows: half the bytes of every
+    // product's pass over it.
+    let kss_f32: Vec<f32> = if hessian_free {
+        kss.iter().map(|&v| v as f32).collect()
+    } else {
+        Vec::new()
+    };
     if hessian_free {
         let all: Vec<usize> = (0..n_out).collect();
         let points: Vec<(Vec<f64>, f64)> = outputs.iter().map(|o| (o.beta.clone(), o.b)).collect();
@@ -1129,8 +1136,9 @@ fn polish_on(
                     .clamp(1e-6, if sample_rows > 0 { CG_TOL_NEAR } else { 0.5 });
                 let rhs: Vec<f64> = g.iter().map(|v| -v).collect();
                 let rows = gathered.rows_of(li, &segments, m);
-                let mut hv =
-                    |v: &[f64], out: &mut [f64]| hessian_product(&kss, ridge, c, &rows, m, v, out);
+                let mut hv = |v: &[f64], out: &mut [f64]| {
+                    hessian_product(&kss_f32, ridge, c, &rows, m, v, out)
+                };
                 let (x, products) = conjugate_gradient::solve(
                     &mut hv,
                     pre,
@@ -1978,12 +1986,12 @@ fn gather_pass(
     Ok((out, values))
 }
 
-/// out = H v for one output's Newton system: (K_SS + ridge) v_beta + 2C sum_Q w (k . v_beta +
+/// out = H v for one output's Newton system (`kss` in f32): (K_SS + ridge) v_beta + 2C sum_Q w (k . v_beta +
 /// v_b) k, and 2C sum_Q w (k . v_beta + v_b) for the intercept; the squared rows in fixed
 /// chunks in parallel, the chunks' parts added in order.
 #[allow(clippy::too_many_arguments)]
 fn hessian_product(
-    kss: &[f64],
+    kss: &[f32],
     ridge: f64,
     c: f64,
     rows: &[(&[f32], f64)],
@@ -2008,7 +2016,7 @@ fn hessian_product(
     let kv: Vec<f64> = parallel::install(|| {
         (0..m)
             .into_par_iter()
-            .map(|j| simd::dot(&kss[j * m..(j + 1) * m], vbeta) + ridge * vbeta[j])
+            .map(|j| simd::dot_f32(&kss[j * m..(j + 1) * m], vbeta) + ridge * vbeta[j])
             .collect()
     });
     out[..m].copy_from_slice(&kv);
