@@ -135,10 +135,13 @@ const SAMPLE_STEP: usize = 5;
 const SAMPLE_ROWS_PER_SV: usize = 10;
 const SAMPLE_TOL: f64 = 1e-4;
 /// The most a solve started from a subsample's solution lets its directions' residual be,
-/// relative: near the optimum an iteration (two passes over the rows) costs tens of Hessian
-/// products, and loose directions cost iterations (1,000,000 hard10d rows, B = 2,000: 3
-/// iterations at 0.01, 5 at 0.5; from the budgeted pass's coefficients 0.5 is best).
-const CG_TOL_NEAR: f64 = 0.01;
+/// relative: near the optimum an iteration (one or two passes over the rows) costs tens of
+/// Hessian products, and loose directions cost iterations (1,000,000 hard10d rows, B = 2,000,
+/// two passes an iteration: 3 iterations at 0.01, 5 at 0.5; from the budgeted pass's
+/// coefficients 0.5 is best). Once an iteration was mostly one pass, 0.05 did best on 200,000
+/// hard10d rows at B = 3,000: 79 products in 4 iterations and 5 passes, against 112 at 0.01,
+/// 48 at 0.1 (but 6 passes) and 84 at 0.2 (5 iterations), the polish about 1.3 s faster).
+const CG_TOL_NEAR: f64 = 0.05;
 
 impl PolishParams {
     pub fn check(&self) -> Result<()> {
@@ -1603,6 +1606,24 @@ impl<'a> SegmentValues<'a> {
         }
     }
 
+    /// Row t's dot product with `v`, read as stored.
+    fn dot(self, t: usize, m: usize, v: &[f64]) -> f64 {
+        let a = self.start(t, m);
+        match self.values {
+            Values::F64(x) => simd::dot(&x[a..a + m], v),
+            Values::F32(x) => simd::dot_f32(&x[a..a + m], v),
+        }
+    }
+
+    /// y += alpha row t, read as stored.
+    fn axpy(self, t: usize, m: usize, alpha: f64, y: &mut [f64]) {
+        let a = self.start(t, m);
+        match self.values {
+            Values::F64(x) => simd::axpy(alpha, &x[a..a + m], y),
+            Values::F32(x) => simd::axpy_f32(alpha, &x[a..a + m], y),
+        }
+    }
+
     /// Appends row t to `out` in f32.
     fn extend_f32(self, t: usize, m: usize, out: &mut Vec<f32>) {
         let a = self.start(t, m);
@@ -1894,20 +1915,18 @@ fn gather_pass(
         } else {
             Vec::with_capacity(squared(s) * m)
         };
-        let mut wide = vec![0.0; m];
         let start = span.start;
         for (t, i) in span.enumerate() {
             if trial.is_none() && !needed(i) {
                 continue;
             }
-            let row = kv.row(t, m, &mut wide);
             let w = weight(i);
             let mut kept = None;
             for (li, &k) in live.iter().enumerate() {
                 let f = match trial {
                     Some(points) => {
                         let (beta, b) = &points[li];
-                        let f = simd::dot(row, beta) + b;
+                        let f = kv.dot(t, m, beta) + b;
                         values[t * q + li] = f;
                         f
                     }
@@ -1919,7 +1938,7 @@ fn gather_pass(
                 }
                 let hs = w * piece.half_slope(f);
                 let g = &mut part.gradient[li];
-                simd::axpy(hs, row, &mut g[..m]);
+                kv.axpy(t, m, hs, &mut g[..m]);
                 g[m] += hs;
                 if piece.curvature() > 0.0 {
                     let at = *kept.get_or_insert_with(|| {
