@@ -1733,51 +1733,68 @@ fn segment_pass<T: Send>(
                                 .filter(|_| slot.is_none())
                                 .map(|f| local.clone().filter(|&i| f(first + i)).collect());
                             // Only the rows the pass needs, packed (no values computed, zeroed
-                            // or moved for the others), or all of them.
-                            let packed = match some {
-                                Some(index) if index.len() < local.len() => {
-                                    at.clear();
-                                    at.resize(local.len(), usize::MAX);
-                                    for (p, &i) in index.iter().enumerate() {
-                                        at[i - local.start] = p;
-                                    }
-                                    let subset =
-                                        SubsetRows::new(rows, &index).expect("block-local rows");
-                                    let norms: Vec<f64> =
-                                        index.iter().map(|&i| rows.sq_norm(i)).collect();
-                                    values.resize(index.len() * m, 0.0);
-                                    let out = &mut values[..index.len() * m];
-                                    blocks.fill_rows(&subset, 0..index.len(), &norms, out, scratch);
-                                    true
-                                }
-                                _ => {
-                                    let norms: Vec<f64> =
-                                        local.clone().map(|i| rows.sq_norm(i)).collect();
-                                    values.resize(local.len() * m, 0.0);
-                                    let out = &mut values[..local.len() * m];
-                                    blocks.fill_rows(rows, local, &norms, out, scratch);
-                                    false
-                                }
-                            };
+                            // or moved for the others), or all of them; in f32 straight from the
+                            // dots when single (a kept segment's own vector, else a buffer that
+                            // only grows), in f64 otherwise.
                             let keep = slot.is_some();
-                            let kept = if single {
-                                let narrow = values.iter().map(|&v| v as f32);
-                                if keep {
-                                    Some(Cached::F32(narrow.collect()))
+                            let index: Option<Vec<usize>> =
+                                some.filter(|index| index.len() < local.len());
+                            let count = index.as_ref().map_or(local.len(), |i| i.len());
+                            let norms: Vec<f64> = match &index {
+                                Some(index) => index.iter().map(|&i| rows.sq_norm(i)).collect(),
+                                None => local.clone().map(|i| rows.sq_norm(i)).collect(),
+                            };
+                            if let Some(index) = &index {
+                                at.clear();
+                                at.resize(local.len(), usize::MAX);
+                                for (p, &i) in index.iter().enumerate() {
+                                    at[i - local.start] = p;
+                                }
+                            }
+                            let subset = index.as_ref().map(|index| {
+                                SubsetRows::new(rows, index).expect("block-local rows")
+                            });
+                            let mut kept_f32 = Vec::new();
+                            if single {
+                                let out: &mut [f32] = if keep {
+                                    kept_f32 = vec![0.0; count * m];
+                                    &mut kept_f32
                                 } else {
-                                    values32.clear();
-                                    values32.extend(narrow);
-                                    None
+                                    if values32.len() < count * m {
+                                        values32.resize(count * m, 0.0);
+                                    }
+                                    &mut values32[..count * m]
+                                };
+                                match &subset {
+                                    Some(subset) => {
+                                        blocks.fill_rows_f32(subset, 0..count, &norms, out, scratch)
+                                    }
+                                    None => blocks.fill_rows_f32(rows, local, &norms, out, scratch),
                                 }
                             } else {
-                                keep.then(|| Cached::F64(std::mem::take(values)))
+                                values.resize(count * m, 0.0);
+                                let out = &mut values[..count * m];
+                                match &subset {
+                                    Some(subset) => {
+                                        blocks.fill_rows(subset, 0..count, &norms, out, scratch)
+                                    }
+                                    None => blocks.fill_rows(rows, local, &norms, out, scratch),
+                                }
+                            }
+                            let packed = index.is_some();
+                            let kept = if !keep {
+                                None
+                            } else if single {
+                                Some(Cached::F32(kept_f32))
+                            } else {
+                                Some(Cached::F64(std::mem::take(values)))
                             };
                             let secs = t0.elapsed().as_secs_f64();
                             let kv = SegmentValues {
                                 values: match &kept {
                                     Some(Cached::F32(kv)) => Values::F32(kv),
                                     Some(Cached::F64(kv)) => Values::F64(kv),
-                                    None if single => Values::F32(values32),
+                                    None if single => Values::F32(&values32[..count * m]),
                                     None => Values::F64(values),
                                 },
                                 at: packed.then_some(&at[..]),

@@ -131,6 +131,21 @@ impl Kernel {
         }
     }
 
+    /// `from_dots` into f32 (`out`, as long as `dots`): the Gaussian kernel through
+    /// `simd::rbf_from_dots_f32` (an exponential for f32's accuracy, `dots` left as they are),
+    /// the others computed in place in `dots` and rounded.
+    pub fn from_dots_f32(&self, sq_norm: f64, sq_norms: &[f64], dots: &mut [f64], out: &mut [f32]) {
+        match *self {
+            Kernel::Rbf { gamma } => simd::rbf_from_dots_f32(gamma, sq_norm, sq_norms, dots, out),
+            _ => {
+                self.from_dots(sq_norm, sq_norms, dots);
+                for (o, &v) in out.iter_mut().zip(dots.iter()) {
+                    *o = v as f32;
+                }
+            }
+        }
+    }
+
     /// k(x, x) from |x|^2 (exactly 1 for the Gaussian kernel).
     #[inline]
     pub fn self_value(&self, sq_norm: f64) -> f64 {

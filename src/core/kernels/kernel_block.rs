@@ -40,6 +40,15 @@ pub const BLOCK_ROWS: usize = 32;
 /// columns that another row of the group uses, but holds its sums in registers).
 const BLOCKED_FMA_RATIO: usize = 3;
 
+/// What a block's fill ends with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Finish {
+    /// The kernel values.
+    Kernel,
+    /// The dot products (the caller applies the kernel: in f32).
+    Dots,
+}
+
 /// How S is stored for its blocks.
 #[derive(Debug, Clone)]
 enum BasisStore {
@@ -251,6 +260,21 @@ impl KernelBlocks {
         out: &mut [f64],
         scratch: &mut BlockScratch,
     ) {
+        self.fill_part_as(x, rows, x_norms, part, out, scratch, Finish::Kernel)
+    }
+
+    /// `fill_part`, ending with the kernel values or with the dot products they come from.
+    #[allow(clippy::too_many_arguments)]
+    fn fill_part_as<R: Rows>(
+        &self,
+        x: &R,
+        rows: Range<usize>,
+        x_norms: &[f64],
+        part: Range<usize>,
+        out: &mut [f64],
+        scratch: &mut BlockScratch,
+        finish: Finish,
+    ) {
         let (nr, m) = (rows.len(), part.len());
         assert!(
             out.len() >= nr * m && x_norms.len() >= nr && part.end <= self.n_basis,
@@ -268,11 +292,13 @@ impl KernelBlocks {
                     columns.dots_with_row(x, i, full);
                     let o = &mut out[r * m..(r + 1) * m];
                     o.copy_from_slice(&full[part.clone()]);
-                    self.kernel.from_dots(x_norms[r], norms, o);
+                    if finish == Finish::Kernel {
+                        self.kernel.from_dots(x_norms[r], norms, o);
+                    }
                 }
             }
             BasisStore::FeatureMajor(t) => {
-                self.fill_from_copy(t, x, rows, x_norms, part, norms, out, scratch)
+                self.fill_from_copy(t, x, rows, x_norms, part, norms, out, scratch, finish)
             }
         }
     }
@@ -289,6 +315,7 @@ impl KernelBlocks {
         norms: &[f64],
         out: &mut [f64],
         scratch: &mut BlockScratch,
+        finish: Finish,
     ) {
         let (n, dim, kernel) = (self.n_basis, self.dim, self.kernel);
         let m = part.len();
@@ -323,8 +350,10 @@ impl KernelBlocks {
                 if cols.len() * g8 <= BLOCKED_FMA_RATIO * nnz {
                     let o = &mut out[r * m..(r + g8) * m];
                     simd::dots_8_rows(q, dim, cols, &t[part.start..], n, m, o);
-                    for p in 0..g8 {
-                        kernel.from_dots(x_norms[r + p], norms, &mut o[p * m..(p + 1) * m]);
+                    if finish == Finish::Kernel {
+                        for p in 0..g8 {
+                            kernel.from_dots(x_norms[r + p], norms, &mut o[p * m..(p + 1) * m]);
+                        }
                     }
                     r += g8;
                     continue;
@@ -345,8 +374,8 @@ impl KernelBlocks {
                     sq_norm: x_norms[r + p],
                 };
                 let o = &mut out[(r + p) * m..(r + p + 1) * m];
-                match kernel {
-                    Kernel::Rbf { gamma } => {
+                match (kernel, finish) {
+                    (Kernel::Rbf { gamma }, Finish::Kernel) => {
                         simd::rbf_row(level, svs, row, gamma, None, o);
                     }
                     _ => {
@@ -354,12 +383,57 @@ impl KernelBlocks {
                         for (&c, &v) in row_cols.iter().zip(row_vals.iter()) {
                             simd::axpy(v, &t[c * n + part.start..c * n + part.end], o);
                         }
-                        kernel.from_dots(x_norms[r + p], norms, o);
+                        if finish == Finish::Kernel {
+                            kernel.from_dots(x_norms[r + p], norms, o);
+                        }
                     }
                 }
             }
             r += take;
         }
+    }
+
+    /// `fill_rows` in f32 (`Kernel::from_dots_f32`: for the Gaussian kernel an exponential of
+    /// f32's accuracy): each chunk's dot products in the scratch, the values written straight
+    /// into `out` (no f64 block, no copy, no rounding pass).
+    pub fn fill_rows_f32<R: Rows>(
+        &self,
+        x: &R,
+        rows: Range<usize>,
+        x_norms: &[f64],
+        out: &mut [f32],
+        scratch: &mut BlockScratch,
+    ) {
+        let (nr, n) = (rows.len(), self.n_basis);
+        assert!(out.len() >= nr * n, "fill_rows_f32: short output");
+        let mut dots = std::mem::take(&mut scratch.values);
+        for part in self.chunks() {
+            let m = part.len();
+            // Grown, never shrunk: a shorter chunk would zero the regrown tail next time.
+            if dots.len() < nr * m {
+                dots.resize(nr * m, 0.0);
+            }
+            let d = &mut dots[..nr * m];
+            self.fill_part_as(
+                x,
+                rows.clone(),
+                x_norms,
+                part.clone(),
+                d,
+                scratch,
+                Finish::Dots,
+            );
+            let norms = &self.sq_norms[part.clone()];
+            for r in 0..nr {
+                self.kernel.from_dots_f32(
+                    x_norms[r],
+                    norms,
+                    &mut d[r * m..(r + 1) * m],
+                    &mut out[r * n + part.start..r * n + part.end],
+                );
+            }
+        }
+        scratch.values = dots;
     }
 
     /// Kernel values of rows `rows` of `x` against all of S, row-major into `out`
@@ -798,6 +872,28 @@ mod tests {
                             }
                         }
                     }
+                    // In f32: the f64 values rounded, to an f32 ulp, on every path.
+                    for (label, wide, narrow) in [
+                        (
+                            "dense",
+                            uneven_blocks(b, &xdense, &norms),
+                            f32_blocks(b, &xdense, &norms),
+                        ),
+                        (
+                            "csr",
+                            uneven_blocks(b, &xcsr, &norms),
+                            f32_blocks(b, &xcsr, &norms),
+                        ),
+                    ] {
+                        for (k, (&w, &v)) in wide.iter().zip(&narrow).enumerate() {
+                            let ulps = ((w as f32).to_bits() as i64 - v.to_bits() as i64).abs();
+                            let close = (f64::from(v) - w).abs() <= 1e-6 * (1.0 + w.abs());
+                            assert!(
+                                ulps <= 1 || close,
+                                "round {round} {kernel:?} {label}: value {k} {v} vs {w}"
+                            );
+                        }
+                    }
                 }
             }
         }
@@ -806,6 +902,20 @@ mod tests {
     }
 
     /// K(X, S) filled in blocks of rows of uneven sizes.
+    /// `fill_rows_f32` over all rows in blocks of 19 (groups of 8 and single rows both).
+    fn f32_blocks<R: Rows>(b: &KernelBlocks, x: &R, norms: &[f64]) -> Vec<f32> {
+        let (n, m) = (x.n_rows(), b.n_basis());
+        let mut out = vec![0.0f32; n * m];
+        let mut scratch = BlockScratch::default();
+        let mut r = 0;
+        while r < n {
+            let e = (r + 19).min(n);
+            b.fill_rows_f32(x, r..e, &norms[r..e], &mut out[r * m..e * m], &mut scratch);
+            r = e;
+        }
+        out
+    }
+
     fn uneven_blocks<R: Rows>(b: &KernelBlocks, x: &R, norms: &[f64]) -> Vec<f64> {
         let (n, m) = (x.n_rows(), b.n_basis());
         let mut out = vec![0.0; n * m];

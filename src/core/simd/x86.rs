@@ -9,7 +9,7 @@
 
 use super::{
     CandidateFilter, ColumnValue, EightRows, FusedRow, Level, BLOCK_ROWS, EXP_MIN_ARG, INV_FACT,
-    LN2_HI, LN2_LO, LOG2E, SHIFTER,
+    LN2_HI, LN2_LO, LOG2E, SHIFTER, SINGLE_DEGREE,
 };
 use std::arch::x86_64::*;
 
@@ -200,6 +200,9 @@ simd! {
         } else {
             _mm256_maskz_loadu_ps(first_lanes(lanes), p)
         });
+        /// Stores the LANES lanes of `v` rounded to f32 (to nearest).
+        fn store_f32(p: *mut f32, v: Self::F)
+            = _mm_storeu_ps(p, _mm256_cvtpd_ps(v)), _mm256_storeu_ps(p, _mm512_cvtpd_ps(v));
         /// Stores the first `lanes` (at most LANES) lanes of `v`.
         fn store_column(p: *mut f64, lanes: usize, v: Self::F) = if lanes >= 4 {
             _mm256_storeu_pd(p, v)
@@ -324,6 +327,47 @@ fn rbf<S: Simd>(s: S, dot: S::F, sv_norm: S::F, x_norm: S::F, neg_gamma: S::F) -
     let d2 = s.fnmadd(s.splat(2.0), dot, s.add(x_norm, sv_norm));
     // max returns its second operand when one is NaN: a NaN distance stays NaN.
     exp(s, s.mul(neg_gamma, s.max(s.zero(), d2)))
+}
+
+/// `rbf_from_dot_single::<true>` on every lane before its rounding to f32.
+#[inline(always)]
+fn rbf_single<S: Simd>(s: S, dot: S::F, sv_norm: S::F, x_norm: S::F, neg_gamma: S::F) -> S::F {
+    let d2 = s.fnmadd(s.splat(2.0), dot, s.add(x_norm, sv_norm));
+    let x = s.mul(neg_gamma, s.max(s.zero(), d2));
+    let min = s.splat(EXP_MIN_ARG);
+    let underflow = s.lt(x, min);
+    let e = exp_in_range::<S, SINGLE_DEGREE>(s, s.select(underflow, min, x));
+    s.select(underflow, s.zero(), e)
+}
+
+/// `rbf_from_dots_f32`: whole vectors, the rest in the scalar fused code (the same values).
+///
+/// # Safety
+/// `norms`, `dots` and `out` hold the same number of values.
+#[inline(always)]
+unsafe fn rbf_from_dots_f32_on<S: Simd>(
+    s: S,
+    gamma: f64,
+    x_norm: f64,
+    norms: &[f64],
+    dots: &[f64],
+    out: &mut [f32],
+) {
+    let n = out.len();
+    let (neg_gamma, xn) = (s.splat(-gamma), s.splat(x_norm));
+    let (pn, pd, po) = (norms.as_ptr(), dots.as_ptr(), out.as_mut_ptr());
+    let mut j = 0;
+    // SAFETY: lanes j..j + LANES <= n of the three slices.
+    unsafe {
+        while j + S::LANES <= n {
+            let v = rbf_single(s, s.load(pd.add(j)), s.load(pn.add(j)), xn, neg_gamma);
+            s.store_f32(po.add(j), v);
+            j += S::LANES;
+        }
+    }
+    for k in j..n {
+        out[k] = super::rbf_from_dot_single::<true>(gamma, x_norm, norms[k], dots[k]);
+    }
 }
 
 /// `sigmoid_from_dot::<true>` on every lane, operation for operation.
@@ -750,6 +794,14 @@ levels! {
     /// Kernel values from dots (`rbf_from_dots_on`).
     fn rbf_from_dots(gamma: f64, x_norm: f64, norms: &[f64], dots: &mut [f64])
         = rbf_from_dots_on in rbf_from_dots_avx2, rbf_from_dots_avx512;
+    /// Gaussian kernel values in f32 from dots (`rbf_from_dots_f32_on`).
+    fn rbf_from_dots_f32(
+        gamma: f64,
+        x_norm: f64,
+        norms: &[f64],
+        dots: &[f64],
+        out: &mut [f32]
+    ) = rbf_from_dots_f32_on in rbf_from_dots_f32_avx2, rbf_from_dots_f32_avx512;
     /// Sigmoid kernel values from dots (`sigmoid_from_dots_on`).
     fn sigmoid_from_dots(gamma: f64, coef0: f64, dots: &mut [f64])
         = sigmoid_from_dots_on in sigmoid_from_dots_avx2, sigmoid_from_dots_avx512;
