@@ -191,8 +191,9 @@ pub struct PolishResult {
     /// The most bytes of kernel values the Hessian-free solve kept at once, the cache's and
     /// the squared rows' copies (within `cache_bytes` unless those copies alone exceed it).
     pub kept_bytes: usize,
-    /// Seconds computing kernel values, updating the Gram matrices, factorising the Newton
-    /// systems, and in all.
+    /// Seconds computing kernel values (summed over threads), updating the Gram matrices (the
+    /// Hessian-free solve: its passes over the rows), factorising the Newton systems (solving
+    /// for the directions), and in all.
     pub kernel_seconds: f64,
     pub gram_seconds: f64,
     pub solve_seconds: f64,
