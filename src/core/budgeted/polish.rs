@@ -1069,29 +1069,37 @@ fn polish_on(
             iterations += 1;
             // Squared rows per segment, known from f: the cache takes what their copies leave
             // of the budget, and each copy is sized for them.
+            // A pass at the current point (no points) or at trial points; the cache takes what
+            // the squared rows' copies leave of the budget, each copy sized for its rows.
+            let mut gather = |segments: &mut Segments,
+                              outputs: &[Output],
+                              live: &[usize],
+                              points: Option<&[(Vec<f64>, f64)]>,
+                              passes: &mut usize,
+                              progress: &Progress| {
+                let t_gram = Instant::now();
+                let squared = squared_per_segment(&segments.spans, outputs, live, &targets);
+                segments.plan_budget(&squared, m);
+                let result = gather_pass(
+                    &blocks,
+                    source,
+                    segments,
+                    outputs,
+                    live,
+                    points,
+                    &|s| squared.get(s).copied().unwrap_or(0),
+                    &|k, i, f| targets.term(k, i, f),
+                    &weight,
+                    passes,
+                    monitor,
+                    progress,
+                );
+                gram_seconds += t_gram.elapsed().as_secs_f64();
+                result
+            };
             let gathered = match pending.take() {
                 Some(gathered) => gathered,
-                None => {
-                    let t_gram = Instant::now();
-                    let squared = squared_per_segment(&segments.spans, &outputs, &live, &targets);
-                    segments.plan_budget(&squared, m);
-                    let (gathered, _) = gather_pass(
-                        &blocks,
-                        source,
-                        &mut segments,
-                        &outputs,
-                        &live,
-                        None,
-                        &|s| squared.get(s).copied().unwrap_or(0),
-                        &|k, i, f| targets.term(k, i, f),
-                        &weight,
-                        &mut passes,
-                        monitor,
-                        &progress,
-                    )?;
-                    gram_seconds += t_gram.elapsed().as_secs_f64();
-                    gathered
-                }
+                None => gather(&mut segments, &outputs, &live, None, &mut passes, &progress)?.0,
             };
             squared_rows = squared_rows.max(gathered.n_rows);
             kept_bytes = kept_bytes.max(segments.held_bytes(m) + gathered.copied_bytes());
@@ -1168,9 +1176,6 @@ fn polish_on(
             let live: Vec<usize> = live.into_iter().filter(|&k| !outputs[k].done).collect();
             if !live.is_empty() {
                 // The full step's point, its values, gradient and squared rows in one pass.
-                let t_gram = Instant::now();
-                let squared = squared_per_segment(&segments.spans, &outputs, &live, &targets);
-                segments.plan_budget(&squared, m);
                 let points: Vec<(Vec<f64>, f64)> = live
                     .iter()
                     .map(|&k| {
@@ -1179,21 +1184,14 @@ fn polish_on(
                         (beta, o.b + o.db)
                     })
                     .collect();
-                let (at_full_step, values) = gather_pass(
-                    &blocks,
-                    source,
+                let (at_full_step, values) = gather(
                     &mut segments,
                     &outputs,
                     &live,
                     Some(&points),
-                    &|s| squared.get(s).copied().unwrap_or(0),
-                    &|k, i, f| targets.term(k, i, f),
-                    &weight,
                     &mut passes,
-                    monitor,
                     &progress,
                 )?;
-                gram_seconds += t_gram.elapsed().as_secs_f64();
                 let mut all_full = true;
                 for (&k, full) in live.iter().zip(values) {
                     let o = &mut outputs[k];
