@@ -145,10 +145,10 @@ impl FactorEntry for f64 {
 
 impl FactorEntry for f32 {
     fn dot(row: &[f32], z: &[f64]) -> f64 {
-        simd::dot_f32(row, z)
+        simd::dot_narrow(row, z)
     }
     fn axpy(a: f64, row: &[f32], z: &mut [f64]) {
-        simd::axpy_f32(a, row, z)
+        simd::axpy_narrow(a, row, z)
     }
     fn value(self) -> f64 {
         f64::from(self)

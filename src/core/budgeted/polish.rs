@@ -67,7 +67,7 @@ use crate::core::data::libsvm::LibsvmChunks;
 use crate::core::data::rows::{AnyRows, CsrView, DenseView, Rows, SubsetRows};
 use crate::core::kernels::kernel::Kernel;
 use crate::core::kernels::kernel_block::{sv_rows, BlockScratch, KernelBlocks};
-use crate::core::simd;
+use crate::core::simd::{self, ColumnValue, F16};
 
 /// Rows of a segment of K(X, S): the unit of caching and of parallel work.
 const SEGMENT_ROWS: usize = 1024;
@@ -117,6 +117,11 @@ pub enum PolishMethod {
 /// objective by at least this share of what the exact line search's step does; otherwise it
 /// takes that step and gathers the rows at it in a pass of their own.
 const FULL_STEP_SHARE: f64 = 0.99;
+/// A full Hessian-free step that lowers the objective by more than this share of the step before
+/// it means the half-precision rows' Hessian is what limits the iteration (Newton's steps shrink
+/// far faster near the optimum: 0.02-0.2 on the generator, 0.6-0.99 with halves on a small
+/// ill-conditioned problem): the rows are kept in f32 from then on.
+const STALL_SHARE: f64 = 0.5;
 /// Support vectors from which `PolishMethod::Auto` goes Hessian-free.
 pub const HESSIAN_FREE_BASIS: usize = 1500;
 /// Conjugate-gradient products per Newton direction at most.
@@ -713,22 +718,18 @@ struct Segments {
 }
 
 impl Segments {
-    /// Fits the cache and the copies the next gather will make into the budget (f32 values),
-    /// from `squared` (per segment, the rows the gather will find squared: known from f before
-    /// any kernel value): over it, cached segments are released from the last (their squared
-    /// rows are then copied); under it, the first segments not cached are reserved (filled by
-    /// the gather itself).
-    fn plan_budget(&mut self, squared: &[usize], m: usize) {
+    /// Fits the cache (f32 values) and the copies the next gather will make (`copy_bytes` a
+    /// value, one per squared row, cached or not) into the budget, from `squared` (per segment, the rows the
+    /// gather will find squared: known from f before any kernel value): over it, cached
+    /// segments are released from the last; under it, the first segments not cached are
+    /// reserved (filled by the gather itself).
+    fn plan_budget(&mut self, squared: &[usize], m: usize, copy_bytes: usize) {
         let bytes = |s: &Range<usize>| s.len() * m * 4;
-        let mut held = 0;
-        let mut copied = 0;
-        for ((slot, span), &q) in self.cache.iter().zip(&self.spans).zip(squared) {
-            if slot.is_some() {
-                held += bytes(span);
-            } else {
-                copied += q * m * 4;
-            }
-        }
+        let copied: usize = squared.iter().map(|&q| q * m * copy_bytes).sum();
+        let mut held: usize = (self.cache.iter().zip(&self.spans))
+            .filter(|(slot, _)| slot.is_some())
+            .map(|(_, span)| bytes(span))
+            .sum();
         for s in (0..self.spans.len()).rev() {
             if held + copied <= self.budget {
                 break;
@@ -736,15 +737,12 @@ impl Segments {
             if self.cache[s].is_some() {
                 self.cache[s] = None;
                 held -= bytes(&self.spans[s]);
-                copied += squared[s] * m * 4;
             }
         }
         let mut room = self.budget.saturating_sub(held + copied);
-        for ((slot, span), &q) in self.cache.iter_mut().zip(&self.spans).zip(squared) {
-            // A reserved segment's squared rows are read from it instead of copied.
-            let cost = bytes(span).saturating_sub(q * m * 4);
-            if slot.is_none() && m > 0 && cost <= room {
-                room -= cost;
+        for (slot, span) in self.cache.iter_mut().zip(&self.spans) {
+            if slot.is_none() && m > 0 && bytes(span) <= room {
+                room -= bytes(span);
                 *slot = Some(Cached::F32(Vec::new()));
             }
         }
@@ -759,14 +757,6 @@ impl Segments {
             .filter(|(c, _)| c.is_some())
             .map(|(_, s)| s.len() * m * 4)
             .sum()
-    }
-
-    /// Row `row` of cached segment `segment` (f32).
-    fn cached_row(&self, segment: usize, row: usize, m: usize) -> &[f32] {
-        match &self.cache[segment] {
-            Some(Cached::F32(v)) => &v[row * m..(row + 1) * m],
-            _ => unreachable!("a squared row's segment is cached in f32"),
-        }
     }
 }
 
@@ -976,6 +966,9 @@ fn polish_on(
     // when unknown).
     let (mut gram_seconds, mut solve_seconds) = (0.0, 0.0);
     let mut pending: Option<Gathered> = None;
+    // The squared rows' copies in halves until the iteration stalls (`RowCopies`).
+    let mut half_rows = true;
+    let mut last_decrease = vec![f64::INFINITY; n_out];
     // The Hessian products read K_SS in f32, as they read the rows: half the bytes of every
     // product's pass over it.
     let kss_f32: Vec<f32> = if hessian_free {
@@ -996,6 +989,7 @@ fn polish_on(
             &outputs,
             &all,
             Some(&points),
+            true,
             &|_| reserve,
             &|k, i, f| targets.term(k, i, f),
             &weight,
@@ -1079,7 +1073,7 @@ fn polish_on(
                               progress: &Progress| {
                 let t_gram = Instant::now();
                 let squared = squared_per_segment(&segments.spans, outputs, live, &targets);
-                segments.plan_budget(&squared, m);
+                segments.plan_budget(&squared, m, if half_rows { 2 } else { 4 });
                 let result = gather_pass(
                     &blocks,
                     source,
@@ -1087,6 +1081,7 @@ fn polish_on(
                     outputs,
                     live,
                     points,
+                    half_rows,
                     &|s| squared.get(s).copied().unwrap_or(0),
                     &|k, i, f| targets.term(k, i, f),
                     &weight,
@@ -1147,9 +1142,10 @@ fn polish_on(
                     .sqrt()
                     .clamp(1e-6, if sample_rows > 0 { CG_TOL_NEAR } else { 0.5 });
                 let rhs: Vec<f64> = g.iter().map(|v| -v).collect();
-                let rows = gathered.rows_of(li, &segments, m);
-                let mut hv = |v: &[f64], out: &mut [f64]| {
-                    hessian_product(&kss_f32, ridge, c, &rows, m, v, out)
+                let rows = gathered.rows_of(li, m);
+                let mut hv = |v: &[f64], out: &mut [f64]| match &rows {
+                    SquaredRows::Half(r) => hessian_product(&kss_f32, ridge, c, r, m, v, out),
+                    SquaredRows::Single(r) => hessian_product(&kss_f32, ridge, c, r, m, v, out),
                 };
                 let (x, products) = conjugate_gradient::solve(
                     &mut hv,
@@ -1224,7 +1220,13 @@ fn polish_on(
                     };
                     o.full_step = t == 1.0;
                     all_full &= o.full_step;
+                    let before = o.objective;
                     advance(k, o, t);
+                    let decrease = before - o.objective;
+                    if o.full_step && decrease > STALL_SHARE * last_decrease[k] {
+                        half_rows = false;
+                    }
+                    last_decrease[k] = decrease;
                 }
                 if all_full {
                     pending = Some(at_full_step);
@@ -1456,19 +1458,11 @@ fn polish_bytes(m: usize, n: usize, n_out: usize, cache_bytes: usize) -> u128 {
     square * (3 + n_out) + wave + cache + n * n_out * 32
 }
 
-/// The cache's bytes on the first pass of a Hessian-free solve: the rows of a cached segment
-/// need no copies, each other squared row one (a `share` of the rows), and both together fit
-/// `budget`; nothing when the copies alone would not (the later passes' plan then holds).
+/// The cache's bytes on the first pass of a Hessian-free solve: what the squared rows' copies
+/// (a `share` of the rows, in halves) leave of `budget`.
 fn first_pass_room(budget: usize, n: usize, m: usize, share: f64) -> usize {
-    let all = (n * m * 4) as f64;
-    let budget = budget as f64;
-    if share * all > budget {
-        0
-    } else if share >= 1.0 {
-        budget as usize
-    } else {
-        ((budget - share * all) / (1.0 - share)).min(budget) as usize
-    }
+    let copies = share.clamp(0.0, 1.0) * (n * m * 2) as f64;
+    (budget as f64 - copies).max(0.0) as usize
 }
 
 /// Per segment, the rows whose loss term is squared for some output of `live` at its f.
@@ -1610,7 +1604,7 @@ impl<'a> SegmentValues<'a> {
         let a = self.start(t, m);
         match self.values {
             Values::F64(x) => simd::dot(&x[a..a + m], v),
-            Values::F32(x) => simd::dot_f32(&x[a..a + m], v),
+            Values::F32(x) => simd::dot_narrow(&x[a..a + m], v),
         }
     }
 
@@ -1619,7 +1613,7 @@ impl<'a> SegmentValues<'a> {
         let a = self.start(t, m);
         match self.values {
             Values::F64(x) => simd::axpy(alpha, &x[a..a + m], y),
-            Values::F32(x) => simd::axpy_f32(alpha, &x[a..a + m], y),
+            Values::F32(x) => simd::axpy_narrow(alpha, &x[a..a + m], y),
         }
     }
 
@@ -1629,6 +1623,15 @@ impl<'a> SegmentValues<'a> {
         match self.values {
             Values::F64(v) => out.extend(v[a..a + m].iter().map(|&x| x as f32)),
             Values::F32(v) => out.extend_from_slice(&v[a..a + m]),
+        }
+    }
+
+    /// Appends row t to `out` in halves (through f32 when stored in f64).
+    fn extend_f16(self, t: usize, m: usize, out: &mut Vec<F16>) {
+        let a = self.start(t, m);
+        match self.values {
+            Values::F64(v) => out.extend(v[a..a + m].iter().map(|&x| F16::from_f32(x as f32))),
+            Values::F32(v) => simd::extend_f16(&v[a..a + m], out),
         }
     }
 }
@@ -1837,27 +1840,102 @@ struct Gathered {
     /// The outputs gathered for (the live ones of the pass), in the order of the vectors below.
     outputs: Vec<usize>,
     gradient: Vec<Vec<f64>>,
-    copies: Vec<Vec<f32>>,
+    copies: RowCopies,
     members: Vec<Vec<(SquaredRow, f64)>>,
     weight: Vec<f64>,
     /// Squared rows (of any output).
     n_rows: usize,
 }
 
-/// Where a squared row's kernel values are.
+/// Where a squared row's kernel values are: row `row` of copy `part`.
 #[derive(Debug, Clone, Copy)]
-enum SquaredRow {
-    Cached { segment: usize, row: usize },
-    Copied { part: usize, row: usize },
+struct SquaredRow {
+    part: usize,
+    row: usize,
+}
+
+/// The squared rows' copies, one per squared row (also where its segment is cached in f32).
+///
+/// The Hessian products are bound by reading these rows (tens of products per pass over the
+/// rows), so they start in halves: half the bytes. They only shape the direction: the gradient,
+/// the objective and the line search read the f32 values, so the solve still stops at the
+/// problem's optimum; but on an ill-conditioned problem the halves' Hessian slows Newton to a
+/// linear rate near 1, so a stall (`STALL_SHARE`) switches to f32. (bf16, 8 significant bits,
+/// took an iteration more on the generator too.)
+enum RowCopies {
+    Half(Vec<Vec<F16>>),
+    Single(Vec<Vec<f32>>),
+}
+
+/// One output's squared rows as (kernel values, weight), as stored.
+enum SquaredRows<'a> {
+    Half(Vec<(&'a [F16], f64)>),
+    Single(Vec<(&'a [f32], f64)>),
+}
+
+impl RowCopies {
+    fn empty(half: bool) -> Self {
+        if half {
+            RowCopies::Half(Vec::new())
+        } else {
+            RowCopies::Single(Vec::new())
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            RowCopies::Half(c) => c.iter().map(|c| c.len() * 2).sum(),
+            RowCopies::Single(c) => c.iter().map(|c| c.len() * 4).sum(),
+        }
+    }
+
+    fn parts(&self) -> usize {
+        match self {
+            RowCopies::Half(c) => c.len(),
+            RowCopies::Single(c) => c.len(),
+        }
+    }
+
+    /// Appends row t of `kv` to a part of its own (made on the first row, sized for
+    /// `capacity` values); the row's index in it.
+    fn push_row(&mut self, kv: SegmentValues<'_>, t: usize, m: usize, capacity: usize) -> usize {
+        fn last<T>(parts: &mut Vec<Vec<T>>, capacity: usize) -> &mut Vec<T> {
+            if parts.is_empty() {
+                parts.push(Vec::with_capacity(capacity));
+            }
+            parts.last_mut().expect("made above")
+        }
+        match self {
+            RowCopies::Half(c) => {
+                let part = last(c, capacity);
+                kv.extend_f16(t, m, part);
+                part.len() / m - 1
+            }
+            RowCopies::Single(c) => {
+                let part = last(c, capacity);
+                kv.extend_f32(t, m, part);
+                part.len() / m - 1
+            }
+        }
+    }
+
+    /// Moves `other`'s parts after these (the same precision).
+    fn append(&mut self, other: &mut RowCopies) {
+        match (self, other) {
+            (RowCopies::Half(a), RowCopies::Half(b)) => a.append(b),
+            (RowCopies::Single(a), RowCopies::Single(b)) => a.append(b),
+            _ => unreachable!("one pass gathers in one precision"),
+        }
+    }
 }
 
 impl Gathered {
-    fn new(live: &[usize], m: usize) -> Self {
+    fn new(live: &[usize], m: usize, half: bool) -> Self {
         let q = live.len();
         Gathered {
             outputs: live.to_vec(),
             gradient: vec![vec![0.0; m + 1]; q],
-            copies: Vec::new(),
+            copies: RowCopies::empty(half),
             members: vec![Vec::new(); q],
             weight: vec![0.0; q],
             n_rows: 0,
@@ -1865,7 +1943,7 @@ impl Gathered {
     }
 
     fn copied_bytes(&self) -> usize {
-        self.copies.iter().map(|c| c.len() * 4).sum()
+        self.copies.bytes()
     }
 
     /// Output k's place among the vectors.
@@ -1876,18 +1954,22 @@ impl Gathered {
             .expect("gathered for every live output")
     }
 
-    /// Output `li`'s squared rows as (kernel values, weight).
-    fn rows_of<'a>(&'a self, li: usize, segments: &'a Segments, m: usize) -> Vec<(&'a [f32], f64)> {
-        self.members[li]
-            .iter()
-            .map(|&(at, w)| {
-                let row = match at {
-                    SquaredRow::Cached { segment, row } => segments.cached_row(segment, row, m),
-                    SquaredRow::Copied { part, row } => &self.copies[part][row * m..(row + 1) * m],
-                };
-                (row, w)
-            })
-            .collect()
+    /// Output `li`'s squared rows.
+    fn rows_of(&self, li: usize, m: usize) -> SquaredRows<'_> {
+        fn rows<'a, T>(
+            members: &[(SquaredRow, f64)],
+            copies: &'a [Vec<T>],
+            m: usize,
+        ) -> Vec<(&'a [T], f64)> {
+            members
+                .iter()
+                .map(|&(SquaredRow { part, row }, w)| (&copies[part][row * m..(row + 1) * m], w))
+                .collect()
+        }
+        match &self.copies {
+            RowCopies::Half(c) => SquaredRows::Half(rows(&self.members[li], c, m)),
+            RowCopies::Single(c) => SquaredRows::Single(rows(&self.members[li], c, m)),
+        }
     }
 }
 
@@ -1906,6 +1988,7 @@ fn gather_pass(
     outputs: &[Output],
     live: &[usize],
     trial: Option<&[(Vec<f64>, f64)]>,
+    half: bool,
     squared: &(dyn Fn(usize) -> usize + Sync),
     term: &(dyn Fn(usize, usize, f64) -> Term + Sync),
     weight: &(dyn Fn(usize) -> f64 + Sync),
@@ -1915,22 +1998,17 @@ fn gather_pass(
 ) -> Result<(Gathered, Vec<Vec<f64>>)> {
     let m = blocks.n_basis();
     let q = live.len();
-    let mut out = Gathered::new(live, m);
+    let mut out = Gathered::new(live, m, half);
     // Rows with a zero term for every output add nothing.
     let needed = |i: usize| {
         live.iter()
             .any(|&k| term(k, i, outputs[k].f[i]) != Term::Zero)
     };
-    let work = |s: usize, span: Range<usize>, kv: SegmentValues<'_>, cached: bool| {
-        let mut part = Gathered::new(live, m);
+    let work = |s: usize, span: Range<usize>, kv: SegmentValues<'_>, _cached: bool| {
+        let mut part = Gathered::new(live, m, half);
         let mut values = vec![0.0; if trial.is_some() { span.len() * q } else { 0 }];
         // Sized for the segment's squared rows: a vector grown by doubling kept up to twice
         // their bytes (a million rows, B = 2,000: 2.75 GB at the peak for 1.34 GB of rows).
-        let mut copy = if cached {
-            Vec::new()
-        } else {
-            Vec::with_capacity(squared(s) * m)
-        };
         let start = span.start;
         for (t, i) in span.enumerate() {
             if trial.is_none() && !needed(i) {
@@ -1959,26 +2037,15 @@ fn gather_pass(
                 if piece.curvature() > 0.0 {
                     let at = *kept.get_or_insert_with(|| {
                         part.n_rows += 1;
-                        if cached {
-                            SquaredRow::Cached {
-                                segment: s,
-                                row: i - start,
-                            }
-                        } else {
-                            kv.extend_f32(t, m, &mut copy);
-                            SquaredRow::Copied {
-                                part: 0,
-                                row: copy.len() / m - 1,
-                            }
+                        SquaredRow {
+                            part: 0,
+                            row: part.copies.push_row(kv, t, m, squared(s) * m),
                         }
                     });
                     part.members[li].push((at, w));
                     part.weight[li] += w;
                 }
             }
-        }
-        if !copy.is_empty() {
-            part.copies.push(copy);
         }
         (part, start, values)
     };
@@ -1992,7 +2059,7 @@ fn gather_pass(
         trial.is_none().then_some(&needed as &RowsNeeded<'_>),
         &work,
         &mut |_s, (mut part, first, f)| {
-            let at = out.copies.len();
+            let at = out.copies.parts();
             out.copies.append(&mut part.copies);
             out.n_rows += part.n_rows;
             for li in 0..q {
@@ -2000,9 +2067,14 @@ fn gather_pass(
                     *a += b;
                 }
                 out.weight[li] += part.weight[li];
-                out.members[li].extend(part.members[li].iter().map(|&(r, w)| match r {
-                    SquaredRow::Copied { row, .. } => (SquaredRow::Copied { part: at, row }, w),
-                    cached => (cached, w),
+                out.members[li].extend(part.members[li].iter().map(|&(r, w)| {
+                    (
+                        SquaredRow {
+                            part: at,
+                            row: r.row,
+                        },
+                        w,
+                    )
                 }));
             }
             if q > 0 {
@@ -2025,11 +2097,11 @@ fn gather_pass(
 /// v_b) k, and 2C sum_Q w (k . v_beta + v_b) for the intercept; the squared rows in fixed
 /// chunks in parallel, the chunks' parts added in order.
 #[allow(clippy::too_many_arguments)]
-fn hessian_product(
+fn hessian_product<T: ColumnValue>(
     kss: &[f32],
     ridge: f64,
     c: f64,
-    rows: &[(&[f32], f64)],
+    rows: &[(&[T], f64)],
     m: usize,
     v: &[f64],
     out: &mut [f64],
@@ -2040,8 +2112,8 @@ fn hessian_product(
             .map(|chunk| {
                 let mut acc = vec![0.0; m + 1];
                 for &(row, w) in chunk {
-                    let t = 2.0 * c * w * (simd::dot_f32(row, vbeta) + vb);
-                    simd::axpy_f32(t, row, &mut acc[..m]);
+                    let t = 2.0 * c * w * (simd::dot_narrow(row, vbeta) + vb);
+                    simd::axpy_narrow(t, row, &mut acc[..m]);
                     acc[m] += t;
                 }
                 acc
@@ -2051,7 +2123,7 @@ fn hessian_product(
     let kv: Vec<f64> = parallel::install(|| {
         (0..m)
             .into_par_iter()
-            .map(|j| simd::dot_f32(&kss[j * m..(j + 1) * m], vbeta) + ridge * vbeta[j])
+            .map(|j| simd::dot_narrow(&kss[j * m..(j + 1) * m], vbeta) + ridge * vbeta[j])
             .collect()
     });
     out[..m].copy_from_slice(&kv);

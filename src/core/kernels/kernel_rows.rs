@@ -667,7 +667,7 @@ impl FeatureMajor {
         let end = start + buf.len();
         match self {
             FeatureMajor::F64(t) => simd::axpy(q, &t[start..end], buf),
-            FeatureMajor::F32(t) => simd::axpy_f32(q, &t[start..end], buf),
+            FeatureMajor::F32(t) => simd::axpy_narrow(q, &t[start..end], buf),
         }
     }
 

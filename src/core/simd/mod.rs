@@ -44,11 +44,15 @@ impl Level {
             Level::Portable => true,
             #[cfg(target_arch = "x86_64")]
             Level::Avx2 => {
-                std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+                std::is_x86_feature_detected!("avx2")
+                    && std::is_x86_feature_detected!("fma")
+                    && std::is_x86_feature_detected!("f16c")
             }
             #[cfg(target_arch = "x86_64")]
             Level::Avx512 => {
-                std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("fma")
+                std::is_x86_feature_detected!("avx512f")
+                    && std::is_x86_feature_detected!("fma")
+                    && std::is_x86_feature_detected!("f16c")
             }
             #[cfg(not(target_arch = "x86_64"))]
             _ => false,
@@ -690,34 +694,98 @@ pub fn axpy(alpha: f64, x: &[f64], y: &mut [f64]) {
     axpy_portable(alpha, x, y)
 }
 
-/// y += alpha * x for x stored in f32 (data whose values f32 holds exactly: half the memory
-/// traffic of the f64 copy, and the same results, since widening is exact).
+/// y += alpha * x for x stored narrower than f64, in f32 or halves (half or a quarter of the
+/// memory traffic of an f64 copy; widening is exact, so f32 copies of values f32 holds give
+/// the f64 results).
 #[inline]
-pub fn axpy_f32(alpha: f64, x: &[f32], y: &mut [f64]) {
+pub fn axpy_narrow<T: ColumnValue>(alpha: f64, x: &[T], y: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     if let Some(v) = x86::Vector::current() {
         // SAFETY: nothing beyond the level.
-        return unsafe { x86::axpy_f32(v, alpha, x, y) };
+        return unsafe { x86::axpy_narrow(v, alpha, x, y) };
     }
     for (yi, &xi) in y.iter_mut().zip(x) {
-        *yi += alpha * f64::from(xi);
+        *yi += alpha * xi.widen();
     }
 }
 
-/// Sum of x[i] * y[i] for x stored in f32 (widened exactly) over the common length.
+/// Sum of x[i] * y[i] for x stored in f32 or halves (widened exactly) over the common length.
 #[inline]
-pub fn dot_f32(x: &[f32], y: &[f64]) -> f64 {
+pub fn dot_narrow<T: ColumnValue>(x: &[T], y: &[f64]) -> f64 {
     #[cfg(target_arch = "x86_64")]
     if let Some(v) = x86::Vector::current() {
         // SAFETY: nothing beyond the level.
-        return unsafe { x86::dot_f32(v, x, y) };
+        return unsafe { x86::dot_narrow(v, x, y) };
     }
     let n = x.len().min(y.len());
     let mut acc = [0.0f64; 4];
     for (k, (&a, &b)) in x[..n].iter().zip(&y[..n]).enumerate() {
-        acc[k % 4] += f64::from(a) * b;
+        acc[k % 4] += a.widen() * b;
     }
     (acc[0] + acc[1]) + (acc[2] + acc[3])
+}
+
+/// An IEEE 754 half-precision value (binary16: 11 significant bits, normal down to 6.1e-5),
+/// the storage of copies that only shape a direction (the polish's squared rows for its Hessian
+/// products): half the bytes of f32 where a pass is bound by reading them. Converted with
+/// F16C on the vector levels; the portable conversions below give the same bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(transparent)]
+pub struct F16(pub u16);
+
+impl F16 {
+    /// x rounded to the nearest half (ties to even), overflow to infinity, NaN kept a NaN: what
+    /// `vcvtps2ph` gives with round-to-nearest.
+    pub fn from_f32(x: f32) -> F16 {
+        const F32_INFINITY: u32 = 0xff << 23;
+        // 65536: the first magnitude no half rounds from (65520 and up round to infinity below).
+        const HALF_OVERFLOW: u32 = (127 + 16) << 23;
+        // Below 2^-14 the half is subnormal: adding 0.5 (2^-1) puts the half's last bit at the
+        // f32's, and the f32 addition rounds to nearest even there.
+        const SUBNORMAL_SHIFT: u32 = 126 << 23;
+        let bits = x.to_bits();
+        let sign = ((bits >> 16) & 0x8000) as u16;
+        let a = bits & 0x7fff_ffff;
+        let h = if a >= HALF_OVERFLOW {
+            if a > F32_INFINITY {
+                0x7e00 | ((a >> 13) & 0x3ff) as u16
+            } else {
+                0x7c00
+            }
+        } else if a < 113 << 23 {
+            let v = f32::from_bits(a) + f32::from_bits(SUBNORMAL_SHIFT);
+            (v.to_bits() - SUBNORMAL_SHIFT) as u16
+        } else {
+            // Rebias the exponent (127 -> 15) and round the 13 dropped bits to nearest even.
+            let odd = (a >> 13) & 1;
+            (a.wrapping_sub(112 << 23).wrapping_add(0xfff + odd) >> 13) as u16
+        };
+        F16(sign | h)
+    }
+
+    /// The value, exactly.
+    pub fn to_f64(self) -> f64 {
+        let h = self.0;
+        let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+        let exponent = i32::from((h >> 10) & 0x1f);
+        let fraction = f64::from(h & 0x3ff);
+        sign * match exponent {
+            0 => fraction * 2f64.powi(-24),
+            31 if fraction == 0.0 => f64::INFINITY,
+            31 => f64::NAN,
+            e => (1024.0 + fraction) * 2f64.powi(e - 25),
+        }
+    }
+}
+
+/// Appends `x` rounded to halves (`F16::from_f32`, bit for bit on every level).
+pub fn extend_f16(x: &[f32], out: &mut Vec<F16>) {
+    #[cfg(target_arch = "x86_64")]
+    if x86::Vector::current().is_some() {
+        // SAFETY: a vector level runs F16C (`Level::runs_here`).
+        return unsafe { x86::extend_f16_f16c(x, out) };
+    }
+    out.extend(x.iter().map(|&v| F16::from_f32(v)));
 }
 
 /// Whether the fused multiply-add paths run on this CPU (AVX2 and FMA detected at run time).
@@ -731,8 +799,8 @@ pub fn simd_level() -> &'static str {
     level().name()
 }
 
-/// Values of a feature-major copy: f64, or f32 for data that f32 holds exactly (widened
-/// exactly, so both give the same products).
+/// Values stored for products in f64: f64; f32 (for data that f32 holds exactly, a feature-major
+/// copy gives the same products); halves, for copies that only shape a direction.
 pub trait ColumnValue: Copy + Send + Sync + 'static {
     fn widen(self) -> f64;
     /// The first `lanes` values from `ptr` on level `s` (a whole vector when `lanes` is at least
@@ -767,6 +835,19 @@ impl ColumnValue for f32 {
     unsafe fn load<S: Simd>(s: S, ptr: *const f32, lanes: usize) -> S::F {
         // SAFETY: the caller's contract.
         unsafe { s.load_lanes_f32(ptr, lanes) }
+    }
+}
+
+impl ColumnValue for F16 {
+    #[inline(always)]
+    fn widen(self) -> f64 {
+        self.to_f64()
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load<S: Simd>(s: S, ptr: *const F16, lanes: usize) -> S::F {
+        // SAFETY: the caller's contract.
+        unsafe { s.load_lanes_f16(ptr, lanes) }
     }
 }
 
@@ -1084,15 +1165,108 @@ mod tests {
     }
 
     #[test]
-    fn dot_f32_is_the_widened_dot() {
+    fn dot_narrow_is_the_widened_dot() {
         let mut rng = Rng::new(12);
         for n in [0, 1, 3, 4, 7, 15, 16, 17, 33, 64, 100, 257] {
             let x: Vec<f32> = (0..n).map(|_| rng.next_f64() as f32 - 0.5).collect();
+            let h: Vec<F16> = x.iter().map(|&v| F16::from_f32(v)).collect();
             let y: Vec<f64> = (0..n).map(|_| rng.next_f64() - 0.5).collect();
-            let wide: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
-            let exact: f64 = wide.iter().zip(&y).map(|(a, b)| a * b).sum();
-            assert!((dot_f32(&x, &y) - exact).abs() < 1e-13, "n {n}");
+            let exact = |wide: Vec<f64>| -> f64 { wide.iter().zip(&y).map(|(a, b)| a * b).sum() };
+            let wide_x = exact(x.iter().map(|&v| f64::from(v)).collect());
+            let wide_h = exact(h.iter().map(|&v| v.to_f64()).collect());
+            assert!((dot_narrow(&x, &y) - wide_x).abs() < 1e-13, "n {n}");
+            assert!((dot_narrow(&h, &y) - wide_h).abs() < 1e-13, "n {n}");
         }
+    }
+
+    /// Every finite half, in ascending order of value, with its bits.
+    fn finite_halves() -> Vec<(f64, u16)> {
+        let mut all: Vec<(f64, u16)> = (0..=u16::MAX)
+            .map(|b| (F16(b).to_f64(), b))
+            .filter(|(v, _)| v.is_finite())
+            .collect();
+        all.sort_by(|a, b| a.0.total_cmp(&b.0));
+        all
+    }
+
+    /// The half nearest to x by search over all halves (ties to the even bits), infinity
+    /// from 65520 on: IEEE 754's rounding written out, to check `F16::from_f32` against.
+    fn nearest_half(halves: &[(f64, u16)], x: f32) -> u16 {
+        let x = f64::from(x);
+        if x.abs() >= 65520.0 {
+            return if x > 0.0 { 0x7c00 } else { 0xfc00 };
+        }
+        let at = halves.partition_point(|&(v, _)| v < x);
+        let mut best = halves[at.min(halves.len() - 1)];
+        for &(v, b) in &halves[at.saturating_sub(1)..(at + 1).min(halves.len())] {
+            let (d, db) = ((v - x).abs(), (best.0 - x).abs());
+            if d < db || (d == db && b & 1 == 0 && best.1 & 1 == 1) {
+                best = (v, b);
+            }
+        }
+        if best.0 == 0.0 {
+            // Zero keeps the sign of what rounded to it.
+            return if x.is_sign_negative() { 0x8000 } else { 0 };
+        }
+        best.1
+    }
+
+    #[test]
+    fn halves_round_to_nearest_even_and_widen_exactly() {
+        let halves = finite_halves();
+        let mut rng = Rng::new(16);
+        let mut probes: Vec<f32> = Vec::new();
+        for &(v, _) in &halves {
+            // Each half, and around it and the midpoints next to it.
+            let v = v as f32;
+            probes.extend([
+                v,
+                f32::from_bits(v.to_bits() + 1),
+                f32::from_bits(v.to_bits().max(1) - 1),
+            ]);
+        }
+        for w in halves.windows(2) {
+            let mid = ((w[0].0 + w[1].0) / 2.0) as f32;
+            probes.extend([
+                mid,
+                f32::from_bits(mid.to_bits() + 1),
+                f32::from_bits(mid.to_bits().max(1) - 1),
+            ]);
+        }
+        for _ in 0..200_000 {
+            probes.push(f32::from_bits(rng.next_u64() as u32));
+        }
+        probes.extend([
+            65519.0,
+            65520.0,
+            1e30,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::MIN_POSITIVE,
+            1e-45,
+        ]);
+        probes.retain(|v| !v.is_nan());
+        for &x in &probes {
+            let bits = F16::from_f32(x).0;
+            assert_eq!(bits, nearest_half(&halves, x), "{x:e} ({:#x})", x.to_bits());
+        }
+        // NaN stays NaN.
+        assert!(F16::from_f32(f32::NAN).to_f64().is_nan());
+        // The conversion every level runs is the same, bit for bit.
+        let mut converted = Vec::new();
+        extend_f16(&probes, &mut converted);
+        let expected: Vec<F16> = probes.iter().map(|&x| F16::from_f32(x)).collect();
+        assert_eq!(converted, expected);
+        // Widening: every finite half through the vector loads is its value.
+        let all: Vec<F16> = halves.iter().map(|&(_, b)| F16(b)).collect();
+        let mut wide = vec![0.0; all.len()];
+        axpy_narrow(1.0, &all, &mut wide);
+        for (&(v, b), w) in halves.iter().zip(&wide) {
+            assert_eq!(*w, v, "{b:#x}");
+        }
+        assert_eq!(F16(0x7c00).to_f64(), f64::INFINITY);
+        assert_eq!(F16(0x3c00).to_f64(), 1.0);
+        assert_eq!(F16(0x0001).to_f64(), 2f64.powi(-24));
     }
 
     #[test]
@@ -1262,7 +1436,7 @@ mod tests {
             let y: Vec<f64> = (0..n + 3).map(|_| rng.next_f64() - 0.5).collect();
             // The dispatched pair agree on this machine's level...
             let (mut a, mut b) = (y.clone(), y.clone());
-            axpy_f32(0.3, &x, &mut a);
+            axpy_narrow(0.3, &x, &mut a);
             axpy(0.3, &wide, &mut b);
             assert_eq!(a, b, "n {n}");
             // ...and every vector level is the fused multiply-add on the widened values.
@@ -1270,7 +1444,7 @@ mod tests {
             for level in vector_levels() {
                 let mut out = y.clone();
                 // SAFETY: the level runs here.
-                unsafe { x86::axpy_f32(level, 0.3, &x, &mut out) };
+                unsafe { x86::axpy_narrow(level, 0.3, &x, &mut out) };
                 for i in 0..n {
                     assert_eq!(out[i], 0.3f64.mul_add(wide[i], y[i]), "{level:?} n {n}");
                 }

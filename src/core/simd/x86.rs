@@ -8,8 +8,8 @@
 //! pay) follow at the end.
 
 use super::{
-    CandidateFilter, ColumnValue, EightRows, FusedRow, Level, BLOCK_ROWS, EXP_MIN_ARG, INV_FACT,
-    LN2_HI, LN2_LO, LOG2E, SHIFTER, SINGLE_DEGREE,
+    CandidateFilter, ColumnValue, EightRows, FusedRow, Level, BLOCK_ROWS, EXP_MIN_ARG, F16,
+    INV_FACT, LN2_HI, LN2_LO, LOG2E, SHIFTER, SINGLE_DEGREE,
 };
 use std::arch::x86_64::*;
 
@@ -200,6 +200,16 @@ simd! {
         } else {
             _mm256_maskz_loadu_ps(first_lanes(lanes), p)
         });
+        /// `load_lanes` of halves, widened (F16C).
+        fn load_lanes_f16(p: *const F16, lanes: usize) -> Self::F = _mm256_cvtps_pd(_mm_cvtph_ps(
+            _mm_loadl_epi64(if lanes >= 4 { p } else { padded(p, lanes).as_ptr() }.cast())
+        )), _mm512_cvtps_pd(_mm256_cvtph_ps(if lanes >= 8 {
+            _mm_loadu_si128(p.cast())
+        } else {
+            let mut v = [F16::default(); 8];
+            std::ptr::copy_nonoverlapping(p, v.as_mut_ptr(), lanes);
+            _mm_loadu_si128(v.as_ptr().cast())
+        }));
         /// Stores the LANES lanes of `v` rounded to f32 (to nearest).
         fn store_f32(p: *mut f32, v: Self::F)
             = _mm_storeu_ps(p, _mm256_cvtpd_ps(v)), _mm256_storeu_ps(p, _mm512_cvtpd_ps(v));
@@ -651,26 +661,27 @@ unsafe fn axpy_on<S: Simd>(s: S, alpha: f64, x: &[f64], y: &mut [f64]) {
     }
 }
 
-/// y += alpha * x for x in f32 (widened exactly), the rest after `axpy_pairs` in scalar code.
+/// y += alpha * x for x stored narrow (widened exactly), the rest after `axpy_pairs` in scalar
+/// code.
 ///
 /// # Safety
 /// None beyond the level's.
 #[inline(always)]
-unsafe fn axpy_f32_on<S: Simd>(s: S, alpha: f64, x: &[f32], y: &mut [f64]) {
+unsafe fn axpy_narrow_on<S: Simd, T: ColumnValue>(s: S, alpha: f64, x: &[T], y: &mut [f64]) {
     // SAFETY: the level's.
     let i = unsafe { axpy_pairs(s, alpha, x, y) };
     for (yk, &xk) in y.iter_mut().zip(x).skip(i) {
-        *yk = alpha.mul_add(f64::from(xk), *yk);
+        *yk = alpha.mul_add(xk.widen(), *yk);
     }
 }
 
-/// Sum of f64::from(x[i]) * y[i]: four vector accumulators (lanes i = u mod 4 vectors), added
+/// Sum of x[i] (widened) * y[i]: four vector accumulators (lanes i = u mod 4 vectors), added
 /// pairwise, then the lanes in the level's order and the scalar tail.
 ///
 /// # Safety
 /// None beyond the level's.
 #[inline(always)]
-unsafe fn dot_f32_on<S: Simd>(s: S, x: &[f32], y: &[f64]) -> f64 {
+unsafe fn dot_narrow_on<S: Simd, T: ColumnValue>(s: S, x: &[T], y: &[f64]) -> f64 {
     let (n, w) = (x.len().min(y.len()), S::LANES);
     let (px, py) = (x.as_ptr(), y.as_ptr());
     let mut acc = [s.zero(); 4];
@@ -680,14 +691,14 @@ unsafe fn dot_f32_on<S: Simd>(s: S, x: &[f32], y: &[f64]) -> f64 {
         while i + 4 * w <= n {
             for (u, a) in acc.iter_mut().enumerate() {
                 let at = i + u * w;
-                *a = s.fmadd(f32::load(s, px.add(at), w), s.load(py.add(at)), *a);
+                *a = s.fmadd(T::load(s, px.add(at), w), s.load(py.add(at)), *a);
             }
             i += 4 * w;
         }
     }
     let mut sum = s.sum(s.add(s.add(acc[0], acc[1]), s.add(acc[2], acc[3])));
     for (&a, &b) in x[i..n].iter().zip(&y[i..n]) {
-        sum = f64::from(a).mul_add(b, sum);
+        sum = a.widen().mul_add(b, sum);
     }
     sum
 }
@@ -755,7 +766,7 @@ macro_rules! levels {
         ///
         /// # Safety
         /// AVX2 and FMA must run here; the arguments meet the body's contract.
-        #[target_feature(enable = "avx2,fma")]
+        #[target_feature(enable = "avx2,fma,f16c")]
         pub unsafe fn $avx2 $(<$g: $bound>)? ($($arg: $ty),*) $(-> $ret)? {
             // SAFETY: the caller's contract.
             unsafe { $body(Avx2::new_unchecked(), $($arg),*) }
@@ -765,7 +776,7 @@ macro_rules! levels {
         ///
         /// # Safety
         /// AVX-512F and FMA must run here; the arguments meet the body's contract.
-        #[target_feature(enable = "avx512f,fma")]
+        #[target_feature(enable = "avx512f,fma,f16c")]
         pub unsafe fn $avx512 $(<$g: $bound>)? ($($arg: $ty),*) $(-> $ret)? {
             // SAFETY: the caller's contract.
             unsafe { $body(Avx512::new_unchecked(), $($arg),*) }
@@ -813,11 +824,12 @@ levels! {
         = rbf_row_on in rbf_row_avx2, rbf_row_avx512;
     /// y += alpha * x (`axpy_on`).
     fn axpy(alpha: f64, x: &[f64], y: &mut [f64]) = axpy_on in axpy_avx2, axpy_avx512;
-    /// y += alpha * x for x in f32 (`axpy_f32_on`).
-    fn axpy_f32(alpha: f64, x: &[f32], y: &mut [f64])
-        = axpy_f32_on in axpy_f32_avx2, axpy_f32_avx512;
-    /// Sum of x * y for x in f32 (`dot_f32_on`).
-    fn dot_f32(x: &[f32], y: &[f64]) -> f64 = dot_f32_on in dot_f32_avx2, dot_f32_avx512;
+    /// y += alpha * x for x in f32 or halves (`axpy_narrow_on`).
+    fn axpy_narrow<T: ColumnValue>(alpha: f64, x: &[T], y: &mut [f64])
+        = axpy_narrow_on in axpy_narrow_avx2, axpy_narrow_avx512;
+    /// Sum of x * y for x in f32 or halves (`dot_narrow_on`).
+    fn dot_narrow<T: ColumnValue>(x: &[T], y: &[f64]) -> f64
+        = dot_narrow_on in dot_narrow_avx2, dot_narrow_avx512;
     /// Dot products of 8 rows with m of a feature-major copy (`dots_8_rows_on`).
     fn dots_8_rows<T: ColumnValue>(block: EightRows<'_, T>, dots: &mut [f64])
         = dots_8_rows_on in dots_8_rows_avx2, dots_8_rows_avx512;
@@ -826,6 +838,32 @@ levels! {
 // The loops below have no second level: `dot` is AVX2's on every vector level (the summation
 // order the fused row's by-columns path has always had), and the others pay only with AVX-512's
 // mask registers.
+
+/// `extend_f16` with F16C, 8 values a conversion (to nearest, ties to even).
+///
+/// # Safety
+/// The CPU must support AVX and F16C.
+#[target_feature(enable = "avx,f16c")]
+pub unsafe fn extend_f16_f16c(x: &[f32], out: &mut Vec<F16>) {
+    let n = x.len();
+    out.reserve(n);
+    let start = out.len();
+    let mut i = 0;
+    // SAFETY: `reserve` made room for n values after `start`; every write lies there, and
+    // the length covers only written values.
+    unsafe {
+        let (px, po) = (x.as_ptr(), out.as_mut_ptr().add(start));
+        while i + 8 <= n {
+            let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(px.add(i)));
+            _mm_storeu_si128(po.add(i).cast(), h);
+            i += 8;
+        }
+        for (k, &v) in x.iter().enumerate().skip(i) {
+            po.add(k).write(F16::from_f32(v));
+        }
+        out.set_len(start + n);
+    }
+}
 
 /// Sum of a[i] * b[i]: four accumulators of four lanes, then the scalar tail.
 ///
