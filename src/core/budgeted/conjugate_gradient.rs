@@ -22,6 +22,89 @@ use crate::core::simd;
 /// L1 for the update.
 const PANEL: usize = 96;
 
+/// Length of the sums per packed block of `lower_product`: a tile's rows (6 x 256) and a
+/// panel (256 x 8 or 16) stay in L1 while the tile runs.
+const PRODUCT_DEPTH: usize = 256;
+
+/// c[i, j] += sign * sum_k x(i, k) x(j, k) for j <= i < n, k < width, where c[i, j] is
+/// `c[i * c_stride + c_offset + j]`: the lower triangle of X X^T added to (or taken from) c.
+/// `triangular`: x(i, k) = 0 for k < i (X = L^T), so a block of k needs only the rows before
+/// its end.
+///
+/// Packed as the BLAS do: per block of `PRODUCT_DEPTH` k, X's rows in panels of
+/// `simd::product_tile_columns()` (k-major), then per tile of `PRODUCT_TILE_ROWS` rows (in
+/// parallel, each tile's rows of c its own) its rows packed once and multiplied against every
+/// panel up to the diagonal by `simd::product_tile`. Each sum is taken in k order within a
+/// block and the blocks in order, whatever the threads.
+#[allow(clippy::too_many_arguments)]
+fn lower_product(
+    x: &(dyn Fn(usize, usize) -> f64 + Sync),
+    n: usize,
+    width: usize,
+    triangular: bool,
+    sign: f64,
+    c: &mut [f64],
+    c_stride: usize,
+    c_offset: usize,
+) {
+    let nr = simd::product_tile_columns();
+    let mr = simd::PRODUCT_TILE_ROWS;
+    let mut panels: Vec<f64> = Vec::new();
+    let mut k0 = 0;
+    while k0 < width {
+        let k1 = (k0 + PRODUCT_DEPTH).min(width);
+        let kc = k1 - k0;
+        let rows = if triangular { n.min(k1) } else { n };
+        let n_panels = rows.div_ceil(nr);
+        panels.clear();
+        panels.resize(n_panels * kc * nr, 0.0);
+        parallel::install(|| {
+            panels
+                .par_chunks_mut(kc * nr)
+                .enumerate()
+                .for_each(|(jt, panel)| {
+                    for jj in 0..nr.min(rows - jt * nr) {
+                        for k in 0..kc {
+                            panel[k * nr + jj] = x(jt * nr + jj, k0 + k);
+                        }
+                    }
+                })
+        });
+        let panels = &panels;
+        parallel::install(|| {
+            c[..rows * c_stride]
+                .par_chunks_mut(mr * c_stride)
+                .enumerate()
+                .for_each_init(
+                    || (vec![0.0; mr * kc], vec![0.0; mr * nr]),
+                    |(a, out), (t, c_rows)| {
+                        let i0 = t * mr;
+                        let tile_rows = c_rows.len().div_ceil(c_stride).min(rows - i0);
+                        for r in 0..tile_rows {
+                            for k in 0..kc {
+                                a[r * kc + k] = x(i0 + r, k0 + k);
+                            }
+                        }
+                        let last = i0 + tile_rows - 1;
+                        for jt in 0..=last / nr {
+                            let panel = &panels[jt * kc * nr..(jt + 1) * kc * nr];
+                            simd::product_tile(a, kc, tile_rows, panel, kc, out);
+                            for r in 0..tile_rows {
+                                let i = i0 + r;
+                                let j_end = (jt * nr + nr).min(i + 1);
+                                for j in jt * nr..j_end {
+                                    c_rows[r * c_stride + c_offset + j] +=
+                                        sign * out[r * nr + j - jt * nr];
+                                }
+                            }
+                        }
+                    },
+                )
+        });
+        k0 = k1;
+    }
+}
+
 /// Cholesky factor L (row-major lower, the upper part zeroed) of the lower triangle `a`
 /// (row-major p x p) plus `ridge` I; false when a pivot is not positive.
 ///
@@ -68,47 +151,21 @@ pub(crate) fn cholesky(a: &[f64], ridge: f64, p: usize, l: &mut [f64]) -> bool {
                 }
             })
         });
-        // The panel below, feature-major (width x rest), for the products.
-        let mut panel_t = vec![0.0; width * rest];
-        for (r, row) in below.chunks(p).enumerate() {
-            for (c, &v) in row[k0..k1].iter().enumerate() {
-                panel_t[c * rest + r] = v;
-            }
-        }
-        let cols: Vec<usize> = (0..width).collect();
-        let panel_t = &panel_t;
-        let cols = &cols;
-        parallel::install(|| {
-            below
-                .par_chunks_mut(simd::BLOCK_ROWS * p)
-                .enumerate()
-                .for_each_init(
-                    || {
-                        (
-                            vec![0.0; simd::BLOCK_ROWS * width],
-                            vec![0.0; simd::BLOCK_ROWS * rest],
-                        )
-                    },
-                    |(q, dots), (g, group)| {
-                        let rows = group.len() / p;
-                        let r0 = g * simd::BLOCK_ROWS;
-                        // Columns up to the group's last row: the lower triangle's part.
-                        let upto = r0 + rows;
-                        q.fill(0.0);
-                        for t in 0..rows {
-                            q[t * width..(t + 1) * width]
-                                .copy_from_slice(&group[t * p + k0..t * p + k1]);
-                        }
-                        simd::dots_8_rows(q, width, cols, panel_t, rest, upto, dots);
-                        for t in 0..rows {
-                            let row = &mut group[t * p + k1..t * p + k1 + r0 + t + 1];
-                            for (v, d) in row.iter_mut().zip(&dots[t * upto..]) {
-                                *v -= d;
-                            }
-                        }
-                    },
-                )
-        });
+        // The panel's rows below (rest x width), read by the product that updates them.
+        let panel: Vec<f64> = below
+            .chunks(p)
+            .flat_map(|row| row[k0..k1].iter().copied())
+            .collect();
+        lower_product(
+            &|i, k| panel[i * width + k],
+            rest,
+            width,
+            false,
+            -1.0,
+            below,
+            p,
+            k1,
+        );
         k0 = k1;
     }
     true
@@ -245,40 +302,10 @@ impl Preconditioner {
     /// follow. None when no factorisation succeeds (non-finite kernel values).
     pub(crate) fn new(kss: &[f64], m: usize, ridge: f64) -> Option<Self> {
         let l = factor(kss, m, ridge)?;
-        // L^T L: (L^T L)_ij = sum_k L_ki L_kj, the dots of columns i and j of L, which are
-        // non-zero from row max(i, j) down; 8 columns at a time as one register-blocked
-        // product against L read as its own transpose's feature-major copy.
+        // L^T L: (L^T L)_ij = sum_k L_ki L_kj, the lower triangle of X X^T for X = L^T, whose
+        // row i is zero before k = i.
         let mut ltl = vec![0.0; m * m];
-        parallel::install(|| {
-            ltl.par_chunks_mut(simd::BLOCK_ROWS * m)
-                .enumerate()
-                .for_each_init(
-                    || {
-                        (
-                            vec![0.0; simd::BLOCK_ROWS * m],
-                            vec![0.0; simd::BLOCK_ROWS * m],
-                        )
-                    },
-                    |(q, dots), (g, group)| {
-                        let rows = group.len() / m;
-                        let i0 = g * simd::BLOCK_ROWS;
-                        let upto = i0 + rows;
-                        // Rows i0.. of L^T (columns of L), zero above the diagonal.
-                        q.fill(0.0);
-                        for t in 0..rows {
-                            for k in i0 + t..m {
-                                q[t * m + k] = l[k * m + i0 + t];
-                            }
-                        }
-                        let cols: Vec<usize> = (i0..m).collect();
-                        simd::dots_8_rows(q, m, &cols, &l, m, upto, dots);
-                        for t in 0..rows {
-                            group[t * m..t * m + i0 + t + 1]
-                                .copy_from_slice(&dots[t * upto..t * upto + i0 + t + 1]);
-                        }
-                    },
-                )
-        });
+        lower_product(&|i, k| l[k * m + i], m, m, true, 1.0, &mut ltl, m, 0);
         Some(Preconditioner {
             m,
             l: l.iter().map(|&v| v as f32).collect(),
@@ -478,6 +505,77 @@ mod tests {
         }
     }
 
+    /// The packed product is X X^T's lower triangle added to c (the sums checked against
+    /// plain ones; the upper triangle and the columns before the offset untouched), with
+    /// blocks of k past `PRODUCT_DEPTH`, rows past whole tiles and panels, zero leading parts
+    /// skipped when triangular, and the same bits on any thread count.
+    #[test]
+    fn lower_product_is_the_lower_triangle_of_x_x_transpose() {
+        let mut rng = Rng::new(9);
+        for (n, width, triangular) in [
+            (1, 1, false),
+            (5, 7, false),
+            (13, 96, false),
+            (37, 300, false),
+            (1, 1, true),
+            (13, 13, true),
+            (300, 300, true),
+            (263, 600, true),
+        ] {
+            let mut x: Vec<f64> = (0..n * width).map(|_| rng.next_f64() - 0.5).collect();
+            if triangular {
+                for i in 0..n {
+                    x[i * width..i * width + i.min(width)].fill(0.0);
+                }
+            }
+            let (offset, stride) = (3, n + 5);
+            let c0: Vec<f64> = (0..n * stride).map(|_| rng.next_f64()).collect();
+            let run = |threads| {
+                let mut c = c0.clone();
+                crate::core::common::parallel::install_with(Some(threads), || {
+                    lower_product(
+                        &|i, k| x[i * width + k],
+                        n,
+                        width,
+                        triangular,
+                        -1.0,
+                        &mut c,
+                        stride,
+                        offset,
+                    )
+                })
+                .unwrap();
+                c
+            };
+            let c = run(2);
+            for i in 0..n {
+                for jc in 0..stride {
+                    let at = i * stride + jc;
+                    let want = match jc.checked_sub(offset) {
+                        Some(j) if j <= i && j < n => {
+                            let dot: f64 = (0..width)
+                                .map(|k| x[i * width + k] * x[j * width + k])
+                                .sum();
+                            c0[at] - dot
+                        }
+                        _ => c0[at],
+                    };
+                    assert!(
+                        (c[at] - want).abs() < 1e-12 * (1.0 + want.abs()) * width as f64,
+                        "n {n} width {width} ({i}, {jc})"
+                    );
+                }
+            }
+            assert!(
+                run(1)
+                    .iter()
+                    .zip(&c)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "n {n} width {width}"
+            );
+        }
+    }
+
     /// CG with the preconditioner solves the system to its tolerance, in fewer products than
     /// unknowns; the preconditioner is the inverse of K + a K^2 (checked by applying both).
     #[test]
@@ -531,6 +629,44 @@ mod tests {
                 res.sqrt()
             );
             assert!(products <= p, "m {m}: {products} products");
+        }
+    }
+}
+
+#[cfg(test)]
+mod timing {
+    use super::*;
+    use crate::core::common::rng::Rng;
+
+    /// Seconds of the preconditioner's build and one rescale at m = 3,000 (run by hand:
+    /// `cargo test --release --lib preconditioner_seconds -- --ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn preconditioner_seconds() {
+        let m = 3000;
+        let mut rng = Rng::new(3);
+        let pts: Vec<f64> = (0..m * 10).map(|_| rng.next_f64()).collect();
+        let kss: Vec<f64> = (0..m * m)
+            .map(|i| {
+                let (a, b) = (i / m, i % m);
+                let d: f64 = (0..10)
+                    .map(|f| (pts[a * 10 + f] - pts[b * 10 + f]).powi(2))
+                    .sum();
+                (-0.5 * d).exp()
+            })
+            .collect();
+        for _ in 0..2 {
+            let t = std::time::Instant::now();
+            let mut l = vec![0.0; m * m];
+            assert!(cholesky(&kss, 1e-8, m, &mut l));
+            let chol = t.elapsed().as_secs_f64();
+            let t = std::time::Instant::now();
+            let mut p = Preconditioner::new(&kss, m, 1e-8).unwrap();
+            let new = t.elapsed().as_secs_f64();
+            let t = std::time::Instant::now();
+            assert!(p.rescale(3.0));
+            let rescale = t.elapsed().as_secs_f64();
+            eprintln!("cholesky {chol:.3} s, new {new:.3} s, rescale {rescale:.3} s");
         }
     }
 }

@@ -851,6 +851,62 @@ impl ColumnValue for F16 {
     }
 }
 
+/// Rows of a `product_tile`.
+pub const PRODUCT_TILE_ROWS: usize = 6;
+
+/// Columns of a `product_tile` (the width of a packed panel) on this machine's level: two
+/// vectors of doubles.
+pub fn product_tile_columns() -> usize {
+    match level() {
+        Level::Avx512 => 16,
+        _ => 8,
+    }
+}
+
+/// `product_tile`'s operands once checked: rows of `a` (stride, count), the packed panel and
+/// the length k of the sums.
+#[derive(Clone, Copy)]
+pub(crate) struct ProductTile<'a>(
+    pub &'a [f64],
+    pub usize,
+    pub usize,
+    pub &'a [f64],
+    pub usize,
+);
+
+/// out[r * nr + j] = sum over k < kc of a[r * a_stride + k] * panel[k * nr + j], for the
+/// `rows` (1 to `PRODUCT_TILE_ROWS`) rows of `a` and the nr = `product_tile_columns()` columns
+/// of `panel` (packed k-major: the nr values of each k together). The register-blocked
+/// micro-kernel of the dense products (the polish's factorisations): 12 fused multiply-adds
+/// per 2 loads and 6 broadcasts, each sum taken in k order on every level.
+pub fn product_tile(
+    a: &[f64],
+    a_stride: usize,
+    rows: usize,
+    panel: &[f64],
+    kc: usize,
+    out: &mut [f64],
+) {
+    let nr = product_tile_columns();
+    assert!((1..=PRODUCT_TILE_ROWS).contains(&rows));
+    assert!((rows - 1) * a_stride + kc <= a.len() && panel.len() >= kc * nr);
+    assert!(out.len() >= rows * nr);
+    #[cfg(target_arch = "x86_64")]
+    if let Some(v) = x86::Vector::current() {
+        // SAFETY: the bounds checked above; the level's width is nr.
+        return unsafe { x86::product_tile(v, ProductTile(a, a_stride, rows, panel, kc), out) };
+    }
+    for r in 0..rows {
+        for j in 0..nr {
+            let mut sum = 0.0;
+            for k in 0..kc {
+                sum = a[r * a_stride + k].mul_add(panel[k * nr + j], sum);
+            }
+            out[r * nr + j] = sum;
+        }
+    }
+}
+
 /// `dots_8_rows`' operands (q, width, cols, xt, stride, m) once it has checked them: 8 rows of
 /// `width` values in q, the ascending columns below `width`, and column c's m values at
 /// `xt[c * stride..]`.
@@ -1162,6 +1218,51 @@ mod tests {
             }
         }
         assert_eq!(argmin_sq(level(), &[]), None);
+    }
+
+    /// Every level's tile is the sums in k order of the fused products, for 1 to 6 rows.
+    #[test]
+    fn product_tiles_are_the_fused_sums_on_every_level() {
+        let mut rng = Rng::new(21);
+        for kc in [0, 1, 5, 64, 257] {
+            for rows in 1..=PRODUCT_TILE_ROWS {
+                let a_stride = kc + 3;
+                let a: Vec<f64> = (0..rows * a_stride).map(|_| rng.next_f64() - 0.5).collect();
+                let check = |nr: usize, tile: &dyn Fn(&[f64], &mut [f64])| {
+                    let panel: Vec<f64> = (0..kc * nr).map(|i| (i as f64 * 0.37).sin()).collect();
+                    let mut out = vec![f64::NAN; rows * nr];
+                    tile(&panel, &mut out);
+                    for r in 0..rows {
+                        for j in 0..nr {
+                            let want = (0..kc).fold(0.0, |s: f64, k| {
+                                a[r * a_stride + k].mul_add(panel[k * nr + j], s)
+                            });
+                            assert_eq!(out[r * nr + j], want, "kc {kc} rows {rows} nr {nr}");
+                        }
+                    }
+                };
+                check(product_tile_columns(), &|panel, out| {
+                    product_tile(&a, a_stride, rows, panel, kc, out)
+                });
+                #[cfg(target_arch = "x86_64")]
+                for level in vector_levels() {
+                    let nr = match level {
+                        x86::Vector::Avx2(_) => 8,
+                        x86::Vector::Avx512(_) => 16,
+                    };
+                    check(nr, &|panel, out| {
+                        // SAFETY: the level runs here; the bounds hold for its width.
+                        unsafe {
+                            x86::product_tile(
+                                level,
+                                ProductTile(&a, a_stride, rows, panel, kc),
+                                out,
+                            )
+                        }
+                    });
+                }
+            }
+        }
     }
 
     #[test]

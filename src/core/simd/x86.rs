@@ -8,8 +8,8 @@
 //! pay) follow at the end.
 
 use super::{
-    CandidateFilter, ColumnValue, EightRows, FusedRow, Level, BLOCK_ROWS, EXP_MIN_ARG, F16,
-    INV_FACT, LN2_HI, LN2_LO, LOG2E, SHIFTER, SINGLE_DEGREE,
+    CandidateFilter, ColumnValue, EightRows, FusedRow, Level, ProductTile, BLOCK_ROWS, EXP_MIN_ARG,
+    F16, INV_FACT, LN2_HI, LN2_LO, LOG2E, PRODUCT_TILE_ROWS, SHIFTER, SINGLE_DEGREE,
 };
 use std::arch::x86_64::*;
 
@@ -753,6 +753,42 @@ unsafe fn dots_8_rows_on<S: Simd, T: ColumnValue>(s: S, block: EightRows<'_, T>,
     }
 }
 
+/// `product_tile`: `PRODUCT_TILE_ROWS` x 2 vectors of sums held in registers (12 of AVX2's 16),
+/// each step over k two loads of the packed panel and one broadcast per row.
+///
+/// # Safety
+/// The bounds checked by `product_tile`.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+unsafe fn product_tile_on<S: Simd>(s: S, tile: ProductTile<'_>, out: &mut [f64]) {
+    let ProductTile(a, a_stride, rows, panel, kc) = tile;
+    let w = S::LANES;
+    let mut acc0 = [s.zero(); PRODUCT_TILE_ROWS];
+    let mut acc1 = [s.zero(); PRODUCT_TILE_ROWS];
+    // Rows past `rows` repeat the last one (read, never stored).
+    let row: [*const f64; PRODUCT_TILE_ROWS] =
+        std::array::from_fn(|r| a[r.min(rows - 1) * a_stride..].as_ptr());
+    let pb = panel.as_ptr();
+    // SAFETY: the caller checked a's rows hold kc values from each row start and the panel
+    // kc * 2 w.
+    unsafe {
+        for k in 0..kc {
+            let b0 = s.load(pb.add(k * 2 * w));
+            let b1 = s.load(pb.add(k * 2 * w + w));
+            for r in 0..PRODUCT_TILE_ROWS {
+                let ar = s.splat(*row[r].add(k));
+                acc0[r] = s.fmadd(ar, b0, acc0[r]);
+                acc1[r] = s.fmadd(ar, b1, acc1[r]);
+            }
+        }
+        let po = out.as_mut_ptr();
+        for r in 0..rows {
+            s.store(po.add(r * 2 * w), acc0[r]);
+            s.store(po.add(r * 2 * w + w), acc1[r]);
+        }
+    }
+}
+
 /// For each loop written once above, its AVX2 and AVX-512 entry points (`#[target_feature]`
 /// functions, where the generic code inlines with its intrinsics) and `name(vector, ...)`, the
 /// match that runs the one of a [`Vector`].
@@ -830,6 +866,9 @@ levels! {
     /// Sum of x * y for x in f32 or halves (`dot_narrow_on`).
     fn dot_narrow<T: ColumnValue>(x: &[T], y: &[f64]) -> f64
         = dot_narrow_on in dot_narrow_avx2, dot_narrow_avx512;
+    /// A tile of a matrix product against a packed panel (`product_tile_on`).
+    fn product_tile(tile: ProductTile<'_>, out: &mut [f64])
+        = product_tile_on in product_tile_avx2, product_tile_avx512;
     /// Dot products of 8 rows with m of a feature-major copy (`dots_8_rows_on`).
     fn dots_8_rows<T: ColumnValue>(block: EightRows<'_, T>, dots: &mut [f64])
         = dots_8_rows_on in dots_8_rows_avx2, dots_8_rows_avx512;
