@@ -763,18 +763,21 @@ impl F16 {
         F16(sign | h)
     }
 
-    /// The value, exactly.
+    /// The value, exactly (a normal half's bits placed in an f32's, a subnormal one scaled).
     pub fn to_f64(self) -> f64 {
-        let h = self.0;
-        let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
-        let exponent = i32::from((h >> 10) & 0x1f);
-        let fraction = f64::from(h & 0x3ff);
-        sign * match exponent {
-            0 => fraction * 2f64.powi(-24),
-            31 if fraction == 0.0 => f64::INFINITY,
-            31 => f64::NAN,
-            e => (1024.0 + fraction) * 2f64.powi(e - 25),
-        }
+        let h = u32::from(self.0);
+        let sign = (h & 0x8000) << 16;
+        let exponent = (h >> 10) & 0x1f;
+        let fraction = h & 0x3ff;
+        let single = match exponent {
+            0 => {
+                let v = f64::from(fraction) * (1.0 / 16_777_216.0);
+                return if sign != 0 { -v } else { v };
+            }
+            31 => f32::from_bits(sign | 0x7f80_0000 | (fraction << 13)),
+            e => f32::from_bits(sign | ((e + 112) << 23) | (fraction << 13)),
+        };
+        f64::from(single)
     }
 }
 
@@ -1280,10 +1283,28 @@ mod tests {
         }
     }
 
-    /// Every finite half, in ascending order of value, with its bits.
+    /// Every finite half, in ascending order of value, with its bits; each value from the
+    /// format's definition, checked against `F16::to_f64`.
     fn finite_halves() -> Vec<(f64, u16)> {
+        let defined = |b: u16| {
+            let sign = if b & 0x8000 != 0 { -1.0 } else { 1.0 };
+            let (e, f) = (i32::from((b >> 10) & 0x1f), f64::from(b & 0x3ff));
+            sign * match e {
+                0 => f * 2f64.powi(-24),
+                31 if f == 0.0 => f64::INFINITY,
+                31 => f64::NAN,
+                e => (1024.0 + f) * 2f64.powi(e - 25),
+            }
+        };
+        for b in 0..=u16::MAX {
+            let (got, want) = (F16(b).to_f64(), defined(b));
+            assert!(
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                "{b:#x}"
+            );
+        }
         let mut all: Vec<(f64, u16)> = (0..=u16::MAX)
-            .map(|b| (F16(b).to_f64(), b))
+            .map(|b| (defined(b), b))
             .filter(|(v, _)| v.is_finite())
             .collect();
         all.sort_by(|a, b| a.0.total_cmp(&b.0));
