@@ -67,7 +67,7 @@ use crate::core::data::libsvm::LibsvmChunks;
 use crate::core::data::rows::{AnyRows, CsrView, DenseView, Rows, SubsetRows};
 use crate::core::kernels::kernel::Kernel;
 use crate::core::kernels::kernel_block::{sv_rows, BlockScratch, KernelBlocks};
-use crate::core::simd::{self, ColumnValue, F16};
+use crate::core::simd::{self, F16};
 
 /// Rows of a segment of K(X, S): the unit of caching and of parallel work.
 const SEGMENT_ROWS: usize = 1024;
@@ -1143,9 +1143,8 @@ fn polish_on(
                     .clamp(1e-6, if sample_rows > 0 { CG_TOL_NEAR } else { 0.5 });
                 let rhs: Vec<f64> = g.iter().map(|v| -v).collect();
                 let rows = gathered.rows_of(li, m);
-                let mut hv = |v: &[f64], out: &mut [f64]| match &rows {
-                    SquaredRows::Half(r) => hessian_product(&kss_f32, ridge, c, r, m, v, out),
-                    SquaredRows::Single(r) => hessian_product(&kss_f32, ridge, c, r, m, v, out),
+                let mut hv = |v: &[f64], out: &mut [f64]| {
+                    hessian_product(&kss_f32, ridge, c, &rows, m, v, out)
                 };
                 let (x, products) = conjugate_gradient::solve(
                     &mut hv,
@@ -2095,31 +2094,53 @@ fn gather_pass(
 
 /// out = H v for one output's Newton system (`kss` in f32): (K_SS + ridge) v_beta + 2C sum_Q w (k . v_beta +
 /// v_b) k, and 2C sum_Q w (k . v_beta + v_b) for the intercept; the squared rows in fixed
-/// chunks in parallel, the chunks' parts added in order.
-#[allow(clippy::too_many_arguments)]
-fn hessian_product<T: ColumnValue>(
+/// chunks in parallel, the chunks' parts added in order. Rows in halves are multiplied in f32
+/// arithmetic (their values are good to 5e-4, the sums to about 1e-6: twice the lanes and no
+/// widening per value, which made the products compute-bound), rows in f32 in f64.
+fn hessian_product(
     kss: &[f32],
     ridge: f64,
     c: f64,
-    rows: &[(&[T], f64)],
+    rows: &SquaredRows<'_>,
     m: usize,
     v: &[f64],
     out: &mut [f64],
 ) {
     let (vb, vbeta) = (v[m], &v[..m]);
-    let parts: Vec<Vec<f64>> = parallel::install(|| {
-        rows.par_chunks(PRODUCT_CHUNK)
-            .map(|chunk| {
-                let mut acc = vec![0.0; m + 1];
-                for &(row, w) in chunk {
-                    let t = 2.0 * c * w * (simd::dot_narrow(row, vbeta) + vb);
-                    simd::axpy_narrow(t, row, &mut acc[..m]);
-                    acc[m] += t;
-                }
-                acc
+    let parts: Vec<Vec<f64>> = match rows {
+        SquaredRows::Half(rows) => {
+            let v32: Vec<f32> = vbeta.iter().map(|&x| x as f32).collect();
+            parallel::install(|| {
+                rows.par_chunks(PRODUCT_CHUNK)
+                    .map(|chunk| {
+                        let mut acc = vec![0.0f32; m];
+                        let mut intercept = 0.0;
+                        for &(row, w) in chunk {
+                            let t = 2.0 * c * w * (f64::from(simd::dot_half(row, &v32)) + vb);
+                            simd::axpy_half(t as f32, row, &mut acc);
+                            intercept += t;
+                        }
+                        let mut part: Vec<f64> = acc.iter().map(|&a| f64::from(a)).collect();
+                        part.push(intercept);
+                        part
+                    })
+                    .collect()
             })
-            .collect()
-    });
+        }
+        SquaredRows::Single(rows) => parallel::install(|| {
+            rows.par_chunks(PRODUCT_CHUNK)
+                .map(|chunk| {
+                    let mut acc = vec![0.0; m + 1];
+                    for &(row, w) in chunk {
+                        let t = 2.0 * c * w * (simd::dot_narrow(row, vbeta) + vb);
+                        simd::axpy_narrow(t, row, &mut acc[..m]);
+                        acc[m] += t;
+                    }
+                    acc
+                })
+                .collect()
+        }),
+    };
     let kv: Vec<f64> = parallel::install(|| {
         (0..m)
             .into_par_iter()
