@@ -1557,7 +1557,7 @@ type RowsNeeded<'a> = dyn Fn(usize) -> bool + Sync + 'a;
 
 /// What a pass computes on a segment: (segment, its rows, their kernel values) -> result.
 /// The last argument says whether the segment's values are in the cache (after this pass).
-type SegmentWork<'a, T> = dyn Fn(usize, Range<usize>, SegmentValues<'_>, bool) -> T + Sync + 'a;
+type SegmentWork<'a, T> = dyn Fn(usize, Range<usize>, SegmentValues<'_>) -> T + Sync + 'a;
 
 /// A segment's kernel values (row-major, m a row) as a pass reads them: f64, or f32 where
 /// every value is rounded to f32 (`Segments::single`), read as stored instead of widened
@@ -1724,12 +1724,12 @@ fn segment_pass<T: Send>(
                             let slot = match &cache[s] {
                                 Some(Cached::F64(kv)) if !kv.is_empty() => {
                                     let kv = SegmentValues::all(Values::F64(kv));
-                                    let r = work(s, span, kv, true);
+                                    let r = work(s, span, kv);
                                     return (r, None, 0.0);
                                 }
                                 Some(Cached::F32(kv)) if !kv.is_empty() => {
                                     let kv = SegmentValues::all(Values::F32(kv));
-                                    let r = work(s, span, kv, true);
+                                    let r = work(s, span, kv);
                                     return (r, None, 0.0);
                                 }
                                 slot => slot,
@@ -1805,7 +1805,7 @@ fn segment_pass<T: Send>(
                                 },
                                 at: packed.then_some(&at[..]),
                             };
-                            let r = work(s, span, kv, keep);
+                            let r = work(s, span, kv);
                             (r, kept, secs)
                         },
                     )
@@ -2008,7 +2008,7 @@ fn gather_pass(
         live.iter()
             .any(|&k| term(k, i, outputs[k].f[i]) != Term::Zero)
     };
-    let work = |s: usize, span: Range<usize>, kv: SegmentValues<'_>, _cached: bool| {
+    let work = |s: usize, span: Range<usize>, kv: SegmentValues<'_>| {
         let mut part = Gathered::new(live, m, half);
         let mut values = vec![0.0; if trial.is_some() { span.len() * q } else { 0 }];
         // Sized for the segment's squared rows: a vector grown by doubling kept up to twice
@@ -2187,7 +2187,7 @@ fn matvec_pass(
         return Ok(out);
     }
     let level = simd::level();
-    let work = |_s: usize, span: Range<usize>, kv: SegmentValues<'_>, _: bool| -> Vec<f64> {
+    let work = |_s: usize, span: Range<usize>, kv: SegmentValues<'_>| -> Vec<f64> {
         let mut r = vec![0.0; span.len() * q];
         let mut wide = vec![0.0; m];
         for (t, o) in r.chunks_mut(q).enumerate() {
@@ -2257,26 +2257,25 @@ fn gram_pass(
     }
     let needed = |i: usize| is_changed[i];
     // Per segment and output: the changed rows.
-    let work =
-        |_s: usize, span: Range<usize>, kv: SegmentValues<'_>, _: bool| -> Vec<ChangedRows> {
-            let mut wide = vec![0.0; m];
-            changed
-                .iter()
-                .map(|rows| {
-                    let a = rows.partition_point(|c| c.row < span.start);
-                    let b = rows.partition_point(|c| c.row < span.end);
-                    let mut part = ChangedRows {
-                        changes: rows[a..b].to_vec(),
-                        values: Vec::with_capacity((b - a) * m),
-                    };
-                    for c in &rows[a..b] {
-                        let t = c.row - span.start;
-                        part.values.extend_from_slice(kv.row(t, m, &mut wide));
-                    }
-                    part
-                })
-                .collect()
-        };
+    let work = |_s: usize, span: Range<usize>, kv: SegmentValues<'_>| -> Vec<ChangedRows> {
+        let mut wide = vec![0.0; m];
+        changed
+            .iter()
+            .map(|rows| {
+                let a = rows.partition_point(|c| c.row < span.start);
+                let b = rows.partition_point(|c| c.row < span.end);
+                let mut part = ChangedRows {
+                    changes: rows[a..b].to_vec(),
+                    values: Vec::with_capacity((b - a) * m),
+                };
+                for c in &rows[a..b] {
+                    let t = c.row - span.start;
+                    part.values.extend_from_slice(kv.row(t, m, &mut wide));
+                }
+                part
+            })
+            .collect()
+    };
     let mut staged: Vec<Staging> = (0..outputs.len()).map(|_| Staging::default()).collect();
     // The parallel part computes kernel rows; the sums are taken here, segment by segment in
     // row order, as each wave's results arrive: holding every changed row's kernel values
