@@ -17,7 +17,7 @@ use super::keywords::{keyword_group, keywords};
 use super::runtime::{detached, run_monitored, run_on_rows};
 use crate::core::budgeted::polish::{
     add_gram_factor, polish as polish_solve, ActiveSums, GramFactor, InMemory, LibsvmFileRows,
-    PartitionRows, PolishParams, PolishResult,
+    PartitionRows, PolishParams, PolishResult, HESSIAN_FREE_BASIS,
 };
 use crate::core::budgeted::problem::Targets;
 use crate::core::data::rows::{check_sq_norms, Rows};
@@ -54,6 +54,7 @@ impl PolishSettings<'_> {
             max_iter: self.max_iter,
             cache_bytes: cache_bytes(cache_size),
             method: Default::default(),
+            hessian_free_basis: HESSIAN_FREE_BASIS,
             sample_start: true,
         })
     }
@@ -116,6 +117,7 @@ fn polish_result<'py>(
         "passes" => r.passes,
         "active_changes" => r.active_changes,
         "cg_products" => r.cg_products,
+        "system_from" => r.system_from,
         "squared_rows" => r.squared_rows,
         "kept_bytes" => r.kept_bytes,
         "sample_rows" => r.sample_rows,

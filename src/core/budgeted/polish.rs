@@ -94,6 +94,9 @@ pub struct PolishParams {
     pub cache_bytes: usize,
     /// How the Newton direction is found.
     pub method: PolishMethod,
+    /// `PolishMethod::Auto` goes Hessian-free from this many support vectors on
+    /// (`HESSIAN_FREE_BASIS`).
+    pub hessian_free_basis: usize,
     /// A Hessian-free solve on many rows starts from the solve on a subsample of them
     /// (`SAMPLE_STEP`).
     pub sample_start: bool,
@@ -102,7 +105,8 @@ pub struct PolishParams {
 /// How the polish finds its Newton direction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PolishMethod {
-    /// Hessian-free from `HESSIAN_FREE_BASIS` support vectors on, the Newton system below.
+    /// Hessian-free from `PolishParams::hessian_free_basis` support vectors on (forming the
+    /// Newton system when that stalls: `FORM_AFTER_ITERATIONS`), the Newton system below.
     #[default]
     Auto,
     /// The (m + 1)^2 Newton system, updated by the rows whose piece changed, factorised.
@@ -127,8 +131,21 @@ const STALL_SHARE: f64 = 0.5;
 /// (B = 3,000) moved it 3.7x (6.7 -> 25.2) within the 40,000-row start: at 2 that was a second
 /// factorisation, at 4 the same 80 products on all rows.
 const RESCALE_FACTOR: f64 = 4.0;
-/// Support vectors from which `PolishMethod::Auto` goes Hessian-free.
-pub const HESSIAN_FREE_BASIS: usize = 1500;
+/// Support vectors from which `PolishMethod::Auto` goes Hessian-free by default. At B = 1,000
+/// the Newton system took 5.6 s on 200,000 hard10d rows and 58 s on a million, the Hessian-free
+/// solve 2.9 s and 11 s; on a9a, cod-rna and ijcnn1 (33,000-50,000 rows) the system is faster
+/// (1.3-1.6 s against 1.4-1.9 s, where the Hessian-free solve stalls and forms it:
+/// `FORM_AFTER_ITERATIONS`). At B = 500 the sets part further (ijcnn1 0.8 s against 2.0 s).
+pub const HESSIAN_FREE_BASIS: usize = 1000;
+/// `PolishMethod::Auto`'s Hessian-free solve forms the Newton system from the next iteration on
+/// when it has taken this many iterations, or more Hessian products than m / 4 per output
+/// (what forming the system costs: |Q| m^2 / 2 multiply-adds against 2 |Q| m a product). Its
+/// preconditioner assumes K_Q^T K_Q ~ (|Q| / m) K_SS^2, which a smooth kernel over a basis
+/// unlike the squared rows breaks: at B = 3,000 a9a's Hessian-free solve took 12,840 products
+/// and 50 iterations without converging (185 s; the Newton system 8.1 s), cod-rna's 50
+/// iterations of 9 products each (12.7 s, 0.2 points short; Newton 9.7 s), while the
+/// generator's converge in 4-8 iterations of 10-20 products.
+const FORM_AFTER_ITERATIONS: usize = 12;
 /// Conjugate-gradient products per Newton direction at most.
 const MAX_CG_PRODUCTS: usize = 300;
 /// Squared rows per chunk of a Hessian product (fixed: the sums do not depend on threads).
@@ -193,6 +210,9 @@ pub struct PolishResult {
     pub active_changes: u64,
     /// Hessian products of the conjugate-gradient solves (0 for the Newton system).
     pub cg_products: usize,
+    /// The iteration from which an `Auto` Hessian-free solve formed the Newton system instead
+    /// (`FORM_AFTER_ITERATIONS`); 0: it did not.
+    pub system_from: usize,
     /// The most squared rows one Hessian-free iteration gathered (0 for the Newton system).
     pub squared_rows: usize,
     /// Rows of the subsample the solve started from (0: none), and the seconds its solve took.
@@ -884,8 +904,8 @@ fn polish_on(
         })
         .collect();
 
-    let hessian_free = match params.method {
-        PolishMethod::Auto => m >= HESSIAN_FREE_BASIS,
+    let mut hessian_free = match params.method {
+        PolishMethod::Auto => m >= params.hessian_free_basis,
         PolishMethod::Newton => false,
         PolishMethod::HessianFree => m > 0,
     };
@@ -928,7 +948,10 @@ fn polish_on(
             let sample_params = PolishParams {
                 c: c * n as f64 / sample.n_rows as f64,
                 tol: params.tol.max(SAMPLE_TOL),
-                method: PolishMethod::HessianFree,
+                method: match params.method {
+                    PolishMethod::Auto => PolishMethod::Auto,
+                    _ => PolishMethod::HessianFree,
+                },
                 ..params.clone()
             };
             let start = polish_on(
@@ -1031,6 +1054,7 @@ fn polish_on(
     let ridge = RIDGE * (0..m).map(|i| kss[i * m + i]).fold(1.0f64, f64::max);
     let mut first_gradient = vec![0.0; n_out];
     let mut cg_products = 0usize;
+    let mut system_from = 0;
     let mut squared_rows = 0usize;
     let mut kept_bytes = 0usize;
     // Moves output k by t along its direction (delta: the change of f over the full step) and
@@ -1063,6 +1087,17 @@ fn polish_on(
         objective(&kss, &beta, &f, c, &term, &weight)
     };
     while iterations < params.max_iter && outputs.iter().any(|o| !o.done) {
+        if hessian_free
+            && params.method == PolishMethod::Auto
+            && (iterations >= FORM_AFTER_ITERATIONS || 4 * cg_products > m * n_out)
+        {
+            // From here on the Newton path: its first Gram pass counts every row's term at
+            // the current point (M starts empty), and no earlier step counts as its full one.
+            hessian_free = false;
+            system_from = iterations + 1;
+            pending = None;
+            outputs.iter_mut().for_each(|o| o.full_step = false);
+        }
         let live: Vec<usize> = if hessian_free {
             let live: Vec<usize> = (0..n_out).filter(|&k| !outputs[k].done).collect();
             iterations += 1;
@@ -1363,6 +1398,7 @@ fn polish_on(
         passes,
         active_changes,
         cg_products,
+        system_from,
         squared_rows,
         kept_bytes,
         sample_rows,
@@ -2707,6 +2743,7 @@ mod tests {
             max_iter: 100,
             cache_bytes: 1 << 30,
             method: PolishMethod::Newton,
+            hessian_free_basis: HESSIAN_FREE_BASIS,
             sample_start: true,
         }
     }
@@ -2921,6 +2958,60 @@ mod tests {
                 );
             }
             assert!(free.kept_bytes <= (n + free.squared_rows) * m * 4 && free.squared_rows > 0);
+        }
+    }
+
+    /// `Auto`'s Hessian-free solve forms the Newton system once its directions have cost what
+    /// forming it does (m / 4 products per output: a few directions at m = 40 and 60), and
+    /// then reaches the Newton optimum, the same on any thread count; below its basis size
+    /// `Auto` is the Newton solve.
+    #[test]
+    fn hessian_free_forms_the_system_when_it_stalls() {
+        for (seed, n, m, classes, c) in [(41, 600, 40, 2, 1.0), (42, 900, 60, 3, 5.0)] {
+            let (x, y, model) = problem(seed, n, m, classes);
+            let solve = |method, basis, threads| {
+                let view = DenseView::new(&x, n, 2).unwrap();
+                let mut source = InMemory(AnyRows::Dense(view));
+                let mut p = params(c);
+                p.method = method;
+                p.hessian_free_basis = basis;
+                let targets = Targets::classes(&y, classes);
+                parallel::install_with(Some(threads), || {
+                    polish(
+                        &model,
+                        None,
+                        &mut source,
+                        targets,
+                        None,
+                        &p,
+                        &mut no_monitor,
+                    )
+                })
+                .unwrap()
+                .unwrap()
+            };
+            let newton = solve(PolishMethod::Newton, 0, 2);
+            let auto = solve(PolishMethod::Auto, 1, 2);
+            assert!(auto.cg_products > 0, "seed {seed}");
+            assert!(
+                auto.system_from > 1 && auto.active_changes > 0,
+                "seed {seed}"
+            );
+            assert!(
+                auto.converged && auto.iterations > auto.system_from,
+                "seed {seed}"
+            );
+            assert_same_optimum(&x, &model, &auto, &newton, seed);
+            let again = solve(PolishMethod::Auto, 1, 1);
+            assert_eq!(again.coef, auto.coef, "seed {seed}");
+            assert_eq!(again.intercept, auto.intercept, "seed {seed}");
+            let below = solve(PolishMethod::Auto, m + 1, 2);
+            assert_eq!(
+                (below.cg_products, below.system_from),
+                (0, 0),
+                "seed {seed}"
+            );
+            assert_eq!(below.coef, newton.coef, "seed {seed}");
         }
     }
 
