@@ -50,6 +50,7 @@ use crate::core::budgeted::problem::{check_run, check_targets, Targets};
 use crate::core::budgeted::step::{self, Budgeted};
 use crate::core::common::checks::{check_classes, check_positive_finite, check_weights};
 use crate::core::common::error::{Result, SvmError};
+use crate::core::common::parallel;
 use crate::core::common::progress::{Heartbeat, Monitor, Progress};
 use crate::core::common::rng::Rng;
 use crate::core::data::rows::{finite_sq_norms, Rows};
@@ -446,7 +447,9 @@ pub fn train_bsca<R: Rows>(
             epochs: epochs_done + p.epochs,
             ..Progress::default()
         };
-        run.run_epoch(x, &sq_norms, &upper, p, &mut monitor, &progress)?;
+        // On a pool's thread, so that the steps' kernel rows over many SVs run in parts.
+        let monitor_ref = &mut monitor;
+        parallel::install(|| run.run_epoch(x, &sq_norms, &upper, p, monitor_ref, &progress))?;
         stats.epochs = epoch;
         let train_seconds = start.elapsed().as_secs_f64() - observer_seconds;
         monitor(

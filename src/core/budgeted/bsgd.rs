@@ -32,6 +32,7 @@ use crate::core::budgeted::problem::{check_run, check_targets, check_task, Targe
 use crate::core::budgeted::step::{self, Budgeted};
 use crate::core::common::checks::{check_classes, check_positive_finite, check_weights};
 use crate::core::common::error::{Result, SvmError};
+use crate::core::common::parallel;
 use crate::core::common::progress::{Heartbeat, Monitor, Progress};
 use crate::core::common::rng::Rng;
 use crate::core::data::codec::{corrupt, verified, with_checksum, Reader, Writer};
@@ -257,9 +258,25 @@ impl BsgdState {
         result
     }
 
-    /// The steps of one pass over `order`.
+    /// The steps of one pass over `order`, on a pool's thread (so that the steps' kernel rows
+    /// over many SVs run in parts: `SupportVectors::kernel_row_and_decision`).
     #[allow(clippy::too_many_arguments)]
     fn run<R: Rows>(
+        &mut self,
+        x: &R,
+        y: Targets<'_>,
+        weights: Option<&[f64]>,
+        sq_norms: &[f64],
+        order: &[usize],
+        epoch: usize,
+        epochs: usize,
+        monitor: Monitor<'_>,
+    ) -> Result<()> {
+        parallel::install(|| self.run_steps(x, y, weights, sq_norms, order, epoch, epochs, monitor))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_steps<R: Rows>(
         &mut self,
         x: &R,
         y: Targets<'_>,
