@@ -121,10 +121,12 @@ pub enum PolishMethod {
 /// objective by at least this share of what the exact line search's step does; otherwise it
 /// takes that step and gathers the rows at it in a pass of their own.
 const FULL_STEP_SHARE: f64 = 0.99;
-/// A full Hessian-free step that lowers the objective by more than this share of the step before
-/// it means the half-precision rows' Hessian is what limits the iteration (Newton's steps shrink
+/// A Hessian-free step that lowers the objective by more than this share of the step before it
+/// means the half-precision rows' Hessian is what limits the iteration (Newton's steps shrink
 /// far faster near the optimum: 0.02-0.2 on the generator, 0.6-0.99 with halves on a small
-/// ill-conditioned problem): the rows are kept in f32 from then on.
+/// ill-conditioned problem): the rows are kept in f32 from then on. Partial steps count too:
+/// with halves a9a's directions (B = 3,000) were mostly cut short by the line search and never
+/// switched (50 iterations without converging; in f32 from the start, 10).
 const STALL_SHARE: f64 = 0.5;
 /// The preconditioner's scale is refactored (a Cholesky of m x m, 0.4 s at m = 3,000) when the
 /// squared rows' weight moves by more than this factor either way. The generator's 200,000 rows
@@ -1262,7 +1264,7 @@ fn polish_on(
                     let before = o.objective;
                     advance(k, o, t);
                     let decrease = before - o.objective;
-                    if o.full_step && decrease > STALL_SHARE * last_decrease[k] {
+                    if decrease > STALL_SHARE * last_decrease[k] {
                         half_rows = false;
                     }
                     last_decrease[k] = decrease;
