@@ -144,6 +144,16 @@ fn row_part_svs(len: usize) -> usize {
     ROW_PART_SVS.max(len.div_ceil(MAX_ROW_PARTS))
 }
 
+/// The parts of a kernel row over `len` SVs, in the order their sums are added.
+fn row_parts(len: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let size = if len < ROW_PARTS_FROM {
+        len.max(1)
+    } else {
+        row_part_svs(len)
+    };
+    (0..len).step_by(size).map(move |a| a..(a + size).min(len))
+}
+
 impl SupportVectors {
     /// An empty store for vectors of `dim` features with `n_out` coefficients each. `expected`
     /// SVs get slots at once when that is cheap (the budget + 1 of a solver); more are added on
@@ -392,9 +402,7 @@ impl SupportVectors {
                     simd::FeatureMajor::new(&svt[first..], cap, kv.len(), &sq_norms[first..end]);
                 simd::rbf_row(level, svs, row, gamma, coef.map(|c| &c[first..end]), kv)
             };
-            let sum = if len < ROW_PARTS_FROM {
-                part(0, &mut kvals[..len])
-            } else if rayon::current_thread_index().is_some() {
+            let sum = if len >= ROW_PARTS_FROM && rayon::current_thread_index().is_some() {
                 let size = row_part_svs(len);
                 let mut sums = [0.0; MAX_ROW_PARTS];
                 kvals[..len]
@@ -406,11 +414,7 @@ impl SupportVectors {
                     .iter()
                     .fold(0.0, |total, p| total + p)
             } else {
-                let size = row_part_svs(len);
-                kvals[..len]
-                    .chunks_mut(size)
-                    .enumerate()
-                    .fold(0.0, |total, (p, kv)| total + part(p * size, kv))
+                row_parts(len).fold(0.0, |total, r| total + part(r.start, &mut kvals[r]))
             };
             if self.n_out == 1 {
                 f[0] = self.scale * sum;
@@ -427,18 +431,9 @@ impl SupportVectors {
             x.for_each_nonzero(i, |c, _| nnz += usize::from(c < dim));
             let coef = &self.coef[..len];
             let level = simd::level();
-            let part = |first: usize, kv: &[f64]| {
-                simd::decision_sum_as_rbf_row(level, &coef[first..first + kv.len()], kv, nnz)
-            };
-            let sum = if len < ROW_PARTS_FROM {
-                part(0, &kvals[..len])
-            } else {
-                let size = row_part_svs(len);
-                kvals[..len]
-                    .chunks(size)
-                    .enumerate()
-                    .fold(0.0, |total, (p, kv)| total + part(p * size, kv))
-            };
+            let sum = row_parts(len).fold(0.0, |total, r| {
+                total + simd::decision_sum_as_rbf_row(level, &coef[r.clone()], &kvals[r], nnz)
+            });
             f[0] = self.scale * sum;
         } else {
             self.decision_from_kernel(kvals, f);

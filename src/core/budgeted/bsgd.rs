@@ -272,78 +272,65 @@ impl BsgdState {
         epochs: usize,
         monitor: Monitor<'_>,
     ) -> Result<()> {
-        parallel::install(|| self.run_steps(x, y, weights, sq_norms, order, epoch, epochs, monitor))
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn run_steps<R: Rows>(
-        &mut self,
-        x: &R,
-        y: Targets<'_>,
-        weights: Option<&[f64]>,
-        sq_norms: &[f64],
-        order: &[usize],
-        epoch: usize,
-        epochs: usize,
-        monitor: Monitor<'_>,
-    ) -> Result<()> {
-        let start = Instant::now();
-        let mut heartbeat = Heartbeat::new(Duration::from_millis(100));
-        let base = Progress {
-            epoch,
-            epochs,
-            ..Progress::default()
-        };
-        let (gamma, lambda, n_out) = (self.gamma, self.lambda, self.f.len());
-        for &i in order {
-            self.t = self.t.saturating_add(1);
-            let t = self.t;
-            let budgeted = &mut self.budgeted;
-            if self.averaging && t == self.average_from {
-                budgeted.svs.start_averaging();
-            }
-            let (f, update) = (&mut self.f, &mut self.update);
-            budgeted.decision(x, i, sq_norms[i], gamma, f);
-            if t > 1 {
-                budgeted.svs.shrink(1.0 - 1.0 / t as f64);
-            }
-            let eta = weights.map_or(1.0, |w| w[i]) / (lambda * t as f64);
-            let violated = match y {
-                Targets::Values { y, epsilon } => {
-                    let residual = y[i] - f[0];
-                    update[0] = eta * residual.signum();
-                    residual.abs() > epsilon
-                }
-                Targets::Classes { y, .. } if n_out == 1 => {
-                    let yi = if y[i] == 1 { 1.0 } else { -1.0 };
-                    update[0] = eta * yi;
-                    yi * f[0] < 1.0
-                }
-                Targets::Classes { y, .. } => {
-                    let label = y[i] as usize;
-                    let runner_up = (0..n_out)
-                        .filter(|&c| c != label)
-                        .max_by(|&a, &b| f[a].total_cmp(&f[b]))
-                        .unwrap_or(0);
-                    update.fill(0.0);
-                    update[label] = eta;
-                    update[runner_up] = -eta;
-                    f[label] - f[runner_up] < 1.0
-                }
+        parallel::install(|| {
+            let start = Instant::now();
+            let mut heartbeat = Heartbeat::new(Duration::from_millis(100));
+            let base = Progress {
+                epoch,
+                epochs,
+                ..Progress::default()
             };
-            if violated {
-                budgeted.insert(x, i, update)?;
-                self.insertions = self.insertions.saturating_add(1);
+            let (gamma, lambda, n_out) = (self.gamma, self.lambda, self.f.len());
+            for &i in order {
+                self.t = self.t.saturating_add(1);
+                let t = self.t;
+                let budgeted = &mut self.budgeted;
+                if self.averaging && t == self.average_from {
+                    budgeted.svs.start_averaging();
+                }
+                let (f, update) = (&mut self.f, &mut self.update);
+                budgeted.decision(x, i, sq_norms[i], gamma, f);
+                if t > 1 {
+                    budgeted.svs.shrink(1.0 - 1.0 / t as f64);
+                }
+                let eta = weights.map_or(1.0, |w| w[i]) / (lambda * t as f64);
+                let violated = match y {
+                    Targets::Values { y, epsilon } => {
+                        let residual = y[i] - f[0];
+                        update[0] = eta * residual.signum();
+                        residual.abs() > epsilon
+                    }
+                    Targets::Classes { y, .. } if n_out == 1 => {
+                        let yi = if y[i] == 1 { 1.0 } else { -1.0 };
+                        update[0] = eta * yi;
+                        yi * f[0] < 1.0
+                    }
+                    Targets::Classes { y, .. } => {
+                        let label = y[i] as usize;
+                        let runner_up = (0..n_out)
+                            .filter(|&c| c != label)
+                            .max_by(|&a, &b| f[a].total_cmp(&f[b]))
+                            .unwrap_or(0);
+                        update.fill(0.0);
+                        update[label] = eta;
+                        update[runner_up] = -eta;
+                        f[label] - f[runner_up] < 1.0
+                    }
+                };
+                if violated {
+                    budgeted.insert(x, i, update)?;
+                    self.insertions = self.insertions.saturating_add(1);
+                }
+                budgeted.svs.accumulate_average();
+                if heartbeat.due(t) {
+                    let seconds = self.seconds + start.elapsed().as_secs_f64();
+                    monitor(&budgeted.progress(&base, t, seconds, false))?;
+                }
             }
-            budgeted.svs.accumulate_average();
-            if heartbeat.due(t) {
-                let seconds = self.seconds + start.elapsed().as_secs_f64();
-                monitor(&budgeted.progress(&base, t, seconds, false))?;
-            }
-        }
-        self.passes = self.passes.saturating_add(1);
-        self.seconds += start.elapsed().as_secs_f64();
-        Ok(())
+            self.passes = self.passes.saturating_add(1);
+            self.seconds += start.elapsed().as_secs_f64();
+            Ok(())
+        })
     }
 
     /// The model as it is now (the averaged one once averaging has started).
