@@ -146,7 +146,9 @@ pub const HESSIAN_FREE_BASIS: usize = 1000;
 /// unlike the squared rows breaks: at B = 3,000 a9a's Hessian-free solve took 12,840 products
 /// and 50 iterations without converging (185 s; the Newton system 8.1 s), cod-rna's 50
 /// iterations of 9 products each (12.7 s, 0.2 points short; Newton 9.7 s), while the
-/// generator's converge in 4-8 iterations of 10-20 products.
+/// generator's converge in 4-8 iterations of 10-20 products. (Most of a9a's stall was the
+/// halves, which `STALL_SHARE` now catches; a9a, cod-rna and ijcnn1 still form the system at
+/// iteration 13, in 8-9 s.)
 const FORM_AFTER_ITERATIONS: usize = 12;
 /// Conjugate-gradient products per Newton direction at most.
 const MAX_CG_PRODUCTS: usize = 300;
