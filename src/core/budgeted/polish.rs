@@ -1015,6 +1015,11 @@ fn polish_on(
         let points: Vec<(Vec<f64>, f64)> = outputs.iter().map(|o| (o.beta.clone(), o.b)).collect();
         segments.cache_left = first_pass_room(params.cache_bytes, n, m, squared_share);
         let reserve = (squared_share * SEGMENT_ROWS as f64).ceil() as usize;
+        if sample_rows > 0 {
+            // The subsample's share of squared rows stands for the full pass's.
+            let expected = (squared_share * n as f64).ceil() as usize;
+            copies_fit(expected, m, 2, params.cache_bytes, available_bytes())?;
+        }
         let t_gram = Instant::now();
         let (gathered, values) = gather_pass(
             &blocks,
@@ -1119,7 +1124,15 @@ fn polish_on(
                               progress: &Progress| {
                 let t_gram = Instant::now();
                 let squared = squared_per_segment(&segments.spans, outputs, live, &targets);
-                segments.plan_budget(&squared, m, if half_rows { 2 } else { 4 });
+                let copy_bytes = if half_rows { 2 } else { 4 };
+                copies_fit(
+                    squared.iter().sum(),
+                    m,
+                    copy_bytes,
+                    params.cache_bytes,
+                    available_bytes(),
+                )?;
+                segments.plan_budget(&squared, m, copy_bytes);
                 let result = gather_pass(
                     &blocks,
                     source,
@@ -1502,6 +1515,33 @@ fn polish_bytes(m: usize, n: usize, n_out: usize, cache_bytes: usize) -> u128 {
     let wave = 4 * rayon::current_num_threads().max(1) as u128 * SEGMENT_ROWS as u128 * m * 8;
     let cache = (cache_bytes as u128).min(n * m * 8);
     square * (3 + n_out) + wave + cache + n * n_out * 32
+}
+
+/// Fails with `OutOfMemory` when the copies of `squared` rows' kernel values (`copy_bytes`
+/// each: halves or f32) exceed `cache_bytes` and the memory `available`. Within
+/// `polish_cache_size` they displace cached segments (`Segments::plan_budget`); beyond it they
+/// are the one part of a Hessian-free solve that grows with the rows (a million hard10d rows,
+/// B = 10,000: about 190,000 squared rows, 3.8 GB in halves), so they are checked before each
+/// pass allocates them: a clear error, not the system's out-of-memory killer. (The first pass
+/// of a solve without a subsample start does not know how many rows it will copy: unchecked.)
+fn copies_fit(
+    squared: usize,
+    m: usize,
+    copy_bytes: usize,
+    cache_bytes: usize,
+    available: Option<u64>,
+) -> Result<()> {
+    let copies = squared as u128 * m as u128 * copy_bytes as u128;
+    if copies <= cache_bytes as u128 {
+        return Ok(());
+    }
+    check_fits(copies, available, || {
+        format!(
+            "the polish's copies of the kernel values of {squared} rows inside the margin \
+             ({m} support vectors each, beyond polish_cache_size; a smaller budget, or \
+             polish=False, needs less)"
+        )
+    })
 }
 
 /// The cache's bytes on the first pass of a Hessian-free solve: what the squared rows' copies
@@ -3049,6 +3089,24 @@ mod tests {
                 "seed {seed} output {o}: decision values differ by {worst}"
             );
         }
+    }
+
+    /// Copies within polish_cache_size are never refused; beyond it they must fit the memory
+    /// available (when known), and the error says what needs it and what to change.
+    #[test]
+    fn squared_row_copies_beyond_the_cache_must_fit_the_memory() {
+        // 190,000 rows x 10,000 support vectors in halves: 3.8 GB.
+        let (rows, m) = (190_000, 10_000);
+        assert!(copies_fit(rows, m, 2, 4_000_000_000, Some(1_000)).is_ok());
+        assert!(copies_fit(rows, m, 2, 1 << 30, Some(8_000_000_000)).is_ok());
+        assert!(copies_fit(rows, m, 2, 1 << 30, None).is_ok());
+        let err = copies_fit(rows, m, 4, 1 << 30, Some(3_000_000_000)).unwrap_err();
+        assert!(matches!(err, SvmError::OutOfMemory(_)));
+        let text = err.to_string();
+        assert!(
+            text.contains("190000 rows") && text.contains("7.6 GB") && text.contains("budget"),
+            "{text}"
+        );
     }
 
     /// The solve that starts from a subsample's solution reaches the optimum of the one that
