@@ -119,6 +119,7 @@ fn polish_result<'py>(
         "cg_products" => r.cg_products,
         "system_from" => r.system_from,
         "squared_rows" => r.squared_rows,
+        "recomputed_rows" => r.recomputed_rows,
         "kept_bytes" => r.kept_bytes,
         "sample_rows" => r.sample_rows,
         "sample_seconds" => r.sample_seconds,

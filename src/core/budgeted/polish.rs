@@ -219,13 +219,17 @@ pub struct PolishResult {
     /// The iteration from which an `Auto` Hessian-free solve formed the Newton system instead
     /// (`FORM_AFTER_ITERATIONS`); 0: it did not.
     pub system_from: usize,
-    /// The most squared rows one Hessian-free iteration gathered (0 for the Newton system).
+    /// The most squared rows one Hessian-free iteration gathered (0 for the Newton system),
+    /// and the most of them whose kernel values every product computed again (their copies
+    /// did not fit `cache_bytes`).
     pub squared_rows: usize,
+    pub recomputed_rows: usize,
     /// Rows of the subsample the solve started from (0: none), and the seconds its solve took.
     pub sample_rows: usize,
     pub sample_seconds: f64,
     /// The most bytes of kernel values the Hessian-free solve kept at once, the cache's and
-    /// the squared rows' copies (within `cache_bytes` unless those copies alone exceed it).
+    /// the squared rows' copies (within `cache_bytes`, but for the copies a trial point's pass
+    /// makes beyond the squared rows counted at the current point while all of them fit).
     pub kept_bytes: usize,
     /// Seconds computing kernel values (summed over threads), updating the Gram matrices (the
     /// Hessian-free solve: its passes over the rows), factorising the Newton systems (solving
@@ -1015,11 +1019,8 @@ fn polish_on(
         let points: Vec<(Vec<f64>, f64)> = outputs.iter().map(|o| (o.beta.clone(), o.b)).collect();
         segments.cache_left = first_pass_room(params.cache_bytes, n, m, squared_share);
         let reserve = (squared_share * SEGMENT_ROWS as f64).ceil() as usize;
-        if sample_rows > 0 {
-            // The subsample's share of squared rows stands for the full pass's.
-            let expected = (squared_share * n as f64).ceil() as usize;
-            copies_fit(expected, m, 2, params.cache_bytes, available_bytes())?;
-        }
+        let expected = reserve * n.div_ceil(SEGMENT_ROWS);
+        let first_limit = copy_share(expected, m, 2, params.cache_bytes).limit(reserve);
         let t_gram = Instant::now();
         let (gathered, values) = gather_pass(
             &blocks,
@@ -1030,6 +1031,7 @@ fn polish_on(
             Some(&points),
             true,
             &|_| reserve,
+            &|_| first_limit,
             &|k, i, f| targets.term(k, i, f),
             &weight,
             &mut passes,
@@ -1066,7 +1068,7 @@ fn polish_on(
     let mut first_gradient = vec![0.0; n_out];
     let mut cg_products = 0usize;
     let mut system_from = 0;
-    let mut squared_rows = 0usize;
+    let (mut squared_rows, mut recomputed_rows) = (0usize, 0usize);
     let mut kept_bytes = 0usize;
     // Moves output k by t along its direction (delta: the change of f over the full step) and
     // applies the stopping rules.
@@ -1112,11 +1114,13 @@ fn polish_on(
         let live: Vec<usize> = if hessian_free {
             let live: Vec<usize> = (0..n_out).filter(|&k| !outputs[k].done).collect();
             iterations += 1;
-            // Squared rows per segment, known from f: the cache takes what their copies leave
-            // of the budget, and each copy is sized for them.
             // A pass at the current point (no points) or at trial points; the cache takes what
-            // the squared rows' copies leave of the budget, each copy sized for its rows.
-            let mut gather = |segments: &mut Segments,
+            // the squared rows' copies leave of the budget, each copy sized for its segment's
+            // squared rows (counted at the current f). The source and the monitor are lent
+            // per call: the Hessian products between the passes read the source too.
+            let mut gather = |source: &mut dyn RowSource,
+                              monitor: Monitor<'_>,
+                              segments: &mut Segments,
                               outputs: &[Output],
                               live: &[usize],
                               points: Option<&[(Vec<f64>, f64)]>,
@@ -1125,14 +1129,14 @@ fn polish_on(
                 let t_gram = Instant::now();
                 let squared = squared_per_segment(&segments.spans, outputs, live, &targets);
                 let copy_bytes = if half_rows { 2 } else { 4 };
-                copies_fit(
-                    squared.iter().sum(),
-                    m,
-                    copy_bytes,
-                    params.cache_bytes,
-                    available_bytes(),
-                )?;
-                segments.plan_budget(&squared, m, copy_bytes);
+                let share = copy_share(squared.iter().sum(), m, copy_bytes, params.cache_bytes);
+                let limits: Vec<usize> = squared.iter().map(|&q| share.limit(q)).collect();
+                let planned: Vec<usize> = squared
+                    .iter()
+                    .zip(&limits)
+                    .map(|(&q, &l)| q.min(l))
+                    .collect();
+                segments.plan_budget(&planned, m, copy_bytes);
                 let result = gather_pass(
                     &blocks,
                     source,
@@ -1142,6 +1146,7 @@ fn polish_on(
                     points,
                     half_rows,
                     &|s| squared.get(s).copied().unwrap_or(0),
+                    &|s| limits.get(s).copied().unwrap_or(0),
                     &|k, i, f| targets.term(k, i, f),
                     &weight,
                     passes,
@@ -1153,9 +1158,22 @@ fn polish_on(
             };
             let gathered = match pending.take() {
                 Some(gathered) => gathered,
-                None => gather(&mut segments, &outputs, &live, None, &mut passes, &progress)?.0,
+                None => {
+                    gather(
+                        &mut *source,
+                        &mut *monitor,
+                        &mut segments,
+                        &outputs,
+                        &live,
+                        None,
+                        &mut passes,
+                        &progress,
+                    )?
+                    .0
+                }
             };
             squared_rows = squared_rows.max(gathered.n_rows);
+            recomputed_rows = recomputed_rows.max(gathered.n_recomputed);
             kept_bytes = kept_bytes.max(segments.held_bytes(m) + gathered.copied_bytes());
             let t_solve = Instant::now();
             // One preconditioner for all outputs; K_SS's factor once, the scale's factor again
@@ -1202,8 +1220,21 @@ fn polish_on(
                     .clamp(1e-6, if sample_rows > 0 { CG_TOL_NEAR } else { 0.5 });
                 let rhs: Vec<f64> = g.iter().map(|v| -v).collect();
                 let rows = gathered.rows_of(li, m);
+                let recomputed = &gathered.recomputed[li];
+                let half = matches!(gathered.copies, RowCopies::Half(_));
+                let mut failure = None;
                 let mut hv = |v: &[f64], out: &mut [f64]| {
-                    hessian_product(&kss_f32, ridge, c, &rows, m, v, out)
+                    hessian_product(&kss_f32, ridge, c, &rows, m, v, out);
+                    if recomputed.is_empty() || failure.is_some() {
+                        return;
+                    }
+                    // A product that reads the rows again is a pass: Ctrl-C before each.
+                    let added = monitor(&progress).and_then(|()| {
+                        recomputed_product(&blocks, &mut *source, recomputed, half, c, v, out)
+                    });
+                    if let Err(e) = added {
+                        failure = Some(e);
+                    }
                 };
                 let (x, products) = conjugate_gradient::solve(
                     &mut hv,
@@ -1213,6 +1244,9 @@ fn polish_on(
                     rel_tol,
                     MAX_CG_PRODUCTS,
                 );
+                if let Some(e) = failure {
+                    return Err(e);
+                }
                 cg_products += products;
                 o.d.copy_from_slice(&x[..m]);
                 o.db = x[m];
@@ -1239,6 +1273,8 @@ fn polish_on(
                     })
                     .collect();
                 let (at_full_step, values) = gather(
+                    &mut *source,
+                    &mut *monitor,
                     &mut segments,
                     &outputs,
                     &live,
@@ -1419,6 +1455,7 @@ fn polish_on(
         cg_products,
         system_from,
         squared_rows,
+        recomputed_rows,
         kept_bytes,
         sample_rows,
         sample_seconds,
@@ -1517,31 +1554,37 @@ fn polish_bytes(m: usize, n: usize, n_out: usize, cache_bytes: usize) -> u128 {
     square * (3 + n_out) + wave + cache + n * n_out * 32
 }
 
-/// Fails with `OutOfMemory` when the copies of `squared` rows' kernel values (`copy_bytes`
-/// each: halves or f32) exceed `cache_bytes` and the memory `available`. Within
-/// `polish_cache_size` they displace cached segments (`Segments::plan_budget`); beyond it they
-/// are the one part of a Hessian-free solve that grows with the rows (a million hard10d rows,
-/// B = 10,000: about 190,000 squared rows, 3.8 GB in halves), so they are checked before each
-/// pass allocates them: a clear error, not the system's out-of-memory killer. (The first pass
-/// of a solve without a subsample start does not know how many rows it will copy: unchecked.)
-fn copies_fit(
-    squared: usize,
-    m: usize,
-    copy_bytes: usize,
-    cache_bytes: usize,
-    available: Option<u64>,
-) -> Result<()> {
-    let copies = squared as u128 * m as u128 * copy_bytes as u128;
-    if copies <= cache_bytes as u128 {
-        return Ok(());
+/// What share of the squared rows get copies of their kernel values (`copy_bytes` each:
+/// halves or f32) when `squared` rows are expected: all of them while their copies fit
+/// `cache_bytes` (they displace cached segments, `Segments::plan_budget`), else the share that
+/// fits, in every segment alike. The rows beyond it are computed again by every Hessian
+/// product (`recomputed_product`): the copies are the one part of a Hessian-free solve that
+/// grows with the rows (a million hard10d rows, B = 10,000: about 190,000 squared rows,
+/// 3.8 GB in halves), and polish_cache_size bounds them as it bounds the cache.
+fn copy_share(squared: usize, m: usize, copy_bytes: usize, cache_bytes: usize) -> CopyShare {
+    let copies = squared as f64 * m as f64 * copy_bytes as f64;
+    if copies <= cache_bytes as f64 {
+        CopyShare::All
+    } else {
+        CopyShare::Part(cache_bytes as f64 / copies)
     }
-    check_fits(copies, available, || {
-        format!(
-            "the polish's copies of the kernel values of {squared} rows inside the margin \
-             ({m} support vectors each, beyond polish_cache_size; a smaller budget, or \
-             polish=False, needs less)"
-        )
-    })
+}
+
+/// `copy_share`'s answer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum CopyShare {
+    All,
+    Part(f64),
+}
+
+impl CopyShare {
+    /// The copies a segment with `squared` squared rows makes (all it finds, under `All`).
+    fn limit(self, squared: usize) -> usize {
+        match self {
+            CopyShare::All => usize::MAX,
+            CopyShare::Part(share) => (squared as f64 * share).floor() as usize,
+        }
+    }
 }
 
 /// The cache's bytes on the first pass of a Hessian-free solve: what the squared rows' copies
@@ -1928,9 +1971,14 @@ struct Gathered {
     gradient: Vec<Vec<f64>>,
     copies: RowCopies,
     members: Vec<Vec<(SquaredRow, f64)>>,
+    /// Per output, the squared rows without a copy (row, weight), in row order: their kernel
+    /// values are computed again by every Hessian product (`recomputed_product`).
+    recomputed: Vec<Vec<(usize, f64)>>,
     weight: Vec<f64>,
     /// Squared rows (of any output).
     n_rows: usize,
+    /// Squared rows without a copy (of any output).
+    n_recomputed: usize,
 }
 
 /// Where a squared row's kernel values are: row `row` of copy `part`.
@@ -2023,8 +2071,10 @@ impl Gathered {
             gradient: vec![vec![0.0; m + 1]; q],
             copies: RowCopies::empty(half),
             members: vec![Vec::new(); q],
+            recomputed: vec![Vec::new(); q],
             weight: vec![0.0; q],
             n_rows: 0,
+            n_recomputed: 0,
         }
     }
 
@@ -2076,6 +2126,7 @@ fn gather_pass(
     trial: Option<&[(Vec<f64>, f64)]>,
     half: bool,
     squared: &(dyn Fn(usize) -> usize + Sync),
+    copy_limit: &(dyn Fn(usize) -> usize + Sync),
     term: &(dyn Fn(usize, usize, f64) -> Term + Sync),
     weight: &(dyn Fn(usize) -> f64 + Sync),
     passes: &mut usize,
@@ -2096,12 +2147,14 @@ fn gather_pass(
         // Sized for the segment's squared rows: a vector grown by doubling kept up to twice
         // their bytes (a million rows, B = 2,000: 2.75 GB at the peak for 1.34 GB of rows).
         let start = span.start;
+        let (limit, mut copied) = (copy_limit(s), 0);
         for (t, i) in span.enumerate() {
             if trial.is_none() && !needed(i) {
                 continue;
             }
             let w = weight(i);
-            let mut kept = None;
+            // The row's copy (None: not made yet), or Some(None): the row is recomputed.
+            let mut kept: Option<Option<SquaredRow>> = None;
             for (li, &k) in live.iter().enumerate() {
                 let f = match trial {
                     Some(points) => {
@@ -2123,12 +2176,22 @@ fn gather_pass(
                 if piece.curvature() > 0.0 {
                     let at = *kept.get_or_insert_with(|| {
                         part.n_rows += 1;
-                        SquaredRow {
-                            part: 0,
-                            row: part.copies.push_row(kv, t, m, squared(s) * m),
+                        if copied < limit {
+                            copied += 1;
+                            let capacity = squared(s).min(limit) * m;
+                            Some(SquaredRow {
+                                part: 0,
+                                row: part.copies.push_row(kv, t, m, capacity),
+                            })
+                        } else {
+                            part.n_recomputed += 1;
+                            None
                         }
                     });
-                    part.members[li].push((at, w));
+                    match at {
+                        Some(at) => part.members[li].push((at, w)),
+                        None => part.recomputed[li].push((i, w)),
+                    }
                     part.weight[li] += w;
                 }
             }
@@ -2148,7 +2211,9 @@ fn gather_pass(
             let at = out.copies.parts();
             out.copies.append(&mut part.copies);
             out.n_rows += part.n_rows;
+            out.n_recomputed += part.n_recomputed;
             for li in 0..q {
+                out.recomputed[li].append(&mut part.recomputed[li]);
                 for (a, b) in out.gradient[li].iter_mut().zip(&part.gradient[li]) {
                     *a += b;
                 }
@@ -2241,6 +2306,88 @@ fn hessian_product(
             *o += a;
         }
     }
+}
+
+/// Rows per kernel block of `recomputed_product` (a thread's buffer holds this many rows'
+/// values in f32).
+const RECOMPUTE_ROWS: usize = 256;
+
+/// Adds to `out` (H v from the copied rows) the terms of the squared rows without a copy
+/// (`rows`: (row, weight) in row order): their kernel values computed again from the source,
+/// in f32 as the gather computes them, rounded to halves when the copies are, so a row adds
+/// the same whether it was copied or not. Parts of `PRODUCT_CHUNK` rows in parallel (kernel
+/// blocks of `RECOMPUTE_ROWS` within), added in order: the same sums on any thread count.
+fn recomputed_product(
+    blocks: &KernelBlocks,
+    source: &mut dyn RowSource,
+    rows: &[(usize, f64)],
+    half: bool,
+    c: f64,
+    v: &[f64],
+    out: &mut [f64],
+) -> Result<()> {
+    let m = blocks.n_basis();
+    if m == 0 || rows.is_empty() {
+        return Ok(());
+    }
+    let (vb, vbeta) = (v[m], &v[..m]);
+    let v32: Vec<f32> = vbeta.iter().map(|&x| x as f32).collect();
+    let mut next = 0;
+    source.pass(&mut |first, block| {
+        let end = first + block.n_rows();
+        let count = rows[next..].partition_point(|&(i, _)| i < end);
+        let mine = &rows[next..next + count];
+        next += count;
+        if mine.is_empty() {
+            return Ok(());
+        }
+        let parts: Vec<Vec<f64>> = parallel::install(|| {
+            mine.par_chunks(PRODUCT_CHUNK)
+                .map_init(
+                    || (BlockScratch::default(), Vec::new(), Vec::new(), Vec::new()),
+                    |(scratch, values, halves, index), chunk| {
+                        let mut acc = vec![0.0; m + 1];
+                        let mut acc32 = vec![0.0f32; if half { m } else { 0 }];
+                        for group in chunk.chunks(RECOMPUTE_ROWS) {
+                            index.clear();
+                            index.extend(group.iter().map(|&(i, _)| i - first));
+                            let subset = SubsetRows::new(block, index).expect("block-local rows");
+                            let norms: Vec<f64> =
+                                (0..group.len()).map(|r| subset.sq_norm(r)).collect();
+                            values.resize(group.len() * m, 0.0f32);
+                            blocks.fill_rows_f32(&subset, 0..group.len(), &norms, values, scratch);
+                            for (row, &(_, w)) in values.chunks_exact(m).zip(group) {
+                                if half {
+                                    halves.clear();
+                                    simd::extend_f16(row, halves);
+                                    let dot = f64::from(simd::dot_half(halves, &v32));
+                                    let t = 2.0 * c * w * (dot + vb);
+                                    simd::axpy_half(t as f32, halves, &mut acc32);
+                                    acc[m] += t;
+                                } else {
+                                    let t = 2.0 * c * w * (simd::dot_narrow(row, vbeta) + vb);
+                                    simd::axpy_narrow(t, row, &mut acc[..m]);
+                                    acc[m] += t;
+                                }
+                            }
+                        }
+                        if half {
+                            for (a, &b) in acc.iter_mut().zip(&acc32) {
+                                *a = f64::from(b);
+                            }
+                        }
+                        acc
+                    },
+                )
+                .collect()
+        });
+        for part in &parts {
+            for (o, a) in out.iter_mut().zip(part) {
+                *o += a;
+            }
+        }
+        Ok(())
+    })
 }
 
 /// K v for each of the vectors `v` (one per listed output): one n-vector per output.
@@ -2987,7 +3134,8 @@ mod tests {
             assert!(free.cg_products > 0 && newton.cg_products == 0);
             assert_same_optimum(&x, &model, &free, &newton, seed);
             // The squared rows' copies and the cache share the budget: whatever it is, the
-            // same solution; within the budget when the squared rows fit in it.
+            // same solution (the same bits while the copies fit; the same optimum when some
+            // rows are computed again by each product), within the budget.
             let squared = free.squared_rows * m * 4;
             for (cache, threads) in [
                 (SEGMENT_ROWS * m * 8, 1),
@@ -2996,8 +3144,12 @@ mod tests {
                 (0, 3),
             ] {
                 let again = solve(PolishMethod::HessianFree, cache, threads);
-                assert_eq!(again.coef, free.coef, "seed {seed}");
-                assert_eq!(again.intercept, free.intercept, "seed {seed}");
+                if again.recomputed_rows == 0 {
+                    assert_eq!(again.coef, free.coef, "seed {seed}");
+                    assert_eq!(again.intercept, free.intercept, "seed {seed}");
+                } else {
+                    assert_same_optimum(&x, &model, &again, &free, seed);
+                }
                 assert!(
                     again.kept_bytes <= cache.max(squared),
                     "seed {seed} cache {cache}"
@@ -3091,22 +3243,80 @@ mod tests {
         }
     }
 
-    /// Copies within polish_cache_size are never refused; beyond it they must fit the memory
-    /// available (when known), and the error says what needs it and what to change.
+    /// Squared rows whose copies do not fit the cache are computed again by every product:
+    /// the same optimum as with every row copied, the same bits on any thread count, the
+    /// cache's bytes within its budget; rows read from a file (in chunks: the recomputed rows
+    /// fall in several) too.
     #[test]
-    fn squared_row_copies_beyond_the_cache_must_fit_the_memory() {
-        // 190,000 rows x 10,000 support vectors in halves: 3.8 GB.
-        let (rows, m) = (190_000, 10_000);
-        assert!(copies_fit(rows, m, 2, 4_000_000_000, Some(1_000)).is_ok());
-        assert!(copies_fit(rows, m, 2, 1 << 30, Some(8_000_000_000)).is_ok());
-        assert!(copies_fit(rows, m, 2, 1 << 30, None).is_ok());
-        let err = copies_fit(rows, m, 4, 1 << 30, Some(3_000_000_000)).unwrap_err();
-        assert!(matches!(err, SvmError::OutOfMemory(_)));
-        let text = err.to_string();
-        assert!(
-            text.contains("190000 rows") && text.contains("7.6 GB") && text.contains("budget"),
-            "{text}"
-        );
+    fn squared_rows_beyond_the_cache_are_recomputed() {
+        let (n, m) = (3000, 30);
+        for (seed, classes) in [(51, 2), (52, 3)] {
+            let (x, y, model) = problem(seed, n, m, classes);
+            let x: Vec<f64> = x.iter().map(|v| (v * 1000.0).round() / 1000.0).collect();
+            let solve = |cache_bytes, threads| {
+                let rows = AnyRows::Dense(DenseView::new(&x, n, 2).unwrap());
+                let mut p = params(2.0);
+                p.method = PolishMethod::HessianFree;
+                p.sample_start = false;
+                p.cache_bytes = cache_bytes;
+                parallel::install_with(Some(threads), || {
+                    let targets = Targets::classes(&y, classes);
+                    polish(
+                        &model,
+                        None,
+                        &mut InMemory(rows),
+                        targets,
+                        None,
+                        &p,
+                        &mut no_monitor,
+                    )
+                })
+                .unwrap()
+                .unwrap()
+            };
+            let all = solve(1 << 30, 2);
+            assert_eq!(all.recomputed_rows, 0);
+            let budget = all.squared_rows * m * 2 / 3;
+            let part = solve(budget, 1);
+            assert!(part.recomputed_rows > 0, "seed {seed}");
+            assert!(
+                part.kept_bytes <= budget,
+                "seed {seed}: {} > {budget}",
+                part.kept_bytes
+            );
+            assert_same_optimum(&x, &model, &part, &all, seed);
+            let threads = solve(budget, 3);
+            assert_eq!(
+                (&threads.coef, &threads.intercept),
+                (&part.coef, &part.intercept)
+            );
+            let none = solve(0, 2);
+            assert_eq!(none.recomputed_rows, none.squared_rows);
+            assert_same_optimum(&x, &model, &none, &all, seed);
+
+            let path = std::env::temp_dir().join(format!(
+                "budgetsvm_recomputed_{}_{seed}.svm",
+                std::process::id()
+            ));
+            let text: String = (0..n)
+                .map(|i| format!("{} 1:{:?} 2:{:?}\n", y[i], x[2 * i], x[2 * i + 1]))
+                .collect();
+            std::fs::write(&path, text).unwrap();
+            let labels: Vec<f64> = (0..classes).map(|c| c as f64).collect();
+            let opened = LibsvmFileRows::open(&path, 333, 2, &labels);
+            let mut p = params(2.0);
+            p.method = PolishMethod::HessianFree;
+            p.sample_start = false;
+            p.cache_bytes = budget;
+            let from_file = opened.and_then(|(mut file, _)| {
+                let targets = Targets::classes(&y, classes);
+                polish(&model, None, &mut file, targets, None, &p, &mut no_monitor)
+            });
+            std::fs::remove_file(&path).unwrap();
+            let from_file = from_file.unwrap();
+            assert!(from_file.recomputed_rows > 0, "seed {seed}");
+            assert_same_optimum(&x, &model, &from_file, &all, seed);
+        }
     }
 
     /// The solve that starts from a subsample's solution reaches the optimum of the one that
