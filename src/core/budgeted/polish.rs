@@ -815,7 +815,6 @@ pub fn polish(
     params: &PolishParams,
     monitor: Monitor<'_>,
 ) -> Result<PolishResult> {
-    let mut preconditioner = None;
     polish_on(
         model,
         start_intercept,
@@ -824,12 +823,20 @@ pub fn polish(
         weights,
         params,
         monitor,
-        &mut preconditioner,
+        &mut OfTheBasis::default(),
     )
 }
 
-/// `polish` with the Hessian-free preconditioner's slot: K_SS's factors depend on S only, so
-/// the solve on a subsample builds them once for the solve that starts from it.
+/// What depends on the support vectors only, built once for a solve on a subsample and the
+/// solve that starts from it: K_SS (lent to the subsample's solve, which gives it back: one
+/// copy, 800 MB at m = 10,000) and the Hessian-free preconditioner's factors.
+#[derive(Default)]
+struct OfTheBasis {
+    kss: Option<Vec<f64>>,
+    preconditioner: Option<Preconditioner>,
+}
+
+/// `polish` with what depends on the basis only (`OfTheBasis`).
 #[allow(clippy::too_many_arguments)]
 fn polish_on(
     model: &BudgetModel,
@@ -839,7 +846,7 @@ fn polish_on(
     weights: Option<&[f64]>,
     params: &PolishParams,
     monitor: Monitor<'_>,
-    preconditioner: &mut Option<Preconditioner>,
+    basis: &mut OfTheBasis,
 ) -> Result<PolishResult> {
     let start = Instant::now();
     params.check()?;
@@ -891,12 +898,15 @@ fn polish_on(
     let weight = |i: usize| weights.map_or(1.0, |w| w[i]);
 
     // K_SS, once.
-    let mut kss = vec![0.0; m * m];
-    if m > 0 {
-        let s = sv_rows(&model.support_vectors, m, model.dim);
-        let norms = blocks.sq_norms().to_vec();
-        blocks.fill_rows(&s, 0..m, &norms, &mut kss, &mut BlockScratch::default());
-    }
+    let mut kss = basis.kss.take().unwrap_or_else(|| {
+        let mut kss = vec![0.0; m * m];
+        if m > 0 {
+            let s = sv_rows(&model.support_vectors, m, model.dim);
+            let norms = blocks.sq_norms().to_vec();
+            blocks.fill_rows(&s, 0..m, &norms, &mut kss, &mut BlockScratch::default());
+        }
+        kss
+    });
 
     let mut outputs: Vec<Output> = (0..n_out)
         .map(|k| Output {
@@ -964,6 +974,7 @@ fn polish_on(
                 },
                 ..params.clone()
             };
+            basis.kss = Some(kss);
             let start = polish_on(
                 model,
                 start_intercept,
@@ -972,8 +983,12 @@ fn polish_on(
                 sample_weights.as_deref(),
                 &sample_params,
                 &mut *monitor,
-                preconditioner,
+                basis,
             )?;
+            kss = basis
+                .kss
+                .take()
+                .expect("the subsample's solve gives K_SS back");
             for (k, o) in outputs.iter_mut().enumerate() {
                 for j in 0..m {
                     o.beta[j] = start.coef[j * n_out + k];
@@ -1189,10 +1204,11 @@ fn polish_on(
                     "the polish's preconditioner could not be factorised (non-finite kernel values?)",
                 )
             };
-            if preconditioner.is_none() {
-                *preconditioner = Some(Preconditioner::new(&kss, m, ridge).ok_or_else(failed)?);
+            if basis.preconditioner.is_none() {
+                basis.preconditioner =
+                    Some(Preconditioner::new(&kss, m, ridge).ok_or_else(failed)?);
             }
-            let pre = preconditioner.as_mut().expect("built above");
+            let pre = basis.preconditioner.as_mut().expect("built above");
             let a0 = pre.scale();
             let scale_holds = a > a0 / RESCALE_FACTOR && a < RESCALE_FACTOR * a0;
             if !scale_holds && !pre.rescale(a) {
@@ -1430,6 +1446,7 @@ fn polish_on(
         )?;
     }
     let converged = outputs.iter().all(|o| o.done);
+    basis.kss = Some(kss);
     let mut coef = vec![0.0; m * n_out];
     for (k, o) in outputs.iter().enumerate() {
         for j in 0..m {
