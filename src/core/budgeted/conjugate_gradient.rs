@@ -311,12 +311,22 @@ impl Preconditioner {
     /// From K_SS (m x m, full) and the ridge its factorisation starts from; `rescale` must
     /// follow. None when no factorisation succeeds (non-finite kernel values).
     pub(crate) fn new(kss: &[f64], m: usize, ridge: f64) -> Option<Self> {
-        let l = factor(kss, m, ridge)?;
+        // The f64 factor goes once rounded: L^T L is taken of the f32 factor the solves apply
+        // (P stays exactly L (I + a L^T L) L^T of one L), and the peak holds one f64 matrix.
+        let l: Vec<f32> = factor(kss, m, ridge)?.iter().map(|&v| v as f32).collect();
         // L^T L: (L^T L)_ij = sum_k L_ki L_kj, the lower triangle of X X^T for X = L^T, whose
         // row i is zero before k = i.
         let mut ltl = vec![0.0; m * m];
-        lower_product(&|i, k| l[k * m + i], m, m, true, 1.0, &mut ltl, m, 0);
-        let l: Vec<f32> = l.iter().map(|&v| v as f32).collect();
+        lower_product(
+            &|i, k| f64::from(l[k * m + i]),
+            m,
+            m,
+            true,
+            1.0,
+            &mut ltl,
+            m,
+            0,
+        );
         let ltl: Vec<f32> = ltl.iter().map(|&v| v as f32).collect();
         Some(Preconditioner {
             m,
