@@ -682,8 +682,21 @@ fn pick_pairs<R: Rows>(
         )?;
         if vi - lows.without(i) <= floor {
             if label.is_some() {
-                // Only this label is (nearly) optimal: the other may still have pairs.
-                cand_up[ki].0 = f64::NEG_INFINITY;
+                // Only this label is (nearly) optimal: the other may still have pairs. Every
+                // other i' of the label has v_i' <= vi, and unless i is the label's smallest
+                // j violation the same smallest one, so none of them passes either: the whole
+                // label is dropped at once (one scan over the j candidates each, they cost
+                // 39% of a nu-SVR fit on puma8nh).
+                let yi = state.y[i];
+                if lows.first.1 as usize != i {
+                    for e in cand_up.iter_mut() {
+                        if state.y[e.1 as usize] == yi {
+                            e.0 = f64::NEG_INFINITY;
+                        }
+                    }
+                } else {
+                    cand_up[ki].0 = f64::NEG_INFINITY;
+                }
                 continue;
             }
             break;
