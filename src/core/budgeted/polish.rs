@@ -3271,25 +3271,12 @@ mod tests {
             let (x, y, model) = problem(seed, n, m, classes);
             let x: Vec<f64> = x.iter().map(|v| (v * 1000.0).round() / 1000.0).collect();
             let solve = |cache_bytes, threads| {
-                let rows = AnyRows::Dense(DenseView::new(&x, n, 2).unwrap());
                 let mut p = params(2.0);
                 p.method = PolishMethod::HessianFree;
                 p.sample_start = false;
                 p.cache_bytes = cache_bytes;
-                parallel::install_with(Some(threads), || {
-                    let targets = Targets::classes(&y, classes);
-                    polish(
-                        &model,
-                        None,
-                        &mut InMemory(rows),
-                        targets,
-                        None,
-                        &p,
-                        &mut no_monitor,
-                    )
-                })
-                .unwrap()
-                .unwrap()
+                parallel::install_with(Some(threads), || run(&x, &y, None, classes, &model, &p))
+                    .unwrap()
             };
             let all = solve(1 << 30, 2);
             assert_eq!(all.recomputed_rows, 0);
