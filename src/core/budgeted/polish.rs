@@ -2361,18 +2361,21 @@ fn recomputed_product(
         let parts: Vec<Vec<f64>> = parallel::install(|| {
             mine.par_chunks(PRODUCT_CHUNK)
                 .map_init(
-                    || (BlockScratch::default(), Vec::new(), Vec::new(), Vec::new()),
-                    |(scratch, values, halves, index), chunk| {
+                    || {
+                        let buffers = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                        (BlockScratch::default(), buffers)
+                    },
+                    |(scratch, (values, halves, index, norms)), chunk| {
                         let mut acc = vec![0.0; m + 1];
                         let mut acc32 = vec![0.0f32; if half { m } else { 0 }];
                         for group in chunk.chunks(RECOMPUTE_ROWS) {
                             index.clear();
                             index.extend(group.iter().map(|&(i, _)| i - first));
                             let subset = SubsetRows::new(block, index).expect("block-local rows");
-                            let norms: Vec<f64> =
-                                (0..group.len()).map(|r| subset.sq_norm(r)).collect();
+                            norms.clear();
+                            norms.extend((0..group.len()).map(|r| subset.sq_norm(r)));
                             values.resize(group.len() * m, 0.0f32);
-                            blocks.fill_rows_f32(&subset, 0..group.len(), &norms, values, scratch);
+                            blocks.fill_rows_f32(&subset, 0..group.len(), norms, values, scratch);
                             for (row, &(_, w)) in values.chunks_exact(m).zip(group) {
                                 if half {
                                     halves.clear();
