@@ -32,24 +32,24 @@ const PRODUCT_DEPTH: usize = 256;
 /// its end.
 ///
 /// Packed as the BLAS do: per block of `PRODUCT_DEPTH` k, X's rows in panels of
-/// `simd::product_tile_columns()` (k-major), then per tile of `PRODUCT_TILE_ROWS` rows (in
-/// parallel, each tile's rows of c its own) its rows packed once and multiplied against every
-/// panel up to the diagonal by `simd::product_tile`. Each sum is taken in k order within a
-/// block and the blocks in order, whatever the threads.
+/// `T::tile_columns()` (k-major), then per tile of `PRODUCT_TILE_ROWS` rows (in parallel, each
+/// tile's rows of c its own) its rows packed once and multiplied against every panel up to the
+/// diagonal by `T::tile`. Each sum is taken in k order within a block and the blocks in
+/// order, whatever the threads.
 #[allow(clippy::too_many_arguments)]
-fn lower_product(
-    x: &(dyn Fn(usize, usize) -> f64 + Sync),
+fn lower_product<T: FactorEntry>(
+    x: &(dyn Fn(usize, usize) -> T + Sync),
     n: usize,
     width: usize,
     triangular: bool,
     sign: f64,
-    c: &mut [f64],
+    c: &mut [T],
     c_stride: usize,
     c_offset: usize,
 ) {
-    let nr = simd::product_tile_columns();
+    let nr = T::tile_columns();
     let mr = simd::PRODUCT_TILE_ROWS;
-    let mut panels: Vec<f64> = Vec::new();
+    let mut panels: Vec<T> = Vec::new();
     let mut k0 = 0;
     while k0 < width {
         let k1 = (k0 + PRODUCT_DEPTH).min(width);
@@ -57,7 +57,7 @@ fn lower_product(
         let rows = if triangular { n.min(k1) } else { n };
         let n_panels = rows.div_ceil(nr);
         panels.clear();
-        panels.resize(n_panels * kc * nr, 0.0);
+        panels.resize(n_panels * kc * nr, T::default());
         parallel::install(|| {
             panels
                 .par_chunks_mut(kc * nr)
@@ -76,7 +76,7 @@ fn lower_product(
                 .par_chunks_mut(mr * c_stride)
                 .enumerate()
                 .for_each_init(
-                    || (vec![0.0; mr * kc], vec![0.0; mr * nr]),
+                    || (vec![T::default(); mr * kc], vec![T::default(); mr * nr]),
                     |(a, out), (t, c_rows)| {
                         let i0 = t * mr;
                         let tile_rows = c_rows.len().div_ceil(c_stride).min(rows - i0);
@@ -88,13 +88,15 @@ fn lower_product(
                         let last = i0 + tile_rows - 1;
                         for jt in 0..=last / nr {
                             let panel = &panels[jt * kc * nr..(jt + 1) * kc * nr];
-                            simd::product_tile(a, kc, tile_rows, panel, kc, out);
+                            T::tile(a, kc, tile_rows, panel, kc, out);
                             for r in 0..tile_rows {
                                 let i = i0 + r;
                                 let j_end = (jt * nr + nr).min(i + 1);
                                 for j in jt * nr..j_end {
-                                    c_rows[r * c_stride + c_offset + j] +=
-                                        sign * out[r * nr + j - jt * nr];
+                                    let at = &mut c_rows[r * c_stride + c_offset + j];
+                                    *at = T::from_value(
+                                        at.value() + sign * out[r * nr + j - jt * nr].value(),
+                                    );
                                 }
                             }
                         }
@@ -107,11 +109,6 @@ fn lower_product(
 
 /// Cholesky factor L (row-major lower, the upper part zeroed) of the lower triangle `a`
 /// (row-major p x p) plus `ridge` I; false when a pivot is not positive.
-///
-/// Right-looking and blocked (as LAPACK's dpotrf): per panel of `PANEL` columns, the diagonal
-/// block, then the rows below solved against it, then the trailing lower triangle updated by
-/// the panel's product with itself, the rows in parallel. Each value is computed in an order
-/// that does not depend on the threads.
 pub(crate) fn cholesky(a: &[f64], ridge: f64, p: usize, l: &mut [f64]) -> bool {
     for i in 0..p {
         l[i * p..=i * p + i].copy_from_slice(&a[i * p..=i * p + i]);
@@ -119,11 +116,17 @@ pub(crate) fn cholesky(a: &[f64], ridge: f64, p: usize, l: &mut [f64]) -> bool {
     cholesky_in_place(l, ridge, p)
 }
 
-/// `cholesky` of the lower triangle already in `l` (overwritten; its upper part ignored).
-fn cholesky_in_place(l: &mut [f64], ridge: f64, p: usize) -> bool {
+/// `cholesky` of the lower triangle already in `l` (overwritten; its upper part ignored), in
+/// f64 or f32 (each entry's sums in the type's own products, the pivots in f64).
+///
+/// Right-looking and blocked (as LAPACK's dpotrf): per panel of `PANEL` columns, the diagonal
+/// block, then the rows below solved against it, then the trailing lower triangle updated by
+/// the panel's product with itself, the rows in parallel. Each value is computed in an order
+/// that does not depend on the threads.
+fn cholesky_in_place<T: FactorEntry>(l: &mut [T], ridge: f64, p: usize) -> bool {
     for i in 0..p {
-        l[i * p + i] += ridge;
-        l[i * p + i + 1..(i + 1) * p].fill(0.0);
+        l[i * p + i] = T::from_value(l[i * p + i].value() + ridge);
+        l[i * p + i + 1..(i + 1) * p].fill(T::default());
     }
     let mut k0 = 0;
     while k0 < p {
@@ -131,15 +134,15 @@ fn cholesky_in_place(l: &mut [f64], ridge: f64, p: usize) -> bool {
         let width = k1 - k0;
         for i in k0..k1 {
             for j in k0..=i {
-                let s =
-                    l[i * p + j] - simd::dot(&l[i * p + k0..i * p + j], &l[j * p + k0..j * p + j]);
+                let s = l[i * p + j].value()
+                    - T::dot_same(&l[i * p + k0..i * p + j], &l[j * p + k0..j * p + j]);
                 if i == j {
                     if !(s > 0.0 && s.is_finite()) {
                         return false;
                     }
-                    l[i * p + i] = s.sqrt();
+                    l[i * p + i] = T::from_value(s.sqrt());
                 } else {
-                    l[i * p + j] = s / l[j * p + j];
+                    l[i * p + j] = T::from_value(s / l[j * p + j].value());
                 }
             }
         }
@@ -152,14 +155,15 @@ fn cholesky_in_place(l: &mut [f64], ridge: f64, p: usize) -> bool {
         parallel::install(|| {
             below.par_chunks_mut(p).for_each(|row| {
                 for j in 0..width {
-                    let (done, at) = row[k0..].split_at(j);
-                    let s = at[0] - simd::dot(done, &diagonal[j * p + k0..j * p + k0 + j]);
-                    row[k0 + j] = s / diagonal[j * p + k0 + j];
+                    let (done, at) = row[k0..].split_at_mut(j);
+                    let s =
+                        at[0].value() - T::dot_same(done, &diagonal[j * p + k0..j * p + k0 + j]);
+                    at[0] = T::from_value(s / diagonal[j * p + k0 + j].value());
                 }
             })
         });
         // The panel's rows below (rest x width), read by the product that updates them.
-        let panel: Vec<f64> = below
+        let panel: Vec<T> = below
             .chunks(p)
             .flat_map(|row| row[k0..k1].iter().copied())
             .collect();
@@ -178,6 +182,25 @@ fn cholesky_in_place(l: &mut [f64], ridge: f64, p: usize) -> bool {
     true
 }
 
+/// Factors the lower triangle `fill` writes into `l` (again before each try) with the
+/// smallest ridge that succeeds: `ridge`, then ten times more (from 1e-10 when 0), 40 tries.
+/// Returns the ridge, None when every try fails (non-finite values).
+fn factor_in_place<T: FactorEntry>(
+    l: &mut [T],
+    p: usize,
+    mut ridge: f64,
+    fill: impl Fn(&mut [T]),
+) -> Option<f64> {
+    for _ in 0..40 {
+        fill(l);
+        if cholesky_in_place(l, ridge, p) {
+            return Some(ridge);
+        }
+        ridge = if ridge == 0.0 { 1e-10 } else { ridge * 10.0 };
+    }
+    None
+}
+
 /// Unknowns per block of the triangular solves: the rows of a block less what the earlier
 /// unknowns contribute are dots (or axpys) over the whole factor, in parallel; within a block
 /// the solve runs one unknown after the other over a slice that stays in L1. The preconditioner
@@ -189,10 +212,18 @@ const SOLVE_COLUMNS: usize = 512;
 
 /// Entries of a stored triangular factor: f64, or f32 for the preconditioner's, whose solves
 /// are bound by reading the factor (the products near it read f32 rows too).
-pub(crate) trait FactorEntry: Copy + Send + Sync {
+/// The factorisations run in either type as well: f32 where the factor only preconditions
+/// (`Preconditioner::rescale`: twice the lanes per product and half the memory).
+pub(crate) trait FactorEntry: Copy + Send + Sync + Default {
     fn dot(row: &[Self], z: &[f64]) -> f64;
     fn axpy(a: f64, row: &[Self], z: &mut [f64]);
     fn value(self) -> f64;
+    fn from_value(v: f64) -> Self;
+    /// Sum of a b over two stored rows (the factorisation's short dots).
+    fn dot_same(a: &[Self], b: &[Self]) -> f64;
+    /// `simd::product_tile` of the type and its width.
+    fn tile_columns() -> usize;
+    fn tile(a: &[Self], a_stride: usize, rows: usize, panel: &[Self], kc: usize, out: &mut [Self]);
 }
 
 impl FactorEntry for f64 {
@@ -205,6 +236,18 @@ impl FactorEntry for f64 {
     fn value(self) -> f64 {
         self
     }
+    fn from_value(v: f64) -> Self {
+        v
+    }
+    fn dot_same(a: &[f64], b: &[f64]) -> f64 {
+        simd::dot(a, b)
+    }
+    fn tile_columns() -> usize {
+        simd::product_tile_columns()
+    }
+    fn tile(a: &[f64], a_stride: usize, rows: usize, panel: &[f64], kc: usize, out: &mut [f64]) {
+        simd::product_tile(a, a_stride, rows, panel, kc, out)
+    }
 }
 
 impl FactorEntry for f32 {
@@ -216,6 +259,28 @@ impl FactorEntry for f32 {
     }
     fn value(self) -> f64 {
         f64::from(self)
+    }
+    fn from_value(v: f64) -> Self {
+        v as f32
+    }
+    fn dot_same(a: &[f32], b: &[f32]) -> f64 {
+        // 16 running sums in f32 (vectorised on any level), added in f64.
+        let mut acc = [0.0f32; 16];
+        let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
+        let (ra, rb) = (ca.remainder(), cb.remainder());
+        for (x, y) in ca.zip(cb) {
+            for k in 0..16 {
+                acc[k] += x[k] * y[k];
+            }
+        }
+        let tail: f64 = ra.iter().zip(rb).map(|(x, y)| f64::from(x * y)).sum();
+        acc.iter().map(|&v| f64::from(v)).sum::<f64>() + tail
+    }
+    fn tile_columns() -> usize {
+        simd::product_tile_f32_columns()
+    }
+    fn tile(a: &[f32], a_stride: usize, rows: usize, panel: &[f32], kc: usize, out: &mut [f32]) {
+        simd::product_tile_f32(a, a_stride, rows, panel, kc, out)
     }
 }
 
@@ -277,16 +342,16 @@ pub(crate) fn backward<T: FactorEntry>(l: &[T], p: usize, z: &mut [f64]) {
     }
 }
 
-/// Factors a lower triangle with the smallest ridge of `ridge * 10^k` (k < 40) that succeeds.
-fn factor(a: &[f64], p: usize, mut ridge: f64) -> Option<Vec<f64>> {
+/// Factors a lower triangle (f64) with the smallest ridge of `ridge * 10^k` (k < 40) that
+/// succeeds.
+fn factor(a: &[f64], p: usize, ridge: f64) -> Option<Vec<f64>> {
     let mut l = vec![0.0; p * p];
-    for _ in 0..40 {
-        if cholesky(a, ridge, p, &mut l) {
-            return Some(l);
+    factor_in_place(&mut l, p, ridge, |l| {
+        for i in 0..p {
+            l[i * p..=i * p + i].copy_from_slice(&a[i * p..=i * p + i]);
         }
-        ridge *= 10.0;
-    }
-    None
+    })?;
+    Some(l)
 }
 
 /// P^-1 for the (m + 1)-variable Newton system (the m coefficients, then the intercept).
@@ -315,19 +380,9 @@ impl Preconditioner {
         // (P stays exactly L (I + a L^T L) L^T of one L), and the peak holds one f64 matrix.
         let l: Vec<f32> = factor(kss, m, ridge)?.iter().map(|&v| v as f32).collect();
         // L^T L: (L^T L)_ij = sum_k L_ki L_kj, the lower triangle of X X^T for X = L^T, whose
-        // row i is zero before k = i.
-        let mut ltl = vec![0.0; m * m];
-        lower_product(
-            &|i, k| f64::from(l[k * m + i]),
-            m,
-            m,
-            true,
-            1.0,
-            &mut ltl,
-            m,
-            0,
-        );
-        let ltl: Vec<f32> = ltl.iter().map(|&v| v as f32).collect();
+        // row i is zero before k = i; in f32 as kept (I + a L^T L is well conditioned).
+        let mut ltl = vec![0.0f32; m * m];
+        lower_product(&|i, k| l[k * m + i], m, m, true, 1.0, &mut ltl, m, 0);
         Some(Preconditioner {
             m,
             l,
@@ -343,30 +398,25 @@ impl Preconditioner {
     }
 
     /// Factors I + a L^T L for the scale a (K_SS's factor and L^T L stay); false when it fails.
+    /// In f32 and in place: its eigenvalues are at least 1, so f32's rounding moves no pivot
+    /// near 0, and the factor is kept in f32 anyway (m = 3,000: half the time of f64; m =
+    /// 10,000: no 800 MB f64 buffer beside the factors).
     pub(crate) fn rescale(&mut self, a: f64) -> bool {
         let m = self.m;
-        // The old factor goes first: one f64 buffer and the f32 factors at the peak.
-        self.b = Vec::new();
-        let mut inner = vec![0.0; m * m];
-        let mut ridge = 0.0;
-        for _ in 0..40 {
-            for (row, ltl) in inner.chunks_exact_mut(m).zip(self.ltl.chunks_exact(m)) {
-                for (v, &t) in row.iter_mut().zip(ltl) {
-                    *v = a * f64::from(t);
+        let mut b = std::mem::take(&mut self.b);
+        b.resize(m * m, 0.0);
+        let ltl = &self.ltl;
+        let done = factor_in_place(&mut b, m, 0.0, |b| {
+            for (i, (row, ltl)) in b.chunks_exact_mut(m).zip(ltl.chunks_exact(m)).enumerate() {
+                for (v, &t) in row[..=i].iter_mut().zip(&ltl[..=i]) {
+                    *v = (a * f64::from(t)) as f32;
                 }
+                row[i] += 1.0;
             }
-            for i in 0..m {
-                inner[i * m + i] += 1.0;
-            }
-            if cholesky_in_place(&mut inner, ridge, m) {
-                self.b = inner.iter().map(|&v| v as f32).collect();
-                self.scale = a;
-                return true;
-            }
-            ridge = if ridge == 0.0 { 1e-10 } else { ridge * 10.0 };
-        }
-        self.scale = f64::NAN;
-        false
+        });
+        self.b = b;
+        self.scale = if done.is_some() { a } else { f64::NAN };
+        done.is_some()
     }
 
     /// out = P^-1 r: L^-T B^-T B^-1 L^-1 on the coefficients, a division by the intercept's
@@ -530,6 +580,32 @@ mod tests {
             assert!(
                 one.iter().zip(&l).all(|(u, v)| u.to_bits() == v.to_bits()),
                 "p {p}"
+            );
+            // The same in f32 (the rescale's): within f32's rounding of the f64 factor,
+            // the same bits on one thread.
+            let in_f32 = |threads: Option<usize>| {
+                let mut l32: Vec<f32> = a.iter().map(|&v| v as f32).collect();
+                let ok = crate::core::common::parallel::install_with(threads, || {
+                    cholesky_in_place(&mut l32, 0.5, p)
+                })
+                .unwrap();
+                assert!(ok, "p {p}");
+                l32
+            };
+            let l32 = in_f32(None);
+            let scale = reference.iter().fold(0.0f64, |s, v| s.max(v.abs()));
+            for (k, (&got, &want)) in l32.iter().zip(&reference).enumerate() {
+                assert!(
+                    (f64::from(got) - want).abs() <= 1e-4 * scale,
+                    "p {p} f32 entry {k}: {got} vs {want}"
+                );
+            }
+            assert!(
+                in_f32(Some(1))
+                    .iter()
+                    .zip(&l32)
+                    .all(|(u, v)| u.to_bits() == v.to_bits()),
+                "p {p} f32"
             );
             // Not positive definite: a negative pivot past the first panel.
             let mut bad = shifted.clone();

@@ -936,6 +936,54 @@ pub fn product_tile(
     }
 }
 
+/// `product_tile_f32`'s operands once checked (as `ProductTile`'s).
+#[derive(Clone, Copy)]
+pub(crate) struct ProductTileF32<'a>(
+    pub &'a [f32],
+    pub usize,
+    pub usize,
+    pub &'a [f32],
+    pub usize,
+);
+
+/// Columns of a `product_tile_f32`: two vectors of floats.
+pub fn product_tile_f32_columns() -> usize {
+    2 * product_tile_columns()
+}
+
+/// `product_tile` in f32 (sums in f32, each in k order, fused on the vector levels), with
+/// nr = `product_tile_f32_columns()`: for the factorisations whose result is kept in f32 and
+/// only preconditions (twice the lanes and half the bytes of f64).
+pub fn product_tile_f32(
+    a: &[f32],
+    a_stride: usize,
+    rows: usize,
+    panel: &[f32],
+    kc: usize,
+    out: &mut [f32],
+) {
+    let nr = product_tile_f32_columns();
+    assert!((1..=PRODUCT_TILE_ROWS).contains(&rows));
+    assert!((rows - 1) * a_stride + kc <= a.len() && panel.len() >= kc * nr);
+    assert!(out.len() >= rows * nr);
+    #[cfg(target_arch = "x86_64")]
+    if let Some(v) = x86::Vector::current() {
+        // SAFETY: the bounds checked above; the level's width is nr.
+        return unsafe {
+            x86::product_tile_f32(v, ProductTileF32(a, a_stride, rows, panel, kc), out)
+        };
+    }
+    for r in 0..rows {
+        for j in 0..nr {
+            let mut sum = 0.0f32;
+            for k in 0..kc {
+                sum = a[r * a_stride + k].mul_add(panel[k * nr + j], sum);
+            }
+            out[r * nr + j] = sum;
+        }
+    }
+}
+
 /// `dots_8_rows`' operands (q, width, cols, xt, stride, m) once it has checked them: 8 rows of
 /// `width` values in q, the ascending columns below `width`, and column c's m values at
 /// `xt[c * stride..]`.
@@ -1285,6 +1333,53 @@ mod tests {
                             x86::product_tile(
                                 level,
                                 ProductTile(&a, a_stride, rows, panel, kc),
+                                out,
+                            )
+                        }
+                    });
+                }
+            }
+        }
+    }
+
+    /// The f32 tile likewise: fused f32 sums in k order on every level.
+    #[test]
+    fn f32_product_tiles_are_the_fused_sums_on_every_level() {
+        let mut rng = Rng::new(22);
+        for kc in [0, 1, 5, 64, 257] {
+            for rows in 1..=PRODUCT_TILE_ROWS {
+                let a_stride = kc + 3;
+                let a: Vec<f32> = (0..rows * a_stride)
+                    .map(|_| rng.next_f64() as f32 - 0.5)
+                    .collect();
+                let check = |nr: usize, tile: &dyn Fn(&[f32], &mut [f32])| {
+                    let panel: Vec<f32> = (0..kc * nr).map(|i| (i as f32 * 0.37).sin()).collect();
+                    let mut out = vec![f32::NAN; rows * nr];
+                    tile(&panel, &mut out);
+                    for r in 0..rows {
+                        for j in 0..nr {
+                            let want = (0..kc).fold(0.0, |s: f32, k| {
+                                a[r * a_stride + k].mul_add(panel[k * nr + j], s)
+                            });
+                            assert_eq!(out[r * nr + j], want, "kc {kc} rows {rows} nr {nr}");
+                        }
+                    }
+                };
+                check(product_tile_f32_columns(), &|panel, out| {
+                    product_tile_f32(&a, a_stride, rows, panel, kc, out)
+                });
+                #[cfg(target_arch = "x86_64")]
+                for level in vector_levels() {
+                    let nr = match level {
+                        x86::Vector::Avx2(_) => 16,
+                        x86::Vector::Avx512(_) => 32,
+                    };
+                    check(nr, &|panel, out| {
+                        // SAFETY: the level runs here; the bounds hold for its width.
+                        unsafe {
+                            x86::product_tile_f32(
+                                level,
+                                ProductTileF32(&a, a_stride, rows, panel, kc),
                                 out,
                             )
                         }

@@ -8,8 +8,9 @@
 //! pay) follow at the end.
 
 use super::{
-    CandidateFilter, ColumnValue, EightRows, FusedRow, Level, ProductTile, BLOCK_ROWS, EXP_MIN_ARG,
-    F16, INV_FACT, LN2_HI, LN2_LO, LOG2E, PRODUCT_TILE_ROWS, SHIFTER, SINGLE_DEGREE,
+    CandidateFilter, ColumnValue, EightRows, FusedRow, Level, ProductTile, ProductTileF32,
+    BLOCK_ROWS, EXP_MIN_ARG, F16, INV_FACT, LN2_HI, LN2_LO, LOG2E, PRODUCT_TILE_ROWS, SHIFTER,
+    SINGLE_DEGREE,
 };
 use std::arch::x86_64::*;
 
@@ -100,6 +101,8 @@ simd! {
     types {
         /// A vector of doubles.
         F = __m256d, __m512d;
+        /// A vector of floats (twice `LANES`).
+        Fs = __m256, __m512;
         /// The lanes where a comparison holds.
         Cmp = __m256d, __mmask8;
         /// The lanes of a partial last vector.
@@ -117,6 +120,11 @@ simd! {
     safe {
         fn splat(x: f64) -> Self::F = _mm256_set1_pd(x), _mm512_set1_pd(x);
         fn zero() -> Self::F = _mm256_setzero_pd(), _mm512_setzero_pd();
+        fn zero_ps() -> Self::Fs = _mm256_setzero_ps(), _mm512_setzero_ps();
+        fn splat_ps(x: f32) -> Self::Fs = _mm256_set1_ps(x), _mm512_set1_ps(x);
+        /// a * b + c in f32, rounded once.
+        fn fmadd_ps(a: Self::Fs, b: Self::Fs, c: Self::Fs) -> Self::Fs
+            = _mm256_fmadd_ps(a, b, c), _mm512_fmadd_ps(a, b, c);
         /// a * b + c, rounded once.
         fn fmadd(a: Self::F, b: Self::F, c: Self::F) -> Self::F
             = _mm256_fmadd_pd(a, b, c), _mm512_fmadd_pd(a, b, c);
@@ -173,6 +181,8 @@ simd! {
     }
     unsafe {
         fn load(p: *const f64) -> Self::F = _mm256_loadu_pd(p), _mm512_loadu_pd(p);
+        fn load_ps(p: *const f32) -> Self::Fs = _mm256_loadu_ps(p), _mm512_loadu_ps(p);
+        fn store_ps(p: *mut f32, v: Self::Fs) = _mm256_storeu_ps(p, v), _mm512_storeu_ps(p, v);
         fn store(p: *mut f64, v: Self::F) = _mm256_storeu_pd(p, v), _mm512_storeu_pd(p, v);
         /// The lanes of `t` from `p`, the others 0 (and not read).
         fn load_tail(p: *const f64, t: Self::Tail) -> Self::F
@@ -789,6 +799,39 @@ unsafe fn product_tile_on<S: Simd>(s: S, tile: ProductTile<'_>, out: &mut [f64])
     }
 }
 
+/// `product_tile_f32`: `product_tile_on` in f32, two vectors of 2 `LANES` floats per row.
+///
+/// # Safety
+/// The bounds checked by `product_tile_f32`.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+unsafe fn product_tile_f32_on<S: Simd>(s: S, tile: ProductTileF32<'_>, out: &mut [f32]) {
+    let ProductTileF32(a, a_stride, rows, panel, kc) = tile;
+    let w = 2 * S::LANES;
+    let mut acc0 = [s.zero_ps(); PRODUCT_TILE_ROWS];
+    let mut acc1 = [s.zero_ps(); PRODUCT_TILE_ROWS];
+    let row: [*const f32; PRODUCT_TILE_ROWS] =
+        std::array::from_fn(|r| a[r.min(rows - 1) * a_stride..].as_ptr());
+    let pb = panel.as_ptr();
+    // SAFETY: as `product_tile_on`, in floats.
+    unsafe {
+        for k in 0..kc {
+            let b0 = s.load_ps(pb.add(k * 2 * w));
+            let b1 = s.load_ps(pb.add(k * 2 * w + w));
+            for r in 0..PRODUCT_TILE_ROWS {
+                let ar = s.splat_ps(*row[r].add(k));
+                acc0[r] = s.fmadd_ps(ar, b0, acc0[r]);
+                acc1[r] = s.fmadd_ps(ar, b1, acc1[r]);
+            }
+        }
+        let po = out.as_mut_ptr();
+        for r in 0..rows {
+            s.store_ps(po.add(r * 2 * w), acc0[r]);
+            s.store_ps(po.add(r * 2 * w + w), acc1[r]);
+        }
+    }
+}
+
 /// For each loop written once above, its AVX2 and AVX-512 entry points (`#[target_feature]`
 /// functions, where the generic code inlines with its intrinsics) and `name(vector, ...)`, the
 /// match that runs the one of a [`Vector`].
@@ -869,6 +912,9 @@ levels! {
     /// A tile of a matrix product against a packed panel (`product_tile_on`).
     fn product_tile(tile: ProductTile<'_>, out: &mut [f64])
         = product_tile_on in product_tile_avx2, product_tile_avx512;
+    /// `product_tile_f32_on`.
+    fn product_tile_f32(tile: ProductTileF32<'_>, out: &mut [f32])
+        = product_tile_f32_on in product_tile_f32_avx2, product_tile_f32_avx512;
     /// Dot products of 8 rows with m of a feature-major copy (`dots_8_rows_on`).
     fn dots_8_rows<T: ColumnValue>(block: EightRows<'_, T>, dots: &mut [f64])
         = dots_8_rows_on in dots_8_rows_avx2, dots_8_rows_avx512;
