@@ -10,6 +10,7 @@ import pytest
 from budgetsvm import BudgetSVC
 from conftest import polish_loss, xor_data
 from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.base import clone
 
 pytest.importorskip("dask")
 distributed = pytest.importorskip("distributed")
@@ -347,3 +348,43 @@ def test_fit_incremental_trains_a_regressor_as_partial_fit_does(clusters):
         local.partial_fit(X[k : k + 300], y[k : k + 300], n_samples=1200 if k == 0 else None)
     assert_array_equal(reg.dual_coef_, local.dual_coef_)
     assert_array_equal(reg.intercept_, local.intercept_)
+
+
+@pytest.mark.parametrize("task", ["classes", "regression"])
+def test_hessian_free_polish_reaches_the_newton_optimum(clusters, monkeypatch, task):
+    """The distributed polish without the Newton system (the Hessian-free direction, chosen
+    from 1 support vector on here) ends at the optimum the Newton direction reaches: the
+    same objective, a function within the tolerance, nothing better for the serial polish;
+    several classes with weights, and a regression."""
+    from budgetsvm import BudgetSVR
+
+    if task == "classes":
+        rng = np.random.default_rng(5)
+        X = rng.uniform(-1, 1, size=(2400, 2))
+        y = np.array(["a", "b", "c"])[(np.floor(2 * X[:, 0] + 2).astype(int) + (X[:, 1] > 0)) % 3]
+        w = rng.uniform(0.5, 2.0, len(y))
+        clf = BudgetSVC(C=3.0, gamma=3.0, budget=50, epochs=2, random_state=1)
+        obj = lambda m: objective(m, X, y, w)  # noqa: E731
+    else:
+        X, y = regression_data(2400, 3)
+        w = np.random.default_rng(6).uniform(0.5, 2.0, len(y))
+        clf = BudgetSVR(C=5.0, gamma=1.0, epsilon=0.05, budget=40, epochs=2, random_state=0)
+        obj = lambda m: regression_objective(m, X, y, w)  # noqa: E731
+    chunks = (600, 900, 0, 900)
+    dX = da.from_array(X, chunks=(chunks, (2,)))
+    dy = da.from_array(y, chunks=(chunks,))
+    dw = da.from_array(w, chunks=(chunks,))
+    newton = fit_on(clusters[1], clone(clf), dX, dy, sample_weight=dw)
+    monkeypatch.setattr(bdask, "_HESSIAN_FREE_FROM", 1)
+    free = fit_on(clusters[1], clone(clf), dX, dy, sample_weight=dw)
+    assert not newton.fit_stats_["polish"]["hessian_free"]
+    stats = free.fit_stats_["polish"]
+    assert stats["hessian_free"] and stats["converged"] and stats["cg_products"] > 0
+    assert_array_equal(free.support_vectors_, newton.support_vectors_)
+    assert_allclose(obj(free), obj(newton), rtol=1e-6)
+    f1, f2 = free.decision_function(X) if task == "classes" else free.predict(X), (
+        newton.decision_function(X) if task == "classes" else newton.predict(X)
+    )
+    assert np.abs(f1 - f2).max() < 1e-2 * np.abs(f2).max()
+    again = pickle.loads(pickle.dumps(free)).polish_coef(X, y, sample_weight=w)
+    assert obj(again) >= obj(free) * (1 - 1e-6)

@@ -82,17 +82,20 @@ __all__ = [
     "add_gram_change",
     "reduce_budget",
     "PolishPartition",
+    "PolishPreconditioner",
     "rbf_kernel",
     "set_num_threads",
     "simd_level",
     "__version__",
     "DEFAULT_TABLE_SIZE",
     "MAX_THREADS",
+    "HESSIAN_FREE_BASIS",
 ]
 
 __version__: str
 DEFAULT_TABLE_SIZE: int
 MAX_THREADS: int
+HESSIAN_FREE_BASIS: int
 
 def rbf_kernel(
     x: _Features, y: _Features, gamma: float, *, n_threads: Optional[int] = None
@@ -233,7 +236,28 @@ class PolishPartition:
         trial_intercept: npt.NDArray[np.float64],
         counted_coef: Optional[npt.NDArray[np.float64]] = None,
         counted_intercept: Optional[npt.NDArray[np.float64]] = None,
+        *,
+        changes: bool = True,
     ) -> Dict[str, Any]: ...
+    def gradient(
+        self, coef: npt.NDArray[np.float64], intercept: npt.NDArray[np.float64]
+    ) -> Dict[str, Any]: ...
+    def hessian_product(
+        self,
+        coef: npt.NDArray[np.float64],
+        intercept: npt.NDArray[np.float64],
+        v: npt.NDArray[np.float64],
+    ) -> npt.NDArray[np.float64]: ...
+
+@final
+class PolishPreconditioner:
+    def __new__(cls, kss: npt.NDArray[np.float64]) -> PolishPreconditioner: ...
+    @property
+    def scale(self) -> float: ...
+    @property
+    def ridge(self) -> float: ...
+    def rescale(self, a: float) -> bool: ...
+    def apply(self, r: npt.NDArray[np.float64], intercept: float) -> npt.NDArray[np.float64]: ...
 
 def kernel_rows(
     x: _Features, gamma: float, rows: npt.NDArray[np.int64]

@@ -211,32 +211,48 @@ def _relay_partition(
 
 def _aligned_request(request: tuple) -> tuple:
     """A polish request with its arrays aligned (arrays off the network may not be):
-    ("sums", trial point, counted point or None) or ("line", counted point, direction, steps),
-    a point being (coef, intercept)."""
+    ("sums", trial point, counted point or None, changes) -- the losses between the points and,
+    with ``changes``, the change of the Newton system --, ("line", counted point, direction,
+    steps), ("gradient", point) or ("hv", point, vectors (n_out, m + 1)) for the Hessian-free
+    direction; a point being (coef, intercept)."""
     from budgetsvm._validation import to_native
 
     def point(p: Any) -> Any:
         return None if p is None else tuple(to_native(np.asarray(a)) for a in p)
 
-    if request[0] == "sums":
-        return ("sums", point(request[1]), point(request[2]))
+    kind = request[0]
+    if kind == "sums":
+        return ("sums", point(request[1]), point(request[2]), bool(request[3]))
+    if kind == "gradient":
+        return ("gradient", point(request[1]))
+    if kind == "hv":
+        return ("hv", point(request[1]), to_native(np.asarray(request[2])))
     return ("line", point(request[1]), point(request[2]), to_native(np.asarray(request[3])))
 
 
 def _answer(part: Any, request: tuple) -> Any:
-    if request[0] == "sums":
-        _, trial, counted = request
-        return part.sums(*trial) if counted is None else part.sums(*trial, *counted)
+    kind = request[0]
+    if kind == "sums":
+        _, trial, counted, changes = request
+        counted = () if counted is None else counted
+        return part.sums(*trial, *counted, changes=changes)
+    if kind == "gradient":
+        return part.gradient(*request[1])
+    if kind == "hv":
+        return part.hessian_product(*request[1], request[2])
     _, counted, direction, steps = request
     return part.line_sums(*counted, *direction, steps)
 
 
 def _combine(results: list, request: tuple, m: int) -> Any:
+    """Several partitions' answers as one, added in the order given."""
     if request[0] == "sums":
         return combine_sums(results, m)
     if not results:
         return None
-    return {key: sum(r[key] for r in results) for key in ("loss", "slope", "flips")}
+    if request[0] == "hv":
+        return sum(results[1:], results[0].copy())
+    return {key: sum(r[key] for r in results) for key in results[0]}
 
 
 def _polish_group(context: dict, parts: list, request: tuple) -> Any:
@@ -319,7 +335,10 @@ def combine_sums(results: list, m: int) -> Any:
         return None
     if len(results) == 1:
         return results[0]
-    out = {key: sum(r[key] for r in results) for key in ("loss_counted", "loss_trial", "slope", "flips", "s", "u", "sw", "swy")}
+    losses = ("loss_counted", "loss_trial", "slope", "flips")
+    if "sw" not in results[0]:  # without the changes of the Newton system
+        return {key: sum(r[key] for r in results) for key in losses}
+    out = {key: sum(r[key] for r in results) for key in (*losses, "s", "u", "sw", "swy")}
     grams, factors = [], []
     upper = np.triu_indices(m)
     for k in range(len(out["sw"])):

@@ -661,11 +661,88 @@ def _class_targets(clf: Any, facts: list) -> dict:
     return dict(classes=classes, class_w=class_w)
 
 
+# From this many support vectors the distributed polish is Hessian-free, as the serial one
+# (tests lower it).
+_HESSIAN_FREE_FROM: Optional[int] = None
+# The serial solve's conjugate gradients (``solvers::polish``): at most this many products per
+# direction, the preconditioner refactored when the squared rows' weight moves by more than
+# this factor, the relative residual sqrt(|g| / |g_first|) within these bounds.
+_MAX_CG_PRODUCTS = 300
+_RESCALE_FACTOR = 4.0
+_CG_TOL_BOUNDS = (1e-6, 0.5)
+
+
+def _hessian_free_directions(round_trip, pre, kss, coef, b, live, C, first_norm):
+    """The Hessian-free direction at (coef, b) for the live outputs (``solvers::polish``'s,
+    distributed): one round for the gradient and the squared rows' weight, then preconditioned
+    conjugate gradients on H x = -g here, each product a round (the workers' sums over the rows
+    squared at the point; K_SS's part here). Returns (direction m x q, db, -g.x per output,
+    products)."""
+    m, q = coef.shape
+    ridge = pre.ridge
+    parts = round_trip(("gradient", (coef, b)))
+    grad = sum(p["gradient"] for p in parts)
+    weight = sum(p["weight"] for p in parts)
+    live = [int(k) for k in live]
+    a = 2 * C * float(np.mean(weight[live])) / m
+    a0 = pre.scale
+    if not (a0 / _RESCALE_FACTOR < a < _RESCALE_FACTOR * a0):  # NaN before the first
+        if not pre.rescale(a):
+            raise ValueError("the polish's preconditioner could not be factorised")
+    g = np.zeros((q, m + 1))
+    for k in live:
+        g[k, :m] = kss @ coef[:, k] + 2 * C * grad[k, :m]
+        g[k, m] = 2 * C * grad[k, m]
+    curv = 2 * C * weight
+    x = np.zeros((q, m + 1))
+    r = -g
+    z = np.zeros((q, m + 1))
+    target = np.zeros(q)
+    for k in live:
+        norm = float(np.linalg.norm(g[k]))
+        if first_norm[k] == 0.0:
+            first_norm[k] = norm
+        lo, hi = _CG_TOL_BOUNDS
+        rel = min(max(np.sqrt(norm / max(first_norm[k], np.finfo(float).tiny)), lo), hi)
+        target[k] = rel * norm
+        z[k] = pre.apply(r[k], float(curv[k]))
+    running = [k for k in live if target[k] > 0]
+    d = z.copy()
+    rz = np.array([r[k] @ z[k] for k in range(q)])
+    products = 0
+    while running and products < _MAX_CG_PRODUCTS:
+        v = np.zeros((q, m + 1))
+        v[running] = d[running]
+        sums = sum(round_trip(("hv", (coef, b), v)))
+        products += 1
+        for k in list(running):
+            hv = 2 * C * sums[k]
+            hv[:m] += kss @ d[k, :m] + ridge * d[k, :m]
+            curvature = float(d[k] @ hv)
+            if not (curvature > 0 and np.isfinite(curvature)):
+                running.remove(k)
+                continue
+            alpha = rz[k] / curvature
+            x[k] += alpha * d[k]
+            r[k] -= alpha * hv
+            if np.linalg.norm(r[k]) <= target[k]:
+                running.remove(k)
+                continue
+            z[k] = pre.apply(r[k], float(curv[k]))
+            rz_next = float(r[k] @ z[k])
+            d[k] = z[k] + (rz_next / rz[k]) * d[k]
+            rz[k] = rz_next
+    most = np.array([-float(g[k] @ x[k]) for k in range(q)])
+    return np.ascontiguousarray(x[:, :m].T), x[:, m].copy(), most, products
+
+
 def _distributed_polish(clf, client, x_parts, y_parts, w_parts, targets, C, token):
     """Newton iterations of the polish (``solvers::polish``), the sums over rows mapped over
-    the partitions and added here in partition order; the step from the line search's grid
-    (sufficient decrease), per output, from the model's coefficients and intercepts. Sets
-    ``dual_coef_`` and ``intercept_``."""
+    the partitions and added here in partition order; the direction the Newton point of the
+    system those sums form (below ``_HESSIAN_FREE_FROM`` support vectors) or Hessian-free
+    (``_hessian_free_directions``: no m x m system beyond K_SS and the preconditioner's
+    factors); the step from the line search's grid (sufficient decrease), per output, from the
+    model's coefficients and intercepts. Sets ``dual_coef_`` and ``intercept_``."""
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
@@ -753,7 +830,15 @@ def _distributed_polish(clf, client, x_parts, y_parts, w_parts, targets, C, toke
 
     coef = np.ascontiguousarray(clf.dual_coef_.T)  # m x q
     b = np.array(clf.intercept_, dtype=np.float64)
-    gram = np.zeros((q, m, m))
+    from_m = _budgetsvm.HESSIAN_FREE_BASIS if _HESSIAN_FREE_FROM is None else _HESSIAN_FREE_FROM
+    hessian_free = m >= from_m
+    if hessian_free:
+        pre = _budgetsvm.PolishPreconditioner(kss)
+        first_norm = np.zeros(q)
+        cg_products = 0
+    # The Newton system's sums (the Hessian-free direction keeps none).
+    shape = (0, 0) if hessian_free else (m, m)
+    gram = np.zeros((q, *shape))
     s = np.zeros((q, m))
     u = np.zeros((q, m))
     sw = np.zeros(q)
@@ -772,12 +857,13 @@ def _distributed_polish(clf, client, x_parts, y_parts, w_parts, targets, C, toke
             sw[k] += p["sw"][k]
             swy[k] += p["swy"][k]
 
-    first = round_trip(("sums", (coef, b), None))
+    first = round_trip(("sums", (coef, b), None, not hessian_free))
     obj = np.array(
         [regulariser(coef, k) + C * sum(p["loss_trial"][k] for p in first) for k in range(q)]
     )
-    for k in range(q):
-        add(first, k)
+    if not hessian_free:
+        for k in range(q):
+            add(first, k)
     start_obj = obj.copy()
     done = np.zeros(q, dtype=bool)
     iterations = 0
@@ -788,12 +874,27 @@ def _distributed_polish(clf, client, x_parts, y_parts, w_parts, targets, C, toke
         iterations += 1
         direction = np.zeros((m, q))
         db = np.zeros(q)
-        for k in np.flatnonzero(~done):
-            x = _budgetsvm.polish_newton_point(
-                kss, gram[k], s[k], u[k], float(sw[k]), float(swy[k]), C, float(b[k])
+        if hessian_free:
+            direction, db, most, products = _hessian_free_directions(
+                round_trip, pre, kss, coef, b, np.flatnonzero(~done), C, first_norm
             )
-            direction[:, k] = x[:m] - coef[:, k]
-            db[k] = x[m] - b[k]
+            cg_products += products
+            # The objective is convex: no step t <= 1 lowers it by more than -g.x, so below
+            # the tolerance the point is the answer (the serial solve's test).
+            for k in np.flatnonzero(~done):
+                if not most[k] > tol * abs(obj[k]):
+                    done[k] = True
+                    direction[:, k] = 0.0
+                    db[k] = 0.0
+            if done.all():
+                break
+        else:
+            for k in np.flatnonzero(~done):
+                x = _budgetsvm.polish_newton_point(
+                    kss, gram[k], s[k], u[k], float(sw[k]), float(swy[k]), C, float(b[k])
+                )
+                direction[:, k] = x[:m] - coef[:, k]
+                db[k] = x[m] - b[k]
         # Early on, the exact line search's sums at a grid of steps in one round and the step
         # from their piecewise-linear slope; once the steps settle near the full Newton step
         # (it converges quadratically there), the full step is tried at once and kept when it
@@ -817,7 +918,7 @@ def _distributed_polish(clf, client, x_parts, y_parts, w_parts, targets, C, toke
             break
         trial_c = np.ascontiguousarray(coef + direction * (t * live))
         trial_b = b + db * t * live
-        parts = round_trip(("sums", (trial_c, trial_b), (coef, b)))
+        parts = round_trip(("sums", (trial_c, trial_b), (coef, b), not hessian_free))
         new_obj = np.array(
             [regulariser(trial_c, k) + C * sum(p["loss_trial"][k] for p in parts) for k in range(q)]
         )
@@ -835,7 +936,8 @@ def _distributed_polish(clf, client, x_parts, y_parts, w_parts, targets, C, toke
                 iterations -= 1
                 continue
         for k in np.flatnonzero(live):
-            add(parts, k)
+            if not hessian_free:
+                add(parts, k)
             changed = sum(int(p["flips"][k]) for p in parts)
             decrease = obj[k] - new_obj[k]
             coef[:, k] = trial_c[:, k]
@@ -856,7 +958,10 @@ def _distributed_polish(clf, client, x_parts, y_parts, w_parts, targets, C, toke
         converged=converged,
         rounds=moved["rounds"],
         bytes_moved=int(moved["bytes"]),
+        hessian_free=hessian_free,
     )
+    if hessian_free:
+        stats["cg_products"] = int(cg_products)
     if not converged:
         warnings.warn(
             f"the polish stopped after polish_max_iter={clf.polish_max_iter} Newton iterations "

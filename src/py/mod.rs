@@ -24,6 +24,7 @@ mod _budgetsvm {
     #[pymodule_export]
     use super::polish::{
         add_gram_change, polish, polish_file, polish_newton_point, PolishPartition,
+        PolishPreconditioner,
     };
     #[pymodule_export]
     use super::predict::{decision_from_kernel, decision_function, rbf_kernel};
@@ -39,6 +40,10 @@ mod _budgetsvm {
             crate::core::budget::merge::DEFAULT_TABLE_SIZE,
         )?;
         m.add("MAX_THREADS", crate::core::common::parallel::MAX_THREADS)?;
+        m.add(
+            "HESSIAN_FREE_BASIS",
+            crate::core::budgeted::polish::HESSIAN_FREE_BASIS,
+        )?;
         // Load NumPy's C API now. Loaded lazily, it is first needed for the arrays a long read
         // returns, and an import run while a Ctrl-C is pending fails inside rust-numpy as a
         // PanicException instead of a KeyboardInterrupt.

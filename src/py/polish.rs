@@ -16,10 +16,12 @@ use super::convert::{
 use super::keywords::{keyword_group, keywords};
 use super::runtime::{detached, run_monitored, run_on_rows};
 use crate::core::budgeted::polish::{
-    add_gram_factor, polish as polish_solve, ActiveSums, GramFactor, InMemory, LibsvmFileRows,
-    PartitionRows, PolishParams, PolishResult, HESSIAN_FREE_BASIS,
+    add_gram_factor, polish as polish_solve, preconditioner_ridge, ActiveSums, GramFactor,
+    InMemory, LibsvmFileRows, PartitionRows, PolishParams, PolishResult, Preconditioner,
+    HESSIAN_FREE_BASIS,
 };
 use crate::core::budgeted::problem::Targets;
+use crate::core::common::error::SvmError;
 use crate::core::data::rows::{check_sq_norms, Rows};
 use crate::core::kernels::kernel::Kernel;
 use crate::core::kernels::kernel_block::KernelBlocks;
@@ -275,7 +277,8 @@ impl PolishPartition {
     /// (n_out, m), sw and swy (n_out), and per output the change of M as `gram` (the upper
     /// triangle packed row by row, m (m + 1) / 2 values) or as `factor` (signed weights and
     /// the changed rows' kernel values, c x m, when fewer bytes), the other None.
-    #[pyo3(signature = (trial_coef, trial_intercept, counted_coef = None, counted_intercept = None))]
+    /// With `changes=False` (the Hessian-free direction) only the losses, slope and flips.
+    #[pyo3(signature = (trial_coef, trial_intercept, counted_coef = None, counted_intercept = None, *, changes = true))]
     fn sums<'py>(
         &self,
         py: Python<'py>,
@@ -283,6 +286,7 @@ impl PolishPartition {
         trial_intercept: PyReadonlyArray1<'py, f64>,
         counted_coef: Option<PyReadonlyArray2<'py, f64>>,
         counted_intercept: Option<PyReadonlyArray1<'py, f64>>,
+        changes: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         let tc: Vec<f64> = trial_coef.as_array().iter().copied().collect();
         let tb = slice1(&trial_intercept)?;
@@ -297,7 +301,18 @@ impl PolishPartition {
                 ))
             }
         };
-        let r = detached(py, || self.rows.sums(counted, (&tc, tb)))?;
+        let r = detached(py, || self.rows.sums(counted, (&tc, tb), changes))?;
+        let losses = |d: Bound<'py, PyDict>| {
+            dict!(d, {
+                "loss_counted" => PyArray1::from_slice(py, &r.loss_counted),
+                "loss_trial" => PyArray1::from_slice(py, &r.loss_trial),
+                "slope" => PyArray1::from_slice(py, &r.slope),
+                "flips" => PyArray1::from_slice(py, &r.flips),
+            })
+        };
+        if !changes {
+            return losses(PyDict::new(py));
+        }
         let (m, q) = (self.m, self.n_out);
         let flat = |f: &dyn Fn(&ActiveSums) -> &[f64]| -> Vec<f64> {
             r.change.iter().flat_map(|c| f(c).iter().copied()).collect()
@@ -322,18 +337,125 @@ impl PolishPartition {
         }
         let sw: Vec<f64> = r.change.iter().map(|c| c.sw).collect();
         let swy: Vec<f64> = r.change.iter().map(|c| c.swy).collect();
-        dict!(PyDict::new(py), {
+        dict!(losses(PyDict::new(py))?, {
             "gram" => grams,
             "factor" => factors,
-            "loss_counted" => PyArray1::from_slice(py, &r.loss_counted),
-            "loss_trial" => PyArray1::from_slice(py, &r.loss_trial),
-            "slope" => PyArray1::from_slice(py, &r.slope),
-            "flips" => PyArray1::from_slice(py, &r.flips),
             "s" => flat(&|c| &c.s).into_pyarray(py).reshape([q, m])?,
             "u" => flat(&|c| &c.u).into_pyarray(py).reshape([q, m])?,
             "sw" => PyArray1::from_slice(py, &sw),
             "swy" => PyArray1::from_slice(py, &swy),
         })
+    }
+
+    /// The partition's part of the Hessian-free direction at the point (coef m x n_out,
+    /// intercept n_out): a dict of loss and weight (n_out each: sum w loss, the squared terms'
+    /// sum w) and gradient (n_out, m + 1: sum w hs k, then sum w hs)
+    /// (`PartitionRows::gradient`).
+    fn gradient<'py>(
+        &self,
+        py: Python<'py>,
+        coef: PyReadonlyArray2<'py, f64>,
+        intercept: PyReadonlyArray1<'py, f64>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let c: Vec<f64> = coef.as_array().iter().copied().collect();
+        let b = slice1(&intercept)?;
+        let r = detached(py, || self.rows.gradient((&c, b)))?;
+        let (m, q) = (self.m, self.n_out);
+        dict!(PyDict::new(py), {
+            "loss" => PyArray1::from_slice(py, &r.loss),
+            "weight" => PyArray1::from_slice(py, &r.weight),
+            "gradient" => r.gradient.into_pyarray(py).reshape([q, m + 1])?,
+        })
+    }
+
+    /// The partition's part of the Hessian's products at the point with `v` (n_out, m + 1):
+    /// per output sum w (k . v + v_b) k and its sum over the rows squared at the point
+    /// (`PartitionRows::hessian_product`), (n_out, m + 1).
+    fn hessian_product<'py>(
+        &self,
+        py: Python<'py>,
+        coef: PyReadonlyArray2<'py, f64>,
+        intercept: PyReadonlyArray1<'py, f64>,
+        v: PyReadonlyArray2<'py, f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let c: Vec<f64> = coef.as_array().iter().copied().collect();
+        let b = slice1(&intercept)?;
+        let v: Vec<f64> = v.as_array().iter().copied().collect();
+        let out = detached(py, || self.rows.hessian_product((&c, b), &v))?;
+        Ok(out
+            .into_pyarray(py)
+            .reshape([self.n_out, self.m + 1])?
+            .into_any())
+    }
+}
+
+/// The polish's preconditioner for a distributed polish's conjugate gradients on the driver
+/// (`conjugate_gradient::Preconditioner`, the serial solve's): from K_SS, rescaled to the
+/// squared rows' weight, applied to residuals of m + 1 values.
+#[pyclass(module = "budgetsvm._budgetsvm")]
+pub struct PolishPreconditioner {
+    inner: Preconditioner,
+    m: usize,
+    ridge: f64,
+}
+
+#[pymethods]
+impl PolishPreconditioner {
+    /// From K_SS (m x m) with the serial solve's ridge; ValueError when it cannot be factored.
+    #[new]
+    fn new(py: Python<'_>, kss: PyReadonlyArray2<'_, f64>) -> PyResult<Self> {
+        let shape = kss.shape();
+        let m = shape[0];
+        if shape[1] != m {
+            return Err(PyValueError::new_err("K_SS must be square"));
+        }
+        let kss: Vec<f64> = kss.as_array().iter().copied().collect();
+        let ridge = preconditioner_ridge(&kss, m);
+        let inner = detached(py, || {
+            Preconditioner::new(&kss, m, ridge).ok_or_else(|| {
+                SvmError::invalid_input("the polish's preconditioner could not be factorised")
+            })
+        })?;
+        Ok(PolishPreconditioner { inner, m, ridge })
+    }
+
+    /// The ridge of K_SS's factor, which the Hessian's products add too (`ridge * v`).
+    #[getter]
+    fn ridge(&self) -> f64 {
+        self.ridge
+    }
+
+    /// The scale a of the last rescale (NaN before).
+    #[getter]
+    fn scale(&self) -> f64 {
+        self.inner.scale()
+    }
+
+    /// Factors the preconditioner for the scale a = 2C sum_Q w / m; False when it fails.
+    fn rescale(&mut self, py: Python<'_>, a: f64) -> bool {
+        detached(py, || Ok::<bool, SvmError>(self.inner.rescale(a))).unwrap_or(false)
+    }
+
+    /// P^-1 r (m + 1 values; `intercept` the intercept's curvature 2C sum_Q w).
+    fn apply<'py>(
+        &self,
+        py: Python<'py>,
+        r: PyReadonlyArray1<'py, f64>,
+        intercept: f64,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let r = slice1(&r)?;
+        if r.len() != self.m + 1 || !self.inner.scale().is_finite() {
+            return Err(PyValueError::new_err(format!(
+                "the preconditioner applies to {} values after a rescale",
+                self.m + 1
+            )));
+        }
+        let mut out = vec![0.0; self.m + 1];
+        detached(py, || {
+            self.inner.apply(r, &mut out, intercept);
+            Ok::<(), SvmError>(())
+        })?;
+        Ok(out.into_pyarray(py))
     }
 }
 

@@ -362,7 +362,7 @@ fn factor(a: &[f64], p: usize, ridge: f64) -> Option<Vec<f64>> {
 /// is kept in f32 too (I + a L^T L has eigenvalues of at least 1: its rounding to f32 moves
 /// the factor B by about f32's precision), and B is factored in place: at m = 10,000 the
 /// factors take 1.2 GB with one 800 MB buffer while rescaling, where f64 copies took 3.2 GB.
-pub(crate) struct Preconditioner {
+pub struct Preconditioner {
     m: usize,
     l: Vec<f32>,
     /// L^T L (lower triangle): what the scale multiplies, kept for rescaling.
@@ -375,7 +375,7 @@ pub(crate) struct Preconditioner {
 impl Preconditioner {
     /// From K_SS (m x m, full) and the ridge its factorisation starts from; `rescale` must
     /// follow. None when no factorisation succeeds (non-finite kernel values).
-    pub(crate) fn new(kss: &[f64], m: usize, ridge: f64) -> Option<Self> {
+    pub fn new(kss: &[f64], m: usize, ridge: f64) -> Option<Self> {
         // The f64 factor goes once rounded: L^T L is taken of the f32 factor the solves apply
         // (P stays exactly L (I + a L^T L) L^T of one L), and the peak holds one f64 matrix.
         let l: Vec<f32> = factor(kss, m, ridge)?.iter().map(|&v| v as f32).collect();
@@ -393,7 +393,7 @@ impl Preconditioner {
     }
 
     /// The scale a of the last `rescale` (NaN before).
-    pub(crate) fn scale(&self) -> f64 {
+    pub fn scale(&self) -> f64 {
         self.scale
     }
 
@@ -401,7 +401,7 @@ impl Preconditioner {
     /// In f32 and in place: its eigenvalues are at least 1, so f32's rounding moves no pivot
     /// near 0, and the factor is kept in f32 anyway (m = 3,000: half the time of f64; m =
     /// 10,000: no 800 MB f64 buffer beside the factors).
-    pub(crate) fn rescale(&mut self, a: f64) -> bool {
+    pub fn rescale(&mut self, a: f64) -> bool {
         let m = self.m;
         let mut b = std::mem::take(&mut self.b);
         b.resize(m * m, 0.0);
@@ -421,7 +421,7 @@ impl Preconditioner {
 
     /// out = P^-1 r: L^-T B^-T B^-1 L^-1 on the coefficients, a division by the intercept's
     /// curvature on the intercept.
-    pub(crate) fn apply(&self, r: &[f64], out: &mut [f64], intercept: f64) {
+    pub fn apply(&self, r: &[f64], out: &mut [f64], intercept: f64) {
         let m = self.m;
         out[..m].copy_from_slice(&r[..m]);
         let z = &mut out[..m];

@@ -49,14 +49,15 @@
 //! depend on the number of threads.
 
 use std::ops::Range;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use rayon::prelude::*;
 
 use crate::core::budget::model::BudgetModel;
-use crate::core::budgeted::conjugate_gradient::{
-    self, backward, cholesky, forward, Preconditioner,
-};
+/// The polish's preconditioner, also the distributed polish's (on the driver).
+pub use crate::core::budgeted::conjugate_gradient::Preconditioner;
+use crate::core::budgeted::conjugate_gradient::{self, backward, cholesky, forward};
 use crate::core::budgeted::problem::{Targets, Term};
 use crate::core::common::checks::{check_positive_finite, check_weights};
 use crate::core::common::error::{Result, SvmError};
@@ -378,6 +379,12 @@ impl RowSource for LibsvmFileRows {
     }
 }
 
+/// The ridge of K_SS's factor and of the Hessian's products: `RIDGE` times K_SS's largest
+/// diagonal entry (at least 1).
+pub fn preconditioner_ridge(kss: &[f64], m: usize) -> f64 {
+    RIDGE * (0..m).map(|i| kss[i * m + i]).fold(1.0f64, f64::max)
+}
+
 /// One partition's rows in a distributed polish (`budgetsvm.dask.fit`): their kernel values
 /// against S, computed once by the worker that holds the rows and kept there, and the sums an
 /// iteration asks of them. `sums` is a pure function of its arguments and the rows, so a
@@ -389,6 +396,26 @@ pub struct PartitionRows {
     targets: OwnedTargets,
     w: Option<Vec<f64>>,
     n_out: usize,
+    /// The squared rows of the last point `gradient` or `hessian_product` saw (the point's
+    /// bits, then per output (row, weight)): the conjugate gradients' products at one point
+    /// read the kernel values once each, not twice.
+    squared: Mutex<Option<(Vec<u64>, Arc<SquaredAt>)>>,
+}
+
+/// Per output, the rows whose term is a square at a point, with their weights.
+type SquaredAt = Vec<Vec<(u32, f64)>>;
+
+/// A partition's part of the Hessian-free direction at a point (`PartitionRows::gradient`),
+/// per output.
+#[derive(Debug, Clone)]
+pub struct PartitionGradient {
+    /// sum w loss.
+    pub loss: Vec<f64>,
+    /// sum w hs k (m values) then sum w hs, hs the term's half slope: n_out x (m + 1).
+    pub gradient: Vec<f64>,
+    /// sum w over the squared terms (the preconditioner's scale and the intercept's
+    /// curvature, times 2C).
+    pub weight: Vec<f64>,
 }
 
 /// A partition's targets, kept with its kernel values for every later round.
@@ -517,6 +544,7 @@ impl PartitionRows {
             n_out: targets.n_out(),
             targets: OwnedTargets::new(targets),
             w: weights.map(<[f64]>::to_vec),
+            squared: Mutex::new(None),
         })
     }
 
@@ -558,6 +586,151 @@ impl PartitionRows {
                 })
         });
         f
+    }
+
+    /// Checks a point (coef m x n_out vector-major, intercept n_out).
+    fn check_point(&self, (c, b): (&[f64], &[f64])) -> Result<()> {
+        let (m, q) = (self.m, self.n_out);
+        if c.len() != m * q || b.len() != q || !c.iter().chain(b).all(|v| v.is_finite()) {
+            return Err(SvmError::invalid_input(format!(
+                "a point of the polish needs {m} x {q} finite coefficients and {q} intercepts"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Per output, the rows whose term is a square at the point (memoised for the point).
+    fn squared_at(&self, point: (&[f64], &[f64]), f: Option<&[f64]>) -> Arc<SquaredAt> {
+        let bits: Vec<u64> = point.0.iter().chain(point.1).map(|v| v.to_bits()).collect();
+        let mut memo = self.squared.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, squared)) = memo.as_ref() {
+            if *at == bits {
+                return Arc::clone(squared);
+            }
+        }
+        let owned;
+        let f = match f {
+            Some(f) => f,
+            None => {
+                owned = self.values(point.0, point.1);
+                &owned
+            }
+        };
+        let q = self.n_out;
+        let targets = self.targets.view();
+        let squared: SquaredAt = (0..q)
+            .map(|k| {
+                (0..self.n_rows())
+                    .filter_map(|i| {
+                        let w = self.w.as_ref().map_or(1.0, |w| w[i]);
+                        let curvature = targets.term(k, i, f[i * q + k]).curvature();
+                        (curvature > 0.0 && w > 0.0).then_some((i as u32, w * curvature))
+                    })
+                    .collect()
+            })
+            .collect();
+        let squared = Arc::new(squared);
+        *memo = Some((bits, Arc::clone(&squared)));
+        squared
+    }
+
+    /// The partition's part of the Hessian-free direction at a point: per output sum w loss,
+    /// sum w hs k and sum w hs (the loss term's gradient, times 2C), and the squared terms'
+    /// weight. Sums over rows in chunks of `SEGMENT_ROWS`, added in order (the same bits on
+    /// any thread count).
+    pub fn gradient(&self, point: (&[f64], &[f64])) -> Result<PartitionGradient> {
+        self.check_point(point)?;
+        let (m, q, n) = (self.m, self.n_out, self.n_rows());
+        let f = self.values(point.0, point.1);
+        let targets = self.targets.view();
+        let weight = |i: usize| self.w.as_ref().map_or(1.0, |w| w[i]);
+        let parts: Vec<Vec<f64>> = parallel::install(|| {
+            (0..n.div_ceil(SEGMENT_ROWS))
+                .into_par_iter()
+                .map(|chunk| {
+                    // Per output: the gradient (m + 1), the loss, the squared weight.
+                    let mut acc = vec![0.0; q * (m + 3)];
+                    for i in chunk * SEGMENT_ROWS..((chunk + 1) * SEGMENT_ROWS).min(n) {
+                        let (w, row) = (weight(i), &self.k[i * m..(i + 1) * m]);
+                        for k in 0..q {
+                            let v = f[i * q + k];
+                            let term = targets.term(k, i, v);
+                            let out = &mut acc[k * (m + 3)..(k + 1) * (m + 3)];
+                            let hs = w * term.half_slope(v);
+                            if hs != 0.0 {
+                                simd::axpy(hs, row, &mut out[..m]);
+                                out[m] += hs;
+                            }
+                            out[m + 1] += w * term.loss(v);
+                            out[m + 2] += w * term.curvature();
+                        }
+                    }
+                    acc
+                })
+                .collect()
+        });
+        let mut total = vec![0.0; q * (m + 3)];
+        for part in &parts {
+            total.iter_mut().zip(part).for_each(|(t, p)| *t += p);
+        }
+        self.squared_at(point, Some(&f));
+        let mut out = PartitionGradient {
+            loss: Vec::with_capacity(q),
+            gradient: Vec::with_capacity(q * (m + 1)),
+            weight: Vec::with_capacity(q),
+        };
+        for k in 0..q {
+            let t = &total[k * (m + 3)..(k + 1) * (m + 3)];
+            out.gradient.extend_from_slice(&t[..=m]);
+            out.loss.push(t[m + 1]);
+            out.weight.push(t[m + 2]);
+        }
+        Ok(out)
+    }
+
+    /// The partition's part of the Hessian's products at a point: per output k, sum over
+    /// the rows whose term is a square there of w (k . v_k + v_k,b) k, then the sum of those
+    /// w (k . v_k + v_k,b) (times 2C, the loss term's part of H v). `v`: n_out x (m + 1), the
+    /// coefficients' part then the intercept's; the result likewise. One pass over the
+    /// squared rows' kernel values (their list memoised per point); sums in fixed chunks,
+    /// added in order.
+    pub fn hessian_product(&self, point: (&[f64], &[f64]), v: &[f64]) -> Result<Vec<f64>> {
+        self.check_point(point)?;
+        let (m, q) = (self.m, self.n_out);
+        if v.len() != q * (m + 1) || !v.iter().all(|x| x.is_finite()) {
+            return Err(SvmError::invalid_input(format!(
+                "a Hessian product needs {q} x {} finite values",
+                m + 1
+            )));
+        }
+        let squared = self.squared_at(point, None);
+        let mut out = vec![0.0; q * (m + 1)];
+        for (k, rows) in squared.iter().enumerate() {
+            let (vk, vb) = (&v[k * (m + 1)..k * (m + 1) + m], v[k * (m + 1) + m]);
+            if vb == 0.0 && vk.iter().all(|&x| x == 0.0) {
+                // An output whose conjugate gradients ended: its product is 0.
+                continue;
+            }
+            let parts: Vec<Vec<f64>> = parallel::install(|| {
+                rows.par_chunks(PRODUCT_CHUNK)
+                    .map(|chunk| {
+                        let mut acc = vec![0.0; m + 1];
+                        for &(i, w) in chunk {
+                            let row = &self.k[i as usize * m..(i as usize + 1) * m];
+                            let t = w * (simd::dot(row, vk) + vb);
+                            simd::axpy(t, row, &mut acc[..m]);
+                            acc[m] += t;
+                        }
+                        acc
+                    })
+                    .collect()
+            });
+            let o = &mut out[k * (m + 1)..(k + 1) * (m + 1)];
+            for part in &parts {
+                o.iter_mut().zip(part).for_each(|(t, p)| *t += p);
+            }
+        }
+        Ok(out)
     }
 
     /// The line search's sums along a direction from the counted point, at every step t of
@@ -615,11 +788,14 @@ impl PartitionRows {
 
     /// The sums of one iteration between the counted point (whose active set the driver's M
     /// holds; None: no row is counted yet) and the trial point. Points are (coef, intercept):
-    /// coef m x n_out vector-major, intercept n_out.
+    /// coef m x n_out vector-major, intercept n_out. Without `changes` (the Hessian-free
+    /// direction, which keeps no M) `change` and `factors` stay empty: the losses, slope and
+    /// flips only.
     pub fn sums(
         &self,
         counted: Option<(&[f64], &[f64])>,
         trial: (&[f64], &[f64]),
+        changes: bool,
     ) -> Result<PartitionSums> {
         let (m, q) = (self.m, self.n_out);
         let check = |(c, b): (&[f64], &[f64])| c.len() == m * q && b.len() == q;
@@ -654,8 +830,12 @@ impl PartitionRows {
             loss_trial: vec![0.0; q],
             slope: vec![0.0; q],
             flips: vec![0; q],
-            change: (0..q).map(|_| ActiveSums::new(m)).collect(),
-            factors: vec![None; q],
+            change: if changes {
+                (0..q).map(|_| ActiveSums::new(m)).collect()
+            } else {
+                Vec::new()
+            },
+            factors: if changes { vec![None; q] } else { Vec::new() },
         };
         let targets = self.targets.view();
         for k in 0..q {
@@ -681,6 +861,9 @@ impl PartitionRows {
                 };
                 if term_t != term_c {
                     out.flips[k] += 1;
+                    if !changes {
+                        continue;
+                    }
                     if term_c != Term::Zero {
                         changed.push((i, -w, term_c));
                     }
@@ -688,6 +871,9 @@ impl PartitionRows {
                         changed.push((i, w, term_t));
                     }
                 }
+            }
+            if !changes {
+                continue;
             }
             let mut factor = GramFactor::default();
             let squares = changed.iter().filter(|c| c.2.curvature() > 0.0).count();
@@ -1079,7 +1265,7 @@ fn polish_on(
     let objective_start: Vec<f64> = outputs.iter().map(|o| o.objective).collect();
     let mut iterations = 0;
     let mut active_changes = 0u64;
-    let ridge = RIDGE * (0..m).map(|i| kss[i * m + i]).fold(1.0f64, f64::max);
+    let ridge = preconditioner_ridge(&kss, m);
     let mut first_gradient = vec![0.0; n_out];
     let mut cg_products = 0usize;
     let mut system_from = 0;
@@ -3497,6 +3683,100 @@ mod tests {
         }
     }
 
+    /// A partition's Hessian-free sums are the explicit ones: the gradient sum w hs k (and
+    /// its intercept part), the loss, the squared rows' weight, and the products
+    /// sum_Q w (k . v + v_b) k over the rows squared at the point asked (the memo follows the
+    /// point); the same bits on one thread.
+    #[test]
+    #[allow(clippy::needless_range_loop)] // rows and outputs index several arrays at once
+    fn partition_gradient_and_hessian_products_are_the_explicit_sums() {
+        for n_classes in [2, 3] {
+            let (x, y, model) = problem(13, 700, 20, n_classes);
+            let (m, q, n) = (model.n_sv(), model.n_out, 700);
+            let blocks = KernelBlocks::from_sv_matrix(
+                &model.support_vectors,
+                m,
+                2,
+                Kernel::rbf(model.gamma),
+            )
+            .unwrap();
+            let w: Vec<f64> = (0..n).map(|i| 0.5 + (i % 5) as f64 * 0.25).collect();
+            let view = DenseView::new(&x, n, 2).unwrap();
+            let targets = Targets::classes(&y, n_classes);
+            let part = PartitionRows::new(&blocks, &view, targets, Some(&w)).unwrap();
+            let v: Vec<f64> = (0..q * (m + 1)).map(|i| (i as f64 * 0.7).sin()).collect();
+            for scale in [1.0, 2.5] {
+                let coef: Vec<f64> = model.coef.iter().map(|c| c * scale).collect();
+                let b: Vec<f64> = (0..q).map(|k| 0.1 * k as f64 - 0.05).collect();
+                let grad = part.gradient((&coef, &b)).unwrap();
+                let hv = part.hessian_product((&coef, &b), &v).unwrap();
+                let mut want_g = vec![0.0; q * (m + 1)];
+                let mut want_hv = vec![0.0; q * (m + 1)];
+                let (mut loss, mut weight) = (vec![0.0; q], vec![0.0; q]);
+                for i in 0..n {
+                    let row = &part.k[i * m..(i + 1) * m];
+                    for k in 0..q {
+                        let f: f64 = (0..m).map(|j| row[j] * coef[j * q + k]).sum::<f64>() + b[k];
+                        let term = targets.term(k, i, f);
+                        loss[k] += w[i] * term.loss(f);
+                        let hs = w[i] * term.half_slope(f);
+                        for j in 0..m {
+                            want_g[k * (m + 1) + j] += hs * row[j];
+                        }
+                        want_g[k * (m + 1) + m] += hs;
+                        if term.curvature() > 0.0 {
+                            weight[k] += w[i];
+                            let vk = &v[k * (m + 1)..(k + 1) * (m + 1)];
+                            let t = w[i] * ((0..m).map(|j| row[j] * vk[j]).sum::<f64>() + vk[m]);
+                            for j in 0..m {
+                                want_hv[k * (m + 1) + j] += t * row[j];
+                            }
+                            want_hv[k * (m + 1) + m] += t;
+                        }
+                    }
+                }
+                let close = |got: &[f64], want: &[f64]| {
+                    let top = want.iter().fold(1.0f64, |a, v| a.max(v.abs()));
+                    got.iter()
+                        .zip(want)
+                        .all(|(g, w)| (g - w).abs() <= 1e-10 * top)
+                };
+                assert!(close(&grad.gradient, &want_g), "classes {n_classes}");
+                assert!(close(&grad.loss, &loss) && close(&grad.weight, &weight));
+                assert!(
+                    weight.iter().sum::<f64>() > 0.0,
+                    "no square at {scale}: {weight:?}"
+                );
+                assert!(close(&hv, &want_hv), "classes {n_classes} scale {scale}");
+                // Another point first: the memo must not answer for this one.
+                let other: Vec<f64> = coef.iter().map(|c| c * 2.0).collect();
+                part.hessian_product((&other, &b), &v).unwrap();
+                let again = crate::core::common::parallel::install_with(Some(1), || {
+                    part.hessian_product((&coef, &b), &v).unwrap()
+                })
+                .unwrap();
+                assert!(again
+                    .iter()
+                    .zip(&hv)
+                    .all(|(a, h)| a.to_bits() == h.to_bits()));
+                let one = crate::core::common::parallel::install_with(Some(1), || {
+                    part.gradient((&coef, &b)).unwrap()
+                })
+                .unwrap();
+                assert!(one
+                    .gradient
+                    .iter()
+                    .zip(&grad.gradient)
+                    .all(|(a, g)| a.to_bits() == g.to_bits()));
+            }
+            // Bad input is an error, not a panic.
+            assert!(part
+                .hessian_product((&model.coef, &vec![0.0; q]), &v[1..])
+                .is_err());
+            assert!(part.gradient((&model.coef[1..], &vec![0.0; q])).is_err());
+        }
+    }
+
     /// The distributed form (partitions' sums added by a driver running Newton steps with
     /// Armijo backtracking) reaches the serial solve's optimum, for classes and for values
     /// (where rows also cross the tube, changing their target but not their activity).
@@ -3558,7 +3838,7 @@ mod tests {
             let all = |counted: Option<(&[f64], &[f64])>, trial: (&[f64], &[f64])| {
                 parts
                     .iter()
-                    .map(|p| p.sums(counted, trial).unwrap())
+                    .map(|p| p.sums(counted, trial, true).unwrap())
                     .collect::<Vec<_>>()
             };
             let reg = |coef: &[f64], k: usize| {
