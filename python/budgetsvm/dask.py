@@ -341,6 +341,12 @@ def fit(clf: Any, X: Any, y: Any, sample_weight: Any = None) -> Any:
        iteration's sums at the step found) whose sums over rows are maps over
        the partitions, each partition's K(X_p, S) computed once and kept on its worker (within
        ``polish_cache_size`` MB per partition), reduced on this process in partition order.
+       Below 1,000 support vectors the direction is the Newton point of the B x B system those
+       sums form here; from 1,000 on it is Hessian-free, as ``fit``'s polish: conjugate
+       gradients run here, each product one round in which the workers multiply by their
+       kernel values (B + 1 numbers per output and worker travel, and no B x B matrix beyond
+       K_SS and the preconditioner's factors is formed). ``fit_stats_['polish']`` says which
+       (``hessian_free``, ``cg_products``).
 
     The result depends on the partitioning and the seed, not on the number of workers; it is a
     plain fitted ``BudgetSVC`` (it pickles, saves to a model file and predicts without a
