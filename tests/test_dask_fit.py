@@ -388,3 +388,10 @@ def test_hessian_free_polish_reaches_the_newton_optimum(clusters, monkeypatch, t
     assert np.abs(f1 - f2).max() < 1e-2 * np.abs(f2).max()
     again = pickle.loads(pickle.dumps(free)).polish_coef(X, y, sample_weight=w)
     assert obj(again) >= obj(free) * (1 - 1e-6)
+    # Kernel values beyond polish_cache_size are computed again each round: then the Newton
+    # system's few rounds, not a product's each.
+    uncached = fit_on(
+        clusters[1], clone(clf).set_params(polish_cache_size=0.001), dX, dy, sample_weight=dw
+    )
+    assert not uncached.fit_stats_["polish"]["hessian_free"]
+    assert_allclose(obj(uncached), obj(newton), rtol=1e-6)

@@ -864,6 +864,13 @@ def _distributed_polish(clf, client, x_parts, y_parts, w_parts, targets, C, toke
             swy[k] += p["swy"][k]
 
     first = round_trip(("sums", (coef, b), None, not hessian_free))
+    if hessian_free and not actors:
+        # Some partition's kernel values exceed polish_cache_size and are computed again in
+        # every round: each conjugate-gradient product would compute them, so the Newton
+        # system's few rounds instead (its first sums again, with the system's changes).
+        hessian_free = False
+        gram = np.zeros((q, m, m))
+        first = round_trip(("sums", (coef, b), None, True))
     obj = np.array(
         [regulariser(coef, k) + C * sum(p["loss_trial"][k] for p in first) for k in range(q)]
     )
