@@ -90,12 +90,18 @@ __all__ = [
     "DEFAULT_TABLE_SIZE",
     "MAX_THREADS",
     "HESSIAN_FREE_BASIS",
+    "POLISH_MAX_CG_PRODUCTS",
+    "POLISH_RESCALE_FACTOR",
+    "POLISH_CG_TOL",
 ]
 
 __version__: str
 DEFAULT_TABLE_SIZE: int
 MAX_THREADS: int
 HESSIAN_FREE_BASIS: int
+POLISH_MAX_CG_PRODUCTS: int
+POLISH_RESCALE_FACTOR: float
+POLISH_CG_TOL: Tuple[float, float]
 
 def rbf_kernel(
     x: _Features, y: _Features, gamma: float, *, n_threads: Optional[int] = None

@@ -668,14 +668,8 @@ def _class_targets(clf: Any, facts: list) -> dict:
 
 
 # From this many support vectors the distributed polish is Hessian-free, as the serial one
-# (tests lower it).
+# (None: the serial solve's ``HESSIAN_FREE_BASIS``; tests lower it).
 _HESSIAN_FREE_FROM: Optional[int] = None
-# The serial solve's conjugate gradients (``solvers::polish``): at most this many products per
-# direction, the preconditioner refactored when the squared rows' weight moves by more than
-# this factor, the relative residual sqrt(|g| / |g_first|) within these bounds.
-_MAX_CG_PRODUCTS = 300
-_RESCALE_FACTOR = 4.0
-_CG_TOL_BOUNDS = (1e-6, 0.5)
 
 
 def _hessian_free_directions(round_trip, pre, kss, coef, b, live, C, first_norm):
@@ -684,15 +678,23 @@ def _hessian_free_directions(round_trip, pre, kss, coef, b, live, C, first_norm)
     conjugate gradients on H x = -g here, each product a round (the workers' sums over the rows
     squared at the point; K_SS's part here). Returns (direction m x q, db, -g.x per output,
     products)."""
+    from budgetsvm import _budgetsvm
+
     m, q = coef.shape
     ridge = pre.ridge
+    # The serial solve's conjugate gradients: at most this many products per direction, the
+    # preconditioner refactored when the squared rows' weight moves by more than this factor,
+    # the relative residual sqrt(|g| / |g_first|) within these bounds.
+    max_products = _budgetsvm.POLISH_MAX_CG_PRODUCTS
+    rescale_factor = _budgetsvm.POLISH_RESCALE_FACTOR
+    lo, hi = _budgetsvm.POLISH_CG_TOL
     parts = round_trip(("gradient", (coef, b)))
     grad = sum(p["gradient"] for p in parts)
     weight = sum(p["weight"] for p in parts)
     live = [int(k) for k in live]
     a = 2 * C * float(np.mean(weight[live])) / m
     a0 = pre.scale
-    if not (a0 / _RESCALE_FACTOR < a < _RESCALE_FACTOR * a0):  # NaN before the first
+    if not (a0 / rescale_factor < a < rescale_factor * a0):  # NaN before the first
         if not pre.rescale(a):
             raise ValueError("the polish's preconditioner could not be factorised")
     g = np.zeros((q, m + 1))
@@ -708,7 +710,6 @@ def _hessian_free_directions(round_trip, pre, kss, coef, b, live, C, first_norm)
         norm = float(np.linalg.norm(g[k]))
         if first_norm[k] == 0.0:
             first_norm[k] = norm
-        lo, hi = _CG_TOL_BOUNDS
         rel = min(max(np.sqrt(norm / max(first_norm[k], np.finfo(float).tiny)), lo), hi)
         target[k] = rel * norm
         z[k] = pre.apply(r[k], float(curv[k]))
@@ -716,7 +717,7 @@ def _hessian_free_directions(round_trip, pre, kss, coef, b, live, C, first_norm)
     d = z.copy()
     rz = np.array([r[k] @ z[k] for k in range(q)])
     products = 0
-    while running and products < _MAX_CG_PRODUCTS:
+    while running and products < max_products:
         v = np.zeros((q, m + 1))
         v[running] = d[running]
         sums = sum(round_trip(("hv", (coef, b), v)))

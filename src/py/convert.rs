@@ -132,6 +132,11 @@ pub fn slice1<'a, T: numpy::Element>(a: &'a PyReadonlyArray1<'_, T>) -> PyResult
         .map_err(|_| PyValueError::new_err("array must be contiguous"))
 }
 
+/// A 2-D array's values in row-major order (copied: the array may be strided).
+pub fn row_major(a: &PyReadonlyArray2<'_, f64>) -> Vec<f64> {
+    a.as_array().iter().copied().collect()
+}
+
 /// `$dict` (a fresh `PyDict::new(py)`, or one with entries that come first) with a table of
 /// `key => value` entries (values of any type Python takes) added in order, as a `PyResult`: a
 /// value that fails to convert fails the whole dict.
@@ -233,7 +238,7 @@ impl ExpansionArrays<'_> {
             n_out: self.coef.shape()[1],
             gamma: self.gamma,
             support_vectors,
-            coef: self.coef.as_array().iter().copied().collect(),
+            coef: row_major(&self.coef),
         })
     }
 }

@@ -40,10 +40,15 @@ mod _budgetsvm {
             crate::core::budget::merge::DEFAULT_TABLE_SIZE,
         )?;
         m.add("MAX_THREADS", crate::core::common::parallel::MAX_THREADS)?;
-        m.add(
-            "HESSIAN_FREE_BASIS",
-            crate::core::budgeted::polish::HESSIAN_FREE_BASIS,
-        )?;
+        {
+            // The Hessian-free polish's settings, which the distributed polish's driver
+            // (`budgetsvm.dask`) follows too.
+            use crate::core::budgeted::polish as p;
+            m.add("HESSIAN_FREE_BASIS", p::HESSIAN_FREE_BASIS)?;
+            m.add("POLISH_MAX_CG_PRODUCTS", p::MAX_CG_PRODUCTS)?;
+            m.add("POLISH_RESCALE_FACTOR", p::RESCALE_FACTOR)?;
+            m.add("POLISH_CG_TOL", (p::CG_TOL_FLOOR, p::CG_TOL_EARLY))?;
+        }
         // Load NumPy's C API now. Loaded lazily, it is first needed for the arrays a long read
         // returns, and an import run while a Ctrl-C is pending fails inside rust-numpy as a
         // PanicException instead of a KeyboardInterrupt.

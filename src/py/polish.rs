@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::convert::{
-    cache_bytes, dict, slice1, sv_matrix, ExpansionArrays, Features, TargetArray,
+    cache_bytes, dict, row_major, slice1, sv_matrix, ExpansionArrays, Features, TargetArray,
 };
 use super::keywords::{keyword_group, keywords};
 use super::runtime::{detached, run_monitored, run_on_rows};
@@ -259,8 +259,8 @@ impl PolishPartition {
         dir_intercept: PyReadonlyArray1<'py, f64>,
         ts: PyReadonlyArray1<'py, f64>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let cc: Vec<f64> = counted_coef.as_array().iter().copied().collect();
-        let dc: Vec<f64> = dir_coef.as_array().iter().copied().collect();
+        let cc: Vec<f64> = row_major(&counted_coef);
+        let dc: Vec<f64> = row_major(&dir_coef);
         let (cb, db) = (slice1(&counted_intercept)?, slice1(&dir_intercept)?);
         let ts = slice1(&ts)?;
         let r = detached(py, || self.rows.line_sums((&cc, cb), (&dc, db), ts))?;
@@ -288,9 +288,9 @@ impl PolishPartition {
         counted_intercept: Option<PyReadonlyArray1<'py, f64>>,
         changes: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let tc: Vec<f64> = trial_coef.as_array().iter().copied().collect();
+        let tc: Vec<f64> = row_major(&trial_coef);
         let tb = slice1(&trial_intercept)?;
-        let cc: Option<Vec<f64>> = counted_coef.map(|c| c.as_array().iter().copied().collect());
+        let cc: Option<Vec<f64>> = counted_coef.as_ref().map(row_major);
         let cb = counted_intercept.as_ref().map(slice1).transpose()?;
         let counted = match (&cc, cb) {
             (Some(c), Some(b)) => Some((&c[..], b)),
@@ -357,7 +357,7 @@ impl PolishPartition {
         coef: PyReadonlyArray2<'py, f64>,
         intercept: PyReadonlyArray1<'py, f64>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let c: Vec<f64> = coef.as_array().iter().copied().collect();
+        let c: Vec<f64> = row_major(&coef);
         let b = slice1(&intercept)?;
         let r = detached(py, || self.rows.gradient((&c, b)))?;
         let (m, q) = (self.m, self.n_out);
@@ -378,9 +378,9 @@ impl PolishPartition {
         intercept: PyReadonlyArray1<'py, f64>,
         v: PyReadonlyArray2<'py, f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let c: Vec<f64> = coef.as_array().iter().copied().collect();
+        let c: Vec<f64> = row_major(&coef);
         let b = slice1(&intercept)?;
-        let v: Vec<f64> = v.as_array().iter().copied().collect();
+        let v: Vec<f64> = row_major(&v);
         let out = detached(py, || self.rows.hessian_product((&c, b), &v))?;
         Ok(out
             .into_pyarray(py)
@@ -409,7 +409,7 @@ impl PolishPreconditioner {
         if shape[1] != m {
             return Err(PyValueError::new_err("K_SS must be square"));
         }
-        let kss: Vec<f64> = kss.as_array().iter().copied().collect();
+        let kss: Vec<f64> = row_major(&kss);
         let ridge = preconditioner_ridge(&kss, m);
         let inner = detached(py, || {
             Preconditioner::new(&kss, m, ridge).ok_or_else(|| {
@@ -497,7 +497,7 @@ pub fn add_gram_change<'py>(
         (None, Some(w), Some(r)) => {
             let factor = GramFactor {
                 weights: slice1(&w)?.to_vec(),
-                rows: r.as_array().iter().copied().collect(),
+                rows: row_major(&r),
             };
             detached(py, || add_gram_factor(g, m, &factor))
         }
@@ -524,13 +524,13 @@ pub fn polish_newton_point<'py>(
     intercept: f64,
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
     let sums = ActiveSums {
-        gram: gram.as_array().iter().copied().collect(),
+        gram: row_major(&gram),
         s: slice1(&s)?.to_vec(),
         u: slice1(&u)?.to_vec(),
         sw,
         swy,
     };
-    let kss: Vec<f64> = kss.as_array().iter().copied().collect();
+    let kss: Vec<f64> = row_major(&kss);
     let x = detached(py, || sums.newton_point(&kss, c, intercept))?;
     Ok(x.into_pyarray(py))
 }

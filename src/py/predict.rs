@@ -9,7 +9,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::convert::{slice1, sv_matrix, Features};
+use super::convert::{row_major, slice1, sv_matrix, Features};
 use super::error::no_panic;
 use super::runtime::{detached, run_interruptibly};
 use crate::core::budget::model::decision_of_expansion;
@@ -70,7 +70,7 @@ impl<'a> Expansion<'a> {
         intercept: Option<&'a PyReadonlyArray1<'_, f64>>,
         n_sv: usize,
     ) -> PyResult<Self> {
-        let coef_values: Vec<f64> = coef.as_array().iter().copied().collect();
+        let coef_values: Vec<f64> = row_major(coef);
         check_finite(&coef_values, "coefficients")?;
         let starts = match class_counts {
             None => {

@@ -133,7 +133,7 @@ const STALL_SHARE: f64 = 0.5;
 /// squared rows' weight moves by more than this factor either way. The generator's 200,000 rows
 /// (B = 3,000) moved it 3.7x (6.7 -> 25.2) within the 40,000-row start: at 2 that was a second
 /// factorisation, at 4 the same 80 products on all rows.
-const RESCALE_FACTOR: f64 = 4.0;
+pub const RESCALE_FACTOR: f64 = 4.0;
 /// Support vectors from which `PolishMethod::Auto` goes Hessian-free by default. At B = 1,000
 /// the Newton system took 5.6 s on 200,000 hard10d rows and 58 s on a million, the Hessian-free
 /// solve 2.9 s and 11 s; on a9a, cod-rna and ijcnn1 (33,000-50,000 rows) the system is faster
@@ -152,7 +152,12 @@ pub const HESSIAN_FREE_BASIS: usize = 1000;
 /// iteration 13, in 8-9 s.)
 const FORM_AFTER_ITERATIONS: usize = 12;
 /// Conjugate-gradient products per Newton direction at most.
-const MAX_CG_PRODUCTS: usize = 300;
+pub const MAX_CG_PRODUCTS: usize = 300;
+/// A direction's relative residual: sqrt(|g| / |g_first|) (inexact Newton: loose early,
+/// tighter as the gradient falls), at least `CG_TOL_FLOOR` (what the f32 rows' products can
+/// tell) and at most `CG_TOL_EARLY` (`CG_TOL_NEAR` after a subsample's start).
+pub const CG_TOL_FLOOR: f64 = 1e-6;
+pub const CG_TOL_EARLY: f64 = 0.5;
 /// Squared rows per chunk of a Hessian product (fixed: the sums do not depend on threads).
 const PRODUCT_CHUNK: usize = 2048;
 /// A Hessian-free solve whose every `SAMPLE_STEP`-th row still gives `SAMPLE_ROWS_PER_SV` rows
@@ -1415,11 +1420,16 @@ fn polish_on(
                 if first_gradient[k] == 0.0 {
                     first_gradient[k] = norm;
                 }
-                // Inexact Newton: loose early, tighter as the gradient falls (superlinear), no
-                // tighter than the f32 rows' products can tell.
                 let rel_tol = (norm / first_gradient[k].max(f64::MIN_POSITIVE))
                     .sqrt()
-                    .clamp(1e-6, if sample_rows > 0 { CG_TOL_NEAR } else { 0.5 });
+                    .clamp(
+                        CG_TOL_FLOOR,
+                        if sample_rows > 0 {
+                            CG_TOL_NEAR
+                        } else {
+                            CG_TOL_EARLY
+                        },
+                    );
                 let rhs: Vec<f64> = g.iter().map(|v| -v).collect();
                 let rows = gathered.rows_of(li, m);
                 let recomputed = &gathered.recomputed[li];
