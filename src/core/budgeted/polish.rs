@@ -41,7 +41,7 @@
 //! direction v with K_SS v = 0 changes no function value (sum_j v_j phi(s_j) = 0), so the ridge
 //! only picks the smallest of equivalent solutions.
 //!
-//! Kernel rows: K(X, S) in segments of `SEGMENT_ROWS` rows from `kernel_block`, kept in memory
+//! Kernel rows: K(X, S) in segments of `segment_rows` rows from `kernel_block`, kept in memory
 //! up to `cache_bytes` (the first segments) and recomputed in every pass beyond it, so memory
 //! is O(cache + B^2 + n) whatever n is. Segments are processed in parallel; every sum over rows
 //! is taken in row order (the Gram updates in fixed batches of `GRAM_BATCH` rows, each
@@ -70,8 +70,10 @@ use crate::core::kernels::kernel::Kernel;
 use crate::core::kernels::kernel_block::{sv_rows, BlockScratch, KernelBlocks};
 use crate::core::simd::{self, F16};
 
-/// Rows of a segment of K(X, S): the unit of caching and of parallel work.
-const SEGMENT_ROWS: usize = 1024;
+/// Rows of a segment of K(X, S), the unit of caching and of parallel work, at most.
+const MAX_SEGMENT_ROWS: usize = 1024;
+/// A segment's kernel values, at most (`segment_rows`).
+const SEGMENT_BYTES: usize = 768 << 10;
 /// Rows per Gram update (fixed, so the sums do not depend on the threads).
 const GRAM_BATCH: usize = 256;
 /// Rows per chunk of the line-search sums.
@@ -534,10 +536,10 @@ impl PartitionRows {
         k.resize(n * m, 0.0);
         if m > 0 {
             parallel::install(|| {
-                k.par_chunks_mut(SEGMENT_ROWS * m)
+                k.par_chunks_mut(MAX_SEGMENT_ROWS * m)
                     .enumerate()
                     .for_each_init(BlockScratch::default, |scratch, (b, out)| {
-                        let first = b * SEGMENT_ROWS;
+                        let first = b * MAX_SEGMENT_ROWS;
                         let rows = first..first + out.len() / m;
                         blocks.fill_rows(x, rows.clone(), &norms[rows], out, scratch);
                     })
@@ -641,7 +643,7 @@ impl PartitionRows {
 
     /// The partition's part of the Hessian-free direction at a point: per output sum w loss,
     /// sum w hs k and sum w hs (the loss term's gradient, times 2C), and the squared terms'
-    /// weight. Sums over rows in chunks of `SEGMENT_ROWS`, added in order (the same bits on
+    /// weight. Sums over rows in chunks of `MAX_SEGMENT_ROWS`, added in order (the same bits on
     /// any thread count).
     pub fn gradient(&self, point: (&[f64], &[f64])) -> Result<PartitionGradient> {
         self.check_point(point)?;
@@ -650,12 +652,12 @@ impl PartitionRows {
         let targets = self.targets.view();
         let weight = |i: usize| self.w.as_ref().map_or(1.0, |w| w[i]);
         let parts: Vec<Vec<f64>> = parallel::install(|| {
-            (0..n.div_ceil(SEGMENT_ROWS))
+            (0..n.div_ceil(MAX_SEGMENT_ROWS))
                 .into_par_iter()
                 .map(|chunk| {
                     // Per output: the gradient (m + 1), the loss, the squared weight.
                     let mut acc = vec![0.0; q * (m + 3)];
-                    for i in chunk * SEGMENT_ROWS..((chunk + 1) * SEGMENT_ROWS).min(n) {
+                    for i in chunk * MAX_SEGMENT_ROWS..((chunk + 1) * MAX_SEGMENT_ROWS).min(n) {
                         let (w, row) = (weight(i), &self.k[i * m..(i + 1) * m]);
                         for k in 0..q {
                             let v = f[i * q + k];
@@ -1224,8 +1226,9 @@ fn polish_on(
         let all: Vec<usize> = (0..n_out).collect();
         let points: Vec<(Vec<f64>, f64)> = outputs.iter().map(|o| (o.beta.clone(), o.b)).collect();
         segments.cache_left = first_pass_room(params.cache_bytes, n, m, squared_share);
-        let reserve = (squared_share * SEGMENT_ROWS as f64).ceil() as usize;
-        let expected = reserve * n.div_ceil(SEGMENT_ROWS);
+        let rows = segment_rows(m, true);
+        let reserve = (squared_share * rows as f64).ceil() as usize;
+        let expected = reserve * n.div_ceil(rows);
         let first_limit = copy_share(expected, m, 2, params.cache_bytes).limit(reserve);
         let t_gram = Instant::now();
         let (gathered, values) = gather_pass(
@@ -1762,7 +1765,7 @@ impl RowSample {
 fn polish_bytes(m: usize, n: usize, n_out: usize, cache_bytes: usize) -> u128 {
     let (m, n, n_out) = (m as u128, n as u128, n_out as u128);
     let square = (m + 1) * (m + 1) * 8;
-    let wave = 4 * rayon::current_num_threads().max(1) as u128 * SEGMENT_ROWS as u128 * m * 8;
+    let wave = 4 * rayon::current_num_threads().max(1) as u128 * MAX_SEGMENT_ROWS as u128 * m * 8;
     let cache = (cache_bytes as u128).min(n * m * 8);
     square * (3 + n_out) + wave + cache + n * n_out * 32
 }
@@ -1805,6 +1808,17 @@ impl CopyShare {
 fn first_pass_room(budget: usize, n: usize, m: usize, share: f64) -> usize {
     let copies = share.clamp(0.0, 1.0) * (n * m * 2) as f64;
     (budget as f64 - copies).max(0.0) as usize
+}
+
+/// Rows per segment for m support vectors, values in f32 (`single`) or f64: as many as keep a
+/// segment's values within `SEGMENT_BYTES`, the share of a core's L2 cache that a pass can
+/// count on. A pass computes a segment's values and then reads them row by row (the values at
+/// a point, the gradient, the squared rows' copies): held in L2 they are read from it; a
+/// segment of 1,024 rows at B = 3,000 (12 MB) went to memory and back, a third of such a
+/// pass's time on this project's 2-core machine.
+fn segment_rows(m: usize, single: bool) -> usize {
+    let value_bytes = if single { 4 } else { 8 };
+    (SEGMENT_BYTES / (value_bytes * m.max(1))).clamp(32, MAX_SEGMENT_ROWS)
 }
 
 /// Per segment, the rows whose loss term is squared for some output of `live` at its f.
@@ -2014,17 +2028,18 @@ fn segment_pass<T: Send>(
     *passes += 1;
     let m = blocks.n_basis();
     let first_pass = segments.spans.is_empty();
+    let segment = segment_rows(m, segments.single);
     let mut next_segment = 0;
     let mut visit = |first: usize, rows: &AnyRows<'_>| -> Result<()> {
         let len = rows.n_rows();
         // This block's segments.
-        let ids: Vec<usize> = (0..len.div_ceil(SEGMENT_ROWS))
+        let ids: Vec<usize> = (0..len.div_ceil(segment))
             .map(|s| next_segment + s)
             .collect();
         if first_pass {
             for s in 0..ids.len() {
-                let a = first + s * SEGMENT_ROWS;
-                segments.spans.push(a..(a + SEGMENT_ROWS).min(first + len));
+                let a = first + s * segment;
+                segments.spans.push(a..(a + segment).min(first + len));
                 let value_bytes = if segments.single { 4 } else { 8 };
                 let bytes = segments.spans.last().map_or(0, |r| r.len()) * m * value_bytes;
                 if bytes <= segments.cache_left && m > 0 {
@@ -2040,8 +2055,9 @@ fn segment_pass<T: Send>(
             .into_iter()
             .filter(|&s| wanted.is_none_or(|w| w[s]))
             .collect();
-        // Waves of a few segments per thread bound the memory of results held at once.
-        let wave = 4 * rayon::current_num_threads().max(1);
+        // Waves of a few largest segments' rows per thread bound the memory of results held
+        // at once.
+        let wave = 4 * rayon::current_num_threads().max(1) * (MAX_SEGMENT_ROWS / segment).max(1);
         for group in todo.chunks(wave) {
             // Ctrl-C between waves of a long pass.
             monitor(progress)?;
@@ -2521,15 +2537,11 @@ fn hessian_product(
     }
 }
 
-/// Rows per kernel block of `recomputed_product` (a thread's buffer holds this many rows'
-/// values in f32).
-const RECOMPUTE_ROWS: usize = 256;
-
 /// Adds to `out` (H v from the copied rows) the terms of the squared rows without a copy
 /// (`rows`: (row, weight) in row order): their kernel values computed again from the source,
 /// in f32 as the gather computes them, rounded to halves when the copies are, so a row adds
 /// the same whether it was copied or not. Parts of `PRODUCT_CHUNK` rows in parallel (kernel
-/// blocks of `RECOMPUTE_ROWS` within), added in order: the same sums on any thread count.
+/// blocks of `segment_rows` within, for L2 as a pass's segments), added in order: the same sums on any thread count.
 fn recomputed_product(
     blocks: &KernelBlocks,
     source: &mut dyn RowSource,
@@ -2564,7 +2576,7 @@ fn recomputed_product(
                     |(scratch, (values, halves, index, norms)), chunk| {
                         let mut acc = vec![0.0; m + 1];
                         let mut acc32 = vec![0.0f32; if half { m } else { 0 }];
-                        for group in chunk.chunks(RECOMPUTE_ROWS) {
+                        for group in chunk.chunks(segment_rows(m, true)) {
                             index.clear();
                             index.extend(group.iter().map(|&(i, _)| i - first));
                             let subset = SubsetRows::new(block, index).expect("block-local rows");
@@ -3354,8 +3366,8 @@ mod tests {
             // rows are computed again by each product), within the budget.
             let squared = free.squared_rows * m * 4;
             for (cache, threads) in [
-                (SEGMENT_ROWS * m * 8, 1),
-                (squared + SEGMENT_ROWS * m * 4, 2),
+                (segment_rows(m, true) * m * 8, 1),
+                (squared + segment_rows(m, true) * m * 4, 2),
                 (squared / 2, 1),
                 (0, 3),
             ] {
@@ -3635,13 +3647,14 @@ mod tests {
         let (x, y, model) = problem(5, 3000, 30, 3);
         let base = run(&x, &y, None, 3, &model, &params(5.0));
         let mut small = params(5.0);
-        small.cache_bytes = SEGMENT_ROWS * 30 * 8; // one segment cached, two recomputed
+        let segment = segment_rows(30, false);
+        small.cache_bytes = segment * 30 * 8; // one segment cached, two recomputed
         for threads in [1, 3] {
             let r = parallel::install_with(Some(threads), || run(&x, &y, None, 3, &model, &small))
                 .unwrap();
             assert_eq!(r.coef, base.coef);
             assert_eq!(r.intercept, base.intercept);
-            assert_eq!(r.cached_rows, SEGMENT_ROWS);
+            assert_eq!(r.cached_rows, segment);
         }
         assert_eq!(base.cached_rows, 3000);
         assert!(base
