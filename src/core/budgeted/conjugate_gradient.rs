@@ -8,9 +8,10 @@
 //!
 //!   P = K_SS + a K_SS^2 = L (I + a L^T L) L^T = L B B^T L^T,
 //!
-//! L the Cholesky factor of K_SS (with a ridge) and B that of I + a L^T L: applying P^-1 is four
-//! triangular solves (m^2 each), building it two factorisations and one product (m^3 / 3,
-//! m^3 / 3, m^3 / 2 multiply-adds). The intercept's curvature is its own diagonal entry.
+//! L the Cholesky factor of K_SS (with a ridge) and B that of I + a L^T L: P = T T^T with
+//! T = L B lower triangular, so applying P^-1 is two triangular solves (m^2 / 2 each), building
+//! it two factorisations and two products (at most m^3 / 6 multiply-adds each). The
+//! intercept's curvature is its own diagonal entry.
 
 use rayon::prelude::*;
 
@@ -104,6 +105,85 @@ fn lower_product<T: FactorEntry>(
                 )
         });
         k0 = k1;
+    }
+}
+
+/// Rows per block of `lower_times_lower_in_place`: a block's products are written back once
+/// the block is done, so the rows above it are still B's when the blocks above read them.
+const TIMES_BLOCK: usize = 32 * simd::PRODUCT_TILE_ROWS;
+
+/// b := l b for two lower triangular p x p matrices (row-major, upper parts zero), in place:
+/// (L B)_ij = sum_{j <= k <= i} L_ik B_kj. Row blocks from the last, each computed into a
+/// block-sized buffer from the rows of B at or above its end (not yet written) and then stored:
+/// no second p x p matrix (p = 10,000: 400 MB in f32). Within a block as `lower_product`: per
+/// block of `PRODUCT_DEPTH` k, B's rows packed in panels, the block's rows in tiles (in
+/// parallel) against every panel up to the diagonal; the same sums on any thread count.
+fn lower_times_lower_in_place<T: FactorEntry>(l: &[T], b: &mut [T], p: usize) {
+    let nr = T::tile_columns();
+    let mr = simd::PRODUCT_TILE_ROWS;
+    let mut panels: Vec<T> = Vec::new();
+    let mut block: Vec<T> = Vec::new();
+    let mut i1 = p;
+    while i1 > 0 {
+        let i0 = i1.saturating_sub(TIMES_BLOCK);
+        block.clear();
+        block.resize((i1 - i0) * i1, T::default());
+        let mut k0 = 0;
+        while k0 < i1 {
+            let k1 = (k0 + PRODUCT_DEPTH).min(i1);
+            let kc = k1 - k0;
+            // B_kj = 0 for j > k: the panels up to column k1.
+            let n_panels = k1.div_ceil(nr);
+            panels.clear();
+            panels.resize(n_panels * kc * nr, T::default());
+            let source = &*b;
+            parallel::install(|| {
+                panels
+                    .par_chunks_mut(kc * nr)
+                    .enumerate()
+                    .for_each(|(jt, panel)| {
+                        for k in 0..kc {
+                            let row = &source[(k0 + k) * p..(k0 + k + 1) * p];
+                            for jj in 0..nr.min(k1 - jt * nr) {
+                                panel[k * nr + jj] = row[jt * nr + jj];
+                            }
+                        }
+                    })
+            });
+            let panels = &panels;
+            parallel::install(|| {
+                block.par_chunks_mut(mr * i1).enumerate().for_each_init(
+                    || (vec![T::default(); mr * kc], vec![T::default(); mr * nr]),
+                    |(a, out), (t, rows)| {
+                        let first = i0 + t * mr;
+                        let tile_rows = rows.len() / i1;
+                        for r in 0..tile_rows {
+                            let at = (first + r) * p + k0;
+                            a[r * kc..(r + 1) * kc].copy_from_slice(&l[at..at + kc]);
+                        }
+                        let last = first + tile_rows - 1;
+                        for jt in 0..n_panels.min(last / nr + 1) {
+                            let panel = &panels[jt * kc * nr..(jt + 1) * kc * nr];
+                            T::tile(a, kc, tile_rows, panel, kc, out);
+                            for r in 0..tile_rows {
+                                let j_end = (jt * nr + nr).min(first + r + 1).min(k1);
+                                for j in jt * nr..j_end {
+                                    let at = &mut rows[r * i1 + j];
+                                    *at = T::from_value(
+                                        at.value() + out[r * nr + j - jt * nr].value(),
+                                    );
+                                }
+                            }
+                        }
+                    },
+                )
+            });
+            k0 = k1;
+        }
+        for (r, row) in block.chunks_exact(i1).enumerate() {
+            b[(i0 + r) * p..(i0 + r) * p + i1].copy_from_slice(row);
+        }
+        i1 = i0;
     }
 }
 
@@ -284,6 +364,46 @@ impl FactorEntry for f32 {
     }
 }
 
+/// Parts of `symmetric_product`, fixed (not the thread count's) so its sums are the same on
+/// any thread count.
+const SYMMETRIC_PARTS: usize = 16;
+
+/// out = A v for a symmetric m x m A of which only the lower triangle is read (row-major, f32,
+/// the sums in f64): each row's part below the diagonal read once for both its row's dot and
+/// its column's updates, half the bytes of the full product that bounds it (the Hessian
+/// products' K_SS part: 36 -> 18 MB at m = 3,000). Rows in `SYMMETRIC_PARTS` parts of equal
+/// area in parallel, the parts' column updates added in order.
+pub(crate) fn symmetric_product(a: &[f32], m: usize, v: &[f64], out: &mut [f64]) {
+    let bounds: Vec<usize> = (0..=SYMMETRIC_PARTS)
+        .map(|p| (m as f64 * (p as f64 / SYMMETRIC_PARTS as f64).sqrt()).round() as usize)
+        .collect();
+    let parts: Vec<(Vec<f64>, Vec<f64>)> = parallel::install(|| {
+        bounds
+            .par_windows(2)
+            .map(|w| {
+                let (r0, r1) = (w[0], w[1]);
+                let mut columns = vec![0.0; r1];
+                let rows: Vec<f64> = (r0..r1)
+                    .map(|i| {
+                        let below = &a[i * m..i * m + i];
+                        simd::axpy_narrow(v[i], below, &mut columns[..i]);
+                        simd::dot_narrow(below, &v[..i]) + f64::from(a[i * m + i]) * v[i]
+                    })
+                    .collect();
+                (rows, columns)
+            })
+            .collect()
+    });
+    for (w, (rows, _)) in bounds.windows(2).zip(&parts) {
+        out[w[0]..w[1]].copy_from_slice(rows);
+    }
+    for (_, columns) in &parts {
+        for (o, c) in out.iter_mut().zip(columns) {
+            *o += c;
+        }
+    }
+}
+
 /// Solves L y = b in place (L row-major lower).
 pub(crate) fn forward<T: FactorEntry>(l: &[T], p: usize, z: &mut [f64]) {
     let mut i0 = 0;
@@ -356,20 +476,22 @@ fn factor(a: &[f64], p: usize, ridge: f64) -> Option<Vec<f64>> {
 
 /// P^-1 for the (m + 1)-variable Newton system (the m coefficients, then the intercept).
 ///
-/// The factors are applied from f32 copies: half the bytes per solve (each application
-/// reads both twice), and P from factors rounded to f32 is still symmetric positive definite,
-/// so the iteration still converges to the solution of H x = b (P only sets how fast). L^T L
-/// is kept in f32 too (I + a L^T L has eigenvalues of at least 1: its rounding to f32 moves
-/// the factor B by about f32's precision), and B is factored in place: at m = 10,000 the
-/// factors take 1.2 GB with one 800 MB buffer while rescaling, where f64 copies took 3.2 GB.
+/// The factors are applied from f32 copies: half the bytes per solve, and P from factors
+/// rounded to f32 is still symmetric positive definite, so the iteration still converges to
+/// the solution of H x = b (P only sets how fast). L^T L is kept in f32 too (I + a L^T L has
+/// eigenvalues of at least 1: its rounding to f32 moves the factor B by about f32's
+/// precision), and B is factored in place and turned into T = L B in place: an application
+/// reads T twice (two solves, bound by reading the factor: 36 MB at m = 3,000, where L and B
+/// took 72), and the factors take 1.2 GB at m = 10,000 (f64 copies took 3.2 GB).
 pub struct Preconditioner {
     m: usize,
     l: Vec<f32>,
     /// L^T L (lower triangle): what the scale multiplies, kept for rescaling.
     ltl: Vec<f32>,
-    /// The scale a of the factor B below (NaN before `rescale`).
+    /// The scale a of the factor T below (NaN before `rescale`).
     scale: f64,
-    b: Vec<f32>,
+    /// T = L B, B the factor of I + a L^T L.
+    t: Vec<f32>,
 }
 
 impl Preconditioner {
@@ -388,7 +510,7 @@ impl Preconditioner {
             l,
             ltl,
             scale: f64::NAN,
-            b: Vec::new(),
+            t: Vec::new(),
         })
     }
 
@@ -397,38 +519,39 @@ impl Preconditioner {
         self.scale
     }
 
-    /// Factors I + a L^T L for the scale a (K_SS's factor and L^T L stay); false when it fails.
-    /// In f32 and in place: its eigenvalues are at least 1, so f32's rounding moves no pivot
-    /// near 0, and the factor is kept in f32 anyway (m = 3,000: half the time of f64; m =
-    /// 10,000: no 800 MB f64 buffer beside the factors).
+    /// Factors I + a L^T L for the scale a and multiplies the factor by L (K_SS's factor and
+    /// L^T L stay); false when it fails. In f32 and in place: its eigenvalues are at least 1,
+    /// so f32's rounding moves no pivot near 0, and the factor is kept in f32 anyway (m =
+    /// 3,000: half the time of f64; m = 10,000: no 800 MB f64 buffer beside the factors).
     pub fn rescale(&mut self, a: f64) -> bool {
         let m = self.m;
-        let mut b = std::mem::take(&mut self.b);
-        b.resize(m * m, 0.0);
+        let mut t = std::mem::take(&mut self.t);
+        t.resize(m * m, 0.0);
         let ltl = &self.ltl;
-        let done = factor_in_place(&mut b, m, 0.0, |b| {
+        let done = factor_in_place(&mut t, m, 0.0, |b| {
             for (i, (row, ltl)) in b.chunks_exact_mut(m).zip(ltl.chunks_exact(m)).enumerate() {
-                for (v, &t) in row[..=i].iter_mut().zip(&ltl[..=i]) {
-                    *v = (a * f64::from(t)) as f32;
+                for (v, &x) in row[..=i].iter_mut().zip(&ltl[..=i]) {
+                    *v = (a * f64::from(x)) as f32;
                 }
                 row[i] += 1.0;
             }
         });
-        self.b = b;
+        if done.is_some() {
+            lower_times_lower_in_place(&self.l, &mut t, m);
+        }
+        self.t = t;
         self.scale = if done.is_some() { a } else { f64::NAN };
         done.is_some()
     }
 
-    /// out = P^-1 r: L^-T B^-T B^-1 L^-1 on the coefficients, a division by the intercept's
-    /// curvature on the intercept.
+    /// out = P^-1 r: T^-T T^-1 on the coefficients, a division by the intercept's curvature on
+    /// the intercept.
     pub fn apply(&self, r: &[f64], out: &mut [f64], intercept: f64) {
         let m = self.m;
         out[..m].copy_from_slice(&r[..m]);
         let z = &mut out[..m];
-        forward(&self.l, m, z);
-        forward(&self.b, m, z);
-        backward(&self.b, m, z);
-        backward(&self.l, m, z);
+        forward(&self.t, m, z);
+        backward(&self.t, m, z);
         out[m] = r[m] / if intercept > 0.0 { intercept } else { 1.0 };
     }
 }
@@ -686,6 +809,104 @@ mod tests {
         }
     }
 
+    /// L B of two lower triangles, in place, against the sums written out: sizes below, at and
+    /// across the row blocks, the product depth and the tile widths, in f64 and f32, the same
+    /// bits on any thread count.
+    #[test]
+    fn lower_times_lower_is_the_product() {
+        fn check<T: FactorEntry>(p: usize, seed: u64, tol: f64) {
+            let mut rng = Rng::new(seed);
+            let mut lower = || -> Vec<T> {
+                let mut x = vec![T::default(); p * p];
+                for i in 0..p {
+                    for j in 0..=i {
+                        x[i * p + j] = T::from_value(rng.next_f64() - 0.5);
+                    }
+                }
+                x
+            };
+            let (l, b) = (lower(), lower());
+            let run = |threads| {
+                let mut t = b.clone();
+                crate::core::common::parallel::install_with(Some(threads), || {
+                    lower_times_lower_in_place(&l, &mut t, p)
+                })
+                .unwrap();
+                t
+            };
+            let t = run(2);
+            for i in 0..p {
+                for j in 0..p {
+                    let want: f64 = (j..=i)
+                        .map(|k| l[i * p + k].value() * b[k * p + j].value())
+                        .sum();
+                    let got = t[i * p + j].value();
+                    assert!(
+                        (got - want).abs() <= tol * (1.0 + (i + 1 - j.min(i)) as f64),
+                        "p {p} ({i}, {j}): {got} against {want}"
+                    );
+                }
+            }
+            assert!(
+                run(1)
+                    .iter()
+                    .zip(&t)
+                    .all(|(a, b)| a.value().to_bits() == b.value().to_bits()),
+                "p {p}"
+            );
+        }
+        for (p, seed) in [
+            (1, 1),
+            (5, 2),
+            (33, 3),
+            (191, 4),
+            (192, 5),
+            (193, 6),
+            (450, 7),
+        ] {
+            check::<f64>(p, seed, 1e-13);
+            check::<f32>(p, seed, 1e-5);
+        }
+    }
+
+    /// The symmetric product from the lower triangle against the full one, on sizes below and
+    /// across its parts, the same bits on any thread count.
+    #[test]
+    fn symmetric_product_reads_the_lower_triangle() {
+        let mut rng = Rng::new(5);
+        for m in [1, 2, 15, 16, 17, 300] {
+            let mut a = vec![0.0f32; m * m];
+            for i in 0..m {
+                for j in 0..=i {
+                    let x = (rng.next_f64() - 0.5) as f32;
+                    a[i * m + j] = x;
+                    // The upper part is never read: garbage there must not matter.
+                    a[j * m + i] = if i == j { x } else { f32::NAN };
+                }
+            }
+            let v: Vec<f64> = (0..m).map(|_| rng.next_f64() - 0.5).collect();
+            let run = |threads| {
+                let mut out = vec![0.0; m];
+                crate::core::common::parallel::install_with(Some(threads), || {
+                    symmetric_product(&a, m, &v, &mut out)
+                })
+                .unwrap();
+                out
+            };
+            let out = run(2);
+            for i in 0..m {
+                let want: f64 = (0..m)
+                    .map(|j| f64::from(a[i.max(j) * m + i.min(j)]) * v[j])
+                    .sum();
+                assert!((out[i] - want).abs() < 1e-12 * m as f64, "m {m} row {i}");
+            }
+            assert!(run(1)
+                .iter()
+                .zip(&out)
+                .all(|(x, y)| x.to_bits() == y.to_bits()));
+        }
+    }
+
     /// CG with the preconditioner solves the system to its tolerance, in fewer products than
     /// unknowns; the preconditioner is the inverse of K + a K^2 (checked by applying both).
     #[test]
@@ -713,10 +934,13 @@ mod tests {
                 .map(|i| simd::dot(&kss[i * m..(i + 1) * m], &back[..m]))
                 .collect();
             for i in 0..m {
-                // Compare through K (the ridge leaves K's near-null directions free).
+                // Compare through K (the ridge leaves K's near-null directions free); T = L B
+                // is rounded to f32 once more than the factors it is the product of.
                 assert!(
-                    (pk[i] - kv[i]).abs() < 1e-6 * (1.0 + kv[i].abs()),
-                    "m {m} i {i}"
+                    (pk[i] - kv[i]).abs() < 1e-5 * (1.0 + kv[i].abs()),
+                    "m {m} i {i}: {} against {}",
+                    pk[i],
+                    kv[i]
                 );
             }
             assert!((back[m] - 3.0).abs() < 1e-12);
@@ -739,44 +963,6 @@ mod tests {
                 res.sqrt()
             );
             assert!(products <= p, "m {m}: {products} products");
-        }
-    }
-}
-
-#[cfg(test)]
-mod timing {
-    use super::*;
-    use crate::core::common::rng::Rng;
-
-    /// Seconds of the preconditioner's build and one rescale at m = 3,000 (run by hand:
-    /// `cargo test --release --lib preconditioner_seconds -- --ignored --nocapture`).
-    #[test]
-    #[ignore]
-    fn preconditioner_seconds() {
-        let m = 3000;
-        let mut rng = Rng::new(3);
-        let pts: Vec<f64> = (0..m * 10).map(|_| rng.next_f64()).collect();
-        let kss: Vec<f64> = (0..m * m)
-            .map(|i| {
-                let (a, b) = (i / m, i % m);
-                let d: f64 = (0..10)
-                    .map(|f| (pts[a * 10 + f] - pts[b * 10 + f]).powi(2))
-                    .sum();
-                (-0.5 * d).exp()
-            })
-            .collect();
-        for _ in 0..2 {
-            let t = std::time::Instant::now();
-            let mut l = vec![0.0; m * m];
-            assert!(cholesky(&kss, 1e-8, m, &mut l));
-            let chol = t.elapsed().as_secs_f64();
-            let t = std::time::Instant::now();
-            let mut p = Preconditioner::new(&kss, m, 1e-8).unwrap();
-            let new = t.elapsed().as_secs_f64();
-            let t = std::time::Instant::now();
-            assert!(p.rescale(3.0));
-            let rescale = t.elapsed().as_secs_f64();
-            eprintln!("cholesky {chol:.3} s, new {new:.3} s, rescale {rescale:.3} s");
         }
     }
 }

@@ -2473,7 +2473,7 @@ fn gather_pass(
     Ok((out, values))
 }
 
-/// out = H v for one output's Newton system (`kss` in f32): (K_SS + ridge) v_beta + 2C sum_Q w (k . v_beta +
+/// out = H v for one output's Newton system (`kss` in f32, its lower triangle read): (K_SS + ridge) v_beta + 2C sum_Q w (k . v_beta +
 /// v_b) k, and 2C sum_Q w (k . v_beta + v_b) for the intercept; the squared rows in fixed
 /// chunks in parallel, the chunks' parts added in order. Rows in halves are multiplied in f32
 /// arithmetic (their values are good to 5e-4, the sums to about 1e-6: twice the lanes and no
@@ -2522,13 +2522,10 @@ fn hessian_product(
                 .collect()
         }),
     };
-    let kv: Vec<f64> = parallel::install(|| {
-        (0..m)
-            .into_par_iter()
-            .map(|j| simd::dot_narrow(&kss[j * m..(j + 1) * m], vbeta) + ridge * vbeta[j])
-            .collect()
-    });
-    out[..m].copy_from_slice(&kv);
+    conjugate_gradient::symmetric_product(kss, m, vbeta, &mut out[..m]);
+    for (o, x) in out[..m].iter_mut().zip(vbeta) {
+        *o += ridge * x;
+    }
     out[m] = 0.0;
     for part in &parts {
         for (o, a) in out.iter_mut().zip(part) {
