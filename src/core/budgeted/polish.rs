@@ -32,8 +32,9 @@
 //! comes from conjugate gradients on products with the squared rows' kernel values
 //! (`conjugate_gradient`, preconditioned from K_SS), and one pass over the rows per iteration
 //! evaluates the full step's point: its values for the line search and, at once, the next
-//! direction's gradient and squared rows, used when the full step is taken
-//! (`FULL_STEP_SHARE`).
+//! direction's gradient and squared rows, used as they are when the full step is taken
+//! (`FULL_STEP_SHARE`) and, after a shorter step, with the rows that changed piece along it
+//! computed again (`step_pass`).
 //!
 //! K_SS may be singular (merged or near-duplicate vectors): the system gets a ridge of
 //! `RIDGE` times K_SS's largest diagonal entry (1 for the Gaussian kernel), ten times more per
