@@ -2231,7 +2231,7 @@ struct Gathered {
     gradient: Vec<Vec<f64>>,
     /// At a trial point, per output: sum w d_i (k_i, 1) over the rows squared at both ends of
     /// the step (d_i: the change of f_i over it), the gradient's rate of change along the step
-    /// from those rows (`step_pass`). Zero at the current point.
+    /// from those rows (`step_pass`). Empty at the current point.
     slope: Vec<Vec<f64>>,
     copies: RowCopies,
     members: Vec<Vec<Member>>,
@@ -2375,12 +2375,13 @@ impl RowCopies {
 }
 
 impl Gathered {
-    fn new(live: &[usize], m: usize, half: bool) -> Self {
+    /// Empty sums for the `live` outputs; a slope per output only at a trial point (`trial`).
+    fn new(live: &[usize], m: usize, half: bool, trial: bool) -> Self {
         let q = live.len();
         Gathered {
             outputs: live.to_vec(),
             gradient: vec![vec![0.0; m + 1]; q],
-            slope: vec![vec![0.0; m + 1]; q],
+            slope: vec![vec![0.0; if trial { m + 1 } else { 0 }]; q],
             copies: RowCopies::empty(half),
             members: vec![Vec::new(); q],
             recomputed: vec![Vec::new(); q],
@@ -2446,14 +2447,14 @@ fn gather_pass(
 ) -> Result<(Gathered, Vec<Vec<f64>>)> {
     let m = blocks.n_basis();
     let q = live.len();
-    let mut out = Gathered::new(live, m, half);
+    let mut out = Gathered::new(live, m, half, trial.is_some());
     // Rows with a zero term for every output add nothing.
     let needed = |i: usize| {
         live.iter()
             .any(|&k| term(k, i, outputs[k].f[i]) != Term::Zero)
     };
     let work = |s: usize, span: Range<usize>, kv: SegmentValues<'_>| {
-        let mut part = Gathered::new(live, m, half);
+        let mut part = Gathered::new(live, m, half, trial.is_some());
         let mut values = vec![0.0; if trial.is_some() { span.len() * q } else { 0 }];
         // Sized for the segment's squared rows: a vector grown by doubling kept up to twice
         // their bytes (a million rows, B = 2,000: 2.75 GB at the peak for 1.34 GB of rows).
@@ -2657,7 +2658,7 @@ fn step_pass(
     // `NEW_COPY` as their place).
     const NEW_COPY: usize = usize::MAX;
     let work = |_s: usize, span: Range<usize>, kv: SegmentValues<'_>| {
-        let mut part = Gathered::new(&movers, m, half);
+        let mut part = Gathered::new(&movers, m, half, false);
         for (t, i) in span.enumerate() {
             if !any_flip[i] {
                 continue;
