@@ -65,6 +65,7 @@ use crate::core::common::error::{Result, SvmError};
 use crate::core::common::memory::{available_bytes, check_fits};
 use crate::core::common::parallel;
 use crate::core::common::progress::{Monitor, Progress};
+use crate::core::common::rng::mix;
 use crate::core::data::libsvm::LibsvmChunks;
 use crate::core::data::rows::{AnyRows, CsrView, DenseView, Rows, SubsetRows};
 use crate::core::kernels::kernel::Kernel;
@@ -101,8 +102,7 @@ pub struct PolishParams {
     /// `PolishMethod::Auto` goes Hessian-free from this many support vectors on
     /// (`HESSIAN_FREE_BASIS`).
     pub hessian_free_basis: usize,
-    /// A Hessian-free solve on many rows starts from the solve on a subsample of them
-    /// (`SAMPLE_STEP`).
+    /// A solve on many rows starts from the solve on a subsample of them (`SAMPLE_STEP`).
     pub sample_start: bool,
 }
 
@@ -163,16 +163,20 @@ pub const CG_TOL_FLOOR: f64 = 1e-6;
 pub const CG_TOL_EARLY: f64 = 0.5;
 /// Squared rows per chunk of a Hessian product (fixed: the sums do not depend on threads).
 const PRODUCT_CHUNK: usize = 2048;
-/// A Hessian-free solve whose every `SAMPLE_STEP`-th row still gives `SAMPLE_ROWS_PER_SV` rows
-/// per support vector first solves on those rows (C scaled by the rows' ratio, so the loss
-/// weighs as much against the regulariser) and starts from that solution: the iterations that
-/// cross from the budgeted pass's coefficients to near the optimum, most of them, then cost a
-/// fifth. The subsample's solve does the same in turn, and stops at `SAMPLE_TOL`: a start, not
-/// the answer (200,000 hard10d rows, B = 3,000: the full solve's first step still lowers the
-/// objective by 7%, and 1e-4 bought only one more direction, 31 products, that ended the
-/// solve without a step). The subsample is copied only while it takes at most a quarter of
-/// `polish_cache_size` (rows read from a file stay a chunk at a time otherwise). 1,000,000
-/// hard10d rows, B = 2,000: 10 iterations on all rows became 3.
+/// A solve whose subsample of one row in `SAMPLE_STEP` (`in_sample`) still gives
+/// `SAMPLE_ROWS_PER_SV` rows per support vector first solves on those rows (C scaled by the
+/// rows' ratio, so the loss weighs as much against the regulariser) and starts from that
+/// solution: the iterations that cross from the budgeted pass's coefficients to near the
+/// optimum, most of them, then cost a fifth. The subsample's solve does the same in turn, and
+/// stops at `SAMPLE_TOL`: a start, not the answer (200,000 hard10d rows, B = 3,000: the full
+/// solve's first step still lowers the objective by 7%, and 1e-4 bought only one more
+/// direction, 31 products, that ended the solve without a step). The subsample of a file is
+/// copied only while it takes at most a quarter of `polish_cache_size` (its rows stay a chunk
+/// at a time otherwise); of rows in memory, always. Hessian-free, 1,000,000 hard10d rows, B = 2,000: 10 iterations on all
+/// rows became 3. The Newton system's solve starts so where its rows are at least m^2: the
+/// million-row checkerboard of docs/polish.md (B = 200) 17 iterations on all rows -> 3, its
+/// polish 6.1 -> 1.9 s; where the factorisations weigh more it does not pay (a9a, ijcnn1, w8a,
+/// cod-rna at B = 500: as many iterations or more, each as dear).
 const SAMPLE_STEP: usize = 5;
 const SAMPLE_ROWS_PER_SV: usize = 10;
 const SAMPLE_TOL: f64 = 1e-3;
@@ -256,6 +260,10 @@ pub trait RowSource {
     fn n_cols(&self) -> usize;
     /// Calls `visit(first_row, rows)` for every block.
     fn pass(&mut self, visit: &mut dyn FnMut(usize, &AnyRows<'_>) -> Result<()>) -> Result<()>;
+    /// The rows are held in memory already (a copy of some of them adds at most their size).
+    fn in_memory(&self) -> bool {
+        false
+    }
 }
 
 /// Rows in memory: one block.
@@ -270,6 +278,9 @@ impl RowSource for InMemory<'_> {
     }
     fn pass(&mut self, visit: &mut dyn FnMut(usize, &AnyRows<'_>) -> Result<()>) -> Result<()> {
         visit(0, &self.0)
+    }
+    fn in_memory(&self) -> bool {
+        true
     }
 }
 
@@ -1134,11 +1145,28 @@ fn polish_on(
     let (mut sample_rows, mut sample_seconds) = (0, 0.0);
     // The share of rows whose loss term is squared at the start (all when not known).
     let mut squared_share = 1.0;
-    if hessian_free && params.sample_start && n / SAMPLE_STEP >= SAMPLE_ROWS_PER_SV * m {
+    // The subsample's start pays where passes over the rows are the cost: in the Hessian-free
+    // solve, and in the Newton system's where a pass (n m kernel values) outweighs the
+    // factorisation (m^3 / 3) several times (`SAMPLE_STEP`).
+    if (hessian_free || n >= m * m)
+        && m > 0
+        && params.sample_start
+        && n / SAMPLE_STEP >= SAMPLE_ROWS_PER_SV * m
+    {
         let started = Instant::now();
-        if let Some(sample) = RowSample::take(source, SAMPLE_STEP, params.cache_bytes / 4)? {
+        // Rows in memory are copied whatever the cache (a fifth of what the caller holds, and
+        // the same solve for every `polish_cache_size`); a file's within a quarter of it.
+        let most = if source.in_memory() {
+            usize::MAX
+        } else {
+            params.cache_bytes / 4
+        };
+        // The subsample's solve recurses: it must be smaller (the hash may take fewer rows).
+        let sample = RowSample::take(source, most)?
+            .filter(|s| s.n_rows >= SAMPLE_ROWS_PER_SV * m && s.n_rows < n);
+        if let Some(sample) = sample {
             sample_rows = sample.n_rows;
-            let index: Vec<usize> = (0..n).step_by(SAMPLE_STEP).collect();
+            let index: Vec<usize> = (0..n).filter(|&i| in_sample(i)).collect();
             let sample_weights: Option<Vec<f64>> =
                 weights.map(|w| index.iter().map(|&i| w[i]).collect());
             let class_ids: Vec<u32>;
@@ -1162,10 +1190,6 @@ fn polish_on(
             let sample_params = PolishParams {
                 c: c * n as f64 / sample.n_rows as f64,
                 tol: params.tol.max(SAMPLE_TOL),
-                method: match params.method {
-                    PolishMethod::Auto => PolishMethod::Auto,
-                    _ => PolishMethod::HessianFree,
-                },
                 ..params.clone()
             };
             basis.kss = Some(kss);
@@ -1713,8 +1737,16 @@ fn polish_on(
     })
 }
 
-/// Every `step`-th row of a source (rows 0, step, 2 step, ...), copied in one pass: dense
-/// when the source's first block is, CSR otherwise.
+/// Whether row `row` is in the subsample a solve starts from: one row in `SAMPLE_STEP`, picked by
+/// a hash of its index, since a stride aliases with data stored in a period (ijcnn1's first ten
+/// columns cycle through their values every ten rows: every fifth row saw two of them, and its
+/// solution started the solve on all rows at 7 times the optimum's objective).
+fn in_sample(row: usize) -> bool {
+    mix(row as u64).is_multiple_of(SAMPLE_STEP as u64)
+}
+
+/// The rows of a source `in_sample`, copied in one pass: dense when the source's first block
+/// is, CSR otherwise.
 struct RowSample {
     /// The copy outgrew its bound (and stopped growing).
     too_big: bool,
@@ -1729,7 +1761,7 @@ struct RowSample {
 impl RowSample {
     /// None when the copy would take more than `max_bytes` (a file read in chunks keeps its
     /// promise of memory for one chunk, not a fifth of the file).
-    fn take(source: &mut dyn RowSource, step: usize, max_bytes: usize) -> Result<Option<Self>> {
+    fn take(source: &mut dyn RowSource, max_bytes: usize) -> Result<Option<Self>> {
         let n_cols = source.n_cols();
         let mut sample = RowSample {
             too_big: false,
@@ -1748,7 +1780,7 @@ impl RowSample {
                     sample.dense = Some(Vec::new());
                 }
             }
-            for i in (first.next_multiple_of(step) - first..rows.n_rows()).step_by(step) {
+            for i in (0..rows.n_rows()).filter(|&i| in_sample(first + i)) {
                 if sample.too_big {
                     break;
                 }
@@ -3296,6 +3328,14 @@ fn cholesky_solve(l: &[f64], p: usize, b: &[f64]) -> Vec<f64> {
 /// in O(n log n) whatever the number of pieces (a root-finder on phi' needs an O(n)
 /// evaluation per step, and many steps where the smoothed hinge's bends are dense).
 /// Returns exactly 1 when the full step is the minimiser to rounding.
+/// Where a row's loss term changes piece along a line search's direction.
+struct PieceChange {
+    t: f64,
+    row: usize,
+    leaves: Term,
+    enters: Term,
+}
+
 fn line_search(
     kss: &[f64],
     o: &Output,
@@ -3333,52 +3373,89 @@ fn line_search(
             Term::Tangent { r, e } => (d * (e - r), 0.0),
         }
     };
-    // phi' at t = 0, and the steps where a row changes piece with the piece it enters
-    // (found at the middle of the next interval, so rounding at a boundary cannot misplace it).
+    // phi' at t = 0 (summed in row order).
     let (mut a, mut b) = (bkd, dkd);
-    let mut events: Vec<(f64, usize, Term)> = Vec::new();
-    for i in 0..n {
+    for (i, &fi) in f.iter().enumerate() {
         let w2c = 2.0 * c * weight(i);
-        let start = term(i, f[i]);
-        let (pa, pb) = part(i, start);
+        let (pa, pb) = part(i, term(i, fi));
         a += w2c * pa;
         b += w2c * pb;
-        let d = delta[i];
-        if d == 0.0 {
-            continue;
-        }
-        let mut ts: Vec<f64> = boundaries(i)
-            .iter()
-            .map(|&v| (v - f[i]) / d)
-            .filter(|&t| t > 0.0 && t.is_finite())
-            .collect();
-        ts.sort_by(f64::total_cmp);
-        for (j, &t) in ts.iter().enumerate() {
-            let next = ts.get(j + 1).map_or(t + 1.0, |&u| 0.5 * (t + u));
-            events.push((t, i, term(i, f[i] + next * d)));
-        }
     }
     if a >= 0.0 {
         // Not a descent direction (converged to rounding).
         return 0.0;
     }
-    events.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
-    let mut current: Vec<Term> = (0..n).map(|i| term(i, f[i])).collect();
+    // The steps in (lo, hi] where a row changes piece, with the pieces it leaves and enters
+    // (each entered piece found at the middle of the next interval, so rounding at a
+    // boundary cannot misplace it). Most rows' changes lie far beyond the full step, so those
+    // up to t = 1 are sorted and walked first, the others only if phi' is still negative there.
+    let changes_in = |lo: f64, hi: f64| -> Vec<PieceChange> {
+        let chunks = n.div_ceil(SUM_CHUNK);
+        let parts: Vec<Vec<PieceChange>> = parallel::install(|| {
+            (0..chunks)
+                .into_par_iter()
+                .map(|ch| {
+                    let mut found = Vec::new();
+                    for i in ch * SUM_CHUNK..((ch + 1) * SUM_CHUNK).min(n) {
+                        let d = delta[i];
+                        if d == 0.0 {
+                            continue;
+                        }
+                        let mut ts = boundaries(i).map(|v| (v - f[i]) / d);
+                        ts.sort_by(f64::total_cmp);
+                        let mut leaves = term(i, f[i]);
+                        for (j, &t) in ts.iter().enumerate() {
+                            if !(t > 0.0 && t.is_finite()) {
+                                continue;
+                            }
+                            let next = match ts.get(j + 1) {
+                                Some(&u) if u > 0.0 && u.is_finite() => 0.5 * (t + u),
+                                _ => t + 1.0,
+                            };
+                            let enters = term(i, f[i] + next * d);
+                            if t > lo && t <= hi {
+                                found.push(PieceChange {
+                                    t,
+                                    row: i,
+                                    leaves,
+                                    enters,
+                                });
+                            }
+                            leaves = enters;
+                        }
+                    }
+                    found
+                })
+                .collect()
+        });
+        let mut changes: Vec<PieceChange> = parts.into_iter().flatten().collect();
+        changes.sort_by(|x, y| x.t.total_cmp(&y.t).then(x.row.cmp(&y.row)));
+        changes
+    };
     let mut t_lo = 0.0;
     let mut root = f64::NAN;
-    for &(t, i, enters) in &events {
-        // phi' is a + b t on [t_lo, t]; its root there ends the search.
-        if a + b * t >= 0.0 {
-            root = if b > 0.0 { (-a / b).max(t_lo) } else { t };
+    'walk: for (lo, hi) in [(0.0, 1.0), (1.0, f64::INFINITY)] {
+        for change in changes_in(lo, hi) {
+            // phi' is a + b t on [t_lo, t]; its root there ends the search.
+            if a + b * change.t >= 0.0 {
+                root = if b > 0.0 {
+                    (-a / b).max(t_lo)
+                } else {
+                    change.t
+                };
+                break 'walk;
+            }
+            let w2c = 2.0 * c * weight(change.row);
+            let (la, lb) = part(change.row, change.leaves);
+            let (ea, eb) = part(change.row, change.enters);
+            a += w2c * (ea - la);
+            b += w2c * (eb - lb);
+            t_lo = change.t;
+        }
+        if a + b * hi >= 0.0 {
+            // The root lies before the next interval's first change.
             break;
         }
-        let w2c = 2.0 * c * weight(i);
-        let (la, lb) = part(i, current[i]);
-        let (ea, eb) = part(i, enters);
-        a += w2c * (ea - la);
-        b += w2c * (eb - lb);
-        current[i] = enters;
-        t_lo = t;
     }
     if root.is_nan() {
         // Past the last change phi' is linear with slope dkd + 2C (squares) > 0 unless no
@@ -3437,6 +3514,100 @@ mod tests {
             coef,
         };
         (x, y, model)
+    }
+
+    /// The line search's step against the objective along the direction minimised by a
+    /// ternary search (it is convex): classes and values, steps short of and beyond the full
+    /// one, rows in several chunks, weights.
+    #[test]
+    fn line_search_finds_the_minimum_along_the_direction() {
+        let mut steps = Vec::new();
+        for (seed, regression, scale) in [
+            (1u64, false, 1.0),
+            (2, false, 0.05),
+            (3, false, 20.0),
+            (4, true, 1.0),
+            (5, true, 0.02),
+            (6, true, 10.0),
+        ] {
+            let mut rng = Rng::new(seed);
+            let (n, m, c) = (3 * SUM_CHUNK + 17, 6, 0.7);
+            let a: Vec<f64> = (0..m * m).map(|_| rng.next_f64() - 0.5).collect();
+            let mut kss = vec![0.0; m * m];
+            for i in 0..m {
+                for j in 0..m {
+                    kss[i * m + j] = (0..m).map(|l| a[i * m + l] * a[j * m + l]).sum::<f64>();
+                }
+            }
+            let classes: Vec<u32> = (0..n).map(|_| u32::from(rng.next_f64() < 0.4)).collect();
+            let values: Vec<f64> = (0..n).map(|_| 2.0 * rng.next_f64() - 1.0).collect();
+            let targets = if regression {
+                Targets::Values {
+                    y: &values,
+                    epsilon: 0.1,
+                }
+            } else {
+                Targets::classes(&classes, 2)
+            };
+            let w: Vec<f64> = (0..n).map(|_| 0.5 + rng.next_f64()).collect();
+            let o = Output {
+                beta: (0..m).map(|_| rng.next_f64() - 0.5).collect(),
+                b: 0.0,
+                f: (0..n).map(|_| 3.0 * rng.next_f64() - 1.5).collect(),
+                // Rows move towards their targets on the whole, as along a Newton direction.
+                delta: (0..n)
+                    .map(|i| {
+                        let aim = if regression {
+                            values[i]
+                        } else {
+                            2.0 * f64::from(classes[i]) - 1.0
+                        };
+                        scale * (0.3 * aim + 0.4 * (rng.next_f64() - 0.5))
+                    })
+                    .collect(),
+                counted: vec![Term::Zero; n],
+                sums: ActiveSums::new(m),
+                d: (0..m).map(|_| scale * (rng.next_f64() - 0.5)).collect(),
+                db: 0.0,
+                objective: 0.0,
+                done: false,
+                full_step: false,
+            };
+            let term = |i: usize, v: f64| targets.term(0, i, v);
+            let weight = |i: usize| w[i];
+            let along = |t: f64| {
+                let beta: Vec<f64> = o.beta.iter().zip(&o.d).map(|(b, d)| b + t * d).collect();
+                let f: Vec<f64> = o.f.iter().zip(&o.delta).map(|(f, d)| f + t * d).collect();
+                objective(&kss, &beta, &f, c, &term, &weight)
+            };
+            let t = line_search(&kss, &o, c, &term, &|i| targets.boundaries(0, i), &weight);
+            let (mut lo, mut hi) = (0.0, 1e3);
+            for _ in 0..300 {
+                let (p, q) = (lo + (hi - lo) / 3.0, hi - (hi - lo) / 3.0);
+                if along(p) < along(q) {
+                    hi = q;
+                } else {
+                    lo = p;
+                }
+            }
+            let best = 0.5 * (lo + hi);
+            let (at_t, at_best) = (along(t), along(best));
+            assert!(
+                at_t <= at_best + 1e-10 * at_best.abs(),
+                "seed {seed}: t = {t} gives {at_t}, t = {best} gives {at_best}"
+            );
+            assert!(
+                (t - best).abs() <= 1e-6 * best.max(1.0),
+                "seed {seed}: {t} vs {best}"
+            );
+            assert!(t > 0.0 && t.is_finite(), "seed {seed}: {t}");
+            steps.push(t);
+        }
+        // Both of the search's intervals were walked: steps short of the full one and beyond.
+        assert!(
+            steps.iter().any(|&t| t < 1.0) && steps.iter().any(|&t| t > 1.0),
+            "{steps:?}"
+        );
     }
 
     /// The kernel matrices of a [`problem`] written out: rows x SVs and SVs x SVs.
@@ -4016,7 +4187,8 @@ mod tests {
     }
 
     /// The solve that starts from a subsample's solution reaches the optimum of the one that
-    /// does not (two and three classes, weights, regression, dense and CSR rows).
+    /// does not (two and three classes, weights, regression, dense and CSR rows; Hessian-free
+    /// and by the Newton system, whose rows here are more than m^2).
     #[test]
     fn sample_start_reaches_the_same_optimum() {
         for (seed, classes, weighted, sparse) in [
@@ -4037,7 +4209,7 @@ mod tests {
             let w = weighted.then_some(&w[..]);
             let indptr: Vec<i64> = (0..=n as i64).map(|i| 2 * i).collect();
             let indices: Vec<i64> = (0..2 * n as i64).map(|k| k % 2).collect();
-            let solve = |sample_start, cache_bytes| {
+            let solve = |method, sample_start, cache_bytes| {
                 let rows = if sparse {
                     AnyRows::Csr64(CsrView::new(&indptr, &indices, &x, 2).unwrap())
                 } else {
@@ -4052,7 +4224,7 @@ mod tests {
                     Targets::classes(&y, classes)
                 };
                 let mut p = params(2.0);
-                p.method = PolishMethod::HessianFree;
+                p.method = method;
                 p.sample_start = sample_start;
                 p.cache_bytes = cache_bytes;
                 polish(
@@ -4066,17 +4238,58 @@ mod tests {
                 )
                 .unwrap()
             };
-            let (direct, started) = (solve(false, 1 << 30), solve(true, 1 << 30));
-            assert_eq!((direct.sample_rows, started.sample_rows), (0, n / 5));
-            // A subsample larger than a quarter of the cache is not copied.
-            assert_eq!(solve(true, 4 * (n / 5) * 8).sample_rows, 0);
-            assert_same_optimum(&x, &model, &started, &direct, seed);
+            let sampled = (0..n).filter(|&i| in_sample(i)).count();
+            for method in [PolishMethod::HessianFree, PolishMethod::Newton] {
+                let (direct, started) =
+                    (solve(method, false, 1 << 30), solve(method, true, 1 << 30));
+                assert_eq!((direct.sample_rows, started.sample_rows), (0, sampled));
+                // Rows in memory are copied whatever the cache.
+                assert_eq!(solve(method, true, 0).sample_rows, sampled);
+                assert_same_optimum(&x, &model, &started, &direct, seed);
+            }
         }
     }
 
-    /// A LIBSVM file read in chunks (333 rows: the subsample's every fifth row falls at other
-    /// offsets in each chunk) starts from the same subsample as the rows in memory, and ends
-    /// at the same optimum.
+    /// A model without support vectors polishes its intercept alone, on many rows too (the
+    /// subsample's start, which would recurse on it without end, is not taken).
+    #[test]
+    fn an_empty_basis_polishes_without_a_subsample() {
+        let (x, y, mut model) = problem(61, 2000, 1, 2);
+        model.support_vectors = SvMatrix::Dense(Vec::new());
+        model.coef.clear();
+        for method in [PolishMethod::Newton, PolishMethod::Auto] {
+            let mut p = params(1.0);
+            p.method = method;
+            let r = run(&x, &y, None, 2, &model, &p);
+            assert_eq!((r.sample_rows, r.coef.len()), (0, 0));
+            assert!(r.intercept[0].is_finite());
+        }
+    }
+
+    /// The subsample takes about one row in `SAMPLE_STEP` of every residue of the row's index
+    /// (a stride would take all of some residues and none of others: data stored in a period).
+    #[test]
+    fn the_sample_is_not_a_stride() {
+        let n = 200_000;
+        for period in [2, 5, 7, 10, 64] {
+            for residue in 0..period {
+                let rows = (residue..n).step_by(period);
+                let (all, taken) = (rows.len(), rows.filter(|&i| in_sample(i)).count());
+                // Within five standard deviations of a binomial draw's count.
+                let p = 1.0 / SAMPLE_STEP as f64;
+                let sd = (all as f64 * p * (1.0 - p)).sqrt();
+                let off = (taken as f64 - all as f64 * p).abs() / sd;
+                assert!(
+                    off < 5.0,
+                    "period {period}, residue {residue}: {off} sd off"
+                );
+            }
+        }
+    }
+
+    /// A LIBSVM file read in chunks (333 rows: the subsample's rows are picked by their index in
+    /// the file, not in the chunk) starts from the same subsample as the rows in memory, and
+    /// ends at the same optimum.
     #[test]
     fn file_rows_give_the_same_sample_start() {
         let (n, m) = (3000, 30);
@@ -4102,7 +4315,22 @@ mod tests {
             &p,
             &mut no_monitor,
         );
+        // A file's subsample larger than a quarter of the cache is not copied.
+        let sampled = (0..n).filter(|&i| in_sample(i)).count();
+        let mut small = p.clone();
+        small.cache_bytes = 4 * sampled * 8;
+        let (mut file, _) = LibsvmFileRows::open(&path, 333, 2, &[0.0, 1.0]).unwrap();
+        let not_copied = polish(
+            &model,
+            None,
+            &mut file,
+            Targets::classes(&y, 2),
+            None,
+            &small,
+            &mut no_monitor,
+        );
         std::fs::remove_file(&path).unwrap();
+        assert_eq!(not_copied.unwrap().sample_rows, 0);
         let from_file = from_file.unwrap();
         let indptr: Vec<i64> = (0..=n as i64).map(|i| 2 * i).collect();
         let indices: Vec<i64> = (0..2 * n as i64).map(|k| k % 2).collect();
@@ -4117,7 +4345,8 @@ mod tests {
             &mut no_monitor,
         )
         .unwrap();
-        assert_eq!(from_file.sample_rows, n / 5);
+        assert_eq!(from_file.sample_rows, sampled);
+        assert_eq!(in_memory.sample_rows, from_file.sample_rows);
         // The same optimum; not the same bits: the gather's sums follow the file's blocks.
         assert_same_optimum(&x, &model, &from_file, &in_memory, 41);
     }

@@ -16,6 +16,13 @@ fn splitmix64(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// A fixed pseudo-random function of `x` (splitmix64's output function): picks items by their
+/// index without a generator's state, the same on every platform.
+pub fn mix(x: u64) -> u64 {
+    let mut state = x;
+    splitmix64(&mut state)
+}
+
 impl Rng {
     pub fn new(seed: u64) -> Self {
         let mut sm = seed;
