@@ -162,7 +162,8 @@ def main() -> None:
         "Accuracy on the test rows (%); fit seconds (the polish included where polished); predict "
         "seconds for the whole test set (best of 3). B: the budget, the number of landmarks, or "
         "the exact SVM's support vectors. The method, its choices and its costs: "
-        "`docs/polish_notes.md`.",
+        "`docs/polish_notes.md`; the budgeted rows on this build and an older one, alternated on "
+        "one machine: `docs/polish_builds.md` (`benchmarks/polish_builds.py`).",
         "",
         "| data (train rows x columns) | method | B | accuracy | fit s | predict s | polish |",
         "|---|---|---|---|---|---|---|",
