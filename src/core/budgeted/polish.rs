@@ -4304,31 +4304,18 @@ mod tests {
         std::fs::write(&path, text).unwrap();
         let mut p = params(2.0);
         p.method = PolishMethod::HessianFree;
-        let (mut file, file_y) = LibsvmFileRows::open(&path, 333, 2, &[0.0, 1.0]).unwrap();
-        assert_eq!(file_y, y);
-        let from_file = polish(
-            &model,
-            None,
-            &mut file,
-            Targets::classes(&y, 2),
-            None,
-            &p,
-            &mut no_monitor,
-        );
+        let from_file_with = |p: &PolishParams| {
+            let (mut file, file_y) = LibsvmFileRows::open(&path, 333, 2, &[0.0, 1.0])?;
+            assert_eq!(file_y, y);
+            let targets = Targets::classes(&y, 2);
+            polish(&model, None, &mut file, targets, None, p, &mut no_monitor)
+        };
+        let from_file = from_file_with(&p);
         // A file's subsample larger than a quarter of the cache is not copied.
         let sampled = (0..n).filter(|&i| in_sample(i)).count();
         let mut small = p.clone();
         small.cache_bytes = 4 * sampled * 8;
-        let (mut file, _) = LibsvmFileRows::open(&path, 333, 2, &[0.0, 1.0]).unwrap();
-        let not_copied = polish(
-            &model,
-            None,
-            &mut file,
-            Targets::classes(&y, 2),
-            None,
-            &small,
-            &mut no_monitor,
-        );
+        let not_copied = from_file_with(&small);
         std::fs::remove_file(&path).unwrap();
         assert_eq!(not_copied.unwrap().sample_rows, 0);
         let from_file = from_file.unwrap();
