@@ -172,11 +172,12 @@ const PRODUCT_CHUNK: usize = 2048;
 /// solve's first step still lowers the objective by 7%, and 1e-4 bought only one more
 /// direction, 31 products, that ended the solve without a step). The subsample of a file is
 /// copied only while it takes at most a quarter of `polish_cache_size` (its rows stay a chunk
-/// at a time otherwise); of rows in memory, always. Hessian-free, 1,000,000 hard10d rows, B = 2,000: 10 iterations on all
-/// rows became 3. The Newton system's solve starts so where its rows are at least m^2: the
-/// million-row checkerboard of docs/polish.md (B = 200) 17 iterations on all rows -> 3, its
-/// polish 6.1 -> 1.9 s; where the factorisations weigh more it does not pay (a9a, ijcnn1, w8a,
-/// cod-rna at B = 500: as many iterations or more, each as dear).
+/// at a time otherwise); of rows in memory, always. Hessian-free, 1,000,000 hard10d rows,
+/// B = 2,000: 10 iterations on all rows became 3. The Newton system's solve starts so where
+/// its rows are at least m^2: the million-row checkerboard of docs/polish.md (B = 200) 17
+/// iterations on all rows -> 3, its polish 6.1 -> 1.9 s; where the factorisations weigh more
+/// it does not pay (a9a, ijcnn1, w8a, cod-rna at B = 500: as many iterations or more, each as
+/// dear).
 const SAMPLE_STEP: usize = 5;
 const SAMPLE_ROWS_PER_SV: usize = 10;
 const SAMPLE_TOL: f64 = 1e-3;
@@ -3320,14 +3321,6 @@ fn cholesky_solve(l: &[f64], p: usize, b: &[f64]) -> Vec<f64> {
     z
 }
 
-/// The step t > 0 minimising the objective along (d, db) exactly: the derivative
-/// phi'(t) = beta^T K d + t d^T K d + 2C sum_i w delta_i half_slope_i(f_i + t delta_i)
-/// is piecewise linear and increasing, its pieces changing where a row's value crosses one of
-/// its boundaries (`Targets::boundaries`). Those steps are sorted once and swept in order,
-/// phi' kept as a + b t between them, until it turns non-negative: the root is then exact,
-/// in O(n log n) whatever the number of pieces (a root-finder on phi' needs an O(n)
-/// evaluation per step, and many steps where the smoothed hinge's bends are dense).
-/// Returns exactly 1 when the full step is the minimiser to rounding.
 /// Where a row's loss term changes piece along a line search's direction.
 struct PieceChange {
     t: f64,
@@ -3336,6 +3329,17 @@ struct PieceChange {
     enters: Term,
 }
 
+/// The step t > 0 minimising the objective along (d, db) exactly: the derivative
+/// phi'(t) = beta^T K d + t d^T K d + 2C sum_i w delta_i half_slope_i(f_i + t delta_i)
+/// is piecewise linear and increasing, its pieces changing where a row's value crosses one of
+/// its boundaries (`Targets::boundaries`). Those steps are sorted and swept in order, phi'
+/// kept as a + b t between them, until it turns non-negative: the root is then exact, in
+/// O(n log n) whatever the number of pieces (a root-finder on phi' needs an O(n) evaluation
+/// per step, and many steps where the smoothed hinge's bends are dense). The steps up to the
+/// full one come first, those beyond only while phi' is still negative at t = 1: most rows'
+/// changes lie far beyond it (sorting them all took a tenth of the million-row checkerboard's
+/// polish).
+/// Returns exactly 1 when the full step is the minimiser to rounding.
 fn line_search(
     kss: &[f64],
     o: &Output,
