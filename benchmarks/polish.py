@@ -101,10 +101,21 @@ def landmark_svc(X, y, Xt, yt, C, gamma, B, kind, seed):
     return 100 * np.mean(pred == yt), fit, predict
 
 
+def budgeted_rows(B: int, C: float, gamma: float, epochs: int, seed: int):
+    """The table's budgeted rows at budget B, in order: (solver, polish, unfitted BudgetSVC)."""
+    from budgetsvm import BudgetSVC
+
+    for solver in ("bsgd", "bsca"):
+        for polish in (False, True):
+            yield solver, polish, BudgetSVC(
+                C=C, gamma=gamma, budget=B, epochs=epochs, solver=solver, random_state=seed, polish=polish
+            )
+
+
 def run_set(name: str, budgets_arg, seed: int, rows: list) -> None:
     import warnings
 
-    from budgetsvm import BudgetSVC, KernelSVC
+    from budgetsvm import KernelSVC
     from sklearn.exceptions import ConvergenceWarning
 
     X, y, Xt, yt, C, gamma, budgets, epochs = data(name)
@@ -124,18 +135,16 @@ def run_set(name: str, budgets_arg, seed: int, rows: list) -> None:
         pred, predict = best_predict(exact, Xt)
         add("KernelSVC (exact)", exact.support_vectors_.shape[0], 100 * np.mean(pred == yt), fit, predict)
     for B in budgets:
-        for solver in ("bsgd", "bsca"):
-            for polish in (False, True):
-                clf = BudgetSVC(C=C, gamma=gamma, budget=B, epochs=epochs, solver=solver, random_state=seed, polish=polish)
-                start = time.perf_counter()
-                clf.fit(X, y)
-                fit = time.perf_counter() - start
-                pred, predict = best_predict(clf, Xt)
-                extra = ""
-                if polish:
-                    p = clf.fit_stats_["polish"]
-                    extra = f"{p['iterations']} Newton iterations, {p['seconds']:.2f} s"
-                add(f"BudgetSVC {solver}{', polished' if polish else ''}", B, 100 * np.mean(pred == yt), fit, predict, extra)
+        for solver, polish, clf in budgeted_rows(B, C, gamma, epochs, seed):
+            start = time.perf_counter()
+            clf.fit(X, y)
+            fit = time.perf_counter() - start
+            pred, predict = best_predict(clf, Xt)
+            extra = ""
+            if polish:
+                p = clf.fit_stats_["polish"]
+                extra = f"{p['iterations']} Newton iterations, {p['seconds']:.2f} s"
+            add(f"BudgetSVC {solver}{', polished' if polish else ''}", B, 100 * np.mean(pred == yt), fit, predict, extra)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             add("Nystroem + LinearSVC", B, *landmark_svc(X, y, Xt, yt, C, gamma, B, "nystroem", seed))

@@ -37,25 +37,22 @@ sys.path.insert(0, sys.argv[1])
 warnings.filterwarnings("ignore")
 import numpy as np
 import budgetsvm
-from polish import data
+from polish import budgeted_rows, data
 name, budgets, seed, repeats = sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 X, y, Xt, yt, C, gamma, fixed, epochs = data(name)
 for B in fixed or budgets:
-    for solver in ("bsgd", "bsca"):
-        for polish in (False, True):
-            fits, stats = [], {}
-            for _ in range(repeats):
-                clf = budgetsvm.BudgetSVC(C=C, gamma=gamma, budget=B, epochs=epochs, solver=solver,
-                                          random_state=seed, polish=polish)
-                start = time.perf_counter()
-                clf.fit(X, y)
-                fits.append(time.perf_counter() - start)
-                stats = clf.fit_stats_.get("polish", {}) if polish else {}
-            print(json.dumps({
-                "B": B, "solver": solver, "polish": polish, "fit": min(fits),
-                "accuracy": 100 * float(np.mean(clf.predict(Xt) == yt)),
-                "iterations": stats.get("iterations"), "file": budgetsvm.__file__,
-            }), flush=True)
+    for solver, polish, clf in budgeted_rows(B, C, gamma, epochs, seed):
+        fits, stats = [], {}
+        for _ in range(repeats):
+            start = time.perf_counter()
+            clf.fit(X, y)
+            fits.append(time.perf_counter() - start)
+            stats = clf.fit_stats_.get("polish", {}) if polish else {}
+        print(json.dumps({
+            "B": B, "solver": solver, "polish": polish, "fit": min(fits),
+            "accuracy": 100 * float(np.mean(clf.predict(Xt) == yt)),
+            "iterations": stats.get("iterations"), "file": budgetsvm.__file__,
+        }), flush=True)
 """
 
 
