@@ -69,3 +69,23 @@ def load(name: str):
     if s["scale"]:
         X, Xt = _scale(X, Xt)
     return X, y, Xt, yt
+
+
+REGRESSION_SETS = ("fried", "mv", "puma8nh", "lowbwt")
+
+
+def regression_set(name: str):
+    """SETTINGS.md's split and scaling of a regression set: (X, Xt, y, yt, gamma): 80/20 with
+    seed 0 (at most 40,000 training rows), X and y standardised with the training rows' mean
+    and std, gamma 0.1 on fried and 1 / n_features elsewhere."""
+    X, y = load_svmlight_file(DATA / name / f"{name}.xz")
+    X = X.toarray()
+    p = np.random.default_rng(0).permutation(len(y))
+    n = int(0.8 * len(y))
+    tr, te = p[:n][:40000], p[n:]
+    mu, sd = X[tr].mean(0), X[tr].std(0)
+    sd[sd == 0] = 1.0
+    X = (X - mu) / sd
+    y = (y - y[tr].mean()) / y[tr].std()
+    gamma = 0.1 if name == "fried" else 1.0 / X.shape[1]
+    return X[tr], X[te], y[tr], y[te], gamma

@@ -23,10 +23,8 @@ import time
 import warnings
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _data import DATA  # noqa: E402
+from _data import DATA, regression_set  # noqa: E402
 from _report import arguments, header, publish  # noqa: E402
 
 SETS = ["a9a", "puma8nh", "lowbwt", "mv", "fried"]
@@ -38,23 +36,6 @@ def timed(f):
     start = time.perf_counter()
     out = f()
     return out, time.perf_counter() - start
-
-
-def regression_set(name: str):
-    """SETTINGS.md's split and scaling of a regression set: (X, Xt, y, yt, gamma)."""
-    from budgetsvm.datasets import load_svmlight_file
-
-    X, y = load_svmlight_file(DATA / name / f"{name}.xz")
-    X = X.toarray()
-    p = np.random.default_rng(0).permutation(len(y))
-    n = int(0.8 * len(y))
-    tr, te = p[:n][:40000], p[n:]
-    mu, sd = X[tr].mean(0), X[tr].std(0)
-    sd[sd == 0] = 1.0
-    X = (X - mu) / sd
-    y = (y - y[tr].mean()) / y[tr].std()
-    gamma = 0.1 if name == "fried" else 1.0 / X.shape[1]
-    return X[tr], X[te], y[tr], y[te], gamma
 
 
 def peers(kind: str, libsvm: bool):

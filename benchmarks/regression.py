@@ -1,10 +1,14 @@
 """Regression, novelty detection and the kernels of SVC against their peers, in one run.
 
-- SVR on fried (SETTINGS.md: 80/20 split seed 0, X and y standardised with the training rows'
-  mean and std; C = 10, gamma = 0.1, epsilon = 0.1): oneDAL's SVR (scikit-learn-intelex),
-  ``KernelSVR``, ``BudgetSVR`` (B = 500 and 1000, 5 epochs; BSCA, and BSGD at B = 500), and
-  random-landmark Nystroem + Ridge (alpha = 1 / C) with 500 and 2000 components; scikit-learn's
-  SVR (LIBSVM, about 14 minutes here) only with ``--libsvm``.
+- Regression on fried, mv, puma8nh and lowbwt (SETTINGS.md: 80/20 split seed 0, at most 40,000
+  training rows, X and y standardised with the training rows' mean and std; C = 10, gamma = 0.1
+  on fried and 1 / n_features elsewhere, epsilon = 0.1, nu = 0.5; the settings of
+  ../shared/checks/regression_sets.py): oneDAL's SVR and NuSVR (scikit-learn-intelex),
+  ``KernelSVR`` and ``KernelNuSVR``, ``BudgetSVR`` (BSCA, B = 500 and 1000, 5 epochs,
+  random_state 0), and random-landmark Nystroem + Ridge (alpha = 1 / (2C)) with 500, 1000 and
+  2000 components, R^2 and fit time averaged over the landmark seeds 0-2; scikit-learn's SVR
+  (LIBSVM, about 14 minutes on fried) only with ``--libsvm``. nu-SVR rows take their ratio
+  over oneDAL's NuSVR, the others over oneDAL's SVR; nu-SVR not on mv (``NU_SETS``).
 - One-class on ijcnn1 (the first 30,000 training rows, dense; nu = 0.1, gamma = 0.5):
   scikit-learn's OneClassSVM (LIBSVM; oneDAL has none) and ``KernelOneClassSVM``; agreement is
   the share of the 91,701 test rows given the same sign.
@@ -15,7 +19,7 @@
 
 Ratio: the fit time over the peer's in the same run (oneDAL's, or scikit-learn's for one-class).
 
-    python benchmarks/regression.py --out docs/regression.md     # about 6 minutes
+    python benchmarks/regression.py --out docs/regression.md     # about 12 minutes
     python benchmarks/regression.py --parts fried --libsvm       # with LIBSVM's SVR
 """
 
@@ -29,10 +33,16 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _data import DATA  # noqa: E402
+from _data import DATA, REGRESSION_SETS, regression_set  # noqa: E402
 from _report import arguments, commit, machine, publish  # noqa: E402
 
-PARTS = ["fried", "one-class", "kernels"]
+PARTS = [*REGRESSION_SETS, "one-class", "kernels"]
+# mv at nu = 0.5 asks for 16,000 support vectors where epsilon = 0.1 gives 677: oneDAL's
+# NuSVR had not finished after 10 minutes (2026-11-27), so nu-SVR runs on the other three.
+NU_SETS = ("fried", "puma8nh", "lowbwt")
+BUDGETS = (500, 1000)
+NYSTROEM_SIZES = (500, 1000, 2000)
+NYSTROEM_SEEDS = (0, 1, 2)
 
 
 def timed(f, *args, **kwargs):
@@ -54,59 +64,72 @@ def n_sv(model) -> str:
     return ""
 
 
-def fried_part(rows: list, libsvm: bool) -> None:
+def svr_part(rows: list, name: str, libsvm: bool) -> None:
     import budgetsvm
-    from budgetsvm.datasets import load_svmlight_file
     from sklearn.kernel_approximation import Nystroem
     from sklearn.linear_model import Ridge
     from sklearn.metrics import r2_score
     from sklearn.pipeline import make_pipeline
 
-    X, y = load_svmlight_file(DATA / "fried" / "fried.xz")
-    X = X.toarray()
-    p = np.random.default_rng(0).permutation(len(y))
-    n = int(0.8 * len(y))
-    tr, te = p[:n], p[n:]
-    X = (X - X[tr].mean(0)) / X[tr].std(0)
-    y = (y - y[tr].mean()) / y[tr].std()
-    X, Xt, y, yt = X[tr], X[te], y[tr], y[te]
-    kw = dict(C=10.0, gamma=0.1, epsilon=0.1)
-    where = f"fried ({len(y):,} x 10)"
-    methods = []
+    X, Xt, y, yt, gamma = regression_set(name)
+    C, epsilon, nu = 10.0, 0.1, 0.5
+    kw = dict(C=C, gamma=gamma, epsilon=epsilon)
+    nu_kw = dict(C=C, gamma=gamma, nu=nu)
+    where = f"{name} ({len(y):,} x {X.shape[1]})"
     try:
         from sklearnex.svm import SVR as OneDalSVR
-
-        methods.append(("oneDAL SVR", lambda: OneDalSVR(**kw)))
+        from sklearnex.svm import NuSVR as OneDalNuSVR
     except ImportError:
-        pass
+        OneDalSVR = OneDalNuSVR = None
+    # (task, method, make, peer's name): the ratio is over that peer's fit in this run.
+    methods = []
+    if OneDalSVR is not None:
+        methods.append(("SVR", "oneDAL SVR", lambda: OneDalSVR(**kw), None))
     if libsvm:
         from sklearn.svm import SVR
 
-        methods.append(("scikit-learn SVR (LIBSVM)", lambda: SVR(**kw)))
-    methods += [
-        ("KernelSVR", lambda: budgetsvm.KernelSVR(**kw)),
-        ("BudgetSVR B=500 (bsca)", lambda: budgetsvm.BudgetSVR(**kw, budget=500, random_state=0)),
-        ("BudgetSVR B=500 (bsgd)", lambda: budgetsvm.BudgetSVR(**kw, budget=500, solver="bsgd", random_state=0)),
-        ("BudgetSVR B=1000 (bsca)", lambda: budgetsvm.BudgetSVR(**kw, budget=1000, random_state=0)),
-    ]
-    for m in (500, 2000):
+        methods.append(("SVR", "scikit-learn SVR (LIBSVM)", lambda: SVR(**kw), "oneDAL SVR"))
+    methods.append(("SVR", "KernelSVR", lambda: budgetsvm.KernelSVR(**kw), "oneDAL SVR"))
+    if name in NU_SETS:
+        if OneDalNuSVR is not None:
+            methods.append(("nu-SVR", "oneDAL NuSVR", lambda: OneDalNuSVR(**nu_kw), None))
         methods.append(
-            (
-                f"Nystroem({m}) + Ridge",
-                lambda m=m: make_pipeline(Nystroem(gamma=0.1, n_components=m, random_state=0), Ridge(alpha=0.1)),
-            )
+            ("nu-SVR", "KernelNuSVR", lambda: budgetsvm.KernelNuSVR(**nu_kw), "oneDAL NuSVR")
         )
-    peer = None
-    for name, make in methods:
+    for b in BUDGETS:
+        methods.append((
+            "SVR", f"BudgetSVR B={b} (bsca)",
+            lambda b=b: budgetsvm.BudgetSVR(**kw, budget=b, epochs=5, random_state=0),
+            "oneDAL SVR",
+        ))
+    fits = {}
+    for task, method, make, peer in methods:
         model, seconds = fit(make, X, y)
-        if peer is None and name.startswith("oneDAL"):
-            peer = seconds
+        fits[method] = seconds
         r2 = r2_score(yt, model.predict(Xt))
-        ratio = f"{seconds / peer:.3f}" if peer else ""
         rows.append(
-            f"| SVR | {where} | {name} | {seconds:.2f} | {ratio} | R^2 {r2:.4f} | {n_sv(model)} |"
+            f"| {task} | {where} | {method} | {seconds:.2f} | {ratio(seconds, fits[peer] if peer else seconds)} | "
+            f"R^2 {r2:.4f} | {n_sv(model)} |"
         )
         print(rows[-1], flush=True)
+    for m in NYSTROEM_SIZES:
+        runs = [
+            fit(lambda s=s, m=m: make_pipeline(
+                Nystroem(gamma=gamma, n_components=m, random_state=s), Ridge(alpha=1 / (2 * C))
+            ), X, y)
+            for s in NYSTROEM_SEEDS
+        ]
+        r2 = float(np.mean([r2_score(yt, model.predict(Xt)) for model, _ in runs]))
+        seconds = float(np.mean([t for _, t in runs]))
+        rows.append(
+            f"| SVR | {where} | Nystroem({m}) + Ridge, seeds {NYSTROEM_SEEDS[0]}-{NYSTROEM_SEEDS[-1]} | "
+            f"{seconds:.2f} | {ratio(seconds, fits.get('oneDAL SVR'))} | R^2 {r2:.4f} (mean) | |"
+        )
+        print(rows[-1], flush=True)
+
+
+def ratio(seconds: float, peer) -> str:
+    return f"{seconds / peer:.3f}" if peer else ""
 
 
 def one_class_part(rows: list) -> None:
@@ -182,7 +205,7 @@ def kernels_part(rows: list) -> None:
 
 def main() -> None:
     ap = arguments(__doc__, "--parts", PARTS)
-    ap.add_argument("--libsvm", action="store_true", help="also scikit-learn's SVR on fried")
+    ap.add_argument("--libsvm", action="store_true", help="also scikit-learn's SVR (LIBSVM)")
     args = ap.parse_args()
     import budgetsvm
 
@@ -204,8 +227,9 @@ def main() -> None:
         "|---|---|---|---|---|---|---|",
     ]
     rows: list = []
-    if "fried" in args.parts:
-        fried_part(rows, args.libsvm)
+    for name in REGRESSION_SETS:
+        if name in args.parts:
+            svr_part(rows, name, args.libsvm)
     if "one-class" in args.parts:
         one_class_part(rows)
     if "kernels" in args.parts:

@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _data import regression_set  # noqa: E402
 from _report import header, publish  # noqa: E402
-from nu import regression_set  # noqa: E402
 
 SETS = ["puma8nh", "lowbwt", "mv", "fried"]
 SEEDS = (0, 1, 2)
