@@ -95,7 +95,10 @@ const START_BATCH: usize = 64;
 /// shrinking keeps G_bar, G_bar = sum over the variables at their upper bound of C_s Q_.s, from
 /// the kernel rows of the non-zero a0_s (LIBSVM's initialisation in `Solver::Solve`). Reports
 /// after each batch of rows (a one-class or nu start can be thousands of rows: Ctrl-C lands
-/// there too).
+/// there too). Two variables of one data row (SVR's a_i and a_i*, twins in the cache) whose
+/// parts cancel (y_t a_t + y_q a_q = 0, and at their bounds together or not at all) take no
+/// row: nu-SVR starts with a_i = a_i* on nu n / 2 rows, and those rows, 2n values each, were a
+/// third of the kernel values of a fit (lowbwt).
 pub(crate) fn start_state<R: Rows>(
     cache: &mut KernelRowCache<'_, R>,
     problem: DualProblem,
@@ -112,7 +115,24 @@ pub(crate) fn start_state<R: Rows>(
     }
     let mut state = DualState::new(problem);
     let shrinker = Shrinking::new(shrinking, &mut state);
-    let nonzero: Vec<usize> = (0..state.n()).filter(|&t| state.alpha[t] > 0.0).collect();
+    let keeps_bar = !state.grad_bar.is_empty();
+    let part = |t: usize| {
+        let bar = if keeps_bar && state.alpha[t] >= state.upper[t] {
+            state.upper[t] * state.y[t]
+        } else {
+            0.0
+        };
+        (state.alpha[t] * state.y[t], bar)
+    };
+    let cancels = |t: usize| {
+        cache.twin_position(t).is_some_and(|q| {
+            let ((a, bar_a), (b, bar_b)) = (part(t), part(q));
+            a + b == 0.0 && bar_a + bar_b == 0.0
+        })
+    };
+    let nonzero: Vec<usize> = (0..state.n())
+        .filter(|&t| state.alpha[t] > 0.0 && !cancels(t))
+        .collect();
     for batch in nonzero.chunks(START_BATCH.min(cache.capacity()).max(1)) {
         let rows = cache.rows(batch)?;
         for (k, &s) in batch.iter().enumerate() {
@@ -438,5 +458,82 @@ pub(crate) mod tests {
         assert!(!sol.converged);
         let ya: f64 = sol.alpha.iter().zip(&y).map(|(a, y)| a * y).sum();
         assert!(ya.abs() < 1e-12);
+    }
+
+    /// SVR's twins: a start with a_i = a_i* (nu-SVR's) on some rows, one twin alone or unequal
+    /// on others, at the bound or below it. The gradient and G_bar are the sums written out,
+    /// and the rows whose twins cancel are never requested: with only cancelling rows in the
+    /// start, the cache computes nothing.
+    #[test]
+    fn a_start_whose_twins_cancel_computes_no_rows() {
+        use crate::core::data::rows::SubsetRows;
+        let (n, d, gamma, c) = (30, 3, 0.7, 2.0);
+        let (xs, _) = problem(n, d, 41);
+        let x = DenseView::new(&xs, n, d).unwrap();
+        let twice: Vec<usize> = (0..n).chain(0..n).collect();
+        let sub = SubsetRows::new(&x, &twice).unwrap();
+        let y: Vec<f64> = (0..2 * n).map(|t| if t < n { 1.0 } else { -1.0 }).collect();
+        let p: Vec<f64> = (0..2 * n).map(|t| 0.1 + 0.03 * t as f64).collect();
+        let row_of = |t: usize| t % n;
+        // Kernel values of the data rows, for the sums written out.
+        let k = |a: usize, b: usize| {
+            let d2: f64 = (0..d)
+                .map(|j| (xs[a * d + j] - xs[b * d + j]).powi(2))
+                .sum();
+            (-gamma * d2).exp()
+        };
+        for lone in [false, true] {
+            let mut a0 = vec![0.0; 2 * n];
+            for i in 0..8 {
+                // Cancelling: both at C (rows 0-3), both below it (rows 4-7).
+                let v = if i < 4 { c } else { 0.3 + 0.1 * i as f64 };
+                a0[i] = v;
+                a0[n + i] = v;
+            }
+            if lone {
+                a0[10] = c; // one twin at its bound
+                a0[n + 11] = 0.4; // one below it
+                a0[12] = 0.9; // both, unequal
+                a0[n + 12] = 0.5;
+            }
+            let problem = DualProblem {
+                y: y.clone(),
+                p: p.clone(),
+                upper: vec![c; 2 * n],
+                diag: vec![1.0; 2 * n],
+                start: Some(a0.clone()),
+                sum_per_label: true,
+            };
+            let mut cache = KernelRowCache::new(&sub, Kernel::rbf(gamma), 1 << 20).unwrap();
+            let (state, _) = quietly(|rep| start_state(&mut cache, problem, Some(0), rep)).unwrap();
+            for t in 0..2 * n {
+                let mut g = p[t];
+                let mut bar = 0.0;
+                for s in 0..2 * n {
+                    let q = y[t] * y[s] * k(row_of(t), row_of(s));
+                    g += q * a0[s];
+                    if a0[s] >= c {
+                        bar += q * c;
+                    }
+                }
+                // The cache keeps kernel values in f32.
+                assert!(
+                    (state.grad[t] - g).abs() < 1e-6,
+                    "lone {lone}, G_{t}: {} vs {g}",
+                    state.grad[t]
+                );
+                assert!(
+                    (state.grad_bar[t] - bar).abs() < 1e-6,
+                    "lone {lone}, G_bar_{t}"
+                );
+            }
+            let computed = cache.stats().misses;
+            if lone {
+                // Rows 10, n + 11, 12 and n + 12 (copied from its twin or computed).
+                assert_eq!(computed, 4, "{:?}", cache.stats());
+            } else {
+                assert_eq!(computed, 0, "{:?}", cache.stats());
+            }
+        }
     }
 }
