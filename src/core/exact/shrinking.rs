@@ -283,8 +283,8 @@ impl Shrinking {
 
 /// target[t] += y[t] sum_k coef[k] K_k[first + t] for every t, `rows` holding the K_k: blocks of
 /// target in parallel, each adding the rows in order (the same values on any number of
-/// threads).
-fn add_scaled_rows(
+/// threads). Also the start's gradient (`smo::start_state`).
+pub(crate) fn add_scaled_rows(
     target: &mut [f64],
     y: &[f64],
     first: usize,

@@ -29,7 +29,7 @@ use std::time::Instant;
 use crate::core::common::error::{Result, SvmError};
 use crate::core::data::rows::Rows;
 use crate::core::exact::dual::{DualProblem, DualSolution, DualState, ExactRun, Reporter};
-use crate::core::exact::shrinking::Shrinking;
+use crate::core::exact::shrinking::{add_scaled_rows, Shrinking};
 use crate::core::kernels::kernel_cache::KernelRowCache;
 
 /// WSS2 SMO on the active positions: the working pair, or None when m - M < tol there.
@@ -133,20 +133,23 @@ pub(crate) fn start_state<R: Rows>(
     let nonzero: Vec<usize> = (0..state.n())
         .filter(|&t| state.alpha[t] > 0.0 && !cancels(t))
         .collect();
+    let (mut coef, mut bar) = (Vec::new(), Vec::new());
     for batch in nonzero.chunks(START_BATCH.min(cache.capacity()).max(1)) {
         let rows = cache.rows(batch)?;
-        for (k, &s) in batch.iter().enumerate() {
-            let row = rows.row(k);
-            let ys = state.y[s];
-            let coef = state.alpha[s] * ys;
-            for ((g, &yt), &kv) in state.grad.iter_mut().zip(&state.y).zip(row) {
-                *g += yt * coef * f64::from(kv);
-            }
-            if !state.grad_bar.is_empty() && state.alpha[s] >= state.upper[s] {
-                let coef = state.upper[s] * ys;
-                for ((g, &yt), &kv) in state.grad_bar.iter_mut().zip(&state.y).zip(row) {
-                    *g += yt * coef * f64::from(kv);
+        coef.clear();
+        coef.extend(batch.iter().map(|&s| state.alpha[s] * state.y[s]));
+        add_scaled_rows(&mut state.grad, &state.y, 0, &coef, &rows);
+        if keeps_bar {
+            bar.clear();
+            bar.extend(batch.iter().map(|&s| {
+                if state.alpha[s] >= state.upper[s] {
+                    state.upper[s] * state.y[s]
+                } else {
+                    0.0
                 }
+            }));
+            if bar.iter().any(|&c| c != 0.0) {
+                add_scaled_rows(&mut state.grad_bar, &state.y, 0, &bar, &rows);
             }
         }
         reporter.keep_alive(&state)?;
