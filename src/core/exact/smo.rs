@@ -133,24 +133,14 @@ pub(crate) fn start_state<R: Rows>(
     let nonzero: Vec<usize> = (0..state.n())
         .filter(|&t| state.alpha[t] > 0.0 && !cancels(t))
         .collect();
-    let (mut coef, mut bar) = (Vec::new(), Vec::new());
-    for batch in nonzero.chunks(START_BATCH.min(cache.capacity()).max(1)) {
+    let (coef, bar): (Vec<f64>, Vec<f64>) = nonzero.iter().map(|&t| part(t)).unzip();
+    let size = START_BATCH.min(cache.capacity()).max(1);
+    for (k, batch) in nonzero.chunks(size).enumerate() {
         let rows = cache.rows(batch)?;
-        coef.clear();
-        coef.extend(batch.iter().map(|&s| state.alpha[s] * state.y[s]));
-        add_scaled_rows(&mut state.grad, &state.y, 0, &coef, &rows);
-        if keeps_bar {
-            bar.clear();
-            bar.extend(batch.iter().map(|&s| {
-                if state.alpha[s] >= state.upper[s] {
-                    state.upper[s] * state.y[s]
-                } else {
-                    0.0
-                }
-            }));
-            if bar.iter().any(|&c| c != 0.0) {
-                add_scaled_rows(&mut state.grad_bar, &state.y, 0, &bar, &rows);
-            }
+        let these = k * size..k * size + batch.len();
+        add_scaled_rows(&mut state.grad, &state.y, 0, &coef[these.clone()], &rows);
+        if bar[these.clone()].iter().any(|&c| c != 0.0) {
+            add_scaled_rows(&mut state.grad_bar, &state.y, 0, &bar[these], &rows);
         }
         reporter.keep_alive(&state)?;
     }

@@ -352,13 +352,13 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
         &self.computer.sq_norms
     }
 
-    /// How many rows the cache may hold.
     /// The position of the variable whose kernel row equals this position's up to their own
     /// two entries (SVR's other variable of the same data row), if any.
     pub(crate) fn twin_position(&self, pos: usize) -> Option<usize> {
         self.computer.twin_position(pos)
     }
 
+    /// How many rows the cache may hold.
     pub fn capacity(&self) -> usize {
         self.max_slots
     }
