@@ -108,7 +108,7 @@ def svr_part(rows: list, name: str, libsvm: bool) -> None:
         fits[method] = seconds
         r2 = r2_score(yt, model.predict(Xt))
         rows.append(
-            f"| {task} | {where} | {method} | {seconds:.2f} | {ratio(seconds, fits[peer] if peer else seconds)} | "
+            f"| {task} | {where} | {method} | {seconds:.2f} | {ratio(seconds, fits.get(peer) if peer else seconds)} | "
             f"R^2 {r2:.4f} | {n_sv(model)} |"
         )
         print(rows[-1], flush=True)
