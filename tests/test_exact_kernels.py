@@ -91,11 +91,13 @@ def test_svr_matches_scikit_learn(name, solver):
     C=st.floats(0.05, 20.0),
     epsilon=st.floats(0.0, 0.8),
     name=st.sampled_from(["rbf", "poly", "linear"]),
+    solver=st.sampled_from(SOLVERS),
 )
-def test_svr_objective_is_libsvm_s_on_random_problems(seed, n, C, epsilon, name):
+def test_svr_objective_is_libsvm_s_on_random_problems(seed, n, C, epsilon, name, solver):
+    # SMO solves the one-variable-per-row form (a tube), ALFPGM LIBSVM's two variables per row.
     kw = KERNELS[name]
     X, y = regression(n, seed, d=2)
-    ours = KernelSVR(C=C, epsilon=epsilon, tol=1e-7, **kw).fit(X, y)
+    ours = KernelSVR(C=C, epsilon=epsilon, tol=1e-7, solver=solver, **kw).fit(X, y)
     ref = SVR(C=C, epsilon=epsilon, tol=1e-7, **kw).fit(X, y)
     f_ours = svr_objective(ours, X, y, kw, epsilon)
     f_ref = svr_objective(ref, X, y, kw, epsilon)
@@ -118,9 +120,10 @@ def test_svr_weights_scale_c_and_zero_weights_drop_rows():
     # Against scikit-learn's weighted SVR.
     rng = np.random.default_rng(0)
     w = rng.uniform(0.2, 3.0, size=200)
-    ours = KernelSVR(C=2.0, gamma=0.5, tol=1e-6).fit(X, y, sample_weight=w)
     ref = SVR(C=2.0, gamma=0.5, tol=1e-6).fit(X, y, sample_weight=w)
-    assert_allclose(ours.predict(X), ref.predict(X), atol=2e-3)
+    for solver in SOLVERS:
+        ours = KernelSVR(C=2.0, gamma=0.5, tol=1e-6, solver=solver).fit(X, y, sample_weight=w)
+        assert_allclose(ours.predict(X), ref.predict(X), atol=2e-3)
 
 
 def test_svr_on_sparse_input_equals_dense():

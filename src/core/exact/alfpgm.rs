@@ -390,6 +390,12 @@ pub fn solve_alfpgm<R: Rows>(
     reporter: &mut Reporter<'_, '_>,
 ) -> Result<DualSolution> {
     params.check()?;
+    if problem.tube.is_some() {
+        // Its pWSS, subproblem and repair work on the two-variable form (`DualProblem::tube`).
+        return Err(SvmError::invalid_input(
+            "ALFPGM takes epsilon-SVR in LIBSVM's two-variable form, not with a tube",
+        ));
+    }
     let (tol, max_iter, shrinking) = (run.tol, run.max_iter, run.shrinking);
     let start = Instant::now();
     let n = problem.n();
@@ -1635,6 +1641,7 @@ mod tests {
                 diag: vec![1.0; n],
                 start: Some(start.clone()),
                 sum_per_label: true,
+                tube: None,
             };
             let f = |a: &[f64]| {
                 let quad: f64 = (0..n)

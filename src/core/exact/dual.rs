@@ -31,6 +31,13 @@ pub struct DualProblem {
     /// rule and the shrinking take each label's m - M, and rho comes with the sum's
     /// multiplier r (`DualSolution::r`).
     pub sum_per_label: bool,
+    /// Some(epsilon): epsilon-SVR with one variable per data row (Shevade, Keerthi,
+    /// Bhattacharyya & Murthy, IEEE TNN 2000), not LIBSVM's two: beta_t = a_t - a_t* in
+    /// [-C_t, C_t] (y_t = +1), the objective 1/2 beta^T K beta + p^T beta + epsilon |beta|_1.
+    /// A variable's two violations come from -G_t -+ epsilon by the sign of beta_t
+    /// (`DualState::up_value` / `low_value`), so scans, gradient updates and kernel rows run
+    /// over n entries where the two-variable form takes 2n.
+    pub tube: Option<f64>,
 }
 
 impl DualProblem {
@@ -44,6 +51,17 @@ impl DualProblem {
             diag,
             start: None,
             sum_per_label: false,
+            tube: None,
+        }
+    }
+
+    /// The lower bound of variable t: -C_t with a tube (beta), 0 otherwise.
+    #[inline]
+    fn lower(&self, t: usize) -> f64 {
+        if self.tube.is_some() {
+            -self.upper[t]
+        } else {
+            0.0
         }
     }
 
@@ -59,7 +77,8 @@ impl DualProblem {
             a.len() == n
                 && a.iter()
                     .zip(&self.upper)
-                    .all(|(&a, &c)| a.is_finite() && (0.0..=c).contains(&a))
+                    .enumerate()
+                    .all(|(t, (&a, &c))| a.is_finite() && (self.lower(t)..=c).contains(&a))
         });
         if self.p.len() != n || self.upper.len() != n || self.diag.len() != n || !start_ok {
             return Err(SvmError::invalid_input(
@@ -73,6 +92,13 @@ impl DualProblem {
             return Err(SvmError::invalid_input(
                 "the dual problem needs positive finite bounds, a finite linear term and labels +-1",
             ));
+        }
+        if let Some(eps) = self.tube {
+            if !(eps.is_finite() && eps >= 0.0) || self.sum_per_label || self.y.contains(&-1.0) {
+                return Err(SvmError::invalid_input(
+                    "a tube needs a finite epsilon >= 0, labels +1 and no sum per label",
+                ));
+            }
         }
         Ok(())
     }
@@ -101,6 +127,10 @@ pub struct DualState {
     pub grad_bar: Vec<f64>,
     /// `DualProblem::sum_per_label`.
     pub sum_per_label: bool,
+    /// `DualProblem::tube`: the variables are beta_t in [-C_t, C_t] with the term tube |beta_t|.
+    pub signed: bool,
+    /// epsilon of `DualProblem::tube`; 0 without one.
+    pub tube: f64,
 }
 
 /// The label index of y = +1 (0) and y = -1 (1) in per-label arrays.
@@ -120,10 +150,13 @@ impl DualState {
             diag,
             start,
             sum_per_label,
+            tube,
         } = problem;
         let n = y.len();
         DualState {
             sum_per_label,
+            signed: tube.is_some(),
+            tube: tube.unwrap_or(0.0),
             alpha: start.unwrap_or_else(|| vec![0.0; n]),
             grad: p.clone(),
             y,
@@ -182,21 +215,78 @@ impl DualState {
         self.y.len()
     }
 
+    /// The lower bound of a_t: -C_t for a signed variable, 0 otherwise.
+    #[inline]
+    pub fn lower(&self, t: usize) -> f64 {
+        if self.signed {
+            -self.upper[t]
+        } else {
+            0.0
+        }
+    }
+
     #[inline]
     pub fn in_up(&self, t: usize) -> bool {
-        if self.y[t] > 0.0 {
-            self.alpha[t] < self.upper[t]
+        if self.signed {
+            self.up_entry::<true>(t).is_some()
         } else {
-            self.alpha[t] > 0.0
+            self.up_entry::<false>(t).is_some()
         }
     }
 
     #[inline]
     pub fn in_low(&self, t: usize) -> bool {
-        if self.y[t] > 0.0 {
-            self.alpha[t] > 0.0
+        if self.signed {
+            self.low_entry::<true>(t).is_some()
         } else {
-            self.alpha[t] < self.upper[t]
+            self.low_entry::<false>(t).is_some()
+        }
+    }
+
+    /// Strictly inside the box and, with a tube, off its kink at 0: the variables whose
+    /// coefficient the gradient of shrunk positions needs (`shrinking::reconstruct_gradient`).
+    #[inline]
+    pub fn is_free(&self, t: usize) -> bool {
+        let a = self.alpha[t];
+        a > self.lower(t) && a < self.upper[t] && a != 0.0
+    }
+
+    /// What variable t adds to G_bar: C_t y_t at its upper bound, -C_t y_t at a signed lower
+    /// bound, 0 elsewhere.
+    #[inline]
+    pub fn bound_part(&self, t: usize, a: f64) -> f64 {
+        let c = self.upper[t];
+        if a >= c {
+            c * self.y[t]
+        } else if self.signed && a <= -c {
+            -c * self.y[t]
+        } else {
+            0.0
+        }
+    }
+
+    /// The violation value of t as a member of I_up: -y_t G_t, the descent per unit of a step
+    /// that raises y_t a_t (with a tube less epsilon at beta_t >= 0, plus it below 0).
+    #[inline]
+    pub fn up_value(&self, t: usize) -> f64 {
+        let v = -self.y[t] * self.grad[t];
+        match (self.signed, self.alpha[t] >= 0.0) {
+            (true, true) => v - self.tube,
+            (true, false) => v + self.tube,
+            (false, _) => v,
+        }
+    }
+
+    /// The violation value of t as a member of I_low: -y_t G_t (with a tube less epsilon at
+    /// beta_t > 0, plus it at or below 0). At beta_t = 0 the two values differ by 2 epsilon:
+    /// a data row inside the tube violates nothing.
+    #[inline]
+    pub fn low_value(&self, t: usize) -> f64 {
+        let v = -self.y[t] * self.grad[t];
+        match (self.signed, self.alpha[t] > 0.0) {
+            (true, true) => v - self.tube,
+            (true, false) => v + self.tube,
+            (false, _) => v,
         }
     }
 
@@ -220,17 +310,16 @@ impl DualState {
     pub fn extremes_by_label(&self) -> [(f64, f64); 2] {
         let mut out = [(f64::NEG_INFINITY, f64::INFINITY); 2];
         for t in 0..self.active {
-            let v = -self.y[t] * self.grad[t];
             let e = &mut out[if self.sum_per_label {
                 label_index(self.y[t])
             } else {
                 0
             }];
-            if self.in_up(t) && v > e.0 {
-                e.0 = v;
+            if self.in_up(t) {
+                e.0 = e.0.max(self.up_value(t));
             }
-            if self.in_low(t) && v < e.1 {
-                e.1 = v;
+            if self.in_low(t) {
+                e.1 = e.1.min(self.low_value(t));
             }
         }
         out
@@ -269,26 +358,35 @@ impl DualState {
             if label.is_some_and(|l| l != self.y[t]) {
                 continue;
             }
-            // One label's r is C-SVC's rule for y = +1 applied to G, whatever the label.
-            let (yg, y) = match label {
-                Some(_) => (self.grad[t], 1.0),
-                None => (self.y[t] * self.grad[t], self.y[t]),
-            };
-            if self.alpha[t] >= self.upper[t] {
-                if y < 0.0 {
-                    ub = ub.min(yg);
+            if label.is_some() {
+                // One label's r is C-SVC's rule for y = +1 applied to G, whatever the label.
+                let g = self.grad[t];
+                if self.alpha[t] >= self.upper[t] {
+                    lb = lb.max(g);
+                } else if self.alpha[t] <= 0.0 {
+                    ub = ub.min(g);
                 } else {
-                    lb = lb.max(yg);
+                    n_free += 1;
+                    sum_free += g;
                 }
-            } else if self.alpha[t] <= 0.0 {
-                if y > 0.0 {
-                    ub = ub.min(yg);
-                } else {
-                    lb = lb.max(yg);
+                continue;
+            }
+            // y_t G_t bounds rho from above where t can only rise in y a (I_up alone), from
+            // below where it can only fall (I_low alone); a tube's kink at 0 does both, by
+            // its two values.
+            match (self.in_up(t), self.in_low(t)) {
+                (true, true) if !(self.signed && self.alpha[t] == 0.0) => {
+                    n_free += 1;
+                    sum_free += -self.up_value(t);
                 }
-            } else {
-                n_free += 1;
-                sum_free += yg;
+                (up, low) => {
+                    if up {
+                        ub = ub.min(-self.up_value(t));
+                    }
+                    if low {
+                        lb = lb.max(-self.low_value(t));
+                    }
+                }
             }
         }
         if n_free > 0 {
@@ -298,19 +396,26 @@ impl DualState {
         }
     }
 
-    /// f(a) = 1/2 a^T Q a + p^T a = sum_i a_i (G_i + p_i) / 2 (LIBSVM's `obj`).
+    /// f(a) = 1/2 a^T Q a + p^T a = sum_i a_i (G_i + p_i) / 2 (LIBSVM's `obj`), plus
+    /// epsilon |a|_1 with a tube.
     pub fn objective(&self) -> f64 {
-        self.alpha
+        let quadratic = self
+            .alpha
             .iter()
             .zip(&self.grad)
             .zip(&self.p)
             .map(|((a, g), p)| a * (g + p))
             .sum::<f64>()
-            / 2.0
+            / 2.0;
+        if self.signed {
+            quadratic + self.tube * self.alpha.iter().map(|a| a.abs()).sum::<f64>()
+        } else {
+            quadratic
+        }
     }
 
     pub fn n_sv(&self) -> usize {
-        self.alpha.iter().filter(|&&a| a > 0.0).count()
+        self.alpha.iter().filter(|&&a| a != 0.0).count()
     }
 
     /// The i of WSS2: argmax over I_up of -y_t G_t (ties to the last index, as LIBSVM).
@@ -320,11 +425,66 @@ impl DualState {
 
     /// `select_i` among the variables of one label (None: all).
     pub fn select_i_of(&self, label: Option<f64>) -> Option<(usize, f64)> {
+        if self.signed {
+            self.select_i_in::<true>(label)
+        } else {
+            self.select_i_in::<false>(label)
+        }
+    }
+
+    /// t's value in I_up, None outside it; `TUBE` = `signed`, fixed per scan so the scans
+    /// over the box form keep their loop (`up_value` is the same without the type parameter).
+    #[inline(always)]
+    fn up_entry<const TUBE: bool>(&self, t: usize) -> Option<f64> {
+        let a = self.alpha[t];
+        if TUBE {
+            let v = -self.grad[t];
+            let v = if a >= 0.0 {
+                v - self.tube
+            } else {
+                v + self.tube
+            };
+            (a < self.upper[t]).then_some(v)
+        } else {
+            let inside = if self.y[t] > 0.0 {
+                a < self.upper[t]
+            } else {
+                a > 0.0
+            };
+            inside.then(|| -self.y[t] * self.grad[t])
+        }
+    }
+
+    /// t's value in I_low, None outside it (`up_entry`).
+    #[inline(always)]
+    fn low_entry<const TUBE: bool>(&self, t: usize) -> Option<f64> {
+        let a = self.alpha[t];
+        if TUBE {
+            let v = -self.grad[t];
+            let v = if a > 0.0 {
+                v - self.tube
+            } else {
+                v + self.tube
+            };
+            (a > -self.upper[t]).then_some(v)
+        } else {
+            let inside = if self.y[t] > 0.0 {
+                a > 0.0
+            } else {
+                a < self.upper[t]
+            };
+            inside.then(|| -self.y[t] * self.grad[t])
+        }
+    }
+
+    fn select_i_in<const TUBE: bool>(&self, label: Option<f64>) -> Option<(usize, f64)> {
         let mut best: Option<(usize, f64)> = None;
         let mut gmax = f64::NEG_INFINITY;
         for t in 0..self.active {
-            if self.in_up(t) && label.is_none_or(|l| l == self.y[t]) {
-                let v = -self.y[t] * self.grad[t];
+            if label.is_some_and(|l| l != self.y[t]) {
+                continue;
+            }
+            if let Some(v) = self.up_entry::<TUBE>(t) {
                 if v >= gmax {
                     gmax = v;
                     best = Some((t, v));
@@ -343,8 +503,22 @@ impl DualState {
     }
 
     /// `select_j` among the variables of one label (None: all), with the j's -b^2 / a.
-    #[allow(clippy::needless_range_loop)] // five arrays indexed by t
     pub fn select_j_of(
+        &self,
+        i: usize,
+        gmax: f64,
+        row_i: &[f32],
+        label: Option<f64>,
+    ) -> (Option<(usize, f64)>, f64) {
+        if self.signed {
+            self.select_j_in::<true>(i, gmax, row_i, label)
+        } else {
+            self.select_j_in::<false>(i, gmax, row_i, label)
+        }
+    }
+
+    #[allow(clippy::needless_range_loop)] // five arrays indexed by t
+    fn select_j_in<const TUBE: bool>(
         &self,
         i: usize,
         gmax: f64,
@@ -356,10 +530,13 @@ impl DualState {
         let mut best = None;
         let mut obj_min = f64::INFINITY;
         for t in 0..self.active {
-            if !self.in_low(t) || label.is_some_and(|l| l != self.y[t]) {
+            if label.is_some_and(|l| l != self.y[t]) {
                 continue;
             }
-            let yg = self.y[t] * self.grad[t];
+            let Some(v) = self.low_entry::<TUBE>(t) else {
+                continue;
+            };
+            let yg = -v;
             if yg >= gmax2 {
                 gmax2 = yg;
             }
@@ -381,6 +558,9 @@ impl DualState {
     /// prefix), then the gradient update G_k += y_k (y_i da_i K_ik + y_j da_j K_jk) over the active
     /// positions. Returns (da_i, da_j).
     pub fn smo_step(&mut self, i: usize, j: usize, row_i: &[f32], row_j: &[f32]) -> (f64, f64) {
+        if self.signed {
+            return self.tube_step(i, j, row_i, row_j);
+        }
         let (c_i, c_j) = (self.upper[i], self.upper[j]);
         let (yi, yj) = (self.y[i], self.y[j]);
         let k_ij = f64::from(row_i[j]);
@@ -452,6 +632,93 @@ impl DualState {
         }
         (di, dj)
     }
+
+    /// The pair step of a tube's variables, i from I_up and j from I_low: beta_i += d,
+    /// beta_j -= d with the d >= 0 that minimises the objective along the pair, then the
+    /// gradient update. Returns (d, -d).
+    fn tube_step(&mut self, i: usize, j: usize, row_i: &[f32], row_j: &[f32]) -> (f64, f64) {
+        let quad = self.diag[i] + self.diag[j] - 2.0 * f64::from(row_i[j]);
+        let (bi, bj) = (self.alpha[i], self.alpha[j]);
+        let (ci, cj) = (self.upper[i], self.upper[j]);
+        let (room_i, room_j) = (ci - bi, bj + cj);
+        let d = tube_pair_step(TubePair {
+            slope: self.low_value(j) - self.up_value(i),
+            quad: if quad > 0.0 { quad } else { TAU },
+            tube: self.tube,
+            beta_i: bi,
+            beta_j: bj,
+            room: room_i.min(room_j),
+        });
+        // A variable the step takes to its kink or its bound is set to it exactly: shrinking
+        // and G_bar compare with 0 and +-C.
+        self.alpha[i] = if d == room_i {
+            ci
+        } else if bi < 0.0 && d == -bi {
+            0.0
+        } else {
+            bi + d
+        };
+        self.alpha[j] = if d == room_j {
+            -cj
+        } else if bj > 0.0 && d == bj {
+            0.0
+        } else {
+            bj - d
+        };
+        let (di, dj) = (self.alpha[i] - bi, self.alpha[j] - bj);
+        let active = self.active;
+        for (g, (&ki, &kj)) in self.grad[..active].iter_mut().zip(row_i.iter().zip(row_j)) {
+            *g += di * f64::from(ki) + dj * f64::from(kj);
+        }
+        (di, dj)
+    }
+}
+
+/// One pair step of a tube (`DualState::tube_step`): the objective along beta_i + d,
+/// beta_j - d is slope d + quad d^2 / 2 plus the tube's kinks, each adding 2 epsilon to the
+/// slope where its variable crosses 0.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TubePair {
+    /// The objective's slope at d = 0+ (negative for a violating pair).
+    pub slope: f64,
+    /// Its curvature, > 0.
+    pub quad: f64,
+    pub tube: f64,
+    pub beta_i: f64,
+    pub beta_j: f64,
+    /// The largest d the boxes allow.
+    pub room: f64,
+}
+
+/// The minimiser over [0, room] of the convex piecewise quadratic `TubePair`: the kinks in
+/// order, stopping in the first piece whose own minimiser lies inside it (or at the kink that
+/// turns the slope positive).
+pub(crate) fn tube_pair_step(pair: TubePair) -> f64 {
+    let mut kinks = [f64::INFINITY; 2];
+    if pair.beta_i < 0.0 {
+        kinks[0] = -pair.beta_i;
+    }
+    if pair.beta_j > 0.0 {
+        kinks[1] = pair.beta_j;
+    }
+    if kinks[1] < kinks[0] {
+        kinks.swap(0, 1);
+    }
+    let mut slope = pair.slope;
+    let mut from = 0.0;
+    for kink in kinks {
+        let end = kink.min(pair.room);
+        let d = -slope / pair.quad;
+        if d <= end {
+            return d.max(from);
+        }
+        if kink >= pair.room {
+            return pair.room;
+        }
+        slope += 2.0 * pair.tube;
+        from = kink;
+    }
+    (-slope / pair.quad).clamp(from, pair.room)
 }
 
 /// What an exact solver run returns for one binary problem.
@@ -509,7 +776,7 @@ impl DualSolution {
     }
 
     pub fn n_sv(&self) -> usize {
-        self.alpha.iter().filter(|&&a| a > 0.0).count()
+        self.alpha.iter().filter(|&&a| a != 0.0).count()
     }
 }
 

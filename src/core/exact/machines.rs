@@ -160,7 +160,7 @@ impl ExactModel {
         let mut by_row: Vec<(usize, f64)> = rows
             .iter()
             .enumerate()
-            .filter(|&(t, _)| sol.alpha[t] > 0.0)
+            .filter(|&(t, _)| sol.alpha[t] != 0.0)
             .map(|(t, &i)| (i, sol.y[t] * sol.alpha[t]))
             .collect();
         by_row.sort_unstable_by_key(|&(i, _)| i);
@@ -378,6 +378,7 @@ fn pair_problem(
                 diag,
                 start: Some(start),
                 sum_per_label: true,
+                tube: None,
             }
         }
     }
@@ -669,6 +670,21 @@ pub(crate) fn train_regression<R: Rows>(
         }
     };
     let norms = from.norms(x, p.kernel)?;
+    let upper_of = |i: usize| box_bound(p.c, weights.map_or(1.0, |w| w[i]));
+    let diag_of = |i: usize| p.kernel.self_value(norms[i]);
+    if let (SvrFormulation::Epsilon(_), ExactSolver::Smo) = (formulation, p.solver) {
+        // One variable per data row (`DualProblem::tube`): beta = a - a*, p = -z.
+        let problem = DualProblem {
+            y: vec![1.0; n],
+            p: z.iter().map(|&v| -v).collect(),
+            upper: (0..n).map(upper_of).collect(),
+            diag: (0..n).map(diag_of).collect(),
+            start: None,
+            sum_per_label: false,
+            tube: Some(epsilon),
+        };
+        return fit_single(x, &norms, (0..n).collect(), problem, params, from, monitor);
+    }
     let rows: Vec<usize> = (0..n).chain(0..n).collect();
     let y: Vec<f64> = (0..2 * n).map(|t| if t < n { 1.0 } else { -1.0 }).collect();
     let lin: Vec<f64> = (0..2 * n)
@@ -680,14 +696,8 @@ pub(crate) fn train_regression<R: Rows>(
             }
         })
         .collect();
-    let upper: Vec<f64> = rows
-        .iter()
-        .map(|&i| box_bound(p.c, weights.map_or(1.0, |w| w[i])))
-        .collect();
-    let diag = rows
-        .iter()
-        .map(|&i| p.kernel.self_value(norms[i]))
-        .collect();
+    let upper: Vec<f64> = rows.iter().map(|&i| upper_of(i)).collect();
+    let diag = rows.iter().map(|&i| diag_of(i)).collect();
     let (start, sum_per_label) = match formulation {
         SvrFormulation::Epsilon(_) => (None, false),
         SvrFormulation::Nu(nu) => {
@@ -704,6 +714,7 @@ pub(crate) fn train_regression<R: Rows>(
         diag,
         start,
         sum_per_label,
+        tube: None,
     };
     fit_single(x, &norms, rows, problem, params, from, monitor)
 }
@@ -736,6 +747,7 @@ pub(crate) fn train_one_class<R: Rows>(
         diag,
         start: Some(start),
         sum_per_label: false,
+        tube: None,
     };
     fit_single(x, &norms, (0..n).collect(), problem, params, from, monitor)
 }

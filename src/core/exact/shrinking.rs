@@ -127,12 +127,13 @@ impl Shrinking {
         self.positions.clear();
         self.acc.clear();
         for &(t, old) in moved {
-            let c = state.upper[t];
-            let (was, is) = (old >= c, state.alpha[t] >= c);
+            let (was, is) = (
+                state.bound_part(t, old),
+                state.bound_part(t, state.alpha[t]),
+            );
             if was != is {
                 self.positions.push(t);
-                // C_t y_t, signed by entering (+) or leaving (-) the bound.
-                self.acc.push(if is { c } else { -c } * state.y[t]);
+                self.acc.push(is - was);
             }
         }
         if self.positions.is_empty() {
@@ -166,25 +167,19 @@ impl Shrinking {
             self.reconstruct_gradient(state, cache, reporter)?;
             state.active = state.n();
         }
+        // A variable at a bound (or a tube's kink) that cannot enter a violating pair: as an
+        // i its up value is below every low value, as a j its low value above every up value.
         let shrinkable = |state: &DualState, t: usize| -> bool {
-            let (a, c, y, g) = (state.alpha[t], state.upper[t], state.y[t], state.grad[t]);
-            let (m, big_m) = extremes[if per_label { label_index(y) } else { 0 }];
-            let (gmax1, gmax2) = (m, -big_m);
-            if a >= c {
-                if y > 0.0 {
-                    -g > gmax1
-                } else {
-                    -g > gmax2
-                }
-            } else if a <= 0.0 {
-                if y > 0.0 {
-                    g > gmax2
-                } else {
-                    g > gmax1
-                }
-            } else {
-                false
+            if state.is_free(t) {
+                return false;
             }
+            let (m, big_m) = extremes[if per_label {
+                label_index(state.y[t])
+            } else {
+                0
+            }];
+            (!state.in_up(t) || state.up_value(t) < big_m)
+                && (!state.in_low(t) || state.low_value(t) > m)
         };
         let mut active = state.active;
         let mut i = 0;
@@ -225,9 +220,8 @@ impl Shrinking {
             state.grad[t] = state.grad_bar[t] + state.p[t];
         }
         self.positions.clear();
-        self.positions.extend(
-            (0..active).filter(|&s| state.alpha[s] > 0.0 && state.alpha[s] < state.upper[s]),
-        );
+        self.positions
+            .extend((0..active).filter(|&s| state.is_free(s)));
         let n_free = self.positions.len();
         if n_free == 0 {
             return Ok(());
@@ -237,7 +231,7 @@ impl Shrinking {
             // Rows of the shrunk variables, their active prefix: G_t += y_t sum_s a_s y_s K_ts.
             self.acc.clear();
             self.acc.extend((0..active).map(|s| {
-                if state.alpha[s] > 0.0 && state.alpha[s] < state.upper[s] {
+                if state.is_free(s) {
                     state.alpha[s] * state.y[s]
                 } else {
                     0.0

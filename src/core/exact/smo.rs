@@ -7,7 +7,11 @@
 //! Q_ts = y_t y_s K_ts, y_t = +-1, started from a feasible a0 (0 unless given). C-SVC, epsilon-SVR
 //! and one-class SVM are small builders of it (`solvers::kernel_svc`): C-SVC p = -e, a0 = 0, C_t = C
 //! times the row's weight; SVR 2n variables over n rows; one-class p = 0, y = e, a0 summing to
-//! nu n. The gradient is G = Q a + p (G = p at a = 0).
+//! nu n. The gradient is G = Q a + p (G = p at a = 0). epsilon-SVR has a second form,
+//! `DualProblem::tube`: one signed variable per data row, whose membership of I_up / I_low and
+//! violation values come from `DualState::up_value` / `low_value` and whose pair step walks
+//! through the kink at 0 (`DualState::tube_step`); SMO solves that form (lowbwt: half the kernel
+//! values, 8.4 s against 16.2 s in two variables per row), ALFPGM still the two-variable one.
 //! I_up = {t: a_t < C_t, y_t = +1} u {t: a_t > 0, y_t = -1},  I_low = {t: a_t < C_t, y_t = -1} u
 //! {t: a_t > 0, y_t = +1};  m(a) = max_{I_up} -y_t G_t,  M(a) = min_{I_low} -y_t G_t. The run stops
 //! when m(a) - M(a) < tol (LIBSVM's `Gmax + Gmax2 < eps`), or at the iteration cap, which is
@@ -117,8 +121,8 @@ pub(crate) fn start_state<R: Rows>(
     let shrinker = Shrinking::new(shrinking, &mut state);
     let keeps_bar = !state.grad_bar.is_empty();
     let part = |t: usize| {
-        let bar = if keeps_bar && state.alpha[t] >= state.upper[t] {
-            state.upper[t] * state.y[t]
+        let bar = if keeps_bar {
+            state.bound_part(t, state.alpha[t])
         } else {
             0.0
         };
@@ -131,7 +135,7 @@ pub(crate) fn start_state<R: Rows>(
         })
     };
     let nonzero: Vec<usize> = (0..state.n())
-        .filter(|&t| state.alpha[t] > 0.0 && !cancels(t))
+        .filter(|&t| state.alpha[t] != 0.0 && !cancels(t))
         .collect();
     let (coef, bar): (Vec<f64>, Vec<f64>) = nonzero.iter().map(|&t| part(t)).unzip();
     let size = START_BATCH.min(cache.capacity()).max(1);
@@ -453,6 +457,152 @@ pub(crate) mod tests {
         assert!(ya.abs() < 1e-12);
     }
 
+    /// The tube's pair step against the objective along the pair evaluated on a fine grid and
+    /// refined by ternary search: kinks before, inside and beyond the box, both orders, a
+    /// curvature small enough to run to the bound.
+    #[test]
+    fn a_tube_pair_step_minimises_the_objective_along_the_pair() {
+        use crate::core::exact::dual::{tube_pair_step, TubePair};
+        let mut rng = Rng::new(19);
+        for trial in 0..2_000 {
+            let c = [0.5, 1.0, 4.0][trial % 3];
+            let tube = [0.0, 0.05, 0.4][(trial / 3) % 3];
+            let pick = |rng: &mut Rng| match rng.below(4) {
+                0 => 0.0,
+                1 => c,
+                2 => -c,
+                _ => (rng.next_f64() * 2.0 - 1.0) * c,
+            };
+            let (bi, bj) = (pick(&mut rng), pick(&mut rng));
+            let room = (c - bi).min(bj + c);
+            if room <= 0.0 {
+                continue;
+            }
+            let g = (rng.next_f64() * 2.0 - 1.0) * 3.0;
+            let quad = [1e-3, 0.5, 2.0][rng.below(3)];
+            // phi(d) with the smooth part's slope g at d = 0.
+            let phi =
+                |d: f64| g * d + quad * d * d / 2.0 + tube * ((bi + d).abs() + (bj - d).abs());
+            let up = if bi >= 0.0 { tube } else { -tube };
+            let low = if bj > 0.0 { -tube } else { tube };
+            let slope = g + up + low;
+            if slope >= 0.0 {
+                continue; // not a violating pair: the solvers never step it
+            }
+            let d = tube_pair_step(TubePair {
+                slope,
+                quad,
+                tube,
+                beta_i: bi,
+                beta_j: bj,
+                room,
+            });
+            assert!(
+                (0.0..=room).contains(&d),
+                "trial {trial}: d {d} outside [0, {room}]"
+            );
+            let (mut lo, mut hi) = (0.0, room);
+            let best_grid = (0..=2_000)
+                .map(|k| room * k as f64 / 2_000.0)
+                .min_by(|a, b| phi(*a).total_cmp(&phi(*b)))
+                .unwrap();
+            lo = (best_grid - room / 2_000.0).max(lo);
+            hi = (best_grid + room / 2_000.0).min(hi);
+            for _ in 0..200 {
+                let (m1, m2) = (lo + (hi - lo) / 3.0, hi - (hi - lo) / 3.0);
+                if phi(m1) <= phi(m2) {
+                    hi = m2;
+                } else {
+                    lo = m1;
+                }
+            }
+            let brute = phi((lo + hi) / 2.0);
+            assert!(
+                phi(d) <= brute + 1e-9 * (1.0 + brute.abs()),
+                "trial {trial}: phi({d}) = {} above the search's {brute} (bi {bi}, bj {bj}, \
+                 g {g}, quad {quad}, tube {tube}, room {room})",
+                phi(d)
+            );
+        }
+    }
+
+    /// epsilon-SVR with a tube (one variable per row) and in LIBSVM's two-variable form reach
+    /// the same optimum: objective, beta = a - a*, rho; shrinking off, often and LIBSVM's;
+    /// rows weighted or not.
+    #[test]
+    #[allow(clippy::needless_range_loop)] // beta, a, a* and C indexed by row
+    fn a_tube_reaches_the_two_variable_optimum() {
+        use crate::core::data::rows::SubsetRows;
+        let mut rng = Rng::new(23);
+        for trial in 0..18 {
+            let (n, d) = (20 + rng.below(60), 1 + rng.below(3));
+            let (xs, _) = problem(n, d, 300 + trial as u64);
+            let z: Vec<f64> = (0..n)
+                .map(|i| (2.0 * xs[i * d]).sin() + 0.2 * (rng.next_f64() - 0.5))
+                .collect();
+            let eps = [0.0, 0.05, 0.2][trial % 3];
+            let c = bounds(n, [0.3, 3.0][(trial / 3) % 2], trial % 2 == 1, trial as u64);
+            let shrinking = [None, Some(3), Some(0)][(trial / 6) % 3];
+            let gamma = 1.3;
+            let run = ExactRun {
+                tol: 1e-7,
+                max_iter: 1_000_000,
+                shrinking,
+            };
+            let x = DenseView::new(&xs, n, d).unwrap();
+            let one = DualProblem {
+                y: vec![1.0; n],
+                p: z.iter().map(|v| -v).collect(),
+                upper: c.clone(),
+                diag: vec![1.0; n],
+                start: None,
+                sum_per_label: false,
+                tube: Some(eps),
+            };
+            let mut cache = KernelRowCache::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
+            let tube = quietly(|rep| solve_smo(&mut cache, one, &run, rep)).unwrap();
+            let twice: Vec<usize> = (0..n).chain(0..n).collect();
+            let sub = SubsetRows::new(&x, &twice).unwrap();
+            let two = DualProblem {
+                y: (0..2 * n).map(|t| if t < n { 1.0 } else { -1.0 }).collect(),
+                p: (0..2 * n)
+                    .map(|t| if t < n { eps - z[t] } else { eps + z[t - n] })
+                    .collect(),
+                upper: [&c[..], &c[..]].concat(),
+                diag: vec![1.0; 2 * n],
+                start: None,
+                sum_per_label: false,
+                tube: None,
+            };
+            let mut cache = KernelRowCache::new(&sub, Kernel::rbf(gamma), 1 << 20).unwrap();
+            let pair = quietly(|rep| solve_smo(&mut cache, two, &run, rep)).unwrap();
+            assert!(tube.converged && pair.converged);
+            let scale = 1.0 + pair.objective.abs();
+            assert!(
+                (tube.objective - pair.objective).abs() < 1e-6 * scale,
+                "trial {trial}: objective {} vs {}",
+                tube.objective,
+                pair.objective
+            );
+            assert!(tube.alpha.iter().sum::<f64>().abs() < 1e-9);
+            for i in 0..n {
+                let beta = pair.alpha[i] - pair.alpha[n + i];
+                assert!(
+                    (tube.alpha[i] - beta).abs() < 2e-3 * c[i],
+                    "trial {trial}, row {i}: beta {} vs {beta}",
+                    tube.alpha[i]
+                );
+                assert!(tube.alpha[i].abs() <= c[i]);
+            }
+            assert!(
+                (tube.rho - pair.rho).abs() < 1e-3,
+                "trial {trial}: rho {} vs {}",
+                tube.rho,
+                pair.rho
+            );
+        }
+    }
+
     /// SVR's twins: a start with a_i = a_i* (nu-SVR's) on some rows, one twin alone or unequal
     /// on others, at the bound or below it. The gradient and G_bar are the sums written out,
     /// and the rows whose twins cancel are never requested: with only cancelling rows in the
@@ -496,6 +646,7 @@ pub(crate) mod tests {
                 diag: vec![1.0; 2 * n],
                 start: Some(a0.clone()),
                 sum_per_label: true,
+                tube: None,
             };
             let mut cache = KernelRowCache::new(&sub, Kernel::rbf(gamma), 1 << 20).unwrap();
             let (state, _) = quietly(|rep| start_state(&mut cache, problem, Some(0), rep)).unwrap();
