@@ -20,8 +20,7 @@ _Regressor = TypeVar("_Regressor", bound="ExactRegressor")
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class ExactRegressor(RegressorMixin, SingleOutputMachine):
-    """What ``KernelSVR`` and ``KernelNuSVR`` share: C, the cache of two variables per row, the
-    fit and the predictions. A subclass adds its problem's parameter (epsilon or nu) and names
+    """What ``KernelSVR`` and ``KernelNuSVR`` share: C, the cache, the fit and the predictions. A subclass adds its problem's parameter (epsilon or nu) and names
     its problem."""
 
     C: float = 1.0
@@ -62,12 +61,12 @@ class KernelSVR(ExactRegressor):
     """Exact epsilon-support vector regression with any of SVR's kernels.
 
     Solves scikit-learn's ``SVR`` problem (LIBSVM's epsilon-SVR) to the tolerance ``tol`` on
-    the maximal KKT violation: the dual in 2n variables a, a* (LIBSVM's form, one kernel row
-    serving both variables of a row), min 1/2 (a - a*)^T K (a - a*) + epsilon sum (a + a*)
-    - y^T (a - a*) subject to sum (a - a*) = 0 and 0 <= a, a* <= C, by the same engine as
-    ``KernelSVC``: ALFPGM (``solver='alfpgm'``, several pairs of variables per step, kernel rows
-    computed in parallel) or LIBSVM's SMO (``solver='smo'``), both with shrinking and the
-    kernel-row cache.
+    the maximal KKT violation. LIBSVM's dual has 2n variables a, a*; this one has one per row,
+    beta = a - a* (Shevade et al., IEEE TNN 2000): min 1/2 beta^T K beta + epsilon |beta|_1
+    - y^T beta subject to sum beta = 0 and -C <= beta <= C, the same optimum with half the
+    scans, gradient updates and kernel values. Solved by the same engine as ``KernelSVC``:
+    ALFPGM (``solver='alfpgm'``, several pairs of variables per step, kernel rows computed in
+    parallel) or LIBSVM's SMO (``solver='smo'``), both with shrinking and the kernel-row cache.
 
     Parameters
     ----------
@@ -79,15 +78,14 @@ class KernelSVR(ExactRegressor):
     tol : float, default=1e-3
         Stop when the maximal KKT violation m(a) - M(a) < tol (SVR's ``tol``).
     C : float, default=1.0
-        Upper bound of a_i and a_i* (times the row's sample weight).
+        Bound of |beta_i| (times the row's sample weight).
     epsilon : float, default=0.1
         Half-width of the tube in which errors cost nothing.
     shrinking : bool, default=True
     cache_size : float, default=800
-        Kernel-row cache in MB. The dual has two variables per row and the cache holds a row
-        of 2n float32 values per variable, so a row of the data takes four times LIBSVM's
-        space here: 800 MB hold as many of them as SVR's default 200 MB (fried, 32,614 rows:
-        34 s at 200 MB, 25 s at 1,000 MB). Memory is only taken as rows are computed.
+        Kernel-row cache in MB, n float32 values per cached row (``KernelNuSVR``'s dual keeps
+        two variables per row, each with a row of 2n values: its 800 MB hold what SVR's 200 MB
+        hold). Memory is only taken as rows are computed.
     verbose : bool, default=False
         Print a progress line about every second and when the fit ends.
     max_iter : int, default=-1

@@ -4,7 +4,11 @@
 //!
 //! The problem is `smo.rs`'s (`DualProblem`: min 1/2 a^T Q a + p^T a, y^T a fixed, a box per
 //! variable; C-SVC, SVR and one-class are its instances), with the same gradient, index sets,
-//! stopping rule m(a) - M(a) < tol and bias.
+//! stopping rule m(a) - M(a) < tol and bias. With a tube (epsilon-SVR, one signed variable per
+//! data row) the candidates carry their up and low values (`DualState::up_value` /
+//! `low_value`), the look-ahead and the subproblem's SMO step through the kinks at 0
+//! (`tube_pair_step`), and the subproblem is always solved by SMO (the augmented Lagrangian's
+//! FISTA has no term for epsilon |a|_1).
 //!
 //! One decomposition step:
 //! 1. **pWSS.** Up to p pairs (i, j) by repeated second-order selection. Candidates: the 4p
@@ -61,7 +65,8 @@ use crate::core::common::error::{Result, SvmError};
 use crate::core::common::parallel;
 use crate::core::data::rows::Rows;
 use crate::core::exact::dual::{
-    label_index, DualProblem, DualSolution, DualState, ExactRun, Reporter, TAU,
+    label_index, tube_pair_step, DualProblem, DualSolution, DualState, ExactRun, Reporter,
+    TubePair, TAU,
 };
 use crate::core::exact::smo::{select_pair, start_state};
 use crate::core::kernels::kernel_cache::{row_blocks, KernelRowCache, ROW_BLOCK};
@@ -332,6 +337,8 @@ struct Work {
     moved: Vec<(usize, f64)>,
     /// I_up / I_low membership within the working set (the SMO subproblem solver).
     sub_smo: LocalSmoScratch,
+    /// With a tube, a_B before the step (where the subproblem's kinks sit).
+    base: Vec<f64>,
 }
 
 impl Work {
@@ -364,6 +371,7 @@ impl Work {
             coef: Vec::with_capacity(m),
             moved: Vec::with_capacity(m),
             sub_smo: LocalSmoScratch::default(),
+            base: Vec::with_capacity(m),
         }
     }
 
@@ -390,12 +398,6 @@ pub fn solve_alfpgm<R: Rows>(
     reporter: &mut Reporter<'_, '_>,
 ) -> Result<DualSolution> {
     params.check()?;
-    if problem.tube.is_some() {
-        // Its pWSS, subproblem and repair work on the two-variable form (`DualProblem::tube`).
-        return Err(SvmError::invalid_input(
-            "ALFPGM takes epsilon-SVR in LIBSVM's two-variable form, not with a tube",
-        ));
-    }
     let (tol, max_iter, shrinking) = (run.tol, run.max_iter, run.shrinking);
     let start = Instant::now();
     let n = problem.n();
@@ -506,9 +508,9 @@ const LIMITED: u8 = 4;
 /// Index t's membership of I_up / I_low and whether the limiter holds it back; refreshed
 /// whenever a_t, its count or its last change move (only for the indices of a step).
 fn refresh_flags(state: &DualState, work: &mut Work, params: &AlfpgmParams, t: usize) {
-    let a = state.alpha[t];
     let c = state.upper[t];
-    let at_bound = a <= 0.0 || a >= c;
+    // At a bound or a tube's kink: where a variable stops for a while.
+    let at_bound = !state.is_free(t);
     let cnt = work.count[t];
     let limited = cnt >= params.max_alpha_opt
         || (cnt >= params.min_alpha_opt
@@ -531,6 +533,22 @@ fn scan_candidates(
     prev: (f64, f64),
     filtered: bool,
 ) -> (f64, f64) {
+    if state.signed {
+        scan_candidates_in::<true>(state, work, params, p, prev, filtered)
+    } else {
+        scan_candidates_in::<false>(state, work, params, p, prev, filtered)
+    }
+}
+
+/// `scan_candidates` with `TUBE` = `state.signed` (`DualState::up_entry`'s reason).
+fn scan_candidates_in<const TUBE: bool>(
+    state: &DualState,
+    work: &mut Work,
+    params: &AlfpgmParams,
+    p: usize,
+    prev: (f64, f64),
+    filtered: bool,
+) -> (f64, f64) {
     for (up, low) in work.up.iter_mut().zip(work.low.iter_mut()) {
         up.reset(4 * p);
         low.reset(params.candidates());
@@ -542,25 +560,37 @@ fn scan_candidates(
     let mut ext = [(f64::NEG_INFINITY, f64::INFINITY); 2];
     let per_label = usize::from(state.sum_per_label);
     let active = state.active;
-    for (t, ((&f, &y), &g)) in work.flags[..active]
+    let tube = state.tube;
+    for (t, (((&f, &y), &g), &a)) in work.flags[..active]
         .iter()
         .zip(&state.y)
         .zip(&state.grad)
+        .zip(&state.alpha)
         .enumerate()
     {
-        let v = -y * g;
+        // The values of t as an i (`DualState::up_value`) and as a j (`low_value`).
+        let (v_up, v_low) = if TUBE {
+            let v = -g;
+            (
+                if a >= 0.0 { v - tube } else { v + tube },
+                if a > 0.0 { v - tube } else { v + tube },
+            )
+        } else {
+            let v = -y * g;
+            (v, v)
+        };
         let label = label_index(y) & per_label;
         let e = &mut ext[label];
         if f & UP != 0 {
-            e.0 = e.0.max(v);
-            if f & skip == 0 || v - prev_low >= half {
-                work.up[label].push(-v, t as u32);
+            e.0 = e.0.max(v_up);
+            if f & skip == 0 || v_up - prev_low >= half {
+                work.up[label].push(-v_up, t as u32);
             }
         }
         if f & LOW != 0 {
-            e.1 = e.1.min(v);
-            if f & skip == 0 || prev_up - v >= half {
-                work.low[label].push(v, t as u32);
+            e.1 = e.1.min(v_low);
+            if f & skip == 0 || prev_up - v_low >= half {
+                work.low[label].push(v_low, t as u32);
             }
         }
     }
@@ -724,19 +754,31 @@ fn pick_pairs<R: Rows>(
         if pairs_i.len() == p {
             break;
         }
-        // The WSS2 step along (a_i += y_i s, a_j -= y_j s), clipped to the box.
+        // The WSS2 step along (a_i += y_i s, a_j -= y_j s), clipped to the box (with a tube,
+        // through its kinks).
         let room = |t: usize, up: bool| {
             let towards_c = (state.y[t] > 0.0) == up;
             if towards_c {
                 state.upper[t] - state.alpha[t]
             } else {
-                state.alpha[t]
+                state.alpha[t] - state.lower(t)
             }
         };
-        let step = (b_ij / a_ij)
-            .min(room(i, true))
-            .min(room(j, false))
-            .max(0.0);
+        let step = if state.signed {
+            tube_pair_step(TubePair {
+                slope: -b_ij,
+                quad: a_ij,
+                tube: state.tube,
+                beta_i: state.alpha[i],
+                beta_j: state.alpha[j],
+                room: room(i, true).min(room(j, false)).max(0.0),
+            })
+        } else {
+            (b_ij / a_ij)
+                .min(room(i, true))
+                .min(room(j, false))
+                .max(0.0)
+        };
         if step > 0.0 {
             let rows = cache.rows_prefix(&[i, j], active)?;
             let (ri, rj) = (rows.row(0), rows.row(1));
@@ -875,6 +917,7 @@ fn solve_subproblem(
         v,
         w,
         sub_smo,
+        base,
         ..
     } = work;
     for buf in [
@@ -891,19 +934,22 @@ fn solve_subproblem(
         let ya = state.y[ia];
         yb[a] = ya;
         g[a] = state.grad[ia];
-        lo[a] = -state.alpha[ia];
+        lo[a] = if state.signed {
+            state.lower(ia) - state.alpha[ia]
+        } else {
+            -state.alpha[ia]
+        };
         hi[a] = state.upper[ia] - state.alpha[ia];
         let row = rows.row(a);
         for (bb, &ib) in b.iter().enumerate() {
             q[a * m + bb] = ya * state.y[ib] * f64::from(row[ib]);
         }
         q[a * m + a] = state.diag[ia];
-        let va = -ya * g[a];
         if state.in_up(ia) {
-            up_max = up_max.max(va);
+            up_max = up_max.max(state.up_value(ia));
         }
         if state.in_low(ia) {
-            low_min = low_min.min(va);
+            low_min = low_min.min(state.low_value(ia));
         }
     }
     // Relative to the weakest selected pair: a tolerance relative to the strongest one let
@@ -917,8 +963,13 @@ fn solve_subproblem(
         work.min_violation.min(up_max - low_min)
     };
     let eps_in = (params.inner_tol_factor * tol).max(params.inner_rel * weakest);
-    // The augmented Lagrangian handles one equality: a sum per label takes the SMO subproblem.
-    if params.inner == InnerSolver::Smo || per_label {
+    // The augmented Lagrangian handles one equality and a box: a sum per label or a tube
+    // takes the SMO subproblem.
+    if params.inner == InnerSolver::Smo || per_label || state.signed {
+        base.clear();
+        if state.signed {
+            base.extend(b.iter().map(|&t| state.alpha[t]));
+        }
         let sub = LocalSmoInput {
             q,
             g,
@@ -929,6 +980,7 @@ fn solve_subproblem(
             eps: eps_in,
             per_label,
             max_steps,
+            tube: state.signed.then_some((&base[..], state.tube)),
         };
         let mut out = LocalSmoOutput {
             d,
@@ -937,13 +989,19 @@ fn solve_subproblem(
             scratch: sub_smo,
         };
         let steps = local_smo(simd::level(), sub, &mut out);
-        // phi(d) = 1/2 d^T Q d + g^T d = sum d (g + G_local) / 2, G_local = g + Q d.
-        let phi = d
+        // phi(d) = 1/2 d^T Q d + g^T d = sum d (g + G_local) / 2, G_local = g + Q d; with a
+        // tube plus its change of epsilon |a_B + d|_1.
+        let quadratic: f64 = d
             .iter()
             .zip(g.iter().zip(grad.iter()))
             .map(|(x, (g0, g1))| 0.5 * x * (g0 + g1))
             .sum();
-        return (phi, steps);
+        let kinks: f64 = base
+            .iter()
+            .zip(d.iter())
+            .map(|(a, x)| (a + x).abs() - a.abs())
+            .sum();
+        return (quadratic + state.tube * kinks, steps);
     }
     // lambda_max(Q_BB) by power iterations from the uniform vector (Q_BB is PSD).
     let mut vnorm = 1.0 / (m as f64).sqrt();
@@ -1081,6 +1139,9 @@ struct LocalSmoInput<'a> {
     per_label: bool,
     /// The most steps to take (what is left of the run's iterations).
     max_steps: u64,
+    /// With a tube (`DualProblem::tube`): a_B at d = 0 and epsilon; the subproblem adds
+    /// epsilon |a_B + d|_1 (labels all +1).
+    tube: Option<(&'a [f64], f64)>,
 }
 
 /// `local_smo`'s results (the step d, the gradient g + Q d, the violations) and scratch.
@@ -1141,6 +1202,7 @@ fn local_smo_body(sub: LocalSmoInput<'_>, out: &mut LocalSmoOutput<'_>) -> u64 {
         eps,
         per_label,
         max_steps,
+        tube,
     } = sub;
     let LocalSmoOutput {
         d,
@@ -1166,10 +1228,22 @@ fn local_smo_body(sub: LocalSmoInput<'_>, out: &mut LocalSmoOutput<'_>) -> u64 {
         };
         u8::from(up) * UP + u8::from(low) * LOW
     };
-    let penalties = |f: u8| -> (f64, f64) {
+    // With a tube the penalty of a member is its value's shift by the sign of a_t + d_t
+    // (`DualState::up_value` / `low_value`).
+    let penalties = |t: usize, f: u8, dt: f64| -> (f64, f64) {
+        let (up, low) = match tube {
+            Some((base, eps)) => {
+                let a = base[t] + dt;
+                (
+                    if a >= 0.0 { -eps } else { eps },
+                    if a > 0.0 { -eps } else { eps },
+                )
+            }
+            None => (0.0, 0.0),
+        };
         (
-            if f & UP != 0 { 0.0 } else { f64::NEG_INFINITY },
-            if f & LOW != 0 { 0.0 } else { f64::INFINITY },
+            if f & UP != 0 { up } else { f64::NEG_INFINITY },
+            if f & LOW != 0 { low } else { f64::INFINITY },
         )
     };
     let groups = if per_label { 2 } else { 1 };
@@ -1181,7 +1255,7 @@ fn local_smo_body(sub: LocalSmoInput<'_>, out: &mut LocalSmoOutput<'_>) -> u64 {
     low_pen.clear();
     low_pen.resize(groups * m, f64::INFINITY);
     for (t, &f) in sets.iter().enumerate() {
-        (up_pen[group(t) + t], low_pen[group(t) + t]) = penalties(f);
+        (up_pen[group(t) + t], low_pen[group(t) + t]) = penalties(t, f, 0.0);
     }
     obj.clear();
     obj.resize(m, f64::INFINITY);
@@ -1243,21 +1317,53 @@ fn local_smo_body(sub: LocalSmoInput<'_>, out: &mut LocalSmoOutput<'_>) -> u64 {
         } else {
             hi[j] - d[j]
         };
-        let step = (b / a).min(room_i).min(room_j);
-        if step <= 0.0 {
-            break;
-        }
         let (old_i, old_j) = (d[i], d[j]);
-        d[i] = match (step >= room_i, yi > 0.0) {
-            (true, true) => hi[i],
-            (true, false) => lo[i],
-            (false, _) => old_i + yi * step,
-        };
-        d[j] = match (step >= room_j, y[j] > 0.0) {
-            (true, true) => lo[j],
-            (true, false) => hi[j],
-            (false, _) => old_j - y[j] * step,
-        };
+        if let Some((base, eps)) = tube {
+            // b is the pair's up value less its low value: both with their penalties.
+            let b = vi + up_pen[i] - viol[j] - low_pen[j];
+            let (beta_i, beta_j) = (base[i] + old_i, base[j] + old_j);
+            let step = tube_pair_step(TubePair {
+                slope: -b,
+                quad: a,
+                tube: eps,
+                beta_i,
+                beta_j,
+                room: room_i.min(room_j),
+            });
+            if step <= 0.0 {
+                break;
+            }
+            // Landing on a bound or a kink exactly (`DualState::tube_step`).
+            d[i] = if step >= room_i {
+                hi[i]
+            } else if beta_i < 0.0 && step == -beta_i {
+                -base[i]
+            } else {
+                old_i + step
+            };
+            d[j] = if step >= room_j {
+                lo[j]
+            } else if beta_j > 0.0 && step == beta_j {
+                -base[j]
+            } else {
+                old_j - step
+            };
+        } else {
+            let step = (b / a).min(room_i).min(room_j);
+            if step <= 0.0 {
+                break;
+            }
+            d[i] = match (step >= room_i, yi > 0.0) {
+                (true, true) => hi[i],
+                (true, false) => lo[i],
+                (false, _) => old_i + yi * step,
+            };
+            d[j] = match (step >= room_j, y[j] > 0.0) {
+                (true, true) => lo[j],
+                (true, false) => hi[j],
+                (false, _) => old_j - y[j] * step,
+            };
+        }
         let (di, dj) = (d[i] - old_i, d[j] - old_j);
         let row_j = &q[j * m..(j + 1) * m];
         for ((((gk, vk), &yk), &qi), &qj) in gl
@@ -1272,7 +1378,7 @@ fn local_smo_body(sub: LocalSmoInput<'_>, out: &mut LocalSmoOutput<'_>) -> u64 {
         }
         for t in [i, j] {
             sets[t] = membership(t, d[t]);
-            (up_pen[group(t) + t], low_pen[group(t) + t]) = penalties(sets[t]);
+            (up_pen[group(t) + t], low_pen[group(t) + t]) = penalties(t, sets[t], d[t]);
         }
         steps += 1;
     }
@@ -1423,7 +1529,7 @@ fn apply_step(
         let new = if da >= work.hi[a] {
             state.upper[ia]
         } else if da <= work.lo[a] {
-            0.0
+            state.lower(ia)
         } else {
             old + da
         };
@@ -1781,6 +1887,108 @@ mod tests {
         assert!(sol.alpha.iter().all(|&a| (0.0..=100.0).contains(&a)));
     }
 
+    /// The working set's SMO on a tube's subproblem (min 1/2 b^T K b + p^T b + eps |b|_1 over
+    /// b = a_B + d, sum d = 0, the box [-C, C]) reaches the optimum the state's SMO finds from
+    /// the same start, at every SIMD level: kinks on both sides of 0, variables at both bounds.
+    #[test]
+    fn local_smo_solves_a_tube_subproblem() {
+        use crate::core::exact::smo::solve_smo;
+        let mut rng = Rng::new(31);
+        for trial in 0..30 {
+            let m = [2, 5, 9, 16, 33][trial % 5];
+            let (dim, gamma, c) = (3, 2.0, [0.5, 2.0][trial % 2]);
+            let eps = [0.0, 0.1, 0.5][(trial / 2) % 3];
+            let pts: Vec<f64> = (0..m * dim).map(|_| rng.next_f64()).collect();
+            let x = DenseView::new(&pts, m, dim).unwrap();
+            let mut cache = KernelRowCache::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
+            // Q from the cache's own f32 rows, as the solver reads them.
+            let all: Vec<usize> = (0..m).collect();
+            let q: Vec<f64> = {
+                let rows = cache.rows(&all).unwrap();
+                (0..m)
+                    .flat_map(|a| {
+                        rows.row(a)
+                            .iter()
+                            .map(|&v| f64::from(v))
+                            .collect::<Vec<_>>()
+                    })
+                    .collect()
+            };
+            let base: Vec<f64> = (0..m)
+                .map(|_| match rng.below(4) {
+                    0 => 0.0,
+                    1 => c,
+                    2 => -c,
+                    _ => (rng.next_f64() * 2.0 - 1.0) * c,
+                })
+                .collect();
+            let p: Vec<f64> = (0..m).map(|_| rng.next_f64() * 2.0 - 1.0).collect();
+            let objective = |b: &[f64]| -> f64 {
+                let mut f = 0.0;
+                for a in 0..m {
+                    let qb: f64 = (0..m).map(|k| q[a * m + k] * b[k]).sum();
+                    f += 0.5 * b[a] * qb + p[a] * b[a] + eps * b[a].abs();
+                }
+                f
+            };
+            // The gradient of the smooth part at the start, and the box of d.
+            let g: Vec<f64> = (0..m)
+                .map(|a| (0..m).map(|k| q[a * m + k] * base[k]).sum::<f64>() + p[a])
+                .collect();
+            let lo: Vec<f64> = base.iter().map(|b| -c - b).collect();
+            let hi: Vec<f64> = base.iter().map(|b| c - b).collect();
+            let y = vec![1.0; m];
+            let reference = {
+                let problem = DualProblem {
+                    y: y.clone(),
+                    p: p.clone(),
+                    upper: vec![c; m],
+                    diag: vec![1.0; m],
+                    start: Some(base.clone()),
+                    sum_per_label: false,
+                    tube: Some(eps),
+                };
+                let run = ExactRun {
+                    tol: 1e-9,
+                    max_iter: 1_000_000,
+                    shrinking: None,
+                };
+                quietly(|rep| solve_smo(&mut cache, problem, &run, rep)).unwrap()
+            };
+            for level in simd::levels_here() {
+                let (mut d, mut gl, mut viol) = (vec![0.0; m], vec![0.0; m], vec![0.0; m]);
+                let mut scratch = LocalSmoScratch::default();
+                let sub = LocalSmoInput {
+                    q: &q,
+                    g: &g,
+                    y: &y,
+                    lo: &lo,
+                    hi: &hi,
+                    m,
+                    eps: 1e-9,
+                    per_label: false,
+                    max_steps: u64::MAX,
+                    tube: Some((&base, eps)),
+                };
+                let mut out = LocalSmoOutput {
+                    d: &mut d,
+                    gl: &mut gl,
+                    viol: &mut viol,
+                    scratch: &mut scratch,
+                };
+                local_smo(level, sub, &mut out);
+                let b: Vec<f64> = base.iter().zip(&d).map(|(a, x)| a + x).collect();
+                assert!(d.iter().sum::<f64>().abs() < 1e-12, "trial {trial}: sum d");
+                assert!(b.iter().all(|v| v.abs() <= c), "trial {trial}: box");
+                let (f, f_ref) = (objective(&b), objective(&reference.alpha));
+                assert!(
+                    (f - f_ref).abs() < 1e-7 * (1.0 + f_ref.abs()),
+                    "trial {trial}, {level:?}: {f} vs the state's SMO {f_ref}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn local_smo_takes_the_same_steps_at_every_level() {
         // Random subproblems (Gram matrices of random points with labels folded in, the boxes
@@ -1830,6 +2038,7 @@ mod tests {
                     eps: 1e-6,
                     per_label: false,
                     max_steps: u64::MAX,
+                    tube: None,
                 };
                 let mut out = LocalSmoOutput {
                     d: &mut d,

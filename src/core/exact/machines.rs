@@ -623,15 +623,20 @@ pub enum SvrFormulation {
     Nu(f64),
 }
 
-/// epsilon-SVR (LIBSVM's `solve_epsilon_svr`), the kernel values from `from`: 2n variables, a_i (y = +1, p_i = epsilon - z_i)
-/// and a_i* (y = -1, p = epsilon + z_i) of row i, both bounded by C times the row's weight; both
-/// read row i's kernel row (the cache holds it once per variable). The model's coefficient of
-/// row i is a_i - a_i*; its prediction sum_i (a_i - a_i*) k(x_i, x) - rho.
+/// epsilon-SVR, the kernel values from `from`: one variable per data row, beta_i = a_i - a_i*
+/// in [-C_i, C_i] (C times the row's weight) with p = -z and the tube's term epsilon |beta|_1
+/// (`DualProblem::tube`: Shevade et al.'s form of LIBSVM's `solve_epsilon_svr`, whose 2n
+/// variables a_i, a_i* took twice the scans, gradient updates and kernel values: lowbwt's
+/// ALFPGM fit 5.8 -> 4.3 s, kernel values 1.28e9 -> 0.58e9). The model's coefficient of row i
+/// is beta_i; its prediction
+/// sum_i beta_i k(x_i, x) - rho.
 ///
-/// nu-SVR (LIBSVM's `solve_nu_svr`, scikit-learn's weighted form): the 2n variables of
-/// epsilon-SVR with p = (-z, z), a sum per label fixed to C nu sum w / 2
-/// (`DualProblem::sum_per_label`), started with a_i = a_i* filled in row order; the tube's
-/// epsilon is the solution's -r. The model's coefficient of row i is a_i - a_i*.
+/// nu-SVR (LIBSVM's `solve_nu_svr`, scikit-learn's weighted form): 2n variables, a_i (y = +1)
+/// and a_i* (y = -1) of row i with p = (-z, z), both bounded by C times the row's weight and
+/// reading row i's kernel row (the cache holds it once per variable), a sum per label fixed to
+/// C nu sum w / 2 (`DualProblem::sum_per_label`: not a constraint on beta alone), started with
+/// a_i = a_i* filled in row order; the tube's epsilon is the solution's -r. The model's
+/// coefficient of row i is a_i - a_i*.
 pub(crate) fn train_regression<R: Rows>(
     x: &R,
     z: &[f64],
@@ -672,7 +677,7 @@ pub(crate) fn train_regression<R: Rows>(
     let norms = from.norms(x, p.kernel)?;
     let upper_of = |i: usize| box_bound(p.c, weights.map_or(1.0, |w| w[i]));
     let diag_of = |i: usize| p.kernel.self_value(norms[i]);
-    if let (SvrFormulation::Epsilon(_), ExactSolver::Smo) = (formulation, p.solver) {
+    if let SvrFormulation::Epsilon(_) = formulation {
         // One variable per data row (`DualProblem::tube`): beta = a - a*, p = -z.
         let problem = DualProblem {
             y: vec![1.0; n],

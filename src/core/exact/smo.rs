@@ -10,8 +10,8 @@
 //! nu n. The gradient is G = Q a + p (G = p at a = 0). epsilon-SVR has a second form,
 //! `DualProblem::tube`: one signed variable per data row, whose membership of I_up / I_low and
 //! violation values come from `DualState::up_value` / `low_value` and whose pair step walks
-//! through the kink at 0 (`DualState::tube_step`); SMO solves that form (lowbwt: half the kernel
-//! values, 8.4 s against 16.2 s in two variables per row), ALFPGM still the two-variable one.
+//! through the kink at 0 (`DualState::tube_step`); both solvers take it for epsilon-SVR (SMO on
+//! lowbwt: half the kernel values, 8.4 s against 16.2 s in two variables per row).
 //! I_up = {t: a_t < C_t, y_t = +1} u {t: a_t > 0, y_t = -1},  I_low = {t: a_t < C_t, y_t = -1} u
 //! {t: a_t > 0, y_t = +1};  m(a) = max_{I_up} -y_t G_t,  M(a) = min_{I_low} -y_t G_t. The run stops
 //! when m(a) - M(a) < tol (LIBSVM's `Gmax + Gmax2 < eps`), or at the iteration cap, which is
@@ -526,13 +526,14 @@ pub(crate) mod tests {
         }
     }
 
-    /// epsilon-SVR with a tube (one variable per row) and in LIBSVM's two-variable form reach
-    /// the same optimum: objective, beta = a - a*, rho; shrinking off, often and LIBSVM's;
-    /// rows weighted or not.
+    /// epsilon-SVR with a tube (one variable per row; SMO and ALFPGM) and in LIBSVM's
+    /// two-variable form (SMO) reach the same optimum: objective, beta = a - a*, rho;
+    /// shrinking off, often and LIBSVM's; rows weighted or not.
     #[test]
     #[allow(clippy::needless_range_loop)] // beta, a, a* and C indexed by row
     fn a_tube_reaches_the_two_variable_optimum() {
         use crate::core::data::rows::SubsetRows;
+        use crate::core::exact::alfpgm::{solve_alfpgm, AlfpgmParams};
         let mut rng = Rng::new(23);
         for trial in 0..18 {
             let (n, d) = (20 + rng.below(60), 1 + rng.below(3));
@@ -560,7 +561,15 @@ pub(crate) mod tests {
                 tube: Some(eps),
             };
             let mut cache = KernelRowCache::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
-            let tube = quietly(|rep| solve_smo(&mut cache, one, &run, rep)).unwrap();
+            let tube = quietly(|rep| solve_smo(&mut cache, one.clone(), &run, rep)).unwrap();
+            // ALFPGM on the tube: working sets of up to 4 pairs, its subproblem's SMO through
+            // the kinks.
+            let params = AlfpgmParams {
+                n_pairs: 4,
+                ..Default::default()
+            };
+            let mut cache = KernelRowCache::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
+            let multi = quietly(|rep| solve_alfpgm(&mut cache, one, &run, &params, rep)).unwrap();
             let twice: Vec<usize> = (0..n).chain(0..n).collect();
             let sub = SubsetRows::new(&x, &twice).unwrap();
             let two = DualProblem {
@@ -576,7 +585,8 @@ pub(crate) mod tests {
             };
             let mut cache = KernelRowCache::new(&sub, Kernel::rbf(gamma), 1 << 20).unwrap();
             let pair = quietly(|rep| solve_smo(&mut cache, two, &run, rep)).unwrap();
-            assert!(tube.converged && pair.converged);
+            assert!(tube.converged && pair.converged && multi.converged);
+            assert!(multi.working_sets > 0);
             let scale = 1.0 + pair.objective.abs();
             assert!(
                 (tube.objective - pair.objective).abs() < 1e-6 * scale,
@@ -584,22 +594,30 @@ pub(crate) mod tests {
                 tube.objective,
                 pair.objective
             );
-            assert!(tube.alpha.iter().sum::<f64>().abs() < 1e-9);
-            for i in 0..n {
-                let beta = pair.alpha[i] - pair.alpha[n + i];
+            for sol in [&tube, &multi] {
                 assert!(
-                    (tube.alpha[i] - beta).abs() < 2e-3 * c[i],
-                    "trial {trial}, row {i}: beta {} vs {beta}",
-                    tube.alpha[i]
+                    (sol.objective - pair.objective).abs() < 1e-6 * scale,
+                    "trial {trial}: objective {} vs {}",
+                    sol.objective,
+                    pair.objective
                 );
-                assert!(tube.alpha[i].abs() <= c[i]);
+                assert!(sol.alpha.iter().sum::<f64>().abs() < 1e-9);
+                for i in 0..n {
+                    let beta = pair.alpha[i] - pair.alpha[n + i];
+                    assert!(
+                        (sol.alpha[i] - beta).abs() < 2e-3 * c[i],
+                        "trial {trial}, row {i}: beta {} vs {beta}",
+                        sol.alpha[i]
+                    );
+                    assert!(sol.alpha[i].abs() <= c[i]);
+                }
+                assert!(
+                    (sol.rho - pair.rho).abs() < 1e-3,
+                    "trial {trial}: rho {} vs {}",
+                    sol.rho,
+                    pair.rho
+                );
             }
-            assert!(
-                (tube.rho - pair.rho).abs() < 1e-3,
-                "trial {trial}: rho {} vs {}",
-                tube.rho,
-                pair.rho
-            );
         }
     }
 
