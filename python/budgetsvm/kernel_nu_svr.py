@@ -28,7 +28,10 @@ class KernelNuSVR(ExactRegressor):
         In (0, 1].
     C : float, default=1.0
         Upper bound of a_i and a_i* (times the row's sample weight); inf is allowed.
-    kernel, degree, gamma, coef0, tol, shrinking, cache_size, verbose, max_iter, solver, n_jobs, solver_options
+    cache_size : float, default=800
+        Kernel-row cache in MB. The dual has two variables per row, each cached with a row of
+        2n float32 values: 800 MB hold as many data rows as ``KernelSVR``'s 200 MB.
+    kernel, degree, gamma, coef0, tol, shrinking, verbose, max_iter, solver, n_jobs, solver_options
         As ``KernelSVR``'s (nu problems always solve ALFPGM's working sets by SMO).
 
     Attributes
