@@ -65,8 +65,8 @@ use crate::core::common::error::{Result, SvmError};
 use crate::core::common::parallel;
 use crate::core::data::rows::Rows;
 use crate::core::exact::dual::{
-    label_index, tube_pair_step, DualProblem, DualSolution, DualState, ExactRun, Reporter,
-    TubePair, TAU,
+    label_index, tube_pair_step, tube_shifts, DualProblem, DualSolution, DualState, ExactRun,
+    Reporter, TubePair, TAU,
 };
 use crate::core::exact::smo::{select_pair, start_state};
 use crate::core::kernels::kernel_cache::{row_blocks, KernelRowCache, ROW_BLOCK};
@@ -570,11 +570,8 @@ fn scan_candidates_in<const TUBE: bool>(
     {
         // The values of t as an i (`DualState::up_value`) and as a j (`low_value`).
         let (v_up, v_low) = if TUBE {
-            let v = -g;
-            (
-                if a >= 0.0 { v - tube } else { v + tube },
-                if a > 0.0 { v - tube } else { v + tube },
-            )
+            let (up, low) = tube_shifts(a, tube);
+            (-g + up, -g + low)
         } else {
             let v = -y * g;
             (v, v)
@@ -1232,13 +1229,7 @@ fn local_smo_body(sub: LocalSmoInput<'_>, out: &mut LocalSmoOutput<'_>) -> u64 {
     // (`DualState::up_value` / `low_value`).
     let penalties = |t: usize, f: u8, dt: f64| -> (f64, f64) {
         let (up, low) = match tube {
-            Some((base, eps)) => {
-                let a = base[t] + dt;
-                (
-                    if a >= 0.0 { -eps } else { eps },
-                    if a > 0.0 { -eps } else { eps },
-                )
-            }
+            Some((base, eps)) => tube_shifts(base[t] + dt, eps),
             None => (0.0, 0.0),
         };
         (

@@ -122,8 +122,8 @@ pub struct DualState {
     pub active: usize,
     /// Position -> the variable's index in the problem as given (shrinking permutes positions).
     pub index: Vec<u32>,
-    /// G_bar_t = sum over the variables s at their upper bound of C_s Q_ts (LIBSVM's G_bar);
-    /// empty when not shrinking.
+    /// G_bar_t = sum over the variables s at their upper bound of C_s Q_ts (LIBSVM's G_bar;
+    /// with a tube, at -C_s too: `bound_part`); empty when not shrinking.
     pub grad_bar: Vec<f64>,
     /// `DualProblem::sum_per_label`.
     pub sum_per_label: bool,
@@ -270,10 +270,10 @@ impl DualState {
     #[inline]
     pub fn up_value(&self, t: usize) -> f64 {
         let v = -self.y[t] * self.grad[t];
-        match (self.signed, self.alpha[t] >= 0.0) {
-            (true, true) => v - self.tube,
-            (true, false) => v + self.tube,
-            (false, _) => v,
+        if self.signed {
+            v + tube_shifts(self.alpha[t], self.tube).0
+        } else {
+            v
         }
     }
 
@@ -283,10 +283,10 @@ impl DualState {
     #[inline]
     pub fn low_value(&self, t: usize) -> f64 {
         let v = -self.y[t] * self.grad[t];
-        match (self.signed, self.alpha[t] > 0.0) {
-            (true, true) => v - self.tube,
-            (true, false) => v + self.tube,
-            (false, _) => v,
+        if self.signed {
+            v + tube_shifts(self.alpha[t], self.tube).1
+        } else {
+            v
         }
     }
 
@@ -438,12 +438,7 @@ impl DualState {
     fn up_entry<const TUBE: bool>(&self, t: usize) -> Option<f64> {
         let a = self.alpha[t];
         if TUBE {
-            let v = -self.grad[t];
-            let v = if a >= 0.0 {
-                v - self.tube
-            } else {
-                v + self.tube
-            };
+            let v = -self.grad[t] + tube_shifts(a, self.tube).0;
             (a < self.upper[t]).then_some(v)
         } else {
             let inside = if self.y[t] > 0.0 {
@@ -460,12 +455,7 @@ impl DualState {
     fn low_entry<const TUBE: bool>(&self, t: usize) -> Option<f64> {
         let a = self.alpha[t];
         if TUBE {
-            let v = -self.grad[t];
-            let v = if a > 0.0 {
-                v - self.tube
-            } else {
-                v + self.tube
-            };
+            let v = -self.grad[t] + tube_shifts(a, self.tube).1;
             (a > -self.upper[t]).then_some(v)
         } else {
             let inside = if self.y[t] > 0.0 {
@@ -672,6 +662,17 @@ impl DualState {
         }
         (di, dj)
     }
+}
+
+/// A tube's shift of a variable's value at beta_t = a: (as an i, as a j). Raising beta costs
+/// epsilon from 0 up and saves it below 0; lowering it saves epsilon above 0 and costs it from
+/// 0 down, so a row inside the tube (beta = 0) has values 2 epsilon apart.
+#[inline(always)]
+pub(crate) fn tube_shifts(a: f64, tube: f64) -> (f64, f64) {
+    (
+        if a >= 0.0 { -tube } else { tube },
+        if a > 0.0 { -tube } else { tube },
+    )
 }
 
 /// One pair step of a tube (`DualState::tube_step`): the objective along beta_i + d,

@@ -628,8 +628,7 @@ pub enum SvrFormulation {
 /// (`DualProblem::tube`: Shevade et al.'s form of LIBSVM's `solve_epsilon_svr`, whose 2n
 /// variables a_i, a_i* took twice the scans, gradient updates and kernel values: lowbwt's
 /// ALFPGM fit 5.8 -> 4.3 s, kernel values 1.28e9 -> 0.58e9). The model's coefficient of row i
-/// is beta_i; its prediction
-/// sum_i beta_i k(x_i, x) - rho.
+/// is beta_i; its prediction sum_i beta_i k(x_i, x) - rho.
 ///
 /// nu-SVR (LIBSVM's `solve_nu_svr`, scikit-learn's weighted form): 2n variables, a_i (y = +1)
 /// and a_i* (y = -1) of row i with p = (-z, z), both bounded by C times the row's weight and

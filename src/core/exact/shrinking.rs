@@ -7,7 +7,9 @@
 //! prefixes only), and steps scan, select and update the gradient over that prefix. The gradient
 //! of shrunk variables is kept recoverable: G_t = G_bar_t + p_t + sum over free s of a_s Q_ts,
 //! G_bar_t = sum over variables at their upper bound of C_s Q_ts, updated from full kernel rows
-//! whenever a variable reaches or leaves its upper bound. Before the final optimality test the
+//! whenever a variable reaches or leaves its upper bound. With a tube (`DualProblem::tube`) the
+//! variables at -C count in G_bar too (`DualState::bound_part`), and a row at the kink 0 (inside
+//! the tube) shrinks when neither of its two values can pair. Before the final optimality test the
 //! gradient is reconstructed and every variable is active again, so the solution and the
 //! stopping rule are those of the unshrunk solver; once m - M falls to 10 tol on the active set,
 //! the gradient is reconstructed once and shrinking starts again from all variables (LIBSVM's
