@@ -834,7 +834,13 @@ fn scan_low(
         }
         let a = k_ii + diag[t] - 2.0 * f64::from(row_i[t - j0]);
         let a = if a > 0.0 { a } else { TAU };
-        let obj = -(b * b) / a;
+        // Divides only where the gain b^2 / a can reach the best one: the product test admits
+        // everything the quotient's test (within its rounding) would, so the same j wins.
+        let b2 = b * b;
+        if b2 < -best.0 * a * (1.0 - 1e-12) {
+            continue;
+        }
+        let obj = -b2 / a;
         if obj <= best.0 {
             best = (obj, place + k, t, b, a);
         }
