@@ -1884,6 +1884,21 @@ mod tests {
         assert!(sol.alpha.iter().all(|&a| (0.0..=100.0).contains(&a)));
     }
 
+    /// `local_smo` at `level` from fresh buffers: (steps, d, the gradient g + Q d).
+    fn run_local_smo(level: Level, sub: LocalSmoInput<'_>) -> (u64, Vec<f64>, Vec<f64>) {
+        let m = sub.m;
+        let (mut d, mut gl, mut viol) = (vec![0.0; m], vec![0.0; m], vec![0.0; m]);
+        let mut scratch = LocalSmoScratch::default();
+        let mut out = LocalSmoOutput {
+            d: &mut d,
+            gl: &mut gl,
+            viol: &mut viol,
+            scratch: &mut scratch,
+        };
+        let steps = local_smo(level, sub, &mut out);
+        (steps, d, gl)
+    }
+
     /// The working set's SMO on a tube's subproblem (min 1/2 b^T K b + p^T b + eps |b|_1 over
     /// b = a_B + d, sum d = 0, the box [-C, C]) reaches the optimum the state's SMO finds from
     /// the same start, at every SIMD level: kinks on both sides of 0, variables at both bounds.
@@ -1953,8 +1968,6 @@ mod tests {
                 quietly(|rep| solve_smo(&mut cache, problem, &run, rep)).unwrap()
             };
             for level in simd::levels_here() {
-                let (mut d, mut gl, mut viol) = (vec![0.0; m], vec![0.0; m], vec![0.0; m]);
-                let mut scratch = LocalSmoScratch::default();
                 let sub = LocalSmoInput {
                     q: &q,
                     g: &g,
@@ -1967,13 +1980,7 @@ mod tests {
                     max_steps: u64::MAX,
                     tube: Some((&base, eps)),
                 };
-                let mut out = LocalSmoOutput {
-                    d: &mut d,
-                    gl: &mut gl,
-                    viol: &mut viol,
-                    scratch: &mut scratch,
-                };
-                local_smo(level, sub, &mut out);
+                let (_, d, _) = run_local_smo(level, sub);
                 let b: Vec<f64> = base.iter().zip(&d).map(|(a, x)| a + x).collect();
                 assert!(d.iter().sum::<f64>().abs() < 1e-12, "trial {trial}: sum d");
                 assert!(b.iter().all(|v| v.abs() <= c), "trial {trial}: box");
@@ -2023,8 +2030,6 @@ mod tests {
             let hi: Vec<f64> = alpha.iter().map(|a| c - a).collect();
             let mut results = Vec::new();
             for level in simd::levels_here() {
-                let (mut d, mut gl, mut viol) = (vec![0.0; m], vec![0.0; m], vec![0.0; m]);
-                let mut scratch = LocalSmoScratch::default();
                 let sub = LocalSmoInput {
                     q: &q,
                     g: &g,
@@ -2037,13 +2042,7 @@ mod tests {
                     max_steps: u64::MAX,
                     tube: None,
                 };
-                let mut out = LocalSmoOutput {
-                    d: &mut d,
-                    gl: &mut gl,
-                    viol: &mut viol,
-                    scratch: &mut scratch,
-                };
-                let steps = local_smo(level, sub, &mut out);
+                let (steps, d, gl) = run_local_smo(level, sub);
                 let ytd: f64 = y.iter().zip(&d).map(|(a, b)| a * b).sum();
                 assert!(ytd.abs() < 1e-9, "y^T d = {ytd}");
                 for t in 0..m {
