@@ -1884,6 +1884,101 @@ mod tests {
         assert!(sol.alpha.iter().all(|&a| (0.0..=100.0).contains(&a)));
     }
 
+    /// epsilon-SVR with a tube (one variable per row; SMO and ALFPGM) and in LIBSVM's
+    /// two-variable form (SMO) reach the same optimum: objective, beta = a - a*, rho;
+    /// shrinking off, often and LIBSVM's; rows weighted or not.
+    #[test]
+    #[allow(clippy::needless_range_loop)] // beta, a, a* and C indexed by row
+    fn a_tube_reaches_the_two_variable_optimum() {
+        use crate::core::data::rows::SubsetRows;
+        use crate::core::exact::smo::solve_smo;
+        let mut rng = Rng::new(23);
+        for trial in 0..18 {
+            let (n, d) = (20 + rng.below(60), 1 + rng.below(3));
+            let (xs, _) = problem(n, d, 300 + trial as u64);
+            let z: Vec<f64> = (0..n)
+                .map(|i| (2.0 * xs[i * d]).sin() + 0.2 * (rng.next_f64() - 0.5))
+                .collect();
+            let eps = [0.0, 0.05, 0.2][trial % 3];
+            let c = bounds(n, [0.3, 3.0][(trial / 3) % 2], trial % 2 == 1, trial as u64);
+            let shrinking = [None, Some(3), Some(0)][(trial / 6) % 3];
+            let gamma = 1.3;
+            let run = ExactRun {
+                tol: 1e-7,
+                max_iter: 1_000_000,
+                shrinking,
+            };
+            let x = DenseView::new(&xs, n, d).unwrap();
+            let one = DualProblem {
+                y: vec![1.0; n],
+                p: z.iter().map(|v| -v).collect(),
+                upper: c.clone(),
+                diag: vec![1.0; n],
+                start: None,
+                sum_per_label: false,
+                tube: Some(eps),
+            };
+            let mut cache = KernelRowCache::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
+            let tube = quietly(|rep| solve_smo(&mut cache, one.clone(), &run, rep)).unwrap();
+            // ALFPGM on the tube: working sets of up to 4 pairs, its subproblem's SMO through
+            // the kinks.
+            let params = AlfpgmParams {
+                n_pairs: 4,
+                ..Default::default()
+            };
+            let mut cache = KernelRowCache::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
+            let multi = quietly(|rep| solve_alfpgm(&mut cache, one, &run, &params, rep)).unwrap();
+            let twice: Vec<usize> = (0..n).chain(0..n).collect();
+            let sub = SubsetRows::new(&x, &twice).unwrap();
+            let two = DualProblem {
+                y: (0..2 * n).map(|t| if t < n { 1.0 } else { -1.0 }).collect(),
+                p: (0..2 * n)
+                    .map(|t| if t < n { eps - z[t] } else { eps + z[t - n] })
+                    .collect(),
+                upper: [&c[..], &c[..]].concat(),
+                diag: vec![1.0; 2 * n],
+                start: None,
+                sum_per_label: false,
+                tube: None,
+            };
+            let mut cache = KernelRowCache::new(&sub, Kernel::rbf(gamma), 1 << 20).unwrap();
+            let pair = quietly(|rep| solve_smo(&mut cache, two, &run, rep)).unwrap();
+            assert!(tube.converged && pair.converged && multi.converged);
+            assert!(multi.working_sets > 0);
+            let scale = 1.0 + pair.objective.abs();
+            assert!(
+                (tube.objective - pair.objective).abs() < 1e-6 * scale,
+                "trial {trial}: objective {} vs {}",
+                tube.objective,
+                pair.objective
+            );
+            for sol in [&tube, &multi] {
+                assert!(
+                    (sol.objective - pair.objective).abs() < 1e-6 * scale,
+                    "trial {trial}: objective {} vs {}",
+                    sol.objective,
+                    pair.objective
+                );
+                assert!(sol.alpha.iter().sum::<f64>().abs() < 1e-9);
+                for i in 0..n {
+                    let beta = pair.alpha[i] - pair.alpha[n + i];
+                    assert!(
+                        (sol.alpha[i] - beta).abs() < 2e-3 * c[i],
+                        "trial {trial}, row {i}: beta {} vs {beta}",
+                        sol.alpha[i]
+                    );
+                    assert!(sol.alpha[i].abs() <= c[i]);
+                }
+                assert!(
+                    (sol.rho - pair.rho).abs() < 1e-3,
+                    "trial {trial}: rho {} vs {}",
+                    sol.rho,
+                    pair.rho
+                );
+            }
+        }
+    }
+
     /// `local_smo` at `level` from fresh buffers: (steps, d, the gradient g + Q d).
     fn run_local_smo(level: Level, sub: LocalSmoInput<'_>) -> (u64, Vec<f64>, Vec<f64>) {
         let m = sub.m;
