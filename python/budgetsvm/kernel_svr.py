@@ -96,7 +96,8 @@ class KernelSVR(ExactRegressor):
     n_jobs : int or None, default=None
         Threads for this estimator (None: ``budgetsvm.set_num_threads``, -1 all cores).
     solver_options : dict or None, default=None
-        As ``KernelSVC``'s.
+        As ``KernelSVC``'s; ALFPGM's working sets are always solved by SMO here (``inner``
+        is ignored: the augmented Lagrangian has no term for epsilon |beta|_1).
 
     Attributes
     ----------
