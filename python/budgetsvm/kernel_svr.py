@@ -62,9 +62,9 @@ class KernelSVR(ExactRegressor):
 
     Solves scikit-learn's ``SVR`` problem (LIBSVM's epsilon-SVR) to the tolerance ``tol`` on
     the maximal KKT violation. LIBSVM's dual has 2n variables a, a*; this one has one per row,
-    beta = a - a* (Shevade et al., IEEE TNN 2000): min 1/2 beta^T K beta + epsilon |beta|_1
-    - y^T beta subject to sum beta = 0 and -C <= beta <= C, the same optimum with half the
-    scans, gradient updates and kernel values. Solved by the same engine as ``KernelSVC``:
+    beta = a - a* (Shevade et al., IEEE TNN 2000): it minimises 1/2 beta^T K beta
+    + epsilon sum_i abs(beta_i) - y^T beta subject to sum beta = 0 and -C <= beta <= C, the
+    same optimum with half the scans, gradient updates and kernel values. Solved by the same engine as ``KernelSVC``:
     ALFPGM (``solver='alfpgm'``, several pairs of variables per step, kernel rows computed in
     parallel) or LIBSVM's SMO (``solver='smo'``), both with shrinking and the kernel-row cache.
 
@@ -78,7 +78,7 @@ class KernelSVR(ExactRegressor):
     tol : float, default=1e-3
         Stop when the maximal KKT violation m(a) - M(a) < tol (SVR's ``tol``).
     C : float, default=1.0
-        Bound of |beta_i| (times the row's sample weight).
+        Bound of abs(beta_i) (times the row's sample weight).
     epsilon : float, default=0.1
         Half-width of the tube in which errors cost nothing.
     shrinking : bool, default=True
@@ -97,7 +97,7 @@ class KernelSVR(ExactRegressor):
         Threads for this estimator (None: ``budgetsvm.set_num_threads``, -1 all cores).
     solver_options : dict or None, default=None
         As ``KernelSVC``'s; ALFPGM's working sets are always solved by SMO here (``inner``
-        is ignored: the augmented Lagrangian has no term for epsilon |beta|_1).
+        is ignored: the augmented Lagrangian has no term for epsilon sum_i abs(beta_i)).
 
     Attributes
     ----------
