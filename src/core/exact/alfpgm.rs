@@ -311,6 +311,10 @@ struct Work {
     /// Candidate (look-ahead v, index) lists of the pairing.
     cand_up: Vec<(f64, u32)>,
     cand_low: Vec<(f64, u32)>,
+    /// The j candidates by position as the scans read them: look-ahead values (+inf once in
+    /// B) and positions.
+    low_v: Vec<f64>,
+    low_t: Vec<u32>,
     /// The smallest violation b_ij = v_i - v_j among the selected pairs.
     min_violation: f64,
     /// i candidates keyed by -v (largest v first), j candidates keyed by v.
@@ -351,6 +355,8 @@ impl Work {
             flags: vec![0; n],
             cand_up: Vec::with_capacity(4 * m + 64),
             cand_low: Vec::with_capacity(16 * p + 64),
+            low_v: Vec::with_capacity(16 * p + 64),
+            low_t: Vec::with_capacity(16 * p + 64),
             min_violation: f64::INFINITY,
             up: [(); 2].map(|_| Smallest::with_capacity(4 * m + 64)),
             low: [(); 2].map(|_| Smallest::with_capacity(16 * p + 64)),
@@ -619,6 +625,8 @@ fn pick_pairs<R: Rows>(
         low,
         cand_up,
         cand_low,
+        low_v,
+        low_t,
         ..
     } = work;
     for &t in b.iter() {
@@ -651,18 +659,28 @@ fn pick_pairs<R: Rows>(
     if !cand_low.is_sorted_by_key(|e| e.1) {
         cand_low.sort_unstable_by_key(|e| e.1);
     }
+    low_v.clear();
+    low_v.extend(cand_low.iter().map(|e| e.0));
+    low_t.clear();
+    low_t.extend(cand_low.iter().map(|e| e.1));
     let active = state.active;
     let mut parts: Vec<LowPart<'_>> = Vec::with_capacity(row_blocks(active));
-    let mut rest = &mut cand_low[..];
+    let (mut rest_v, mut rest_t) = (&mut low_v[..], &low_t[..]);
     let mut place = 0;
     for blk in 0..row_blocks(active) {
         let end = ((blk + 1) * ROW_BLOCK).min(active);
-        let take = rest.partition_point(|e| (e.1 as usize) < end);
-        let (head, tail) = std::mem::take(&mut rest).split_at_mut(take);
-        parts.push((place, head));
+        let take = rest_t.partition_point(|&t| (t as usize) < end);
+        let (head_v, tail_v) = std::mem::take(&mut rest_v).split_at_mut(take);
+        let (head_t, tail_t) = rest_t.split_at(take);
+        parts.push(LowPart {
+            place,
+            v: head_v,
+            t: head_t,
+        });
         place += take;
-        rest = tail;
+        (rest_v, rest_t) = (tail_v, tail_t);
     }
+    let level = simd::level();
     let mut first_violation = 0.0;
     let pair_ratio = params.pair_ratio;
     // The look-ahead update of the last pair (rows of i and j, step), applied to the j
@@ -690,7 +708,6 @@ fn pick_pairs<R: Rows>(
             Some((pi, pj, step)) => ([i, pi, pj], 3, step),
             None => ([i, i, i], 1, 0.0),
         };
-        let in_b_now = &*in_b;
         let diag = &state.diag[..];
         // With a sum per label, j only among i's label (a step keeps each label's sum).
         let label = state.sum_per_label.then(|| (&state.y[..], state.y[i]));
@@ -698,10 +715,20 @@ fn pick_pairs<R: Rows>(
             &idx[..k_rows],
             active,
             &mut parts,
-            |j0, rows, (place, part)| {
-                let update = (k_rows == 3).then(|| (rows[1], rows[2], step));
-                let pair = (i, vi, rows[0]);
-                scan_low(*place, part, in_b_now, diag, label, j0, pair, update)
+            |j0, rows, part| {
+                let input = simd::JScanInput {
+                    t: part.t,
+                    diag,
+                    j0,
+                    i,
+                    vi,
+                    row_i: rows[0],
+                    update: (k_rows == 3).then(|| (rows[1], rows[2], step)),
+                    label,
+                    tau: TAU,
+                };
+                let scan = simd::j_scan(level, part.v, &input);
+                part.found(scan)
             },
             || (TwoSmallest::default(), NO_J),
             |(ta, ba), (tb, bb)| {
@@ -742,6 +769,10 @@ fn pick_pairs<R: Rows>(
         let (j, b_ij, a_ij) = (best.2, best.3, best.4);
         in_b[i] = true;
         in_b[j] = true;
+        // Out of the j scans from now on (the look-ahead values of B are never read again).
+        for t in [i, j] {
+            parts[t / ROW_BLOCK].leave_out(t);
+        }
         pairs_i.push(i);
         pairs_j.push(j);
         *min_violation = min_violation.min(b_ij);
@@ -791,62 +822,42 @@ fn pick_pairs<R: Rows>(
     Ok(())
 }
 
-/// A block's run of the j candidates: its place in the list and its entries.
-type LowPart<'c> = (usize, &'c mut [(f64, u32)]);
+/// A block's run of the j candidates: its place in the whole list, the look-ahead values and
+/// the positions.
+struct LowPart<'c> {
+    place: usize,
+    v: &'c mut [f64],
+    t: &'c [u32],
+}
+
+impl LowPart<'_> {
+    /// A run's scan (`simd::j_scan`) by positions and places in the whole list.
+    fn found(&self, scan: simd::JScan) -> (TwoSmallest, BestJ) {
+        let position = |k: usize| self.t.get(k).map_or(u32::MAX, |&t| t);
+        let two = TwoSmallest {
+            first: (scan.first.0, position(scan.first.1)),
+            second: scan.second,
+        };
+        let (obj, k, b, a) = scan.best;
+        let best = if k == usize::MAX {
+            NO_J
+        } else {
+            (obj, self.place + k, position(k) as usize, b, a)
+        };
+        (two, best)
+    }
+
+    /// Takes position t (if it is a j candidate of this run) out of the scans: value +inf.
+    fn leave_out(&mut self, t: usize) {
+        if let Ok(k) = self.t.binary_search(&(t as u32)) {
+            self.v[k] = f64::INFINITY;
+        }
+    }
+}
 
 /// The best j so far: (-b^2 / a, place in the list, index, b, a).
 type BestJ = (f64, usize, usize, f64, f64);
 const NO_J: BestJ = (f64::INFINITY, 0, usize::MAX, 0.0, 0.0);
-
-/// One pass over a run of the j candidates (those at positions j0.., `row_i` and the update
-/// rows starting at j0; `diag` the K_tt of all positions): first the look-ahead update of the previous pair
-/// (v_t -= (K_ti' - K_tj') s from their rows), then the two smallest violations outside B (the
-/// stopping test) and WSS2's j for i with violation vi: argmin over t outside B, t != i,
-/// b = vi - v_t > 0 of -b^2 / a_it. Ties go to the later place in the list, so any cut of the
-/// list into runs gives the same j. With `label` (all labels, i's), only candidates of i's
-/// label count.
-#[allow(clippy::too_many_arguments)] // the run, where it sits, and the pair's data
-fn scan_low(
-    place: usize,
-    run: &mut [(f64, u32)],
-    in_b: &[bool],
-    diag: &[f64],
-    label: Option<(&[f64], f64)>,
-    j0: usize,
-    (i, vi, row_i): (usize, f64, &[f32]),
-    update: Option<(&[f32], &[f32], f64)>,
-) -> (TwoSmallest, BestJ) {
-    let k_ii = diag[i];
-    let mut two = TwoSmallest::default();
-    let mut best = NO_J;
-    for (k, e) in run.iter_mut().enumerate() {
-        let t = e.1 as usize;
-        if let Some((ri, rj, step)) = update {
-            e.0 -= (f64::from(ri[t - j0]) - f64::from(rj[t - j0])) * step;
-        }
-        if in_b[t] || label.is_some_and(|(y, yi)| y[t] != yi) {
-            continue;
-        }
-        two.push(e.0, e.1);
-        let b = vi - e.0;
-        if b <= 0.0 || t == i {
-            continue;
-        }
-        let a = k_ii + diag[t] - 2.0 * f64::from(row_i[t - j0]);
-        let a = if a > 0.0 { a } else { TAU };
-        // Divides only where the gain b^2 / a can reach the best one: the product test admits
-        // everything the quotient's test (within its rounding) would, so the same j wins.
-        let b2 = b * b;
-        if b2 < -best.0 * a * (1.0 - 1e-12) {
-            continue;
-        }
-        let obj = -b2 / a;
-        if obj <= best.0 {
-            best = (obj, place + k, t, b, a);
-        }
-    }
-    (two, best)
-}
 
 /// The two smallest violations of a candidate list (the smallest other than a given index is
 /// then one of them).

@@ -8,9 +8,9 @@
 //! pay) follow at the end.
 
 use super::{
-    CandidateFilter, ColumnValue, EightRows, FusedRow, Level, ProductTile, ProductTileF32,
-    BLOCK_ROWS, EXP_MIN_ARG, F16, INV_FACT, LN2_HI, LN2_LO, LOG2E, PRODUCT_TILE_ROWS, SHIFTER,
-    SINGLE_DEGREE,
+    pair_curvature, CandidateFilter, ColumnValue, EightRows, FusedRow, JScan, JScanInput, Level,
+    ProductTile, ProductTileF32, BLOCK_ROWS, EXP_MIN_ARG, F16, INV_FACT, LN2_HI, LN2_LO, LOG2E,
+    PRODUCT_TILE_ROWS, SHIFTER, SINGLE_DEGREE,
 };
 use std::arch::x86_64::*;
 
@@ -1330,4 +1330,166 @@ pub unsafe fn scan_candidates_avx512(
         j0 += 8;
     }
     super::scan_candidates_portable(coef, kappa, CandidateFilter { sign, scale, cut }, visit, j0);
+}
+
+/// `j_scan` eight candidates at a time: every lane keeps its own two smallest and best j (the
+/// portable loop's rules), merged at the end by place; the places past the last whole vector go
+/// through the portable loop from that state. No early outs: each lane divides, which costs
+/// less than the portable loop's branches.
+///
+/// # Safety
+/// The CPU must support AVX-512F; `v` and `input.t` have the same length; the positions lie
+/// within `input.diag` and, from `input.j0`, within the rows; no label filter.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn j_scan_avx512(v: &mut [f64], input: &JScanInput<'_>) -> JScan {
+    let n = v.len();
+    let whole = n - n % 8;
+    let JScanInput {
+        t,
+        diag,
+        j0,
+        i,
+        vi,
+        row_i,
+        update,
+        tau,
+        ..
+    } = *input;
+    let k_ii = diag[i];
+    let (pv, pt) = (v.as_mut_ptr(), t.as_ptr());
+    // The rows and the diagonal from j0: the gathers' offsets are below a row block.
+    let diag_j0 = diag[j0..].as_ptr();
+    let (vk_ii, vvi, two, vtau, zero) = (
+        _mm512_set1_pd(k_ii),
+        _mm512_set1_pd(vi),
+        _mm512_set1_pd(2.0),
+        _mm512_set1_pd(tau),
+        _mm512_setzero_pd(),
+    );
+    let inf = _mm512_set1_pd(f64::INFINITY);
+    let sign = _mm512_set1_epi64(i64::MIN);
+    let vj0 = _mm512_set1_epi32(j0 as i32);
+    // i's offset, or one no position has.
+    let i_off = _mm512_set1_epi32(i.checked_sub(j0).map_or(-1, |o| o as i32));
+    let (mut first_v, mut second_v, mut best_obj) = (inf, inf, inf);
+    let (mut first_k, mut best_k) = (_mm512_set1_epi64(-1), _mm512_set1_epi64(-1));
+    let mut places = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+    let eight = _mm512_set1_epi64(8);
+    let mut k = 0;
+    while k < whole {
+        // SAFETY (the loads, gathers and store): places k..k+8 lie in v and t; offsets within
+        // the rows and diag from j0 (the caller's contract).
+        let off = unsafe {
+            _mm512_sub_epi32(
+                _mm512_castsi256_si512(_mm256_loadu_si256(pt.add(k).cast())),
+                vj0,
+            )
+        };
+        let off8 = _mm512_castsi512_si256(off);
+        let mut vv = unsafe { _mm512_loadu_pd(pv.add(k)) };
+        // Positions in a row (increasing, so the last is the first + 7) are read by plain
+        // loads: AMD's gathers cost several times a load per lane, and I_low is mostly dense.
+        let dense = t[k + 7] - t[k] == 7;
+        let first_off = t[k] as usize - j0;
+        let row_lanes = |row: &[f32], mask: __mmask8| -> __m512d {
+            // SAFETY: offsets within the row (the caller's contract), lanes outside `mask` not read.
+            _mm512_cvtps_pd(_mm512_castps512_ps256(unsafe {
+                if dense {
+                    _mm512_maskz_loadu_ps(__mmask16::from(mask), row.as_ptr().add(first_off))
+                } else {
+                    _mm512_mask_i32gather_ps::<4>(
+                        _mm512_setzero_ps(),
+                        __mmask16::from(mask),
+                        off,
+                        row.as_ptr(),
+                    )
+                }
+            }))
+        };
+        if let Some((ri, rj, step)) = update {
+            let d = _mm512_sub_pd(row_lanes(ri, 0xff), row_lanes(rj, 0xff));
+            vv = _mm512_sub_pd(vv, _mm512_mul_pd(d, _mm512_set1_pd(step)));
+            unsafe { _mm512_storeu_pd(pv.add(k), vv) };
+        }
+        // The two smallest, as `j_scan_portable` pushes them.
+        let lt1 = _mm512_cmp_pd_mask::<_CMP_LT_OQ>(vv, first_v);
+        let lt2 = _mm512_mask_cmp_pd_mask::<_CMP_LT_OQ>(!lt1, vv, second_v);
+        second_v = _mm512_mask_blend_pd(lt1, _mm512_mask_blend_pd(lt2, second_v, vv), first_v);
+        first_v = _mm512_mask_blend_pd(lt1, first_v, vv);
+        first_k = _mm512_mask_blend_epi64(lt1, first_k, places);
+        // The j candidates: b > 0 and not i.
+        let b = _mm512_sub_pd(vvi, vv);
+        let not_i = (_mm512_cmpneq_epi32_mask(off, i_off) & 0xff) as __mmask8;
+        let cand = _mm512_mask_cmp_pd_mask::<_CMP_GT_OQ>(not_i, b, zero);
+        // SAFETY: offsets within diag from j0, lanes outside `cand` not read.
+        let k_tt = unsafe {
+            if dense {
+                _mm512_maskz_loadu_pd(cand, diag_j0.add(first_off))
+            } else {
+                _mm512_mask_i32gather_pd::<8>(zero, cand, off8, diag_j0)
+            }
+        };
+        let k_it = row_lanes(row_i, cand);
+        let a = _mm512_sub_pd(_mm512_add_pd(vk_ii, k_tt), _mm512_mul_pd(two, k_it));
+        let a = _mm512_mask_blend_pd(_mm512_cmp_pd_mask::<_CMP_GT_OQ>(a, zero), vtau, a);
+        let b2 = _mm512_mul_pd(b, b);
+        let neg_b2 = _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(b2), sign));
+        let obj = _mm512_div_pd(neg_b2, a);
+        let better = _mm512_mask_cmp_pd_mask::<_CMP_LE_OQ>(cand, obj, best_obj);
+        best_obj = _mm512_mask_blend_pd(better, best_obj, obj);
+        best_k = _mm512_mask_blend_epi64(better, best_k, places);
+        places = _mm512_add_epi64(places, eight);
+        k += 8;
+    }
+    let mut out = JScan::default();
+    if whole > 0 {
+        let (mut fv, mut sv, mut bo) = ([0.0f64; 8], [0.0f64; 8], [0.0f64; 8]);
+        let (mut fk, mut bk) = ([0i64; 8], [0i64; 8]);
+        // SAFETY: eight lanes each.
+        unsafe {
+            _mm512_storeu_pd(fv.as_mut_ptr(), first_v);
+            _mm512_storeu_pd(sv.as_mut_ptr(), second_v);
+            _mm512_storeu_pd(bo.as_mut_ptr(), best_obj);
+            _mm512_storeu_si512(fk.as_mut_ptr().cast(), first_k);
+            _mm512_storeu_si512(bk.as_mut_ptr().cast(), best_k);
+        }
+        // The first: the least value, the earliest place of equal ones; the second: the least
+        // of the lanes' seconds and the other lanes' firsts.
+        let mut at = usize::MAX;
+        for l in 0..8 {
+            if fk[l] >= 0
+                && (at == usize::MAX || fv[l] < fv[at] || (fv[l] == fv[at] && fk[l] < fk[at]))
+            {
+                at = l;
+            }
+        }
+        let mut second = sv.iter().copied().fold(f64::INFINITY, f64::min);
+        for l in 0..8 {
+            if l != at && fk[l] >= 0 {
+                second = second.min(fv[l]);
+            }
+        }
+        if at != usize::MAX {
+            out.first = (fv[at], fk[at] as usize);
+        }
+        out.second = second;
+        // The best j: the least objective, the latest place of equal ones; its b and a again
+        // from its place, by the same operations.
+        let mut win = usize::MAX;
+        for l in 0..8 {
+            if bk[l] >= 0
+                && (win == usize::MAX || bo[l] < bo[win] || (bo[l] == bo[win] && bk[l] > bk[win]))
+            {
+                win = l;
+            }
+        }
+        if win != usize::MAX {
+            let place = bk[win] as usize;
+            let tp = t[place] as usize;
+            let b = vi - v[place];
+            let a = pair_curvature(k_ii, diag[tp], row_i[tp - j0], tau);
+            out.best = (bo[win], place, b, a);
+        }
+    }
+    super::j_scan_portable(v, input, whole, out)
 }
