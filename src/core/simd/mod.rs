@@ -713,7 +713,7 @@ pub fn j_scan(level: Level, v: &mut [f64], input: &JScanInput<'_>) -> JScan {
     );
     #[cfg(target_arch = "x86_64")]
     {
-        if level == Level::Avx512 && level.runs_here() && input.label.is_none() {
+        if level == Level::Avx512 && level.runs_here() {
             // SAFETY: AVX-512F runs here; the lengths are checked.
             return unsafe { x86::j_scan_avx512(v, input) };
         }

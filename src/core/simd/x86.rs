@@ -1339,7 +1339,7 @@ pub unsafe fn scan_candidates_avx512(
 ///
 /// # Safety
 /// The CPU must support AVX-512F; `v` and `input.t` have the same length; the positions lie
-/// within `input.diag` and, from `input.j0`, within the rows; no label filter.
+/// within `input.diag`, the labels and, from `input.j0`, the rows.
 #[target_feature(enable = "avx512f")]
 pub unsafe fn j_scan_avx512(v: &mut [f64], input: &JScanInput<'_>) -> JScan {
     let n = v.len();
@@ -1352,8 +1352,8 @@ pub unsafe fn j_scan_avx512(v: &mut [f64], input: &JScanInput<'_>) -> JScan {
         vi,
         row_i,
         update,
+        label,
         tau,
-        ..
     } = *input;
     let k_ii = diag[i];
     let (pv, pt) = (v.as_mut_ptr(), t.as_ptr());
@@ -1371,6 +1371,8 @@ pub unsafe fn j_scan_avx512(v: &mut [f64], input: &JScanInput<'_>) -> JScan {
     let vj0 = _mm512_set1_epi32(j0 as i32);
     // i's offset, or one no position has.
     let i_off = _mm512_set1_epi32(i.checked_sub(j0).map_or(-1, |o| o as i32));
+    // With a sum per label: the labels from j0 and i's.
+    let label = label.map(|(y, yi)| (y[j0..].as_ptr(), _mm512_set1_pd(yi)));
     let (mut first_v, mut second_v, mut best_obj) = (inf, inf, inf);
     let (mut first_k, mut best_k) = (_mm512_set1_epi64(-1), _mm512_set1_epi64(-1));
     let mut places = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
@@ -1411,15 +1413,30 @@ pub unsafe fn j_scan_avx512(v: &mut [f64], input: &JScanInput<'_>) -> JScan {
             vv = _mm512_sub_pd(vv, _mm512_mul_pd(d, _mm512_set1_pd(step)));
             unsafe { _mm512_storeu_pd(pv.add(k), vv) };
         }
+        // The candidates that count: all, or those of i's label.
+        let counted: __mmask8 = match label {
+            None => 0xff,
+            Some((y, yi)) => {
+                // SAFETY: offsets within the labels from j0.
+                let yt = unsafe {
+                    if dense {
+                        _mm512_loadu_pd(y.add(first_off))
+                    } else {
+                        _mm512_i32gather_pd::<8>(off8, y)
+                    }
+                };
+                _mm512_cmp_pd_mask::<_CMP_EQ_OQ>(yt, yi)
+            }
+        };
         // The two smallest, as `j_scan_portable` pushes them.
-        let lt1 = _mm512_cmp_pd_mask::<_CMP_LT_OQ>(vv, first_v);
-        let lt2 = _mm512_mask_cmp_pd_mask::<_CMP_LT_OQ>(!lt1, vv, second_v);
+        let lt1 = _mm512_mask_cmp_pd_mask::<_CMP_LT_OQ>(counted, vv, first_v);
+        let lt2 = _mm512_mask_cmp_pd_mask::<_CMP_LT_OQ>(counted & !lt1, vv, second_v);
         second_v = _mm512_mask_blend_pd(lt1, _mm512_mask_blend_pd(lt2, second_v, vv), first_v);
         first_v = _mm512_mask_blend_pd(lt1, first_v, vv);
         first_k = _mm512_mask_blend_epi64(lt1, first_k, places);
         // The j candidates: b > 0 and not i.
         let b = _mm512_sub_pd(vvi, vv);
-        let not_i = (_mm512_cmpneq_epi32_mask(off, i_off) & 0xff) as __mmask8;
+        let not_i = (_mm512_cmpneq_epi32_mask(off, i_off) & 0xff) as __mmask8 & counted;
         let cand = _mm512_mask_cmp_pd_mask::<_CMP_GT_OQ>(not_i, b, zero);
         // SAFETY: offsets within diag from j0, lanes outside `cand` not read.
         let k_tt = unsafe {
