@@ -703,8 +703,8 @@ fn pair_curvature(k_ii: f64, k_tt: f64, k_it: f32, tau: f64) -> f64 {
 }
 
 /// The j scan of a run (`JScanInput`, `JScan`), updating `v` in place. Every level gives the
-/// same result and the same values (AVX-512: eight candidates at a time without the portable
-/// loop's early outs, the lanes merged by the same tie rules).
+/// same result and the same values (AVX-512 and AVX2: eight or four candidates at a time without
+/// the portable loop's early outs, the lanes merged by the same tie rules).
 pub fn j_scan(level: Level, v: &mut [f64], input: &JScanInput<'_>) -> JScan {
     assert_eq!(
         v.len(),
@@ -716,6 +716,10 @@ pub fn j_scan(level: Level, v: &mut [f64], input: &JScanInput<'_>) -> JScan {
         if level == Level::Avx512 && level.runs_here() {
             // SAFETY: AVX-512F runs here; the lengths are checked.
             return unsafe { x86::j_scan_avx512(v, input) };
+        }
+        if level >= Level::Avx2 && Level::Avx2.runs_here() {
+            // SAFETY: AVX2 runs here; the lengths are checked.
+            return unsafe { x86::j_scan_avx2(v, input) };
         }
     }
     let _ = level;

@@ -1470,43 +1470,187 @@ pub unsafe fn j_scan_avx512(v: &mut [f64], input: &JScanInput<'_>) -> JScan {
             _mm512_storeu_si512(fk.as_mut_ptr().cast(), first_k);
             _mm512_storeu_si512(bk.as_mut_ptr().cast(), best_k);
         }
-        // The first: the least value, the earliest place of equal ones; the second: the least
-        // of the lanes' seconds and the other lanes' firsts.
-        let mut at = usize::MAX;
-        for l in 0..8 {
-            if fk[l] >= 0
-                && (at == usize::MAX || fv[l] < fv[at] || (fv[l] == fv[at] && fk[l] < fk[at]))
-            {
-                at = l;
+        out = merged_j_lanes(&fv, &fk, &sv, &bo, &bk, v, input);
+    }
+    super::j_scan_portable(v, input, whole, out)
+}
+
+/// The lanes' two smallest and best j of a vector `j_scan` merged into one result: the first is
+/// the least value (the earliest place of equal ones), the second the least of the lanes'
+/// seconds and the other lanes' firsts, the best j the least objective (the latest place of
+/// equal ones) with its b and a again from its place by the same operations. A lane's place
+/// is negative where it found none.
+fn merged_j_lanes(
+    fv: &[f64],
+    fk: &[i64],
+    sv: &[f64],
+    bo: &[f64],
+    bk: &[i64],
+    v: &[f64],
+    input: &JScanInput<'_>,
+) -> JScan {
+    let mut out = JScan::default();
+    let mut at = usize::MAX;
+    for l in 0..fv.len() {
+        if fk[l] >= 0 && (at == usize::MAX || fv[l] < fv[at] || (fv[l] == fv[at] && fk[l] < fk[at]))
+        {
+            at = l;
+        }
+    }
+    let mut second = sv.iter().copied().fold(f64::INFINITY, f64::min);
+    for l in 0..fv.len() {
+        if l != at && fk[l] >= 0 {
+            second = second.min(fv[l]);
+        }
+    }
+    if at != usize::MAX {
+        out.first = (fv[at], fk[at] as usize);
+    }
+    out.second = second;
+    let mut win = usize::MAX;
+    for l in 0..bo.len() {
+        if bk[l] >= 0
+            && (win == usize::MAX || bo[l] < bo[win] || (bo[l] == bo[win] && bk[l] > bk[win]))
+        {
+            win = l;
+        }
+    }
+    if win != usize::MAX {
+        let place = bk[win] as usize;
+        let tp = input.t[place] as usize;
+        let b = input.vi - v[place];
+        let a = pair_curvature(
+            input.diag[input.i],
+            input.diag[tp],
+            input.row_i[tp - input.j0],
+            input.tau,
+        );
+        out.best = (bo[win], place, b, a);
+    }
+    out
+}
+
+/// `j_scan` four candidates at a time (`j_scan_avx512`'s lanes and rules with AVX2 vectors;
+/// every offset of a whole vector is read, so no gather needs a mask).
+///
+/// # Safety
+/// The CPU must support AVX2; the contract of `j_scan_avx512`.
+#[target_feature(enable = "avx2")]
+pub unsafe fn j_scan_avx2(v: &mut [f64], input: &JScanInput<'_>) -> JScan {
+    let n = v.len();
+    let whole = n - n % 4;
+    let JScanInput {
+        t,
+        diag,
+        j0,
+        i,
+        vi,
+        row_i,
+        update,
+        label,
+        tau,
+    } = *input;
+    let (pv, pt) = (v.as_mut_ptr(), t.as_ptr());
+    let diag_j0 = diag[j0..].as_ptr();
+    let (vk_ii, vvi, two, vtau, zero) = (
+        _mm256_set1_pd(diag[i]),
+        _mm256_set1_pd(vi),
+        _mm256_set1_pd(2.0),
+        _mm256_set1_pd(tau),
+        _mm256_setzero_pd(),
+    );
+    let inf = _mm256_set1_pd(f64::INFINITY);
+    let sign = _mm256_set1_pd(-0.0);
+    let all = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
+    let vj0 = _mm_set1_epi32(j0 as i32);
+    let i_off = _mm_set1_epi32(i.checked_sub(j0).map_or(-1, |o| o as i32));
+    let label = label.map(|(y, yi)| (y[j0..].as_ptr(), _mm256_set1_pd(yi)));
+    let (mut first_v, mut second_v, mut best_obj) = (inf, inf, inf);
+    let (mut first_k, mut best_k) = (_mm256_set1_epi64x(-1), _mm256_set1_epi64x(-1));
+    let mut places = _mm256_set_epi64x(3, 2, 1, 0);
+    let four = _mm256_set1_epi64x(4);
+    let mut k = 0;
+    while k < whole {
+        // SAFETY (the loads, gathers and store): places k..k+4 lie in v and t; offsets within
+        // the rows, diag and labels from j0 (the caller's contract).
+        let off = unsafe { _mm_sub_epi32(_mm_loadu_si128(pt.add(k).cast()), vj0) };
+        let dense = t[k + 3] - t[k] == 3;
+        let first_off = t[k] as usize - j0;
+        let row_lanes = |row: &[f32]| -> __m256d {
+            // SAFETY: offsets within the row.
+            _mm256_cvtps_pd(unsafe {
+                if dense {
+                    _mm_loadu_ps(row.as_ptr().add(first_off))
+                } else {
+                    _mm_i32gather_ps::<4>(row.as_ptr(), off)
+                }
+            })
+        };
+        let mut vv = unsafe { _mm256_loadu_pd(pv.add(k)) };
+        if let Some((ri, rj, step)) = update {
+            let d = _mm256_sub_pd(row_lanes(ri), row_lanes(rj));
+            vv = _mm256_sub_pd(vv, _mm256_mul_pd(d, _mm256_set1_pd(step)));
+            unsafe { _mm256_storeu_pd(pv.add(k), vv) };
+        }
+        let counted = match label {
+            None => all,
+            Some((y, yi)) => {
+                let yt = unsafe {
+                    if dense {
+                        _mm256_loadu_pd(y.add(first_off))
+                    } else {
+                        _mm256_i32gather_pd::<8>(y, off)
+                    }
+                };
+                _mm256_cmp_pd::<_CMP_EQ_OQ>(yt, yi)
             }
-        }
-        let mut second = sv.iter().copied().fold(f64::INFINITY, f64::min);
-        for l in 0..8 {
-            if l != at && fk[l] >= 0 {
-                second = second.min(fv[l]);
+        };
+        let lt1 = _mm256_and_pd(counted, _mm256_cmp_pd::<_CMP_LT_OQ>(vv, first_v));
+        let lt2 = _mm256_andnot_pd(
+            lt1,
+            _mm256_and_pd(counted, _mm256_cmp_pd::<_CMP_LT_OQ>(vv, second_v)),
+        );
+        second_v = _mm256_blendv_pd(_mm256_blendv_pd(second_v, vv, lt2), first_v, lt1);
+        first_v = _mm256_blendv_pd(first_v, vv, lt1);
+        first_k = _mm256_blendv_epi8(first_k, places, _mm256_castpd_si256(lt1));
+        let b = _mm256_sub_pd(vvi, vv);
+        let is_i = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm_cmpeq_epi32(off, i_off)));
+        let cand = _mm256_andnot_pd(
+            is_i,
+            _mm256_and_pd(counted, _mm256_cmp_pd::<_CMP_GT_OQ>(b, zero)),
+        );
+        let k_tt = unsafe {
+            if dense {
+                _mm256_loadu_pd(diag_j0.add(first_off))
+            } else {
+                _mm256_i32gather_pd::<8>(diag_j0, off)
             }
+        };
+        let a = _mm256_sub_pd(
+            _mm256_add_pd(vk_ii, k_tt),
+            _mm256_mul_pd(two, row_lanes(row_i)),
+        );
+        let a = _mm256_blendv_pd(vtau, a, _mm256_cmp_pd::<_CMP_GT_OQ>(a, zero));
+        let obj = _mm256_div_pd(_mm256_xor_pd(_mm256_mul_pd(b, b), sign), a);
+        let better = _mm256_and_pd(cand, _mm256_cmp_pd::<_CMP_LE_OQ>(obj, best_obj));
+        best_obj = _mm256_blendv_pd(best_obj, obj, better);
+        best_k = _mm256_blendv_epi8(best_k, places, _mm256_castpd_si256(better));
+        places = _mm256_add_epi64(places, four);
+        k += 4;
+    }
+    let mut out = JScan::default();
+    if whole > 0 {
+        let (mut fv, mut sv, mut bo) = ([0.0f64; 4], [0.0f64; 4], [0.0f64; 4]);
+        let (mut fk, mut bk) = ([0i64; 4], [0i64; 4]);
+        // SAFETY: four lanes each.
+        unsafe {
+            _mm256_storeu_pd(fv.as_mut_ptr(), first_v);
+            _mm256_storeu_pd(sv.as_mut_ptr(), second_v);
+            _mm256_storeu_pd(bo.as_mut_ptr(), best_obj);
+            _mm256_storeu_si256(fk.as_mut_ptr().cast(), first_k);
+            _mm256_storeu_si256(bk.as_mut_ptr().cast(), best_k);
         }
-        if at != usize::MAX {
-            out.first = (fv[at], fk[at] as usize);
-        }
-        out.second = second;
-        // The best j: the least objective, the latest place of equal ones; its b and a again
-        // from its place, by the same operations.
-        let mut win = usize::MAX;
-        for l in 0..8 {
-            if bk[l] >= 0
-                && (win == usize::MAX || bo[l] < bo[win] || (bo[l] == bo[win] && bk[l] > bk[win]))
-            {
-                win = l;
-            }
-        }
-        if win != usize::MAX {
-            let place = bk[win] as usize;
-            let tp = t[place] as usize;
-            let b = vi - v[place];
-            let a = pair_curvature(k_ii, diag[tp], row_i[tp - j0], tau);
-            out.best = (bo[win], place, b, a);
-        }
+        out = merged_j_lanes(&fv, &fk, &sv, &bo, &bk, v, input);
     }
     super::j_scan_portable(v, input, whole, out)
 }
