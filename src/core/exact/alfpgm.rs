@@ -708,7 +708,7 @@ fn pick_pairs<R: Rows>(
             Some((pi, pj, step)) => ([i, pi, pj], 3, step),
             None => ([i, i, i], 1, 0.0),
         };
-        let diag = &state.diag[..];
+        let (diag, equal_diag) = (&state.diag[..], state.equal_diag);
         // With a sum per label, j only among i's label (a step keeps each label's sum).
         let label = state.sum_per_label.then(|| (&state.y[..], state.y[i]));
         let (_, (lows, best)) = cache.rows_prefix_blocks(
@@ -719,6 +719,7 @@ fn pick_pairs<R: Rows>(
                 let input = simd::JScanInput {
                     t: part.t,
                     diag,
+                    equal_diag,
                     j0,
                     i,
                     vi,

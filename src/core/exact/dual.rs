@@ -117,6 +117,8 @@ pub struct DualState {
     pub p: Vec<f64>,
     /// K_tt.
     pub diag: Vec<f64>,
+    /// Whether every K_tt is the same (the RBF kernel's 1): scans can then skip reading them.
+    pub equal_diag: bool,
     /// Positions 0..active are optimised; the rest are shrunk (their gradient is stale until
     /// `shrinking::reconstruct_gradient`). Every scan below covers the active positions only.
     pub active: usize,
@@ -162,6 +164,7 @@ impl DualState {
             y,
             p,
             upper,
+            equal_diag: diag.windows(2).all(|w| w[0] == w[1]),
             diag,
             active: n,
             index: (0..n as u32).collect(),

@@ -656,6 +656,8 @@ pub struct JScanInput<'a> {
     pub t: &'a [u32],
     /// K_tt of every position.
     pub diag: &'a [f64],
+    /// Whether every K_tt is the same (the RBF kernel's 1): the vector scans then read none.
+    pub equal_diag: bool,
     pub j0: usize,
     /// i's position, its value (the largest look-ahead violation) and its kernel row from j0.
     pub i: usize,
@@ -731,6 +733,7 @@ fn j_scan_portable(v: &mut [f64], input: &JScanInput<'_>, from: usize, mut out: 
     let &JScanInput {
         t,
         diag,
+        equal_diag: _,
         j0,
         i,
         vi,
@@ -1201,7 +1204,13 @@ mod tests {
             let mut t: Vec<u32> = positions[..n].iter().map(|&o| (j0 + o) as u32).collect();
             t.sort_unstable();
             let len = j0 + span.max(1);
-            let diag: Vec<f64> = (0..len).map(|_| pick(&mut rng, &[1.0, 0.5, 2.0])).collect();
+            // Every fifth run with the RBF kernel's equal diagonal (the vector scans skip it).
+            let diag: Vec<f64> = (0..len)
+                .map(|_| match trial % 5 {
+                    0 => 1.0,
+                    _ => pick(&mut rng, &[1.0, 0.5, 2.0]),
+                })
+                .collect();
             let row = |rng: &mut Rng| -> Vec<f32> {
                 (0..span.max(1))
                     .map(|_| [0.25f32, 0.5, 1.0, 0.0, 0.7][rng.below(5)])
@@ -1221,6 +1230,7 @@ mod tests {
             let input = JScanInput {
                 t: &t,
                 diag: &diag,
+                equal_diag: diag.iter().all(|&d| d == diag[0]),
                 j0,
                 i,
                 vi: pick(&mut rng, &[1.0, 0.5, 3.0]),

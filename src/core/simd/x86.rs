@@ -1347,6 +1347,7 @@ pub unsafe fn j_scan_avx512(v: &mut [f64], input: &JScanInput<'_>) -> JScan {
     let JScanInput {
         t,
         diag,
+        equal_diag,
         j0,
         i,
         vi,
@@ -1389,15 +1390,27 @@ pub unsafe fn j_scan_avx512(v: &mut [f64], input: &JScanInput<'_>) -> JScan {
         };
         let off8 = _mm512_castsi512_si256(off);
         let mut vv = unsafe { _mm512_loadu_pd(pv.add(k)) };
-        // Positions in a row (increasing, so the last is the first + 7) are read by plain
-        // loads: AMD's gathers cost several times a load per lane, and I_low is mostly dense.
-        let dense = t[k + 7] - t[k] == 7;
+        // Eight positions within 32 (16 for f64) of the first are read by one or two plain
+        // loads and a permute: AMD's gathers cost several times a load per lane, and I_low is
+        // mostly dense or nearly so. Positions increase, so the last is the farthest.
+        let span = (t[k + 7] - t[k]) as usize;
         let first_off = t[k] as usize - j0;
+        // The offsets from the first, and the near loads' masks: first_off..=first_off + span,
+        // all inside the rows.
+        let rel = || _mm512_sub_epi32(off, _mm512_set1_epi32(first_off as i32));
+        let near_mask = || !0u32 >> (31 - span.min(31));
         let row_lanes = |row: &[f32], mask: __mmask8| -> __m512d {
-            // SAFETY: offsets within the row (the caller's contract), lanes outside `mask` not read.
+            // SAFETY: offsets within the row (the caller's contract), lanes outside the masks
+            // not read.
             _mm512_cvtps_pd(_mm512_castps512_ps256(unsafe {
-                if dense {
-                    _mm512_maskz_loadu_ps(__mmask16::from(mask), row.as_ptr().add(first_off))
+                let p = row.as_ptr().add(first_off);
+                if span == 7 {
+                    _mm512_maskz_loadu_ps(__mmask16::from(mask), p)
+                } else if span < 32 {
+                    let m = near_mask();
+                    let lo = _mm512_maskz_loadu_ps(m as __mmask16, p);
+                    let hi = _mm512_maskz_loadu_ps((m >> 16) as __mmask16, p.add(16));
+                    _mm512_permutex2var_ps(lo, rel(), hi)
                 } else {
                     _mm512_mask_i32gather_ps::<4>(
                         _mm512_setzero_ps(),
@@ -1408,6 +1421,23 @@ pub unsafe fn j_scan_avx512(v: &mut [f64], input: &JScanInput<'_>) -> JScan {
                 }
             }))
         };
+        // SAFETY: as `row_lanes`, for a per-position array of f64 from j0.
+        let f64_lanes = |from_j0: *const f64, mask: __mmask8| -> __m512d {
+            unsafe {
+                let p = from_j0.add(first_off);
+                if span == 7 {
+                    _mm512_maskz_loadu_pd(mask, p)
+                } else if span < 16 {
+                    let m = near_mask();
+                    let lo = _mm512_maskz_loadu_pd(m as __mmask8, p);
+                    let hi = _mm512_maskz_loadu_pd((m >> 8) as __mmask8, p.add(8));
+                    let rel64 = _mm512_cvtepu32_epi64(_mm512_castsi512_si256(rel()));
+                    _mm512_permutex2var_pd(lo, rel64, hi)
+                } else {
+                    _mm512_mask_i32gather_pd::<8>(zero, mask, off8, from_j0)
+                }
+            }
+        };
         if let Some((ri, rj, step)) = update {
             let d = _mm512_sub_pd(row_lanes(ri, 0xff), row_lanes(rj, 0xff));
             vv = _mm512_sub_pd(vv, _mm512_mul_pd(d, _mm512_set1_pd(step)));
@@ -1416,17 +1446,7 @@ pub unsafe fn j_scan_avx512(v: &mut [f64], input: &JScanInput<'_>) -> JScan {
         // The candidates that count: all, or those of i's label.
         let counted: __mmask8 = match label {
             None => 0xff,
-            Some((y, yi)) => {
-                // SAFETY: offsets within the labels from j0.
-                let yt = unsafe {
-                    if dense {
-                        _mm512_loadu_pd(y.add(first_off))
-                    } else {
-                        _mm512_i32gather_pd::<8>(off8, y)
-                    }
-                };
-                _mm512_cmp_pd_mask::<_CMP_EQ_OQ>(yt, yi)
-            }
+            Some((y, yi)) => _mm512_cmp_pd_mask::<_CMP_EQ_OQ>(f64_lanes(y, 0xff), yi),
         };
         // The two smallest, as `j_scan_portable` pushes them.
         let lt1 = _mm512_mask_cmp_pd_mask::<_CMP_LT_OQ>(counted, vv, first_v);
@@ -1438,23 +1458,24 @@ pub unsafe fn j_scan_avx512(v: &mut [f64], input: &JScanInput<'_>) -> JScan {
         let b = _mm512_sub_pd(vvi, vv);
         let not_i = (_mm512_cmpneq_epi32_mask(off, i_off) & 0xff) as __mmask8 & counted;
         let cand = _mm512_mask_cmp_pd_mask::<_CMP_GT_OQ>(not_i, b, zero);
-        // SAFETY: offsets within diag from j0, lanes outside `cand` not read.
-        let k_tt = unsafe {
-            if dense {
-                _mm512_maskz_loadu_pd(cand, diag_j0.add(first_off))
+        if cand != 0 {
+            let k_tt = if equal_diag {
+                vk_ii
             } else {
-                _mm512_mask_i32gather_pd::<8>(zero, cand, off8, diag_j0)
-            }
-        };
-        let k_it = row_lanes(row_i, cand);
-        let a = _mm512_sub_pd(_mm512_add_pd(vk_ii, k_tt), _mm512_mul_pd(two, k_it));
-        let a = _mm512_mask_blend_pd(_mm512_cmp_pd_mask::<_CMP_GT_OQ>(a, zero), vtau, a);
-        let b2 = _mm512_mul_pd(b, b);
-        let neg_b2 = _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(b2), sign));
-        let obj = _mm512_div_pd(neg_b2, a);
-        let better = _mm512_mask_cmp_pd_mask::<_CMP_LE_OQ>(cand, obj, best_obj);
-        best_obj = _mm512_mask_blend_pd(better, best_obj, obj);
-        best_k = _mm512_mask_blend_epi64(better, best_k, places);
+                f64_lanes(diag_j0, cand)
+            };
+            let k_it = row_lanes(row_i, cand);
+            let a = _mm512_sub_pd(_mm512_add_pd(vk_ii, k_tt), _mm512_mul_pd(two, k_it));
+            let a = _mm512_mask_blend_pd(_mm512_cmp_pd_mask::<_CMP_GT_OQ>(a, zero), vtau, a);
+            let b2 = _mm512_mul_pd(b, b);
+            // Every lane divides: a test against the lane's best first (the portable loop's)
+            // would chain each vector to the last through that best, which costs more.
+            let neg_b2 = _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(b2), sign));
+            let obj = _mm512_div_pd(neg_b2, a);
+            let better = _mm512_mask_cmp_pd_mask::<_CMP_LE_OQ>(cand, obj, best_obj);
+            best_obj = _mm512_mask_blend_pd(better, best_obj, obj);
+            best_k = _mm512_mask_blend_epi64(better, best_k, places);
+        }
         places = _mm512_add_epi64(places, eight);
         k += 8;
     }
@@ -1531,7 +1552,9 @@ fn merged_j_lanes(
 }
 
 /// `j_scan` four candidates at a time (`j_scan_avx512`'s lanes and rules with AVX2 vectors;
-/// every offset of a whole vector is read, so no gather needs a mask).
+/// every offset of a whole vector is read, so no gather needs a mask). Unlike AVX-512 it divides
+/// only where the portable loop's product test lets a lane reach its best: AVX2's division is
+/// slow enough that the test pays (`cargo bench --bench j_scan`).
 ///
 /// # Safety
 /// The CPU must support AVX2; the contract of `j_scan_avx512`.
@@ -1542,6 +1565,7 @@ pub unsafe fn j_scan_avx2(v: &mut [f64], input: &JScanInput<'_>) -> JScan {
     let JScanInput {
         t,
         diag,
+        equal_diag,
         j0,
         i,
         vi,
@@ -1560,6 +1584,8 @@ pub unsafe fn j_scan_avx2(v: &mut [f64], input: &JScanInput<'_>) -> JScan {
         _mm256_setzero_pd(),
     );
     let inf = _mm256_set1_pd(f64::INFINITY);
+    let near_one = _mm256_set1_pd(1.0 - 1e-12);
+    let lane_index = _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0);
     let sign = _mm256_set1_pd(-0.0);
     let all = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
     let vj0 = _mm_set1_epi32(j0 as i32);
@@ -1574,13 +1600,24 @@ pub unsafe fn j_scan_avx2(v: &mut [f64], input: &JScanInput<'_>) -> JScan {
         // SAFETY (the loads, gathers and store): places k..k+4 lie in v and t; offsets within
         // the rows, diag and labels from j0 (the caller's contract).
         let off = unsafe { _mm_sub_epi32(_mm_loadu_si128(pt.add(k).cast()), vj0) };
-        let dense = t[k + 3] - t[k] == 3;
+        let span = (t[k + 3] - t[k]) as usize;
+        let dense = span == 3;
         let first_off = t[k] as usize - j0;
+        // Four positions within 8 of the first: one masked load (first_off..=first_off + span,
+        // inside the rows) and a permute instead of a gather.
+        let near = _mm256_cmpgt_epi32(_mm256_set1_epi32(span as i32 + 1), lane_index);
+        let rel = _mm256_castsi128_si256(_mm_sub_epi32(off, _mm_set1_epi32(first_off as i32)));
         let row_lanes = |row: &[f32]| -> __m256d {
-            // SAFETY: offsets within the row.
+            // SAFETY: offsets within the row, lanes outside `near` not read.
             _mm256_cvtps_pd(unsafe {
+                let p = row.as_ptr().add(first_off);
                 if dense {
-                    _mm_loadu_ps(row.as_ptr().add(first_off))
+                    _mm_loadu_ps(p)
+                } else if span < 8 {
+                    _mm256_castps256_ps128(_mm256_permutevar8x32_ps(
+                        _mm256_maskload_ps(p, near),
+                        rel,
+                    ))
                 } else {
                     _mm_i32gather_ps::<4>(row.as_ptr(), off)
                 }
@@ -1619,22 +1656,34 @@ pub unsafe fn j_scan_avx2(v: &mut [f64], input: &JScanInput<'_>) -> JScan {
             is_i,
             _mm256_and_pd(counted, _mm256_cmp_pd::<_CMP_GT_OQ>(b, zero)),
         );
-        let k_tt = unsafe {
-            if dense {
-                _mm256_loadu_pd(diag_j0.add(first_off))
+        if _mm256_movemask_pd(cand) != 0 {
+            let k_tt = if equal_diag {
+                vk_ii
             } else {
-                _mm256_i32gather_pd::<8>(diag_j0, off)
+                unsafe {
+                    if dense {
+                        _mm256_loadu_pd(diag_j0.add(first_off))
+                    } else {
+                        _mm256_i32gather_pd::<8>(diag_j0, off)
+                    }
+                }
+            };
+            let a = _mm256_sub_pd(
+                _mm256_add_pd(vk_ii, k_tt),
+                _mm256_mul_pd(two, row_lanes(row_i)),
+            );
+            let a = _mm256_blendv_pd(vtau, a, _mm256_cmp_pd::<_CMP_GT_OQ>(a, zero));
+            let b2 = _mm256_mul_pd(b, b);
+            // The portable loop's product test against the lane's best (as the AVX-512 scan).
+            let reach = _mm256_mul_pd(_mm256_mul_pd(_mm256_xor_pd(best_obj, sign), a), near_one);
+            let may = _mm256_and_pd(cand, _mm256_cmp_pd::<_CMP_NLT_UQ>(b2, reach));
+            if _mm256_movemask_pd(may) != 0 {
+                let obj = _mm256_div_pd(_mm256_xor_pd(b2, sign), a);
+                let better = _mm256_and_pd(may, _mm256_cmp_pd::<_CMP_LE_OQ>(obj, best_obj));
+                best_obj = _mm256_blendv_pd(best_obj, obj, better);
+                best_k = _mm256_blendv_epi8(best_k, places, _mm256_castpd_si256(better));
             }
-        };
-        let a = _mm256_sub_pd(
-            _mm256_add_pd(vk_ii, k_tt),
-            _mm256_mul_pd(two, row_lanes(row_i)),
-        );
-        let a = _mm256_blendv_pd(vtau, a, _mm256_cmp_pd::<_CMP_GT_OQ>(a, zero));
-        let obj = _mm256_div_pd(_mm256_xor_pd(_mm256_mul_pd(b, b), sign), a);
-        let better = _mm256_and_pd(cand, _mm256_cmp_pd::<_CMP_LE_OQ>(obj, best_obj));
-        best_obj = _mm256_blendv_pd(best_obj, obj, better);
-        best_k = _mm256_blendv_epi8(best_k, places, _mm256_castpd_si256(better));
+        }
         places = _mm256_add_epi64(places, four);
         k += 4;
     }
