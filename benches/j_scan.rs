@@ -3,7 +3,7 @@
 //! (I_low dense) or with gaps (70% and 40% of the positions), the RBF kernel's equal diagonal or
 //! a varying one. The values are those of a solve in progress: a spread of violations below i's,
 //! so most candidates qualify as j and the best j tightens as the scan goes.
-//! `cargo bench --bench j_scan`; `benchmarks/criterion_report.py` tabulates it.
+//! `cargo bench --bench j_scan` (criterion prints each level's time per run).
 
 use budgetsvm::core::common::rng::Rng;
 use budgetsvm::core::simd::{j_scan, levels_here, JScanInput};
