@@ -485,8 +485,8 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
         }
         let len = self.plan(idx, len)?;
         let fused = self.batch_rows.len() == 1 && self.batch_from[0] == 0 && len > 0;
-        let folded = match fused.then(|| self.computer.feature_major()).flatten() {
-            Some(xt) => {
+        let folded = match fused.then(|| self.computer.block_source()).flatten() {
+            Some(source) => {
                 let start = Instant::now();
                 let pos = self.batch_rows[0] as usize;
                 let slot = self.row_slot[pos];
@@ -501,7 +501,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
                         .enumerate()
                         .map(|(k, (out, state))| {
                             let j0 = k * BLOCK;
-                            computer.feature_major_block(xt, pos, xi, j0, out);
+                            computer.source_block(&source, pos, xi, j0, out);
                             let out = &*out;
                             let mut rows: [&[f32]; VISIT_ROWS] = [&[]; VISIT_ROWS];
                             for (r, &s) in rows.iter_mut().zip(slots) {
@@ -765,7 +765,7 @@ pub(crate) mod tests {
     use crate::core::data::rows::tests::csr_parts;
     use crate::core::data::rows::{CsrView, DenseView, SubsetRows};
     use crate::core::kernels::kernel_block::kernel_matrix;
-    use crate::core::kernels::kernel_rows::DENSIFY_MAX_COLS;
+    use crate::core::kernels::kernel_rows::{transpose, BitRows, DENSIFY_MAX_COLS};
 
     /// Random rows (40% zeros) as a dense buffer and as CSR parts of the same values.
     pub(crate) struct Data {
@@ -974,6 +974,66 @@ pub(crate) mod tests {
                 }
             }
         }
+    }
+
+    /// 0/1 rows take the bit-set path: the same kernel values, bit for bit, as the
+    /// feature-major copy (the other paths' exact counts), for widths of one to four words and
+    /// their edges, sparse and dense input, prefixes and swapped positions; and the fused
+    /// visits of single missing rows read the bit sets too. Rows with a value other than 0 or 1,
+    /// or wider than four words, do not.
+    #[test]
+    fn bit_rows_equal_the_feature_major_copy() {
+        let mut rng = Rng::new(5);
+        for (n, d) in [
+            (1100, 123),
+            (300, 1),
+            (700, 64),
+            (500, 65),
+            (2 * BLOCK + 9, 256),
+        ] {
+            let mut t = data(n, d, n as u64 + d as u64);
+            for v in t.dense.iter_mut() {
+                *v = f64::from(u8::from(*v != 0.0));
+            }
+            t.values.iter_mut().for_each(|v| *v = 1.0);
+            let dense = DenseView::new(&t.dense, t.n, t.d).unwrap();
+            let csr = CsrView::new(&t.indptr, &t.indices, &t.values, t.d).unwrap();
+            let norms = dense.sq_norms();
+            let copy = || transpose(&dense).map(DotPath::FeatureMajor).unwrap();
+            let kernel = Kernel::rbf(0.05);
+            let reference = RowComputer::new(&dense, kernel, norms, copy()).unwrap();
+            let mut want = KernelRowCache::with_computer(reference, 1 << 26);
+            let mut bits = KernelRowCache::new(&csr, kernel, 1 << 26).unwrap();
+            let mut bits_dense = KernelRowCache::new(&dense, kernel, 4 * n * 3).unwrap();
+            assert!(matches!(bits.computer.path, DotPath::Bits(_)));
+            assert!(matches!(bits_dense.computer.path, DotPath::Bits(_)));
+            for _ in 0..30 {
+                let idx: Vec<usize> = (0..1 + rng.below(4)).map(|_| rng.below(n)).collect();
+                let len = 1 + rng.below(n);
+                let w = want.rows_prefix(&idx, len).unwrap();
+                let w: Vec<Vec<f32>> = (0..idx.len()).map(|k| w.row(k).to_vec()).collect();
+                let got = bits.rows_prefix(&idx, len).unwrap();
+                let got_dense = bits_dense.rows_prefix(&idx, len).unwrap();
+                for (k, row) in w.iter().enumerate() {
+                    assert_eq!(got.row(k), &row[..], "n {n} d {d} row {}", idx[k]);
+                    assert_eq!(got_dense.row(k), &row[..], "n {n} d {d} row {}", idx[k]);
+                }
+                let pairs: Vec<(usize, usize)> = (0..rng.below(5))
+                    .map(|k| (k, n - 1 - k))
+                    .filter(|&(a, b)| a < b)
+                    .collect();
+                want.swap_positions(&pairs);
+                bits.swap_positions(&pairs);
+                bits_dense.swap_positions(&pairs);
+            }
+            check_visits(&csr, &dense, n, d as u64);
+        }
+        let t = data(200, 20, 9);
+        let x = CsrView::new(&t.indptr, &t.indices, &t.values, t.d).unwrap();
+        assert!(BitRows::build(&x).is_none(), "values other than 0 and 1");
+        let ones = vec![1.0; 10 * 257];
+        let wide = DenseView::new(&ones, 10, 257).unwrap();
+        assert!(BitRows::build(&wide).is_none(), "five words");
     }
 
     #[test]

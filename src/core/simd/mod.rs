@@ -838,6 +838,56 @@ pub fn axpy_narrow<T: ColumnValue>(alpha: f64, x: &[T], y: &mut [f64]) {
     }
 }
 
+/// Dot products of 0/1 rows held as bit sets: out[k] = the number of bits set in both `a` and
+/// row k of `rows` (`a.len()` words a row, so `rows` holds out.len() rows).
+pub fn and_popcounts(a: &[u64], rows: &[u64], out: &mut [f64]) {
+    assert_eq!(
+        rows.len(),
+        a.len() * out.len(),
+        "and_popcounts: one row of a's width per output"
+    );
+    #[cfg(target_arch = "x86_64")]
+    if level() != Level::Portable && std::arch::is_x86_feature_detected!("popcnt") {
+        // SAFETY: the CPU has POPCNT.
+        return unsafe { x86::and_popcounts_popcnt(a, rows, out) };
+    }
+    and_popcounts_by_width(a, rows, out)
+}
+
+/// `and_popcounts` with the common widths unrolled (a9a's 123 columns are two words).
+#[inline(always)]
+fn and_popcounts_by_width(a: &[u64], rows: &[u64], out: &mut [f64]) {
+    #[inline(always)]
+    fn fixed<const W: usize>(a: &[u64], rows: &[u64], out: &mut [f64]) {
+        let mut a_w = [0u64; W];
+        a_w.copy_from_slice(&a[..W]);
+        for (o, r) in out.iter_mut().zip(rows.chunks_exact(W)) {
+            let mut bits = 0u32;
+            for w in 0..W {
+                bits += (a_w[w] & r[w]).count_ones();
+            }
+            *o = f64::from(bits);
+        }
+    }
+    match a.len() {
+        0 => out.fill(0.0),
+        1 => fixed::<1>(a, rows, out),
+        2 => fixed::<2>(a, rows, out),
+        3 => fixed::<3>(a, rows, out),
+        4 => fixed::<4>(a, rows, out),
+        w => {
+            for (o, r) in out.iter_mut().zip(rows.chunks_exact(w)) {
+                *o = f64::from(
+                    a.iter()
+                        .zip(r)
+                        .map(|(x, y)| (x & y).count_ones())
+                        .sum::<u32>(),
+                );
+            }
+        }
+    }
+}
+
 /// Sum of x[i] * y[i] for x stored in f32 or halves (widened exactly) over the common length.
 #[inline]
 pub fn dot_narrow<T: ColumnValue>(x: &[T], y: &[f64]) -> f64 {

@@ -1551,6 +1551,15 @@ fn merged_j_lanes(
     out
 }
 
+/// `and_popcounts` with the POPCNT instruction.
+///
+/// # Safety
+/// The CPU must support POPCNT; the lengths as `and_popcounts` checks them.
+#[target_feature(enable = "popcnt")]
+pub unsafe fn and_popcounts_popcnt(a: &[u64], rows: &[u64], out: &mut [f64]) {
+    super::and_popcounts_by_width(a, rows, out)
+}
+
 /// `j_scan` four candidates at a time (`j_scan_avx512`'s lanes and rules with AVX2 vectors;
 /// every offset of a whole vector is read, so no gather needs a mask). Unlike AVX-512 it divides
 /// only where the portable loop's product test lets a lane reach its best: AVX2's division is
