@@ -1,9 +1,9 @@
 //! Kernel rows by position, computed in parallel batches: [`RowComputer`] (the data, the
 //! kernel, the squared norms, the positions that shrinking moves, and the path the dot products
-//! take: a feature-major copy, sparse columns, row-wise dots, a precomputed Gram matrix, or a
-//! one-vs-one pair's [`PairSegments`] of the store shared by all pairs). The LRU cache
-//! (`kernel_cache`) and the shared store (`shared_rows`) both compute through it; it knows
-//! neither. Uses `common`, `simd`, `data` and the kernel functions.
+//! take: a feature-major copy, bit sets of 0/1 rows, sparse columns, row-wise dots, a
+//! precomputed Gram matrix, or a one-vs-one pair's [`PairSegments`] of the store shared by all
+//! pairs). The LRU cache (`kernel_cache`) and the shared store (`shared_rows`) both compute
+//! through it; it knows neither. Uses `common`, `simd`, `data` and the kernel functions.
 
 use std::sync::Arc;
 
