@@ -213,7 +213,8 @@ impl<'a, R: Rows> RowComputer<'a, R> {
     }
 
     /// Kernel values of the row at position `i` (dense `xi`, read by the feature-major copy
-    /// only) with the positions j0..j0 + out.len() (at most `BLOCK`).
+    /// only) with the positions j0..j0 + out.len() (at most `BLOCK`): one axpy of the copy per
+    /// non-zero of x_i, or the bit sets' popcounts.
     pub(crate) fn source_block(
         &self,
         source: &BlockSource<'_>,
@@ -222,23 +223,27 @@ impl<'a, R: Rows> RowComputer<'a, R> {
         j0: usize,
         out: &mut [f32],
     ) {
+        let (n, norms) = (self.n, &self.sq_norms[..]);
+        let mut buf = [0.0f64; BLOCK];
+        let buf = &mut buf[..out.len()];
         match source {
-            BlockSource::FeatureMajor(xt) => self.feature_major_block(xt, i, xi, j0, out),
-            BlockSource::Bits(bits) => {
-                let mut buf = [0.0f64; BLOCK];
-                let buf = &mut buf[..out.len()];
-                bits.dots(i, j0, buf);
-                let norms = &self.sq_norms[..];
-                kernel_values(
-                    self.kernel,
-                    (i, norms[i]),
-                    j0,
-                    &norms[j0..j0 + out.len()],
-                    buf,
-                    out,
-                );
+            BlockSource::FeatureMajor(xt) => {
+                for (c, &q) in xi.iter().enumerate() {
+                    if q != 0.0 {
+                        xt.axpy_column(q, c * n + j0, buf);
+                    }
+                }
             }
+            BlockSource::Bits(bits) => bits.dots(i, j0, buf),
         }
+        kernel_values(
+            self.kernel,
+            (i, norms[i]),
+            j0,
+            &norms[j0..j0 + out.len()],
+            buf,
+            out,
+        );
     }
 
     /// The row at position `pos` written densely into the scratch (n_cols values).
@@ -250,35 +255,6 @@ impl<'a, R: Rows> RowComputer<'a, R> {
         self.x
             .write_dense(self.perm[pos] as usize, &mut scratch.dense[..width]);
         &scratch.dense[..width]
-    }
-
-    /// Kernel values of the row at position `i` (dense `xi`) with the positions
-    /// j0..j0 + out.len() (at most `BLOCK`) from the feature-major copy: one axpy per
-    /// non-zero of x_i.
-    pub(crate) fn feature_major_block(
-        &self,
-        xt: &FeatureMajor,
-        i: usize,
-        xi: &[f64],
-        j0: usize,
-        out: &mut [f32],
-    ) {
-        let (n, norms) = (self.n, &self.sq_norms[..]);
-        let mut buf = [0.0f64; BLOCK];
-        let buf = &mut buf[..out.len()];
-        for (c, &q) in xi.iter().enumerate() {
-            if q != 0.0 {
-                xt.axpy_column(q, c * n + j0, buf);
-            }
-        }
-        kernel_values(
-            self.kernel,
-            (i, norms[i]),
-            j0,
-            &norms[j0..j0 + out.len()],
-            buf,
-            out,
-        );
     }
 
     pub(crate) fn compute_by(
@@ -385,8 +361,9 @@ impl<'a, R: Rows> RowComputer<'a, R> {
                     }
                 }
                 DotPath::FeatureMajor(xt) => {
+                    let source = BlockSource::FeatureMajor(xt);
                     let block = |i: usize, xi: &[f64], j0: usize, out: &mut [f32]| {
-                        self.feature_major_block(xt, i, xi, j0, out)
+                        self.source_block(&source, i, xi, j0, out)
                     };
                     if let [job] = &mut jobs[..] {
                         // One row (the common request): its blocks in parallel, nothing to share.
