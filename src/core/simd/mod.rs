@@ -705,8 +705,9 @@ fn pair_curvature(k_ii: f64, k_tt: f64, k_it: f32, tau: f64) -> f64 {
 }
 
 /// The j scan of a run (`JScanInput`, `JScan`), updating `v` in place. Every level gives the
-/// same result and the same values (AVX-512 and AVX2: eight or four candidates at a time without
-/// the portable loop's early outs, the lanes merged by the same tie rules).
+/// same result and the same values (AVX-512 and AVX2: eight or four candidates at a time, the
+/// lanes merged by the same tie rules; AVX-512 without the portable loop's product test before
+/// the division, AVX2 with it).
 pub fn j_scan(level: Level, v: &mut [f64], input: &JScanInput<'_>) -> JScan {
     assert_eq!(
         v.len(),
