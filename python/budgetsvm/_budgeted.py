@@ -62,7 +62,7 @@ class BudgetedMachine(ModelFileMixin, BaseEstimator):
     sv_storage: str = "auto"
     n_jobs: Optional[int] = None
     polish: bool = True
-    polish_tol: float = 1e-6
+    polish_tol: float = 1e-5
     polish_max_iter: int = 50
     polish_cache_size: float = 1024.0
 

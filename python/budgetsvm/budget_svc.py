@@ -145,13 +145,16 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         ``budgetsvm.set_num_threads`` (default all cores), -1 all cores.
     polish : bool, default=True
         After the budgeted pass, solve the coefficients and an intercept exactly over its
-        support vectors (see above): min 1/2 beta^T K_SS beta + C sum_i w_i max(0, 1 - y_i f(x_i))^2
-        with f(x) = sum_j beta_j k(x, s_j) + b, the same C, class and sample weights. False keeps
+        support vectors (see above): min 1/2 beta^T K_SS beta + C sum_i w_i loss(y_i f(x_i)) with
+        f(x) = sum_j beta_j k(x, s_j) + b, the hinge smoothed (squared near the margin, linear
+        beyond margin 1/2), the same C, class and sample weights. False keeps
         the budgeted pass's coefficients (no intercept). ``polish_coef`` does it for a model
         built by ``partial_fit``.
-    polish_tol : float, default=1e-6
+    polish_tol : float, default=1e-5
         The polish stops when a Newton iteration lowers the objective by less than this,
-        relative (or once an iteration leaves the active set unchanged: the exact solution).
+        relative, or (large budgets) when a full Newton step's decrease, squared over the one
+        before, says the next iteration would (or once an iteration leaves the active set unchanged: the
+        exact solution).
     polish_max_iter : int, default=50
         Newton iterations of the polish at most (a ``ConvergenceWarning`` when reached).
     polish_cache_size : float, default=1024

@@ -91,7 +91,7 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
     n_jobs : int or None, default=None
         Threads for predictions and the polish.
     polish : bool, default=True
-    polish_tol : float, default=1e-6
+    polish_tol : float, default=1e-5
     polish_max_iter : int, default=50
     polish_cache_size : float, default=1024
         As ``BudgetSVC``'s.

@@ -880,6 +880,7 @@ def _distributed_polish(clf, client, x_parts, y_parts, w_parts, targets, C, toke
             add(first, k)
     start_obj = obj.copy()
     done = np.zeros(q, dtype=bool)
+    decrease_before = np.zeros(q)
     iterations = 0
     tol = float(clf.polish_tol)
     steps = np.array(_LINE_STEPS)
@@ -957,9 +958,18 @@ def _distributed_polish(clf, client, x_parts, y_parts, w_parts, targets, C, toke
             coef[:, k] = trial_c[:, k]
             b[k] = trial_b[k]
             obj[k] = new_obj[k]
-            # A full Newton step that changed no row's activity reached the optimum.
-            if (t[k] == 1.0 and changed == 0) or decrease <= tol * abs(new_obj[k]):
+            # A full Newton step that changed no row's activity reached the optimum; the rest
+            # is the serial solve's rule (`stops_after`: Hessian-free, a full step's decrease
+            # squared over the one before predicts the next).
+            enough = tol * abs(new_obj[k])
+            predicted = hessian_free and t[k] == 1.0 and 0.0 < decrease < decrease_before[k]
+            if (
+                (t[k] == 1.0 and changed == 0)
+                or decrease <= enough
+                or (predicted and decrease * (decrease / decrease_before[k]) <= enough)
+            ):
                 done[k] = True
+            decrease_before[k] = decrease
         if not full_steps and np.all(np.abs(t[live] - 1.0) <= 0.25):
             full_steps = True
     converged = bool(done.all())

@@ -32,7 +32,7 @@ keyword_group! {
     /// callback, and epsilon for a regression.
     struct PolishSettings<'py> {
         c: f64,
-        tol: f64 = 1e-6,
+        tol: f64 = 1e-5,
         max_iter: usize = 50,
         cache_size: f64 = 1024.0,
         intercept: Option<PyReadonlyArray1<'py, f64>> = None,

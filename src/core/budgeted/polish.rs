@@ -24,7 +24,8 @@
 //! rows that changed (after the first steps few do; a tangent costs m, a square m^2), so an
 //! iteration costs one product K d over all rows plus m^2 per changed square and one
 //! Cholesky factorisation of (m + 1)^2. It stops when a full step leaves the active set as it
-//! was (the exact minimiser), when the objective falls by less than `tol` relative, or after
+//! was (the exact minimiser), when the objective falls by less than `tol` relative (or a full
+//! step's decrease, squared over the step before's, says the next one would), or after
 //! `max_iter` iterations. Every iteration is a sum over rows, which is what a distributed solve
 //! needs (each worker returns its part of M, s, u and of K d).
 //!
@@ -91,7 +92,8 @@ const NO_CURVATURE: f64 = 1e-9;
 pub struct PolishParams {
     /// C of the objective (lambda = 1 / (n C)).
     pub c: f64,
-    /// Stop when an iteration lowers the objective by less than this, relative.
+    /// Stop when an iteration lowers the objective by less than this, relative, or a full
+    /// step's decrease predicts that the next one would.
     pub tol: f64,
     /// Newton iterations at most (per output).
     pub max_iter: usize,
@@ -939,6 +941,21 @@ struct Output {
     done: bool,
     /// The last step was a full one.
     full_step: bool,
+    /// How much the last step lowered the objective (0 before the first).
+    decrease_before: f64,
+}
+
+/// Whether a step that lowered the objective by `decrease` (the step before by
+/// `decrease_before`, 0 if none) ends the solve at the tolerance `enough` (absolute). After a
+/// full Newton step the decreases contract at a steady rate (linear at the directions'
+/// residual, quadratic once exact), so decrease^2 / decrease_before estimates the next one and
+/// the iteration that would only confirm it is skipped (200,000 hard10d rows, B = 3,000: the
+/// subsample's solve 8 -> 7 iterations, the last 31 Hessian products for nothing).
+fn stops_after(decrease: f64, decrease_before: f64, full_step: bool, enough: f64) -> bool {
+    decrease <= enough
+        || (full_step
+            && decrease < decrease_before
+            && decrease * (decrease / decrease_before) <= enough)
 }
 
 /// Kernel rows of the segments: cached ones, and how to compute the others.
@@ -1127,6 +1144,7 @@ fn polish_on(
             objective: 0.0,
             done: m == 0,
             full_step: false,
+            decrease_before: 0.0,
         })
         .collect();
 
@@ -1306,8 +1324,9 @@ fn polish_on(
     let (mut squared_rows, mut recomputed_rows) = (0usize, 0usize);
     let mut kept_bytes = 0usize;
     // Moves output k by t along its direction (delta: the change of f over the full step) and
-    // applies the stopping rules.
-    let advance = |k: usize, o: &mut Output, t: f64| {
+    // applies the stopping rules; `predict`: the Hessian-free solve's (the Newton system's
+    // ends at the exact minimiser, which its last iteration reaches cheaply).
+    let advance = |k: usize, o: &mut Output, t: f64, predict: bool| {
         let (beta_before, b_before, f_before) = (o.beta.clone(), o.b, o.f.clone());
         for (bj, dj) in o.beta.iter_mut().zip(&o.d) {
             *bj += t * dj;
@@ -1323,8 +1342,17 @@ fn polish_on(
             // Beyond what f64 holds (C near f64::MAX): the last finite point is the answer.
             (o.beta, o.b, o.f, o.objective) = (beta_before, b_before, f_before, before);
             o.done = true;
-        } else if before - o.objective <= params.tol * o.objective.abs() {
-            o.done = true;
+        } else {
+            let decrease = before - o.objective;
+            if stops_after(
+                decrease,
+                o.decrease_before,
+                predict && o.full_step,
+                params.tol * o.objective.abs(),
+            ) {
+                o.done = true;
+            }
+            o.decrease_before = decrease;
         }
     };
     // The objective at step t along output k's direction.
@@ -1556,7 +1584,7 @@ fn polish_on(
                     o.full_step = t == 1.0;
                     let f_before = (!o.full_step).then(|| o.f.clone());
                     let before = o.objective;
-                    advance(k, o, t);
+                    advance(k, o, t, true);
                     let decrease = before - o.objective;
                     if decrease > STALL_SHARE * last_decrease[k] {
                         half_rows = false;
@@ -1689,7 +1717,7 @@ fn polish_on(
                 &weight,
             );
             o.full_step = t == 1.0;
-            advance(k, o, t);
+            advance(k, o, t, false);
         }
         report(
             &mut progress,
@@ -3576,6 +3604,7 @@ mod tests {
                 objective: 0.0,
                 done: false,
                 full_step: false,
+                decrease_before: 0.0,
             };
             let term = |i: usize, v: f64| targets.term(0, i, v);
             let weight = |i: usize| w[i];
@@ -3991,6 +4020,7 @@ mod tests {
                         objective: 0.0,
                         done: false,
                         full_step: false,
+                        decrease_before: 0.0,
                     })
                     .collect();
                 let all: Vec<usize> = (0..q).collect();
@@ -4250,6 +4280,86 @@ mod tests {
                 // Rows in memory are copied whatever the cache.
                 assert_eq!(solve(method, true, 0).sample_rows, sampled);
                 assert_same_optimum(&x, &model, &started, &direct, seed);
+            }
+        }
+    }
+
+    /// The predicted stop: after a full step, once the next decrease at the last two's rate
+    /// is within the tolerance; never after a short step or a growing decrease.
+    #[test]
+    fn a_full_steps_decrease_predicts_the_next() {
+        // Halving decreases 8, 4, 2, 1 with the tolerance 0.6: 2 predicts 1 (go on), 1
+        // predicts 0.5 (stop, a step before 0.5 itself would).
+        assert!(!stops_after(4.0, 8.0, true, 0.6));
+        assert!(!stops_after(2.0, 4.0, true, 0.6));
+        assert!(stops_after(1.0, 2.0, true, 0.6));
+        assert!(!stops_after(1.0, 2.0, false, 0.6));
+        assert!(!stops_after(1.0, 0.0, true, 0.6) && !stops_after(3.0, 2.0, true, 0.6));
+        assert!(stops_after(0.5, 2.0, false, 0.6) && stops_after(-1.0, 0.0, false, 0.0));
+    }
+
+    /// A tolerance's stop, the one a full step's decrease predicts included, ends near the
+    /// optimum (the solve run to the end: tol 0) and takes no more iterations; for both solves,
+    /// classes and regression. Near: the Newton solve within tol (0.02 tol here), the
+    /// Hessian-free one within 10 tol (6 here: its last direction's predicted decrease, -g.x of
+    /// a direction solved to a residual of 0.05, is what it stops on).
+    #[test]
+    fn a_tolerance_stops_within_it_of_the_optimum() {
+        for (seed, n, m, classes, c) in [
+            (71, 3000, 30, 2, 2.0),
+            (72, 2000, 40, 3, 8.0),
+            (73, 2500, 30, 0, 4.0),
+        ] {
+            let (x, y, mut model) = problem(seed, n, m, classes.max(2));
+            let z: Vec<f64> = (0..n)
+                .map(|i| (3.0 * x[2 * i]).sin() + x[2 * i + 1] * x[2 * i + 1])
+                .collect();
+            if classes == 0 {
+                model.coef.iter_mut().for_each(|v| *v *= 3.0);
+            }
+            for method in [PolishMethod::Newton, PolishMethod::HessianFree] {
+                let solve = |tol| {
+                    let view = DenseView::new(&x, n, 2).unwrap();
+                    let targets = if classes == 0 {
+                        Targets::Values {
+                            y: &z,
+                            epsilon: 0.05,
+                        }
+                    } else {
+                        Targets::classes(&y, classes)
+                    };
+                    let mut p = params(c);
+                    p.method = method;
+                    p.tol = tol;
+                    let mut source = InMemory(AnyRows::Dense(view));
+                    polish(
+                        &model,
+                        None,
+                        &mut source,
+                        targets,
+                        None,
+                        &p,
+                        &mut no_monitor,
+                    )
+                    .unwrap()
+                };
+                let exact = solve(0.0);
+                assert!(exact.converged);
+                let allowed = if method == PolishMethod::Newton {
+                    1.0
+                } else {
+                    10.0
+                };
+                for tol in [1e-3, 1e-4, 1e-5] {
+                    let r = solve(tol);
+                    assert!(r.converged && r.iterations <= exact.iterations);
+                    for (o, (&got, &best)) in r.objective.iter().zip(&exact.objective).enumerate() {
+                        assert!(
+                            got - best <= allowed * tol * best && got >= best * (1.0 - 1e-9),
+                            "seed {seed} {method:?} tol {tol} output {o}: {got} against {best}"
+                        );
+                    }
+                }
             }
         }
     }
