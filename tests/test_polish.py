@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import pickle
+import sys
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -261,3 +263,40 @@ def test_polished_model_file_round_trip(tmp_path):
     unpolished.save(tmp_path / "u.model")
     header = json.loads(zipfile.ZipFile(tmp_path / "u.model").read("header.json"))
     assert header["version"] == 1 and "intercept" not in header
+
+
+COD_RNA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cod-rna" / "cod-rna.xz"
+
+
+@pytest.mark.skipif(not COD_RNA.exists(), reason="../shared/data/cod-rna not available")
+def test_a_direction_that_does_not_descend_does_not_end_the_polish():
+    """cod-rna at B = 500 (bsca, benchmarks/polish.py's row): from the rescaled start a Newton
+    direction of the system with the plain ridge ascends (the system's gradient is off along
+    K_SS's near-null directions) and the polish stopped at 156,654 against an optimum of
+    155,764. It now solves again with a larger ridge and ends at the optimum, checked against
+    L-BFGS on the basis whitened by K_SS^-1/2 (an independent formulation whose optimum, over
+    K_SS's well-conditioned directions, is at least the true one)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from _data import load
+
+    X, y, _, _ = load("cod-rna")
+    clf = BudgetSVC(C=32.0, gamma=0.125, budget=500, epochs=5, solver="bsca", random_state=0)
+    clf.fit(X, y)
+    assert clf.fit_stats_["polish"]["converged"]
+    S = clf.support_vectors_
+    evals, U = np.linalg.eigh(rbf_kernel(S, S, gamma=clf.gamma_))
+    keep = evals > 1e-10 * evals.max()
+    Z = rbf_kernel(X, S, gamma=clf.gamma_) @ (U[:, keep] / np.sqrt(evals[keep]))
+    t = np.where(y == clf.classes_[1], 1.0, -1.0)
+    C = clf.C
+
+    def fun(p):
+        v, b = p[:-1], p[-1]
+        loss, slope = polish_loss(1.0 - t * (Z @ v + b))
+        g = -C * slope * t
+        return 0.5 * v @ v + C * loss.sum(), np.append(v + Z.T @ g, g.sum())
+
+    r = minimize(fun, np.zeros(Z.shape[1] + 1), jac=True, method="L-BFGS-B",
+                 options=dict(maxiter=20000, gtol=1e-8, ftol=1e-15))
+    ours = objective(clf, X, y)
+    assert ours <= r.fun * (1.0 + 1e-5), (ours, r.fun)
