@@ -3755,6 +3755,25 @@ mod tests {
     }
 
     /// The kernel matrices of a [`problem`] written out: rows x SVs and SVs x SVs.
+    /// The smooth function the regression tests fit: sin(3 x_0) + x_1^2 of each 2-column row.
+    fn regression_values(x: &[f64]) -> Vec<f64> {
+        x.chunks_exact(2)
+            .map(|r| (3.0 * r[0]).sin() + r[1] * r[1])
+            .collect()
+    }
+
+    /// A test's targets: `classes` classes, or (0) a regression on `z` with epsilon 0.05.
+    fn test_targets<'a>(classes: usize, y: &'a [u32], z: &'a [f64]) -> Targets<'a> {
+        if classes == 0 {
+            Targets::Values {
+                y: z,
+                epsilon: 0.05,
+            }
+        } else {
+            Targets::classes(y, classes)
+        }
+    }
+
     fn explicit_kernels(x: &[f64], n: usize, model: &BudgetModel) -> (Vec<f64>, Vec<f64>) {
         let m = model.n_sv();
         let xv = DenseView::new(x, n, 2).unwrap();
@@ -3940,9 +3959,7 @@ mod tests {
             (23, 500, 25, 0, 2.0, false),
         ] {
             let (x, y, mut model) = problem(seed, n, m, classes.max(2));
-            let z: Vec<f64> = (0..n)
-                .map(|i| (3.0 * x[2 * i]).sin() + x[2 * i + 1] * x[2 * i + 1])
-                .collect();
+            let z = regression_values(&x);
             let mut rng = Rng::new(seed);
             let w: Vec<f64> = (0..n).map(|_| 0.2 + rng.next_f64() * 2.0).collect();
             let w = weighted.then_some(&w[..]);
@@ -3952,14 +3969,7 @@ mod tests {
             let solve = |method, cache_bytes, threads| {
                 let view = DenseView::new(&x, n, 2).unwrap();
                 let mut source = InMemory(AnyRows::Dense(view));
-                let targets = if classes == 0 {
-                    Targets::Values {
-                        y: &z,
-                        epsilon: 0.05,
-                    }
-                } else {
-                    Targets::classes(&y, classes)
-                };
+                let targets = test_targets(classes, &y, &z);
                 let mut p = params(c);
                 p.method = method;
                 p.cache_bytes = cache_bytes;
@@ -4344,9 +4354,7 @@ mod tests {
         ] {
             let (n, m) = (3000, 30);
             let (x, y, mut model) = problem(seed, n, m, classes.max(2));
-            let z: Vec<f64> = (0..n)
-                .map(|i| (3.0 * x[2 * i]).sin() + x[2 * i + 1] * x[2 * i + 1])
-                .collect();
+            let z = regression_values(&x);
             if classes == 0 {
                 model.coef.iter_mut().for_each(|v| *v *= 3.0);
             }
@@ -4361,14 +4369,7 @@ mod tests {
                 } else {
                     AnyRows::Dense(DenseView::new(&x, n, 2).unwrap())
                 };
-                let targets = if classes == 0 {
-                    Targets::Values {
-                        y: &z,
-                        epsilon: 0.05,
-                    }
-                } else {
-                    Targets::classes(&y, classes)
-                };
+                let targets = test_targets(classes, &y, &z);
                 let mut p = params(2.0);
                 p.method = method;
                 p.sample_start = sample_start;
@@ -4405,17 +4406,8 @@ mod tests {
             let (n, m, c) = (600, 20, 2.0);
             let (x, y, model) = problem(seed, n, m, 2);
             let (k, kss) = explicit_kernels(&x, n, &model);
-            let z: Vec<f64> = (0..n)
-                .map(|i| (3.0 * x[2 * i]).sin() + x[2 * i + 1] * x[2 * i + 1])
-                .collect();
-            let targets = if classes == 0 {
-                Targets::Values {
-                    y: &z,
-                    epsilon: 0.05,
-                }
-            } else {
-                Targets::classes(&y, classes)
-            };
+            let z = regression_values(&x);
+            let targets = test_targets(classes, &y, &z);
             let term = |i: usize, v: f64| targets.term(0, i, v);
             let weight = |i: usize| 0.5 + (i % 3) as f64 * 0.5;
             let beta: Vec<f64> = (0..m)
@@ -4505,23 +4497,14 @@ mod tests {
             (73, 2500, 30, 0, 4.0),
         ] {
             let (x, y, mut model) = problem(seed, n, m, classes.max(2));
-            let z: Vec<f64> = (0..n)
-                .map(|i| (3.0 * x[2 * i]).sin() + x[2 * i + 1] * x[2 * i + 1])
-                .collect();
+            let z = regression_values(&x);
             if classes == 0 {
                 model.coef.iter_mut().for_each(|v| *v *= 3.0);
             }
             for method in [PolishMethod::Newton, PolishMethod::HessianFree] {
                 let solve = |tol| {
                     let view = DenseView::new(&x, n, 2).unwrap();
-                    let targets = if classes == 0 {
-                        Targets::Values {
-                            y: &z,
-                            epsilon: 0.05,
-                        }
-                    } else {
-                        Targets::classes(&y, classes)
-                    };
+                    let targets = test_targets(classes, &y, &z);
                     let mut p = params(c);
                     p.method = method;
                     p.tol = tol;
@@ -4814,9 +4797,7 @@ mod tests {
         // (classes, C, epsilon): epsilon given means regression on a smooth target.
         for (n_classes, c, epsilon) in [(2, 3.0, None), (3, 1.0, None), (2, 2.0, Some(0.05))] {
             let (x, y, model) = problem(11, 900, 25, n_classes);
-            let z: Vec<f64> = (0..900)
-                .map(|i| (3.0 * x[2 * i]).sin() + x[2 * i + 1] * x[2 * i + 1])
-                .collect();
+            let z = regression_values(&x);
             let targets = |rows: std::ops::Range<usize>| match epsilon {
                 None => Targets::classes(&y[rows], n_classes),
                 Some(epsilon) => Targets::Values {
