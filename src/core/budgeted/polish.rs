@@ -2026,19 +2026,21 @@ fn scale_start(
     let mut value = phi(s, b);
     for _ in 0..30 {
         // Gradient and Hessian in (s, b).
-        let mut sums = [0.0; 5];
-        for (i, &gi) in g.iter().enumerate() {
-            let f = s * gi + b;
-            let t = term(i, f);
-            let w = weight(i);
-            let hs = t.half_slope(f);
-            let cv = t.curvature();
-            sums[0] += w * hs * gi;
-            sums[1] += w * hs;
-            sums[2] += w * cv * gi * gi;
-            sums[3] += w * cv * gi;
-            sums[4] += w * cv;
-        }
+        let sums = chunked_sum(g.len(), &|rows| {
+            let mut sums = [0.0; 5];
+            for i in rows {
+                let (gi, f) = (g[i], s * g[i] + b);
+                let t = term(i, f);
+                let w = weight(i);
+                let (hs, cv) = (t.half_slope(f), t.curvature());
+                sums[0] += w * hs * gi;
+                sums[1] += w * hs;
+                sums[2] += w * cv * gi * gi;
+                sums[3] += w * cv * gi;
+                sums[4] += w * cv;
+            }
+            sums
+        });
         let gs = s * q + 2.0 * c * sums[0];
         let gb = 2.0 * c * sums[1];
         let (hss, hsb, hbb) = (q + 2.0 * c * sums[2], 2.0 * c * sums[3], 2.0 * c * sums[4]);
@@ -2086,17 +2088,21 @@ fn quad_form(k: &[f64], a: &[f64], b: &[f64]) -> f64 {
 }
 
 /// Two sums over 0..n in chunks of `SUM_CHUNK` rows (in parallel), added in chunk order.
-fn chunked_sum(n: usize, part: &(dyn Fn(Range<usize>) -> [f64; 2] + Sync)) -> [f64; 2] {
+fn chunked_sum<const N: usize>(
+    n: usize,
+    part: &(dyn Fn(Range<usize>) -> [f64; N] + Sync),
+) -> [f64; N] {
     let chunks = n.div_ceil(SUM_CHUNK);
-    let parts: Vec<[f64; 2]> = parallel::install(|| {
+    let parts: Vec<[f64; N]> = parallel::install(|| {
         (0..chunks)
             .into_par_iter()
             .map(|c| part(c * SUM_CHUNK..((c + 1) * SUM_CHUNK).min(n)))
             .collect()
     });
-    parts
-        .iter()
-        .fold([0.0, 0.0], |acc, p| [acc[0] + p[0], acc[1] + p[1]])
+    parts.iter().fold([0.0; N], |mut acc, p| {
+        acc.iter_mut().zip(p).for_each(|(a, v)| *a += v);
+        acc
+    })
 }
 
 /// Whether a pass needs row i's kernel values.
