@@ -93,6 +93,7 @@ __all__ = [
     "POLISH_MAX_CG_PRODUCTS",
     "POLISH_RESCALE_FACTOR",
     "POLISH_CG_TOL",
+    "POLISH_NO_CURVATURE",
 ]
 
 __version__: str
@@ -102,6 +103,7 @@ HESSIAN_FREE_BASIS: int
 POLISH_MAX_CG_PRODUCTS: int
 POLISH_RESCALE_FACTOR: float
 POLISH_CG_TOL: Tuple[float, float]
+POLISH_NO_CURVATURE: float
 
 def rbf_kernel(
     x: _Features, y: _Features, gamma: float, *, n_threads: Optional[int] = None

@@ -704,6 +704,10 @@ def _hessian_free_directions(round_trip, pre, kss, coef, b, live, C, first_norm)
     curv = 2 * C * weight
     x = np.zeros((q, m + 1))
     r = -g
+    # No squared row: the objective is linear in b (no curvature, nothing couples it to the
+    # coefficients), so b stays, as in the serial solve; left in, the intercept's part of the
+    # direction grows without bound.
+    r[np.abs(weight) <= _budgetsvm.POLISH_NO_CURVATURE, m] = 0.0
     z = np.zeros((q, m + 1))
     target = np.zeros(q)
     for k in live:

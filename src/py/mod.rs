@@ -48,6 +48,7 @@ mod _budgetsvm {
             m.add("POLISH_MAX_CG_PRODUCTS", p::MAX_CG_PRODUCTS)?;
             m.add("POLISH_RESCALE_FACTOR", p::RESCALE_FACTOR)?;
             m.add("POLISH_CG_TOL", (p::CG_TOL_FLOOR, p::CG_TOL_EARLY))?;
+            m.add("POLISH_NO_CURVATURE", p::NO_CURVATURE)?;
         }
         // Load NumPy's C API now. Loaded lazily, it is first needed for the arrays a long read
         // returns, and an import run while a Ctrl-C is pending fails inside rust-numpy as a

@@ -89,7 +89,7 @@ pub const RIDGE: f64 = 1e-10;
 /// 155,764.42 with 1e-8; 1e-6 would bias the solution (155,788-155,796).
 const RIDGE_RAISED: f64 = 100.0;
 /// Squared terms' total weight below which none is counted (what the updates' rounding leaves).
-const NO_CURVATURE: f64 = 1e-9;
+pub const NO_CURVATURE: f64 = 1e-9;
 
 /// The polish's settings.
 #[derive(Debug, Clone)]
@@ -1497,7 +1497,15 @@ fn polish_on(
                             CG_TOL_EARLY
                         },
                     );
-                let rhs: Vec<f64> = g.iter().map(|v| -v).collect();
+                let mut rhs: Vec<f64> = g.iter().map(|v| -v).collect();
+                if gathered.weight[li].abs() <= NO_CURVATURE {
+                    // No squared row: the objective is linear in b (no curvature, nothing
+                    // couples it to beta), so b stays, as in the Newton system's solve; left in,
+                    // the intercept's part of the solve grows without bound (a9a at B = 1,000,
+                    // after a first step that left every row beyond its margin or on a
+                    // tangent: a direction of infinite length).
+                    rhs[m] = 0.0;
+                }
                 let rows = gathered.rows_of(li, m);
                 let recomputed = &gathered.recomputed[li];
                 let half = matches!(gathered.copies, RowCopies::Half(_));
@@ -1576,6 +1584,7 @@ fn polish_on(
                         &|i, f| targets.term(k, i, f),
                         &|i| targets.boundaries(k, i),
                         &weight,
+                        false,
                     );
                     // The full step, whose rows the pass gathered, unless the exact step lowers
                     // the objective clearly more.
@@ -1725,6 +1734,7 @@ fn polish_on(
                 &|i, f| targets.term(k, i, f),
                 &|i| targets.boundaries(k, i),
                 &weight,
+                true,
             );
             if t == 0.0 && o.ridge_scale < RIDGE_RAISED {
                 // No descent along the direction: the system's gradient (M beta, M accurate to
@@ -3500,13 +3510,15 @@ fn line_search(
     term: &TermAt<'_>,
     boundaries: &(dyn Fn(usize) -> [f64; 2] + Sync),
     weight: &(dyn Fn(usize) -> f64 + Sync),
+    exact_step: bool,
 ) -> f64 {
     let (f, delta) = (&o.f, &o.delta);
     let n = f.len();
-    // Rows active at both ends of the full step are active along it, inactive ones inactive:
-    // if no row changes between t = 0 and t = 1, the objective is the quadratic model on the
-    // whole step and t = 1 its exact minimiser (this also settles the last, tiny steps that
-    // the slope's rounding could not).
+    // Rows in one piece at both ends of the full step are in it all along (the pieces are
+    // intervals of f): if no row changes piece between t = 0 and t = 1, the objective is
+    // quadratic on the whole step, and a Newton system's step (`exact_step`: the minimiser of
+    // that quadratic) is its minimiser, t = 1 (this also settles the last, tiny steps that the
+    // slope's rounding could not). A Hessian-free step: below.
     let flips = chunked_sum(n, &|r| {
         let mut count = 0.0;
         for i in r {
@@ -3516,7 +3528,7 @@ fn line_search(
         }
         [count, 0.0]
     })[0];
-    if flips == 0.0 {
+    if flips == 0.0 && exact_step {
         return 1.0;
     }
     let dkd = quad_form(kss, &o.d, &o.d);
@@ -3541,6 +3553,17 @@ fn line_search(
     if a >= 0.0 {
         // Not a descent direction (converged to rounding).
         return 0.0;
+    }
+    if flips == 0.0 {
+        // A Hessian-free step is the minimiser for the Hessian its products used (the
+        // squared rows rounded to halves or f32): t = 1 up to that rounding's share of the
+        // curvature along it, which on a basis whose kernel values all lie near 1 (a9a's
+        // gamma) can be large. Cut where the minimiser -a / b is short of half the step; from
+        // half on, the full step lowers the objective too, and it is taken as the Newton
+        // system's is (never longer: along K_SS's near-null directions the quadratic is
+        // nearly flat, and its minimiser can lie 1e8 steps out for a gain of 1e-7).
+        let t = -a / b;
+        return if b > 0.0 && t < 0.5 { t } else { 1.0 };
     }
     // The steps in (lo, hi] where a row changes piece, with what phi' gains there from the
     // piece it leaves to the one it enters (each entered piece found at the middle of the next
@@ -3751,7 +3774,8 @@ mod tests {
                 let f: Vec<f64> = o.f.iter().zip(&o.delta).map(|(f, d)| f + t * d).collect();
                 objective(&kss, &beta, &f, c, &term, &weight)
             };
-            let t = line_search(&kss, &o, c, &term, &|i| targets.boundaries(0, i), &weight);
+            let boundaries = |i| targets.boundaries(0, i);
+            let t = line_search(&kss, &o, c, &term, &boundaries, &weight, false);
             let (mut lo, mut hi) = (0.0, 1e3);
             for _ in 0..300 {
                 let (p, q) = (lo + (hi - lo) / 3.0, hi - (hi - lo) / 3.0);
@@ -3790,6 +3814,75 @@ mod tests {
             "{steps:?}"
         );
         assert!(walked.iter().all(|&w| w > 4 * WALK_FIRST), "{walked:?}");
+    }
+
+    /// A start where no row's term is squared (every row beyond its margin or on its
+    /// tangent): the objective is linear in b there, and the Hessian-free solve keeps b for
+    /// that direction, as the Newton system's does (its intercept's part of the direction was
+    /// infinite), and reaches the Newton system's optimum.
+    #[test]
+    fn a_start_with_no_squared_row_keeps_the_intercept() {
+        let (n, m, seed) = (600, 40, 24);
+        let (x, y, mut model) = problem(seed, n, m, 2);
+        model.coef.iter_mut().for_each(|v| *v *= 1e4);
+        let (k, _) = explicit_kernels(&x, n, &model);
+        let targets = Targets::classes(&y, 2);
+        let squared = (0..n)
+            .filter(|&i| {
+                let f: f64 = (0..m).map(|j| k[i * m + j] * model.coef[j]).sum();
+                targets.term(0, i, f).curvature() > 0.0
+            })
+            .count();
+        assert_eq!(squared, 0);
+        // (a9a's C is 32; its first step, at B = 1,000, left no row squared.)
+        for c in [1.0, 32.0] {
+            let solve = |method| {
+                let mut p = params(c);
+                p.method = method;
+                p.sample_start = false;
+                run(&x, &y, None, 2, &model, &p)
+            };
+            let newton = solve(PolishMethod::Newton);
+            let free = solve(PolishMethod::HessianFree);
+            assert!(free.cg_products > 0);
+            assert_same_optimum(&x, &model, &free, &newton, seed);
+        }
+    }
+
+    /// A step along which no row changes piece: the Newton system's (the quadratic's minimiser)
+    /// is taken whole, a Hessian-free one cut to the minimiser (it may overshoot it).
+    #[test]
+    fn a_step_past_the_minimiser_is_cut_unless_it_is_the_newton_step() {
+        let (n, m, c) = (50, 3, 1.0);
+        let kss = vec![2.0, 0.5, 0.1, 0.5, 1.5, 0.2, 0.1, 0.2, 1.0];
+        let classes: Vec<u32> = (0..n).map(|i| (i % 2) as u32).collect();
+        let targets = Targets::classes(&classes, 2);
+        let beta = vec![0.3, -0.2, 0.4];
+        let o = Output {
+            // Three times the step to beta's minimiser along -beta: the minimiser is t = 1/3.
+            d: beta.iter().map(|b| -3.0 * b).collect(),
+            beta,
+            b: 0.0,
+            // Every row far beyond its margin and moving by a hair: no loss along the step.
+            f: (0..n)
+                .map(|i| if i % 2 == 1 { 5.0 } else { -5.0 })
+                .collect(),
+            delta: vec![1e-9; n],
+            counted: vec![Term::Zero; n],
+            sums: ActiveSums::new(m),
+            db: 0.0,
+            objective: 0.0,
+            done: false,
+            full_step: false,
+            decrease_before: 0.0,
+            ridge_scale: 1.0,
+        };
+        let term = |i: usize, v: f64| targets.term(0, i, v);
+        let boundaries = |i| targets.boundaries(0, i);
+        let cut = line_search(&kss, &o, c, &term, &boundaries, &|_| 1.0, false);
+        assert!((cut - 1.0 / 3.0).abs() < 1e-12, "{cut}");
+        let whole = line_search(&kss, &o, c, &term, &boundaries, &|_| 1.0, true);
+        assert_eq!(whole, 1.0);
     }
 
     /// The kernel matrices of a [`problem`] written out: rows x SVs and SVs x SVs.
