@@ -952,6 +952,29 @@ struct Output {
     ridge_scale: f64,
 }
 
+impl Output {
+    /// The state at (beta, b) on n rows before the first pass: f, the direction and the
+    /// counted terms zero, no step taken.
+    fn at(beta: Vec<f64>, b: f64, n: usize) -> Self {
+        let m = beta.len();
+        Output {
+            beta,
+            b,
+            f: vec![0.0; n],
+            delta: vec![0.0; n],
+            counted: vec![Term::Zero; n],
+            sums: ActiveSums::new(m),
+            d: vec![0.0; m],
+            db: 0.0,
+            objective: 0.0,
+            done: false,
+            full_step: false,
+            decrease_before: 0.0,
+            ridge_scale: 1.0,
+        }
+    }
+}
+
 /// Whether a step that lowered the objective by `decrease` (the step before by
 /// `decrease_before`, 0 if none) ends the solve at the tolerance `enough` (absolute). After a
 /// full Newton step the decreases contract at a steady rate (linear at the directions'
@@ -1140,19 +1163,12 @@ fn polish_on(
 
     let mut outputs: Vec<Output> = (0..n_out)
         .map(|k| Output {
-            beta: (0..m).map(|j| model.coef[j * n_out + k]).collect(),
-            b: start_intercept.map_or(0.0, |b| b[k]),
-            f: vec![0.0; n],
-            delta: vec![0.0; n],
-            counted: vec![Term::Zero; n],
-            sums: ActiveSums::new(m),
-            d: vec![0.0; m],
-            db: 0.0,
-            objective: 0.0,
             done: m == 0,
-            full_step: false,
-            decrease_before: 0.0,
-            ridge_scale: 1.0,
+            ..Output::at(
+                (0..m).map(|j| model.coef[j * n_out + k]).collect(),
+                start_intercept.map_or(0.0, |b| b[k]),
+                n,
+            )
         })
         .collect();
 
@@ -3742,9 +3758,8 @@ mod tests {
                 Targets::classes(&classes, 2)
             };
             let w: Vec<f64> = (0..n).map(|_| 0.5 + rng.next_f64()).collect();
+            let beta = (0..m).map(|_| rng.next_f64() - 0.5).collect();
             let o = Output {
-                beta: (0..m).map(|_| rng.next_f64() - 0.5).collect(),
-                b: 0.0,
                 f: (0..n).map(|_| 3.0 * rng.next_f64() - 1.5).collect(),
                 // Rows move towards their targets on the whole, as along a Newton direction.
                 delta: (0..n)
@@ -3757,15 +3772,8 @@ mod tests {
                         scale * (0.3 * aim + 0.4 * (rng.next_f64() - 0.5))
                     })
                     .collect(),
-                counted: vec![Term::Zero; n],
-                sums: ActiveSums::new(m),
                 d: (0..m).map(|_| scale * (rng.next_f64() - 0.5)).collect(),
-                db: 0.0,
-                objective: 0.0,
-                done: false,
-                full_step: false,
-                decrease_before: 0.0,
-                ridge_scale: 1.0,
+                ..Output::at(beta, 0.0, n)
             };
             let term = |i: usize, v: f64| targets.term(0, i, v);
             let weight = |i: usize| w[i];
@@ -3861,21 +3869,12 @@ mod tests {
         let o = Output {
             // Three times the step to beta's minimiser along -beta: the minimiser is t = 1/3.
             d: beta.iter().map(|b| -3.0 * b).collect(),
-            beta,
-            b: 0.0,
             // Every row far beyond its margin and moving by a hair: no loss along the step.
             f: (0..n)
                 .map(|i| if i % 2 == 1 { 5.0 } else { -5.0 })
                 .collect(),
             delta: vec![1e-9; n],
-            counted: vec![Term::Zero; n],
-            sums: ActiveSums::new(m),
-            db: 0.0,
-            objective: 0.0,
-            done: false,
-            full_step: false,
-            decrease_before: 0.0,
-            ridge_scale: 1.0,
+            ..Output::at(beta.clone(), 0.0, n)
         };
         let term = |i: usize, v: f64| targets.term(0, i, v);
         let boundaries = |i| targets.boundaries(0, i);
@@ -4261,19 +4260,9 @@ mod tests {
                 };
                 let mut outputs: Vec<Output> = (0..q)
                     .map(|k| Output {
-                        beta: (0..m).map(|j| model.coef[j * q + k]).collect(),
-                        b: 0.1,
-                        f: vec![0.0; n],
-                        delta: vec![0.0; n],
-                        counted: vec![Term::Zero; n],
-                        sums: ActiveSums::new(m),
                         d: (0..m).map(|_| rng.next_f64() - 0.5).collect(),
                         db: 0.2,
-                        objective: 0.0,
-                        done: false,
-                        full_step: false,
-                        decrease_before: 0.0,
-                        ridge_scale: 1.0,
+                        ..Output::at((0..m).map(|j| model.coef[j * q + k]).collect(), 0.1, n)
                     })
                     .collect();
                 let all: Vec<usize> = (0..q).collect();
@@ -4552,18 +4541,7 @@ mod tests {
             };
             let mut o = Output {
                 f: values(&beta, b0),
-                beta,
-                b: b0,
-                delta: vec![0.0; n],
-                counted: vec![Term::Zero; n],
-                sums: ActiveSums::new(m),
-                d: vec![0.0; m],
-                db: 0.0,
-                objective: 0.0,
-                done: false,
-                full_step: false,
-                decrease_before: 0.0,
-                ridge_scale: 1.0,
+                ..Output::at(beta, b0, n)
             };
             let value =
                 |beta: &[f64], b: f64| objective(&kss, beta, &values(beta, b), c, &term, &weight);
