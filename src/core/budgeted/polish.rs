@@ -3861,7 +3861,7 @@ mod tests {
     /// is taken whole, a Hessian-free one cut to the minimiser (it may overshoot it).
     #[test]
     fn a_step_past_the_minimiser_is_cut_unless_it_is_the_newton_step() {
-        let (n, m, c) = (50, 3, 1.0);
+        let (n, c) = (50, 1.0);
         let kss = vec![2.0, 0.5, 0.1, 0.5, 1.5, 0.2, 0.1, 0.2, 1.0];
         let classes: Vec<u32> = (0..n).map(|i| (i % 2) as u32).collect();
         let targets = Targets::classes(&classes, 2);
