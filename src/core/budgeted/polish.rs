@@ -4166,13 +4166,13 @@ mod tests {
             let (x, y, mut model) = problem(seed, n, m, classes);
             let z = regression_values(&x);
             let targets = test_targets(classes, &y, &z);
-            let solve = |model: &BudgetModel, method| {
+            let solve = |model: &BudgetModel, intercept: Option<&[f64]>, method| {
                 let view = DenseView::new(&x, n, 2).unwrap();
                 let mut p = params(c);
                 p.method = method;
                 polish(
                     model,
-                    None,
+                    intercept,
                     &mut InMemory(AnyRows::Dense(view)),
                     targets,
                     None,
@@ -4183,24 +4183,10 @@ mod tests {
             };
             // Where the start is the solution, its best multiple gains less than the share:
             // the solve starts from it as given (its objective from the f32 kernel values).
-            let newton = solve(&model, PolishMethod::Newton);
+            let newton = solve(&model, None, PolishMethod::Newton);
             let mut solved = model.clone();
             solved.coef.clone_from(&newton.coef);
-            let kept = {
-                let mut p = params(c);
-                p.method = PolishMethod::HessianFree;
-                let view = DenseView::new(&x, n, 2).unwrap();
-                polish(
-                    &solved,
-                    Some(&newton.intercept),
-                    &mut InMemory(AnyRows::Dense(view)),
-                    targets,
-                    None,
-                    &p,
-                    &mut no_monitor,
-                )
-                .unwrap()
-            };
+            let kept = solve(&solved, Some(&newton.intercept), PolishMethod::HessianFree);
             for (o, (&a, &b)) in kept
                 .objective_start
                 .iter()
@@ -4225,7 +4211,7 @@ mod tests {
                     objective(&kss, &beta, &f, c, &term, &|_| 1.0)
                 })
                 .collect();
-            let free = solve(&model, PolishMethod::HessianFree);
+            let free = solve(&model, None, PolishMethod::HessianFree);
             let rescaled = free
                 .objective_start
                 .iter()
@@ -4245,7 +4231,7 @@ mod tests {
                 &x,
                 &model,
                 &free,
-                &solve(&model, PolishMethod::Newton),
+                &solve(&model, None, PolishMethod::Newton),
                 seed,
             );
         }
