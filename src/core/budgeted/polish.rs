@@ -199,8 +199,9 @@ const CG_TOL_NEAR: f64 = 0.05;
 /// lowers the objective by at least this share, and then gathers the rows again at it: one
 /// more pass, which the iterations it saves repay. 200,000 hard10d rows, B = 3,000: the
 /// subsample's start (BSGD's coefficients) 186,611 -> 91,838, its solve 7 -> 5 iterations
-/// (polish 9.6 -> 8.1 s); a million rows 36 -> 24 s; ijcnn1 B = 1,000 18 -> 12 iterations,
-/// B = 3,000 19 -> 11. The subsample's solution, the start on all rows, gains 0.14% (kept).
+/// (that solve 3.0-3.7 -> 2.3-2.4 s, alternated with the build before); a million rows: fit
+/// 45 -> 39-41 s; ijcnn1 B = 1,000 18 -> 12 iterations, B = 3,000 19 -> 11. The subsample's
+/// solution, the start on all rows, gains 0.14% (kept).
 const SCALED_START_GAIN: f64 = 0.01;
 
 impl PolishParams {
