@@ -27,8 +27,10 @@ fn kss() -> Vec<f64> {
 fn bench(c: &mut Criterion) {
     let k = kss();
     let ridge = preconditioner_ridge(&k, M);
-    let mut pre = Preconditioner::new(&k, M, ridge).expect("factor");
-    assert!(pre.rescale(10.0));
+    let mut pre = Preconditioner::new(&k, M, ridge, &mut || Ok(()))
+        .expect("no interruption")
+        .expect("factor");
+    assert!(pre.rescale(10.0, &mut || Ok(())).expect("no interruption"));
     let mut rng = Rng::new(3);
     let r: Vec<f64> = (0..=M).map(|_| rng.next_f64() - 0.5).collect();
     let mut out = vec![0.0; M + 1];
@@ -42,7 +44,7 @@ fn bench(c: &mut Criterion) {
     group.bench_function("rescale", |b| {
         b.iter(|| {
             scale = if scale == 10.0 { 100.0 } else { 10.0 };
-            assert!(pre.rescale(scale))
+            assert!(pre.rescale(scale, &mut || Ok(())).expect("no interruption"))
         })
     });
     group.finish();

@@ -14,7 +14,7 @@ use super::convert::{
     cache_bytes, dict, row_major, slice1, sv_matrix, ExpansionArrays, Features, TargetArray,
 };
 use super::keywords::{keyword_group, keywords};
-use super::runtime::{detached, run_monitored, run_on_rows};
+use super::runtime::{detached, run_checked, run_monitored, run_on_rows};
 use crate::core::budgeted::polish::{
     add_gram_factor, polish as polish_solve, preconditioner_ridge, ActiveSums, GramFactor,
     InMemory, LibsvmFileRows, PartitionRows, PolishParams, PolishResult, Preconditioner,
@@ -411,8 +411,8 @@ impl PolishPreconditioner {
         }
         let kss: Vec<f64> = row_major(&kss);
         let ridge = preconditioner_ridge(&kss, m);
-        let inner = detached(py, || {
-            Preconditioner::new(&kss, m, ridge).ok_or_else(|| {
+        let inner = run_checked(py, |check| {
+            Preconditioner::new(&kss, m, ridge, check)?.ok_or_else(|| {
                 SvmError::invalid_input("the polish's preconditioner could not be factorised")
             })
         })?;
@@ -432,8 +432,9 @@ impl PolishPreconditioner {
     }
 
     /// Factors the preconditioner for the scale a = 2C sum_Q w / m; False when it fails.
-    fn rescale(&mut self, py: Python<'_>, a: f64) -> bool {
-        detached(py, || Ok::<bool, SvmError>(self.inner.rescale(a))).unwrap_or(false)
+    fn rescale(&mut self, py: Python<'_>, a: f64) -> PyResult<bool> {
+        let inner = &mut self.inner;
+        run_checked(py, |check| inner.rescale(a, check))
     }
 
     /// P^-1 r (m + 1 values; `intercept` the intercept's curvature 2C sum_Q w).
@@ -531,6 +532,6 @@ pub fn polish_newton_point<'py>(
         swy,
     };
     let kss: Vec<f64> = row_major(&kss);
-    let x = detached(py, || sums.newton_point(&kss, c, intercept))?;
+    let x = run_checked(py, |check| sums.newton_point(&kss, c, intercept, check))?;
     Ok(x.into_pyarray(py))
 }

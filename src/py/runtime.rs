@@ -162,6 +162,27 @@ pub fn run_interruptibly<T: Send>(
     }
 }
 
+/// Runs `work` interruptibly (`run_interruptibly`), giving it a check to call between its
+/// blocks that fails once Ctrl-C has been seen: for work with no monitor of its own (the
+/// polish's factorisations, which the dask driver calls one at a time).
+pub fn run_checked<T: Send>(
+    py: Python<'_>,
+    work: impl FnOnce(&mut dyn FnMut() -> Result<(), SvmError>) -> Result<T, SvmError> + Send,
+) -> PyResult<T> {
+    let cancel = AtomicBool::new(false);
+    run_interruptibly(py, &cancel, || {
+        no_panic(|| {
+            work(&mut || {
+                if cancel.load(Ordering::Relaxed) {
+                    Err(SvmError::Interrupted)
+                } else {
+                    Ok(())
+                }
+            })
+        })
+    })
+}
+
 /// Runs a solver interruptibly (`run_interruptibly`), its heartbeat calling the optional
 /// progress `callback` and its epochs the optional `observer`; an error raised by either is
 /// re-raised as it was.

@@ -15,8 +15,14 @@
 
 use rayon::prelude::*;
 
+use crate::core::common::error::Result;
 use crate::core::common::parallel;
 use crate::core::simd;
+
+/// Called between the blocks of the O(m^3) factorisations and products (about 50 of them a
+/// second; the whole takes tens of seconds at m = 10,000): its error (Ctrl-C) stops the work
+/// there and is returned.
+pub(crate) type Check<'a> = &'a mut dyn FnMut() -> Result<()>;
 
 /// Columns of a panel of the blocked factorisation: the panel's rows (8 at a time) against
 /// its transpose are one register-blocked product, `simd::dots_8_rows`, whose result stays in
@@ -47,12 +53,14 @@ fn lower_product<T: FactorEntry>(
     c: &mut [T],
     c_stride: usize,
     c_offset: usize,
-) {
+    check: Check<'_>,
+) -> Result<()> {
     let nr = T::tile_columns();
     let mr = simd::PRODUCT_TILE_ROWS;
     let mut panels: Vec<T> = Vec::new();
     let mut k0 = 0;
     while k0 < width {
+        check()?;
         let k1 = (k0 + PRODUCT_DEPTH).min(width);
         let kc = k1 - k0;
         let rows = if triangular { n.min(k1) } else { n };
@@ -106,6 +114,7 @@ fn lower_product<T: FactorEntry>(
         });
         k0 = k1;
     }
+    Ok(())
 }
 
 /// Rows per block of `lower_times_lower_in_place`: a block's products are written back once
@@ -118,7 +127,12 @@ const TIMES_BLOCK: usize = 32 * simd::PRODUCT_TILE_ROWS;
 /// no second p x p matrix (p = 10,000: 400 MB in f32). Within a block as `lower_product`: per
 /// block of `PRODUCT_DEPTH` k, B's rows packed in panels, the block's rows in tiles (in
 /// parallel) against every panel up to the diagonal; the same sums on any thread count.
-fn lower_times_lower_in_place<T: FactorEntry>(l: &[T], b: &mut [T], p: usize) {
+fn lower_times_lower_in_place<T: FactorEntry>(
+    l: &[T],
+    b: &mut [T],
+    p: usize,
+    check: Check<'_>,
+) -> Result<()> {
     let nr = T::tile_columns();
     let mr = simd::PRODUCT_TILE_ROWS;
     let mut panels: Vec<T> = Vec::new();
@@ -130,6 +144,7 @@ fn lower_times_lower_in_place<T: FactorEntry>(l: &[T], b: &mut [T], p: usize) {
         block.resize((i1 - i0) * i1, T::default());
         let mut k0 = 0;
         while k0 < i1 {
+            check()?;
             let k1 = (k0 + PRODUCT_DEPTH).min(i1);
             let kc = k1 - k0;
             // B_kj = 0 for j > k: the panels up to column k1.
@@ -185,15 +200,22 @@ fn lower_times_lower_in_place<T: FactorEntry>(l: &[T], b: &mut [T], p: usize) {
         }
         i1 = i0;
     }
+    Ok(())
 }
 
 /// Cholesky factor L (row-major lower, the upper part zeroed) of the lower triangle `a`
 /// (row-major p x p) plus `ridge` I; false when a pivot is not positive.
-pub(crate) fn cholesky(a: &[f64], ridge: f64, p: usize, l: &mut [f64]) -> bool {
+pub(crate) fn cholesky(
+    a: &[f64],
+    ridge: f64,
+    p: usize,
+    l: &mut [f64],
+    check: Check<'_>,
+) -> Result<bool> {
     for i in 0..p {
         l[i * p..=i * p + i].copy_from_slice(&a[i * p..=i * p + i]);
     }
-    cholesky_in_place(l, ridge, p)
+    cholesky_in_place(l, ridge, p, check)
 }
 
 /// `cholesky` of the lower triangle already in `l` (overwritten; its upper part ignored), in
@@ -203,7 +225,12 @@ pub(crate) fn cholesky(a: &[f64], ridge: f64, p: usize, l: &mut [f64]) -> bool {
 /// block, then the rows below solved against it, then the trailing lower triangle updated by
 /// the panel's product with itself, the rows in parallel. Each value is computed in an order
 /// that does not depend on the threads.
-fn cholesky_in_place<T: FactorEntry>(l: &mut [T], ridge: f64, p: usize) -> bool {
+fn cholesky_in_place<T: FactorEntry>(
+    l: &mut [T],
+    ridge: f64,
+    p: usize,
+    check: Check<'_>,
+) -> Result<bool> {
     for i in 0..p {
         l[i * p + i] = T::from_value(l[i * p + i].value() + ridge);
         l[i * p + i + 1..(i + 1) * p].fill(T::default());
@@ -218,7 +245,7 @@ fn cholesky_in_place<T: FactorEntry>(l: &mut [T], ridge: f64, p: usize) -> bool 
                     - T::dot_same(&l[i * p + k0..i * p + j], &l[j * p + k0..j * p + j]);
                 if i == j {
                     if !(s > 0.0 && s.is_finite()) {
-                        return false;
+                        return Ok(false);
                     }
                     l[i * p + i] = T::from_value(s.sqrt());
                 } else {
@@ -256,10 +283,11 @@ fn cholesky_in_place<T: FactorEntry>(l: &mut [T], ridge: f64, p: usize) -> bool 
             below,
             p,
             k1,
-        );
+            check,
+        )?;
         k0 = k1;
     }
-    true
+    Ok(true)
 }
 
 /// Factors the lower triangle `fill` writes into `l` (again before each try) with the
@@ -270,15 +298,16 @@ fn factor_in_place<T: FactorEntry>(
     p: usize,
     mut ridge: f64,
     fill: impl Fn(&mut [T]),
-) -> Option<f64> {
+    check: Check<'_>,
+) -> Result<Option<f64>> {
     for _ in 0..40 {
         fill(l);
-        if cholesky_in_place(l, ridge, p) {
-            return Some(ridge);
+        if cholesky_in_place(l, ridge, p, check)? {
+            return Ok(Some(ridge));
         }
         ridge = if ridge == 0.0 { 1e-10 } else { ridge * 10.0 };
     }
-    None
+    Ok(None)
 }
 
 /// Unknowns per block of the triangular solves: the rows of a block less what the earlier
@@ -464,14 +493,14 @@ pub(crate) fn backward<T: FactorEntry>(l: &[T], p: usize, z: &mut [f64]) {
 
 /// Factors a lower triangle (f64) with the smallest ridge of `ridge * 10^k` (k < 40) that
 /// succeeds.
-fn factor(a: &[f64], p: usize, ridge: f64) -> Option<Vec<f64>> {
+fn factor(a: &[f64], p: usize, ridge: f64, check: Check<'_>) -> Result<Option<Vec<f64>>> {
     let mut l = vec![0.0; p * p];
-    factor_in_place(&mut l, p, ridge, |l| {
+    let fill = |l: &mut [f64]| {
         for i in 0..p {
             l[i * p..=i * p + i].copy_from_slice(&a[i * p..=i * p + i]);
         }
-    })?;
-    Some(l)
+    };
+    Ok(factor_in_place(&mut l, p, ridge, fill, check)?.map(|_| l))
 }
 
 /// P^-1 for the (m + 1)-variable Newton system (the m coefficients, then the intercept).
@@ -497,21 +526,24 @@ pub struct Preconditioner {
 impl Preconditioner {
     /// From K_SS (m x m, full) and the ridge its factorisation starts from; `rescale` must
     /// follow. None when no factorisation succeeds (non-finite kernel values).
-    pub fn new(kss: &[f64], m: usize, ridge: f64) -> Option<Self> {
+    pub fn new(kss: &[f64], m: usize, ridge: f64, check: Check<'_>) -> Result<Option<Self>> {
         // The f64 factor goes once rounded: L^T L is taken of the f32 factor the solves apply
         // (P stays exactly L (I + a L^T L) L^T of one L), and the peak holds one f64 matrix.
-        let l: Vec<f32> = factor(kss, m, ridge)?.iter().map(|&v| v as f32).collect();
+        let Some(l) = factor(kss, m, ridge, check)? else {
+            return Ok(None);
+        };
+        let l: Vec<f32> = l.iter().map(|&v| v as f32).collect();
         // L^T L: (L^T L)_ij = sum_k L_ki L_kj, the lower triangle of X X^T for X = L^T, whose
         // row i is zero before k = i; in f32 as kept (I + a L^T L is well conditioned).
         let mut ltl = vec![0.0f32; m * m];
-        lower_product(&|i, k| l[k * m + i], m, m, true, 1.0, &mut ltl, m, 0);
-        Some(Preconditioner {
+        lower_product(&|i, k| l[k * m + i], m, m, true, 1.0, &mut ltl, m, 0, check)?;
+        Ok(Some(Preconditioner {
             m,
             l,
             ltl,
             scale: f64::NAN,
             t: Vec::new(),
-        })
+        }))
     }
 
     /// The scale a of the last `rescale` (NaN before).
@@ -523,25 +555,28 @@ impl Preconditioner {
     /// L^T L stay); false when it fails. In f32 and in place: its eigenvalues are at least 1,
     /// so f32's rounding moves no pivot near 0, and the factor is kept in f32 anyway (m =
     /// 3,000: half the time of f64; m = 10,000: no 800 MB f64 buffer beside the factors).
-    pub fn rescale(&mut self, a: f64) -> bool {
+    /// An error from `check` leaves no factor (the scale NaN) until the next rescale.
+    pub fn rescale(&mut self, a: f64, check: Check<'_>) -> Result<bool> {
         let m = self.m;
         let mut t = std::mem::take(&mut self.t);
         t.resize(m * m, 0.0);
+        self.scale = f64::NAN;
         let ltl = &self.ltl;
-        let done = factor_in_place(&mut t, m, 0.0, |b| {
+        let fill = |b: &mut [f32]| {
             for (i, (row, ltl)) in b.chunks_exact_mut(m).zip(ltl.chunks_exact(m)).enumerate() {
                 for (v, &x) in row[..=i].iter_mut().zip(&ltl[..=i]) {
                     *v = (a * f64::from(x)) as f32;
                 }
                 row[i] += 1.0;
             }
-        });
-        if done.is_some() {
-            lower_times_lower_in_place(&self.l, &mut t, m);
+        };
+        let done = factor_in_place(&mut t, m, 0.0, fill, check)?.is_some();
+        if done {
+            lower_times_lower_in_place(&self.l, &mut t, m, check)?;
+            self.scale = a;
         }
         self.t = t;
-        self.scale = if done.is_some() { a } else { f64::NAN };
-        done.is_some()
+        Ok(done)
     }
 
     /// out = P^-1 r: T^-T T^-1 on the coefficients, a division by the intercept's curvature on
@@ -609,6 +644,10 @@ mod tests {
     use super::*;
     use crate::core::common::rng::Rng;
 
+    fn no_check() -> Result<()> {
+        Ok(())
+    }
+
     /// A Gaussian kernel matrix of random points in the plane and a system like the polish's.
     fn system(m: usize, n_rows: usize, seed: u64) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
         let mut rng = Rng::new(seed);
@@ -671,7 +710,10 @@ mod tests {
                 }
             }
             let mut l = vec![f64::NAN; p * p];
-            assert!(cholesky(&a, 0.5, p, &mut l), "p {p}");
+            assert!(
+                cholesky(&a, 0.5, p, &mut l, &mut no_check).unwrap(),
+                "p {p}"
+            );
             let mut shifted = a.clone();
             for i in 0..p {
                 shifted[i * p + i] += 0.5;
@@ -698,8 +740,11 @@ mod tests {
                 assert!((ax - b[i]).abs() < 1e-9, "p {p} row {i}");
             }
             let mut one = vec![0.0; p * p];
-            crate::core::common::parallel::install_with(Some(1), || cholesky(&a, 0.5, p, &mut one))
-                .unwrap();
+            crate::core::common::parallel::install_with(Some(1), || {
+                cholesky(&a, 0.5, p, &mut one, &mut no_check)
+            })
+            .unwrap()
+            .unwrap();
             assert!(
                 one.iter().zip(&l).all(|(u, v)| u.to_bits() == v.to_bits()),
                 "p {p}"
@@ -709,8 +754,9 @@ mod tests {
             let in_f32 = |threads: Option<usize>| {
                 let mut l32: Vec<f32> = a.iter().map(|&v| v as f32).collect();
                 let ok = crate::core::common::parallel::install_with(threads, || {
-                    cholesky_in_place(&mut l32, 0.5, p)
+                    cholesky_in_place(&mut l32, 0.5, p, &mut no_check)
                 })
+                .unwrap()
                 .unwrap();
                 assert!(ok, "p {p}");
                 l32
@@ -734,7 +780,10 @@ mod tests {
             let mut bad = shifted.clone();
             let at = p - 1;
             bad[at * p + at] = -1.0;
-            assert!(!cholesky(&bad, 0.0, p, &mut l), "p {p}");
+            assert!(
+                !cholesky(&bad, 0.0, p, &mut l, &mut no_check).unwrap(),
+                "p {p}"
+            );
         }
     }
 
@@ -775,8 +824,10 @@ mod tests {
                         &mut c,
                         stride,
                         offset,
+                        &mut no_check,
                     )
                 })
+                .unwrap()
                 .unwrap();
                 c
             };
@@ -829,8 +880,9 @@ mod tests {
             let run = |threads| {
                 let mut t = b.clone();
                 crate::core::common::parallel::install_with(Some(threads), || {
-                    lower_times_lower_in_place(&l, &mut t, p)
+                    lower_times_lower_in_place(&l, &mut t, p, &mut no_check)
                 })
+                .unwrap()
                 .unwrap();
                 t
             };
@@ -907,6 +959,71 @@ mod tests {
         }
     }
 
+    /// The factorisations call their check between blocks, often enough for Ctrl-C (several
+    /// calls per panel width of rows), and stop at the first error: it is returned, no
+    /// further check is made, and a stopped rescale leaves no factor until the next one,
+    /// which gives the uninterrupted factor bit for bit.
+    #[test]
+    fn a_failing_check_stops_the_factorisations() {
+        use crate::core::common::error::SvmError;
+        use std::cell::Cell;
+        // Counts its calls; fails from call `stop_at` on.
+        fn counting(calls: &Cell<usize>, stop_at: usize) -> impl FnMut() -> Result<()> + '_ {
+            move || {
+                calls.set(calls.get() + 1);
+                if calls.get() >= stop_at {
+                    Err(SvmError::Interrupted)
+                } else {
+                    Ok(())
+                }
+            }
+        }
+        let m = 3 * PANEL + 17;
+        let (kss, _, _) = system(m, 0, 4);
+        let calls = Cell::new(0);
+        let mut whole = Preconditioner::new(&kss, m, 1e-10, &mut counting(&calls, usize::MAX))
+            .unwrap()
+            .unwrap();
+        let build_total = calls.get();
+        assert!(
+            build_total > m / PANEL,
+            "{build_total} checks building at m = {m}"
+        );
+        calls.set(0);
+        assert!(whole
+            .rescale(2.0, &mut counting(&calls, usize::MAX))
+            .unwrap());
+        let total = calls.get();
+        assert!(total > m / PANEL, "{total} checks rescaling at m = {m}");
+        for (stop_at, build_stop_at) in [(1, 1), (2, 2), (total / 2, 3), (total, build_total)] {
+            let mut pre = Preconditioner::new(&kss, m, 1e-10, &mut no_check)
+                .unwrap()
+                .unwrap();
+            calls.set(0);
+            let stopped = pre.rescale(2.0, &mut counting(&calls, stop_at));
+            assert!(
+                matches!(stopped, Err(SvmError::Interrupted)),
+                "stop at {stop_at}"
+            );
+            assert_eq!(calls.get(), stop_at, "checks after the error");
+            assert!(pre.scale().is_nan());
+            assert!(pre.rescale(2.0, &mut no_check).unwrap());
+            assert!(pre
+                .t
+                .iter()
+                .zip(&whole.t)
+                .all(|(a, b)| a.to_bits() == b.to_bits()));
+            calls.set(0);
+            let mut stop = counting(&calls, build_stop_at);
+            let built = Preconditioner::new(&kss, m, 1e-10, &mut stop);
+            assert!(
+                matches!(built, Err(SvmError::Interrupted)),
+                "stop at {build_stop_at}"
+            );
+            assert_eq!(calls.get(), build_stop_at, "checks after the error");
+        }
+    }
+
     /// CG with the preconditioner solves the system to its tolerance, in fewer products than
     /// unknowns; the preconditioner is the inverse of K + a K^2 (checked by applying both).
     #[test]
@@ -915,8 +1032,10 @@ mod tests {
             let (kss, _, h) = system(m, n_rows, seed);
             let p = m + 1;
             let a = n_rows as f64 / m as f64;
-            let mut pre = Preconditioner::new(&kss, m, 1e-10).unwrap();
-            assert!(pre.rescale(a));
+            let mut pre = Preconditioner::new(&kss, m, 1e-10, &mut no_check)
+                .unwrap()
+                .unwrap();
+            assert!(pre.rescale(a, &mut no_check).unwrap());
             // P^-1 (K + a K^2) v = v for v in the range where K's ridge does not matter.
             let mut rng = Rng::new(seed + 7);
             let v: Vec<f64> = (0..m).map(|_| rng.next_f64() - 0.5).collect();

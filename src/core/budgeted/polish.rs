@@ -169,6 +169,10 @@ pub const CG_TOL_FLOOR: f64 = 1e-6;
 pub const CG_TOL_EARLY: f64 = 0.5;
 /// Squared rows per chunk of a Hessian product (fixed: the sums do not depend on threads).
 const PRODUCT_CHUNK: usize = 2048;
+/// Kernel values per wave of a product that computes its rows again (`recomputed_product`):
+/// a fraction of a second, Ctrl-C between waves (a whole product is 1.2e9 values, seconds, at
+/// a million rows and B = 10,000).
+const RECOMPUTED_WAVE_VALUES: usize = 1 << 26;
 /// A solve whose subsample of one row in `SAMPLE_STEP` (`in_sample`) still gives
 /// `SAMPLE_ROWS_PER_SV` rows per support vector first solves on those rows (C scaled by the
 /// rows' ratio, so the loss weighs as much against the regulariser) and starts from that
@@ -1491,14 +1495,16 @@ fn polish_on(
                     "the polish's preconditioner could not be factorised (non-finite kernel values?)",
                 )
             };
+            // Ctrl-C between the factorisations' blocks: tens of seconds at m = 10,000.
+            let mut check = || monitor(&progress);
             if basis.preconditioner.is_none() {
-                basis.preconditioner =
-                    Some(Preconditioner::new(&kss, m, ridge).ok_or_else(failed)?);
+                let built = Preconditioner::new(&kss, m, ridge, &mut check)?;
+                basis.preconditioner = Some(built.ok_or_else(failed)?);
             }
             let pre = basis.preconditioner.as_mut().expect("built above");
             let a0 = pre.scale();
             let scale_holds = a > a0 / RESCALE_FACTOR && a < RESCALE_FACTOR * a0;
-            if !scale_holds && !pre.rescale(a) {
+            if !scale_holds && !pre.rescale(a, &mut check)? {
                 return Err(failed());
             }
             let pre = &*pre;
@@ -1544,10 +1550,18 @@ fn polish_on(
                     if recomputed.is_empty() || failure.is_some() {
                         return;
                     }
-                    // A product that reads the rows again is a pass: Ctrl-C before each.
-                    let added = monitor(&progress).and_then(|()| {
-                        recomputed_product(&blocks, &mut *source, recomputed, half, c, v, out)
-                    });
+                    // A product that reads the rows again is a pass: Ctrl-C between its waves.
+                    let mut check = || monitor(&progress);
+                    let added = recomputed_product(
+                        &blocks,
+                        &mut *source,
+                        recomputed,
+                        half,
+                        c,
+                        v,
+                        out,
+                        &mut check,
+                    );
                     if let Err(e) = added {
                         failure = Some(e);
                     }
@@ -1734,7 +1748,7 @@ fn polish_on(
             iterations += 1;
             let t_solve = Instant::now();
             for &k in &live {
-                newton_direction(&kss, &mut outputs[k], c, m)?;
+                newton_direction(&kss, &mut outputs[k], c, m, &mut || monitor(&progress))?;
             }
             solve_seconds += t_solve.elapsed().as_secs_f64();
             live
@@ -3053,6 +3067,8 @@ fn hessian_product(
 /// in f32 as the gather computes them, rounded to halves when the copies are, so a row adds
 /// the same whether it was copied or not. Parts of `PRODUCT_CHUNK` rows in parallel (kernel
 /// blocks of `segment_rows` within, for L2 as a pass's segments), added in order: the same sums on any thread count.
+/// In waves of whole chunks (`RECOMPUTED_WAVE_VALUES`), `check` (Ctrl-C) before each.
+#[allow(clippy::too_many_arguments)]
 fn recomputed_product(
     blocks: &KernelBlocks,
     source: &mut dyn RowSource,
@@ -3061,6 +3077,7 @@ fn recomputed_product(
     c: f64,
     v: &[f64],
     out: &mut [f64],
+    check: conjugate_gradient::Check<'_>,
 ) -> Result<()> {
     let m = blocks.n_basis();
     if m == 0 || rows.is_empty() {
@@ -3068,65 +3085,82 @@ fn recomputed_product(
     }
     let (vb, vbeta) = (v[m], &v[..m]);
     let v32: Vec<f32> = vbeta.iter().map(|&x| x as f32).collect();
+    let wave = PRODUCT_CHUNK * (RECOMPUTED_WAVE_VALUES / (PRODUCT_CHUNK * m)).max(1);
     let mut next = 0;
     source.pass(&mut |first, block| {
         let end = first + block.n_rows();
         let count = rows[next..].partition_point(|&(i, _)| i < end);
         let mine = &rows[next..next + count];
         next += count;
-        if mine.is_empty() {
-            return Ok(());
-        }
-        let parts: Vec<Vec<f64>> = parallel::install(|| {
-            mine.par_chunks(PRODUCT_CHUNK)
-                .map_init(
-                    || {
-                        let buffers = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-                        (BlockScratch::default(), buffers)
-                    },
-                    |(scratch, (values, halves, index, norms)), chunk| {
-                        let mut acc = vec![0.0; m + 1];
-                        let mut acc32 = vec![0.0f32; if half { m } else { 0 }];
-                        for group in chunk.chunks(segment_rows(m, true)) {
-                            index.clear();
-                            index.extend(group.iter().map(|&(i, _)| i - first));
-                            let subset = SubsetRows::new(block, index).expect("block-local rows");
-                            norms.clear();
-                            norms.extend((0..group.len()).map(|r| subset.sq_norm(r)));
-                            values.resize(group.len() * m, 0.0f32);
-                            blocks.fill_rows_f32(&subset, 0..group.len(), norms, values, scratch);
-                            for (row, &(_, w)) in values.chunks_exact(m).zip(group) {
-                                if half {
-                                    halves.clear();
-                                    simd::extend_f16(row, halves);
-                                    let dot = f64::from(simd::dot_half(halves, &v32));
-                                    let t = 2.0 * c * w * (dot + vb);
-                                    simd::axpy_half(t as f32, halves, &mut acc32);
-                                    acc[m] += t;
-                                } else {
-                                    let t = 2.0 * c * w * (simd::dot_narrow(row, vbeta) + vb);
-                                    simd::axpy_narrow(t, row, &mut acc[..m]);
-                                    acc[m] += t;
-                                }
-                            }
-                        }
-                        if half {
-                            for (a, &b) in acc.iter_mut().zip(&acc32) {
-                                *a = f64::from(b);
-                            }
-                        }
-                        acc
-                    },
-                )
-                .collect()
-        });
-        for part in &parts {
-            for (o, a) in out.iter_mut().zip(part) {
-                *o += a;
-            }
+        for mine in mine.chunks(wave) {
+            check()?;
+            recomputed_wave(blocks, block, first, mine, half, c, (vbeta, &v32, vb), out);
         }
         Ok(())
     })
+}
+
+/// `recomputed_product`'s terms of the rows `mine` (of the block whose first row is `first`).
+#[allow(clippy::too_many_arguments)]
+fn recomputed_wave(
+    blocks: &KernelBlocks,
+    block: &AnyRows<'_>,
+    first: usize,
+    mine: &[(usize, f64)],
+    half: bool,
+    c: f64,
+    (vbeta, v32, vb): (&[f64], &[f32], f64),
+    out: &mut [f64],
+) {
+    let m = blocks.n_basis();
+    let parts: Vec<Vec<f64>> = parallel::install(|| {
+        mine.par_chunks(PRODUCT_CHUNK)
+            .map_init(
+                || {
+                    let buffers = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                    (BlockScratch::default(), buffers)
+                },
+                |(scratch, (values, halves, index, norms)), chunk| {
+                    let mut acc = vec![0.0; m + 1];
+                    let mut acc32 = vec![0.0f32; if half { m } else { 0 }];
+                    for group in chunk.chunks(segment_rows(m, true)) {
+                        index.clear();
+                        index.extend(group.iter().map(|&(i, _)| i - first));
+                        let subset = SubsetRows::new(block, index).expect("block-local rows");
+                        norms.clear();
+                        norms.extend((0..group.len()).map(|r| subset.sq_norm(r)));
+                        values.resize(group.len() * m, 0.0f32);
+                        blocks.fill_rows_f32(&subset, 0..group.len(), norms, values, scratch);
+                        for (row, &(_, w)) in values.chunks_exact(m).zip(group) {
+                            if half {
+                                halves.clear();
+                                simd::extend_f16(row, halves);
+                                let dot = f64::from(simd::dot_half(halves, v32));
+                                let t = 2.0 * c * w * (dot + vb);
+                                simd::axpy_half(t as f32, halves, &mut acc32);
+                                acc[m] += t;
+                            } else {
+                                let t = 2.0 * c * w * (simd::dot_narrow(row, vbeta) + vb);
+                                simd::axpy_narrow(t, row, &mut acc[..m]);
+                                acc[m] += t;
+                            }
+                        }
+                    }
+                    if half {
+                        for (a, &b) in acc.iter_mut().zip(&acc32) {
+                            *a = f64::from(b);
+                        }
+                    }
+                    acc
+                },
+            )
+            .collect()
+    });
+    for part in &parts {
+        for (o, a) in out.iter_mut().zip(part) {
+            *o += a;
+        }
+    }
 }
 
 /// K v for each of the vectors `v` (one per listed output): one n-vector per output.
@@ -3359,8 +3393,14 @@ impl ActiveSums {
     /// [K_SS + 2C M, 2C s; 2C s^T, 2C sw] (beta, b) = (2C u, 2C swy), m + 1 values.
     /// `intercept` is the current one, kept when no term is squared (the model is then linear
     /// in b: no minimiser).
-    pub fn newton_point(&self, kss: &[f64], c: f64, intercept: f64) -> Result<Vec<f64>> {
-        newton_point(kss, self, c, self.s.len(), intercept, 1.0)
+    pub fn newton_point(
+        &self,
+        kss: &[f64],
+        c: f64,
+        intercept: f64,
+        check: conjugate_gradient::Check<'_>,
+    ) -> Result<Vec<f64>> {
+        newton_point(kss, self, c, self.s.len(), intercept, 1.0, check)
     }
 }
 
@@ -3418,8 +3458,14 @@ impl Staging {
 
 /// The minimiser of the quadratic model on the current active set, as a direction from the
 /// current point (d, db).
-fn newton_direction(kss: &[f64], o: &mut Output, c: f64, m: usize) -> Result<()> {
-    let x = newton_point(kss, &o.sums, c, m, o.b, o.ridge_scale)?;
+fn newton_direction(
+    kss: &[f64],
+    o: &mut Output,
+    c: f64,
+    m: usize,
+    check: conjugate_gradient::Check<'_>,
+) -> Result<()> {
+    let x = newton_point(kss, &o.sums, c, m, o.b, o.ridge_scale, check)?;
     for ((d, xj), bj) in o.d.iter_mut().zip(&x).zip(&o.beta) {
         *d = xj - bj;
     }
@@ -3434,6 +3480,7 @@ fn newton_point(
     m: usize,
     intercept: f64,
     ridge_scale: f64,
+    check: conjugate_gradient::Check<'_>,
 ) -> Result<Vec<f64>> {
     if kss.len() != m * m || o.gram.len() != m * m || o.u.len() != m {
         return Err(SvmError::invalid_input(
@@ -3473,7 +3520,7 @@ fn newton_point(
     let mut ridge = RIDGE * ridge_scale * kss_diag.max(1.0);
     let mut l = vec![0.0; p * p];
     for _ in 0..40 {
-        if cholesky(&a, ridge, p, &mut l) {
+        if cholesky(&a, ridge, p, &mut l, check)? {
             let mut x = cholesky_solve(&l, p, &rhs);
             // Two steps of iterative refinement: the system is ill-conditioned where the
             // intercept and near-constant functions of span(S) meet.
@@ -5080,7 +5127,7 @@ mod tests {
                 let mut dir = vec![0.0; m * q];
                 let mut db = vec![0.0; q];
                 for k in 0..q {
-                    let xk = sums[k].newton_point(&kss, c, b[k]).unwrap();
+                    let xk = sums[k].newton_point(&kss, c, b[k], &mut || Ok(())).unwrap();
                     for j in 0..m {
                         dir[j * q + k] = xk[j] - coef[j * q + k];
                     }
