@@ -434,17 +434,21 @@ def test_interrupted_partial_fit_leaves_the_run_as_it_was(tmp_path):
     assert "intact" in out, (out, err)
 
 
-def test_interrupted_polish_leaves_the_model_as_it_was(tmp_path):
-    # Ctrl-C in the middle of the polish (between its passes over the rows): KeyboardInterrupt,
-    # and the estimator keeps the coefficients it had.
+@pytest.mark.parametrize("path", ["newton", "hessian-free"])
+def test_interrupted_polish_leaves_the_model_as_it_was(tmp_path, path):
+    # Ctrl-C in the middle of the polish (between its passes over the rows, or between the
+    # waves of a Hessian product that computes its rows again): KeyboardInterrupt, and the
+    # estimator keeps the coefficients it had.
+    from budgetsvm import _budgetsvm
     from conftest import interrupt_after_first_line
 
+    budget = 300 if path == "newton" else _budgetsvm.HESSIAN_FREE_BASIS
     code = (
         "import numpy as np\n"
         "from budgetsvm import BudgetSVC\n"
         "rng = np.random.default_rng(0)\n"
         "X = rng.normal(size=(300_000, 8)); y = (X[:, 0] * X[:, 1] > 0).astype(int)\n"
-        "clf = BudgetSVC(budget=300, epochs=1, random_state=0, polish=False)\n"
+        f"clf = BudgetSVC(budget={budget}, epochs=1, random_state=0, polish=False)\n"
         "clf.fit(X[:20_000], y[:20_000])\n"
         "before = clf.dual_coef_.copy()\n"
         "# No cache: every pass recomputes the kernel values, so the solve takes seconds.\n"
