@@ -19,9 +19,9 @@ use crate::core::common::error::Result;
 use crate::core::common::parallel;
 use crate::core::simd;
 
-/// Called between the blocks of the O(m^3) factorisations and products (about 50 of them a
-/// second; the whole takes tens of seconds at m = 10,000): its error (Ctrl-C) stops the work
-/// there and is returned.
+/// Called between the blocks of the O(m^3) factorisations and products, which take tens of
+/// seconds at m = 10,000 (there hundreds of calls, a fraction of a second apart): its error
+/// (Ctrl-C) stops the work there and is returned.
 pub(crate) type Check<'a> = &'a mut dyn FnMut() -> Result<()>;
 
 /// Columns of a panel of the blocked factorisation: the panel's rows (8 at a time) against
