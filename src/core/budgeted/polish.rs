@@ -169,10 +169,10 @@ pub const CG_TOL_FLOOR: f64 = 1e-6;
 pub const CG_TOL_EARLY: f64 = 0.5;
 /// Squared rows per chunk of a Hessian product (fixed: the sums do not depend on threads).
 const PRODUCT_CHUNK: usize = 2048;
-/// Kernel values per wave of a product that computes its rows again (`recomputed_product`):
-/// a fraction of a second, Ctrl-C between waves (a whole product is 1.2e9 values, seconds, at
-/// a million rows and B = 10,000).
-const RECOMPUTED_WAVE_VALUES: usize = 1 << 26;
+/// Kernel values per wave of a product that computes its rows again (`recomputed_product`),
+/// at least: a fraction of a second, Ctrl-C between waves (a whole product is 1.2e9 values,
+/// seconds, at a million rows and B = 10,000).
+const RECOMPUTED_WAVE_VALUES: usize = 1 << 27;
 /// A solve whose subsample of one row in `SAMPLE_STEP` (`in_sample`) still gives
 /// `SAMPLE_ROWS_PER_SV` rows per support vector first solves on those rows (C scaled by the
 /// rows' ratio, so the loss weighs as much against the regulariser) and starts from that
@@ -3067,7 +3067,8 @@ fn hessian_product(
 /// in f32 as the gather computes them, rounded to halves when the copies are, so a row adds
 /// the same whether it was copied or not. Parts of `PRODUCT_CHUNK` rows in parallel (kernel
 /// blocks of `segment_rows` within, for L2 as a pass's segments), added in order: the same sums on any thread count.
-/// In waves of whole chunks (`RECOMPUTED_WAVE_VALUES`), `check` (Ctrl-C) before each.
+/// In waves of whole chunks (`RECOMPUTED_WAVE_VALUES`, the same number per thread), `check`
+/// (Ctrl-C) before each.
 #[allow(clippy::too_many_arguments)]
 fn recomputed_product(
     blocks: &KernelBlocks,
@@ -3085,7 +3086,10 @@ fn recomputed_product(
     }
     let (vb, vbeta) = (v[m], &v[..m]);
     let v32: Vec<f32> = vbeta.iter().map(|&x| x as f32).collect();
-    let wave = PRODUCT_CHUNK * (RECOMPUTED_WAVE_VALUES / (PRODUCT_CHUNK * m)).max(1);
+    // Whole chunks, as many per thread: a wave's last chunks do not leave threads idle.
+    let threads = rayon::current_num_threads().max(1);
+    let chunks = RECOMPUTED_WAVE_VALUES.div_ceil(PRODUCT_CHUNK * m);
+    let wave = PRODUCT_CHUNK * chunks.next_multiple_of(threads);
     let mut next = 0;
     source.pass(&mut |first, block| {
         let end = first + block.n_rows();
