@@ -604,17 +604,21 @@ impl Preconditioner {
     }
 }
 
+/// `hv(v, out)`: out = H v, or the error (Ctrl-C) that stops the solve.
+pub(crate) type HessianProduct<'a> = &'a mut dyn FnMut(&[f64], &mut [f64]) -> Result<()>;
+
 /// Solves H x = b by preconditioned conjugate gradients from x = 0 until the residual is
 /// below `rel_tol` |b| or after `max_iter` products; `hv(v, out)` sets out = H v (H symmetric
-/// positive definite). Returns x and the number of products.
+/// positive definite; its error, Ctrl-C, ends the solve and is returned). Returns x and the
+/// number of products.
 pub(crate) fn solve(
-    hv: &mut dyn FnMut(&[f64], &mut [f64]),
+    hv: HessianProduct<'_>,
     precond: &Preconditioner,
     intercept: f64,
     b: &[f64],
     rel_tol: f64,
     max_iter: usize,
-) -> (Vec<f64>, usize) {
+) -> Result<(Vec<f64>, usize)> {
     let p = b.len();
     let mut x = vec![0.0; p];
     let mut r = b.to_vec();
@@ -622,14 +626,14 @@ pub(crate) fn solve(
     let mut hp = vec![0.0; p];
     let target = rel_tol * simd::dot(b, b).sqrt();
     if target == 0.0 {
-        return (x, 0);
+        return Ok((x, 0));
     }
     precond.apply(&r, &mut z, intercept);
     let mut dir = z.clone();
     let mut rz = simd::dot(&r, &z);
     let mut products = 0;
     while products < max_iter {
-        hv(&dir, &mut hp);
+        hv(&dir, &mut hp)?;
         products += 1;
         let curvature = simd::dot(&dir, &hp);
         if !(curvature > 0.0 && curvature.is_finite()) {
@@ -649,7 +653,7 @@ pub(crate) fn solve(
             *d = zi + beta * *d;
         }
     }
-    (x, products)
+    Ok((x, products))
 }
 
 #[cfg(test)]
@@ -1086,10 +1090,11 @@ mod tests {
                 for i in 0..p {
                     out[i] = simd::dot(&h[i * p..(i + 1) * p], x);
                 }
+                Ok(())
             };
-            let (x, products) = solve(&mut hv, &pre, n_rows as f64, &b, 1e-7, 10 * p);
+            let (x, products) = solve(&mut hv, &pre, n_rows as f64, &b, 1e-7, 10 * p).unwrap();
             let mut hx = vec![0.0; p];
-            hv(&x, &mut hx);
+            hv(&x, &mut hx).unwrap();
             let res: f64 = hx.iter().zip(&b).map(|(a, b)| (a - b).powi(2)).sum::<f64>();
             let bn: f64 = b.iter().map(|v| v * v).sum::<f64>();
             // The recurrence's residual drifts from the true one by rounding (H is as

@@ -1544,15 +1544,17 @@ fn polish_on(
                 let rows = gathered.rows_of(li, m);
                 let recomputed = &gathered.recomputed[li];
                 let half = matches!(gathered.copies, RowCopies::Half(_));
-                let mut failure = None;
                 let mut hv = |v: &[f64], out: &mut [f64]| {
-                    hessian_product(&kss_f32, ridge, c, &rows, m, v, out);
-                    if recomputed.is_empty() || failure.is_some() {
-                        return;
-                    }
-                    // A product that reads the rows again is a pass: Ctrl-C between its waves.
+                    // Ctrl-C before each product (up to `MAX_CG_PRODUCTS` of them, a tenth of
+                    // a second each over a gigabyte of copies) and between the waves of one
+                    // that computes its rows again.
                     let mut check = || monitor(&progress);
-                    let added = recomputed_product(
+                    check()?;
+                    hessian_product(&kss_f32, ridge, c, &rows, m, v, out);
+                    if recomputed.is_empty() {
+                        return Ok(());
+                    }
+                    recomputed_product(
                         &blocks,
                         &mut *source,
                         recomputed,
@@ -1561,10 +1563,7 @@ fn polish_on(
                         v,
                         out,
                         &mut check,
-                    );
-                    if let Err(e) = added {
-                        failure = Some(e);
-                    }
+                    )
                 };
                 let (x, products) = conjugate_gradient::solve(
                     &mut hv,
@@ -1573,10 +1572,7 @@ fn polish_on(
                     &rhs,
                     rel_tol,
                     MAX_CG_PRODUCTS,
-                );
-                if let Some(e) = failure {
-                    return Err(e);
-                }
+                )?;
                 cg_products += products;
                 o.d.copy_from_slice(&x[..m]);
                 o.db = x[m];
@@ -4909,6 +4905,52 @@ mod tests {
             .iter()
             .zip(&base.objective_start)
             .all(|(a, b)| a <= b));
+    }
+
+    /// Ctrl-C reaches the Hessian-free solve before every conjugate-gradient product (the
+    /// monitor is called at least once per product, with the rows copied or computed again),
+    /// and its first error ends the polish at once: returned, the monitor not called again.
+    #[test]
+    fn the_hessian_free_solve_looks_for_ctrl_c_before_every_product() {
+        let (x, y, model) = problem(31, 800, 40, 2);
+        let n = y.len();
+        for cache_bytes in [1 << 30, 0] {
+            let mut p = params(2.0);
+            p.method = PolishMethod::HessianFree;
+            p.cache_bytes = cache_bytes;
+            let solve = |stop_at: usize| {
+                let view = DenseView::new(&x, n, 2).unwrap();
+                let mut source = InMemory(AnyRows::Dense(view));
+                let targets = Targets::Classes {
+                    y: &y,
+                    n_classes: 2,
+                };
+                let mut calls = 0;
+                let mut monitor = |_: &Progress| {
+                    calls += 1;
+                    if calls >= stop_at {
+                        Err(SvmError::Interrupted)
+                    } else {
+                        Ok(())
+                    }
+                };
+                let r = polish(&model, None, &mut source, targets, None, &p, &mut monitor);
+                (r, calls)
+            };
+            let (whole, calls) = solve(usize::MAX);
+            let whole = whole.unwrap();
+            assert!(whole.cg_products > 10, "{}", whole.cg_products);
+            assert!(
+                calls >= whole.cg_products,
+                "cache {cache_bytes}: {calls} checks for {} products",
+                whole.cg_products
+            );
+            for stop_at in [1, calls / 3, calls / 2, calls - 1] {
+                let (r, made) = solve(stop_at);
+                assert!(matches!(r, Err(SvmError::Interrupted)), "stop at {stop_at}");
+                assert_eq!(made, stop_at, "cache {cache_bytes}: checks after the error");
+            }
+        }
     }
 
     /// Duplicated basis vectors (a singular K_SS) still give the optimum's objective.
