@@ -115,6 +115,24 @@ def test_nu_svr_is_scikit_learn_s(solver, nu):
         assert len(ours.support_) >= nu * len(z) - 1
 
 
+def test_nu_svr_takes_100_pairs_unless_told():
+    # KernelNuSVR's own default of ALFPGM's n_pairs (the class docstring's measurements); a
+    # given n_pairs, or another estimator, keeps the option's 50.
+    X, z = make_regression(n_samples=600, n_features=5, noise=10.0, random_state=4)
+    z = z / z.std()
+
+    def fit(**options):
+        return KernelNuSVR(nu=0.5, C=10.0, solver_options=options or None).fit(X, z)
+
+    default, hundred, fifty = fit(), fit(n_pairs=100), fit(n_pairs=50)
+    assert_array_equal(default.dual_coef_, hundred.dual_coef_)
+    assert default.fit_stats_["working_sets"] == hundred.fit_stats_["working_sets"]
+    assert default.fit_stats_["working_sets"] < fifty.fit_stats_["working_sets"]
+    assert KernelNuSVR(solver_options=dict(n_pairs=7))._solver_params()["n_pairs"] == 7
+    assert KernelNuSVR()._solver_params()["n_pairs"] == 100
+    assert KernelNuSVC()._solver_params()["n_pairs"] == 50
+
+
 def test_smo_takes_libsvm_s_steps():
     # The same selection, steps and stopping rule as LIBSVM's Solver_NU: the same model to
     # rounding (two classes: with more, the pairs' shared kernel rows round otherwise).

@@ -116,6 +116,8 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
     solver_options: Optional[Dict[str, Any]] = None
 
     _problem = ""
+    #: ALFPGM's ``n_pairs`` when ``solver_options`` does not give it.
+    _default_pairs = 50
 
     def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
         tags = super().__sklearn_tags__()
@@ -162,7 +164,7 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
             cache_size=float(self.cache_size),
             max_iter=0 if self.max_iter == -1 else int(self.max_iter),
             n_threads=check_n_jobs(self.n_jobs),
-            **solver_options(self.solver, self.solver_options),
+            **solver_options(self.solver, self.solver_options, n_pairs=self._default_pairs),
         )
 
     def _check_kernel(self) -> None:
@@ -581,8 +583,11 @@ ALFPGM_OPTIONS: Dict[str, Any] = dict(
 )
 
 
-def solver_options(solver: str, given: Optional[Dict[str, Any]]) -> Dict[str, Any]:
-    """The native solver's keyword arguments from ``solver_options``, every value checked."""
+def solver_options(
+    solver: str, given: Optional[Dict[str, Any]], n_pairs: int = ALFPGM_OPTIONS["n_pairs"]
+) -> Dict[str, Any]:
+    """The native solver's keyword arguments from ``solver_options``, every value checked;
+    ``n_pairs`` is the estimator's default of that option."""
     if given is None:
         given = {}
     if not isinstance(given, dict):
@@ -599,7 +604,7 @@ def solver_options(solver: str, given: Optional[Dict[str, Any]]) -> Dict[str, An
             f"solver_options {alfpgm_only} are ALFPGM's; solver={solver!r} takes only "
             f"{sorted(SHARED_OPTIONS)}"
         )
-    o = {**SHARED_OPTIONS, **ALFPGM_OPTIONS, **given}
+    o = {**SHARED_OPTIONS, **ALFPGM_OPTIONS, "n_pairs": n_pairs, **given}
     check_choice("shared_rows", o["shared_rows"], (True, False))
     check_int("n_pairs", o["n_pairs"], 1)
     check_int("min_alpha_opt", o["min_alpha_opt"], 0)

@@ -31,8 +31,14 @@ class KernelNuSVR(ExactRegressor):
     cache_size : float, default=800
         Kernel-row cache in MB. The dual has two variables per row, each cached with a row of
         2n float32 values: 800 MB hold as many data rows as ``KernelSVR``'s 200 MB.
-    kernel, degree, gamma, coef0, tol, shrinking, verbose, max_iter, solver, n_jobs, solver_options
-        As ``KernelSVR``'s (nu problems always solve ALFPGM's working sets by SMO).
+    kernel, degree, gamma, coef0, tol, shrinking, verbose, max_iter, solver, n_jobs
+        As ``KernelSVR``'s.
+    solver_options : dict or None, default=None
+        As ``KernelSVR``'s (nu problems always solve ALFPGM's working sets by SMO), but
+        ``n_pairs`` defaults to 100: twice the pairs per working set, half the working sets,
+        each of which scans all 2n variables and fetches its rows (fried, 32,614 rows,
+        ``C=10, nu=0.5``, alternated: 105.6-109.9 -> 89.0-92.8 s; puma8nh 1.85-2.19 ->
+        1.69-1.95 s; lowbwt 9.7-12.3 against 10.6-11.8 s; R^2 the same to 1e-4).
 
     Attributes
     ----------
@@ -51,5 +57,6 @@ class KernelNuSVR(ExactRegressor):
     """
 
     _problem = "nu_svr"
+    _default_pairs = 100
 
     nu: float = 0.5
