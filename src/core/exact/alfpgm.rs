@@ -8,7 +8,10 @@
 //! data row) the candidates carry their up and low values (`DualState::up_value` /
 //! `low_value`), the look-ahead and the subproblem's SMO step through the kinks at 0
 //! (`tube_pair_step`), and the subproblem is always solved by SMO (the augmented Lagrangian's
-//! FISTA has no term for epsilon |a|_1).
+//! FISTA has no term for epsilon |a|_1). nu-SVR's paired form (`DualProblem::paired`: a row's
+//! a_t and a_t* at one position, one value -F_t for both) keeps one candidate list per label,
+//! filters the j scan by the label's own list (`Work::j_member`) and puts a position in B at
+//! most once, as one of its two variables.
 //!
 //! One decomposition step:
 //! 1. **pWSS.** Up to p pairs (i, j) by repeated second-order selection. Candidates: the 4p
@@ -310,6 +313,9 @@ struct Work {
     flags: Vec<u8>,
     /// Candidate (look-ahead v, index) lists of the pairing.
     cand_up: Vec<(f64, u32)>,
+    /// The label (`label_index`; 0 without a sum per label) of each `cand_up` entry: a paired
+    /// position can be an i of both labels.
+    cand_up_label: Vec<u8>,
     cand_low: Vec<(f64, u32)>,
     /// The j candidates by position as the scans read them: look-ahead values (+inf once in
     /// B) and positions.
@@ -323,8 +329,14 @@ struct Work {
     up: [Smallest; 2],
     low: [Smallest; 2],
     b: Vec<usize>,
+    /// The label of each variable of B (paired: which of the position's two it is).
+    b_label: Vec<u8>,
     pairs_i: Vec<usize>,
     pairs_j: Vec<usize>,
+    pairs_label: Vec<u8>,
+    /// Paired: per label, 1 at the positions that are that label's j candidates in the current
+    /// pairing, 0 elsewhere (the j scan's label filter); empty otherwise.
+    j_member: [Vec<f64>; 2],
     q: Vec<f64>,
     g: Vec<f64>,
     yb: Vec<f64>,
@@ -346,9 +358,14 @@ struct Work {
 }
 
 impl Work {
-    fn new(n: usize, p: usize) -> Self {
+    fn new(n: usize, p: usize, paired: bool) -> Self {
         let m = 2 * p;
+        let member = || if paired { vec![0.0; n] } else { Vec::new() };
         Work {
+            cand_up_label: Vec::with_capacity(4 * m + 64),
+            b_label: Vec::with_capacity(m),
+            pairs_label: Vec::with_capacity(p),
+            j_member: [member(), member()],
             count: vec![0; n],
             last_change: vec![f64::INFINITY; n],
             in_b: vec![false; n],
@@ -409,7 +426,7 @@ pub fn solve_alfpgm<R: Rows>(
     let n = problem.n();
     let p = params.n_pairs.min(n.div_ceil(2)).max(1);
     let (mut state, mut shrinker) = start_state(cache, problem, shrinking, reporter)?;
-    let mut work = Work::new(n, p);
+    let mut work = Work::new(n, p, state.paired);
     cache.ensure_capacity(2 * p);
     let mut lambda = 0.0;
     let mut iter = 0u64;
@@ -443,12 +460,12 @@ pub fn solve_alfpgm<R: Rows>(
             break;
         }
         working_sets += 1;
-        if work.pairs_i.len() == 1 {
+        if work.pairs_i.len() == 1 && !state.paired {
             // One pair: the subproblem's exact solution is the analytic SMO step.
             let (i, j) = (work.pairs_i[0], work.pairs_j[0]);
             work.moved.clear();
             work.moved
-                .extend([(i, state.alpha[i]), (j, state.alpha[j])]);
+                .extend([(i, state.bound_part(i)), (j, state.bound_part(j))]);
             let rows = cache.rows_prefix(&[i, j], state.active)?;
             let (di, dj) = state.smo_step(i, j, rows.row(0), rows.row(1));
             iter += 1;
@@ -470,6 +487,32 @@ pub fn solve_alfpgm<R: Rows>(
                 for k in 0..work.b.len() {
                     let t = work.b[k];
                     refresh_flags(&state, &mut work, params, t);
+                }
+            } else if state.paired {
+                // No decrease: the unfiltered maximal violating pair alone (the paired form
+                // has no analytic step of its own: the subproblem's SMO on two variables).
+                fallback_steps += 1;
+                scan_candidates(&state, &mut work, params, 1, prev, false);
+                pick_pairs(cache, &state, &mut work, params, 1, tol)?;
+                work.moved.clear();
+                if !work.pairs_i.is_empty() {
+                    let rows = cache.rows_prefix(&work.b, state.active)?;
+                    let left = max_iter.saturating_sub(iter).max(1);
+                    let decrease =
+                        solve_subproblem(&rows, &state, &mut work, params, tol, &mut lambda, left);
+                    iter += decrease.1.max(1);
+                    if decrease.0 < 0.0 {
+                        apply_step(&rows, &mut state, &mut work);
+                    }
+                }
+                for k in 0..work.b.len() {
+                    let t = work.b[k];
+                    work.in_b[t] = false;
+                    refresh_flags(&state, &mut work, params, t);
+                }
+                if work.moved.is_empty() {
+                    // Not even the maximal pair descends (rounding): stop, reported.
+                    break;
                 }
             } else {
                 // No decrease from the multi-pair step: one WSS2 SMO step instead.
@@ -510,6 +553,20 @@ pub fn solve_alfpgm<R: Rows>(
 const UP: u8 = 1;
 const LOW: u8 = 2;
 const LIMITED: u8 = 4;
+/// Paired: a_t*'s membership (`UP` / `LOW` are a_t's).
+const UP_STAR: u8 = 8;
+const LOW_STAR: u8 = 16;
+
+/// A variable of B: its value and label y as a member of label `label` at position t (paired:
+/// a_t with +1 or a_t* with -1; otherwise the position's own).
+#[inline]
+fn variable(state: &DualState, t: usize, label: u8) -> (f64, f64) {
+    match (state.paired, label) {
+        (true, 0) => (state.alpha[t], 1.0),
+        (true, _) => (state.alpha_star[t], -1.0),
+        (false, _) => (state.alpha[t], state.y[t]),
+    }
+}
 
 /// Index t's membership of I_up / I_low and whether the limiter holds it back; refreshed
 /// whenever a_t, its count or its last change move (only for the indices of a step).
@@ -522,6 +579,15 @@ fn refresh_flags(state: &DualState, work: &mut Work, params: &AlfpgmParams, t: u
         || (cnt >= params.min_alpha_opt
             && at_bound
             && work.last_change[t] < params.alpha_delta_threshold * c);
+    if state.paired {
+        let [(up, low), (up_star, low_star)] = state.paired_sets(t);
+        work.flags[t] = u8::from(up) * UP
+            + u8::from(low) * LOW
+            + u8::from(up_star) * UP_STAR
+            + u8::from(low_star) * LOW_STAR
+            + u8::from(limited) * LIMITED;
+        return;
+    }
     work.flags[t] = u8::from(state.in_up(t)) * UP
         + u8::from(state.in_low(t)) * LOW
         + u8::from(limited) * LIMITED;
@@ -539,10 +605,57 @@ fn scan_candidates(
     prev: (f64, f64),
     filtered: bool,
 ) -> (f64, f64) {
-    if state.signed {
+    if state.paired {
+        scan_candidates_paired(state, work, params, p, prev, filtered)
+    } else if state.signed {
         scan_candidates_in::<true>(state, work, params, p, prev, filtered)
     } else {
         scan_candidates_in::<false>(state, work, params, p, prev, filtered)
+    }
+}
+
+/// `scan_candidates` of the paired form: both labels' values at t are -F_t, the flags say
+/// which lists t joins.
+fn scan_candidates_paired(
+    state: &DualState,
+    work: &mut Work,
+    params: &AlfpgmParams,
+    p: usize,
+    prev: (f64, f64),
+    filtered: bool,
+) -> (f64, f64) {
+    for (up, low) in work.up.iter_mut().zip(work.low.iter_mut()) {
+        up.reset(4 * p);
+        low.reset(params.candidates());
+    }
+    let (prev_up, prev_low) = prev;
+    let half = 0.5 * (prev_up - prev_low);
+    let skip = if filtered { LIMITED } else { 0 };
+    let mut ext = [(f64::NEG_INFINITY, f64::INFINITY); 2];
+    let active = state.active;
+    for (t, (&f, &g)) in work.flags[..active].iter().zip(&state.grad).enumerate() {
+        let v = -g;
+        let held = f & skip != 0;
+        for (label, (up_bit, low_bit)) in [(UP, LOW), (UP_STAR, LOW_STAR)].into_iter().enumerate() {
+            let e = &mut ext[label];
+            if f & up_bit != 0 {
+                e.0 = e.0.max(v);
+                if !held || v - prev_low >= half {
+                    work.up[label].push(-v, t as u32);
+                }
+            }
+            if f & low_bit != 0 {
+                e.1 = e.1.min(v);
+                if !held || prev_up - v >= half {
+                    work.low[label].push(v, t as u32);
+                }
+            }
+        }
+    }
+    if ext[1].0 - ext[1].1 > ext[0].0 - ext[0].1 {
+        ext[1]
+    } else {
+        ext[0]
     }
 }
 
@@ -617,24 +730,30 @@ fn pick_pairs<R: Rows>(
 ) -> Result<()> {
     let Work {
         b,
+        b_label,
         in_b,
         pairs_i,
         pairs_j,
+        pairs_label,
         min_violation,
         up,
         low,
         cand_up,
+        cand_up_label,
         cand_low,
         low_v,
         low_t,
+        j_member,
         ..
     } = work;
     for &t in b.iter() {
         in_b[t] = false;
     }
     b.clear();
+    b_label.clear();
     pairs_i.clear();
     pairs_j.clear();
+    pairs_label.clear();
     *min_violation = f64::INFINITY;
     let none = |lists: &[Smallest; 2]| lists.iter().all(|l| l.buf.is_empty());
     if none(up) || none(low) {
@@ -647,17 +766,31 @@ fn pick_pairs<R: Rows>(
     // violation and are picked together although one step fixes them all (ijcnn1: 25 such pairs
     // gained what one SMO step gains); with it each pair is the one SMO would take next.
     cand_up.clear();
-    for up in up.iter_mut() {
-        cand_up.extend(up.finish().iter().map(|&(key, t)| (-key, t)));
+    cand_up_label.clear();
+    for (label, up) in up.iter_mut().enumerate() {
+        let list = up.finish();
+        cand_up.extend(list.iter().map(|&(key, t)| (-key, t)));
+        cand_up_label.extend(std::iter::repeat_n(label as u8, list.len()));
     }
     cand_low.clear();
-    for low in low.iter_mut() {
-        cand_low.extend_from_slice(low.finish_unordered());
+    for (low, member) in low.iter_mut().zip(j_member.iter_mut()) {
+        let list = low.finish_unordered();
+        if state.paired {
+            for &(_, t) in list {
+                member[t as usize] = 1.0;
+            }
+        }
+        cand_low.extend_from_slice(list);
     }
     // The j candidates by position, cut into the runs of the kernel-row blocks: the scan of a
     // block runs in the work item that computes (or reads) that block of row i.
     if !cand_low.is_sorted_by_key(|e| e.1) {
         cand_low.sort_unstable_by_key(|e| e.1);
+    }
+    if state.paired {
+        // A position that is a j of both labels has one value: one entry, filtered per label
+        // by `j_member`.
+        cand_low.dedup_by_key(|e| e.1);
     }
     low_v.clear();
     low_v.extend(cand_low.iter().map(|e| e.0));
@@ -698,6 +831,7 @@ fn pick_pairs<R: Rows>(
         }
         let Some(ki) = best_i else { break };
         let i = cand_up[ki].1 as usize;
+        let li = cand_up_label[ki];
         // Stop at pairs that violate much less than the first one: they cost a kernel row and
         // a gradient update each and gain next to nothing.
         let floor = match pairs_i.first() {
@@ -710,7 +844,11 @@ fn pick_pairs<R: Rows>(
         };
         let (diag, equal_diag) = (&state.diag[..], state.equal_diag);
         // With a sum per label, j only among i's label (a step keeps each label's sum).
-        let label = state.sum_per_label.then(|| (&state.y[..], state.y[i]));
+        let label = if state.paired {
+            Some((&j_member[usize::from(li)][..], 1.0))
+        } else {
+            state.sum_per_label.then(|| (&state.y[..], state.y[i]))
+        };
         let (_, (lows, best)) = cache.rows_prefix_blocks(
             &idx[..k_rows],
             active,
@@ -748,10 +886,9 @@ fn pick_pairs<R: Rows>(
                 // j violation the same smallest one, so none of them passes either: the whole
                 // label is dropped at once (one scan over the j candidates each, they cost
                 // 39% of a nu-SVR fit on puma8nh).
-                let yi = state.y[i];
                 if lows.first.1 as usize != i {
-                    for e in cand_up.iter_mut() {
-                        if state.y[e.1 as usize] == yi {
+                    for (e, &l) in cand_up.iter_mut().zip(cand_up_label.iter()) {
+                        if l == li {
                             e.0 = f64::NEG_INFINITY;
                         }
                     }
@@ -776,6 +913,7 @@ fn pick_pairs<R: Rows>(
         }
         pairs_i.push(i);
         pairs_j.push(j);
+        pairs_label.push(li);
         *min_violation = min_violation.min(b_ij);
         if pairs_i.len() == 1 {
             first_violation = b_ij;
@@ -786,11 +924,11 @@ fn pick_pairs<R: Rows>(
         // The WSS2 step along (a_i += y_i s, a_j -= y_j s), clipped to the box (with a tube,
         // through its kinks).
         let room = |t: usize, up: bool| {
-            let towards_c = (state.y[t] > 0.0) == up;
-            if towards_c {
-                state.upper[t] - state.alpha[t]
+            let (a, y) = variable(state, t, li);
+            if (y > 0.0) == up {
+                state.upper[t] - a
             } else {
-                state.alpha[t] - state.lower(t)
+                a - state.lower(t)
             }
         };
         let step = if state.signed {
@@ -820,6 +958,15 @@ fn pick_pairs<R: Rows>(
     }
     b.extend_from_slice(pairs_i);
     b.extend_from_slice(pairs_j);
+    b_label.extend_from_slice(pairs_label);
+    b_label.extend_from_slice(pairs_label);
+    if state.paired {
+        for (low, member) in low.iter().zip(j_member.iter_mut()) {
+            for &(_, t) in &low.buf {
+                member[t as usize] = 0.0;
+            }
+        }
+    }
     Ok(())
 }
 
@@ -920,6 +1067,7 @@ fn solve_subproblem(
     let m = work.b.len();
     let Work {
         b,
+        b_label,
         q,
         g,
         yb,
@@ -945,27 +1093,45 @@ fn solve_subproblem(
     q.clear();
     q.resize(m * m, 0.0);
     let (mut up_max, mut low_min) = (f64::NEG_INFINITY, f64::INFINITY);
-    for (a, &ia) in b.iter().enumerate() {
-        let ya = state.y[ia];
+    for (a, (&ia, &label)) in b.iter().zip(b_label.iter()).enumerate() {
+        let (alpha, ya) = variable(state, ia, label);
         yb[a] = ya;
-        g[a] = state.grad[ia];
-        lo[a] = if state.signed {
-            state.lower(ia) - state.alpha[ia]
+        // Paired: a_t*'s gradient is -F_t.
+        g[a] = if state.paired {
+            ya * state.grad[ia]
         } else {
-            -state.alpha[ia]
+            state.grad[ia]
         };
-        hi[a] = state.upper[ia] - state.alpha[ia];
-        let row = rows.row(a);
-        for (bb, &ib) in b.iter().enumerate() {
-            q[a * m + bb] = ya * state.y[ib] * f64::from(row[ib]);
+        lo[a] = state.lower(ia) - alpha;
+        hi[a] = state.upper[ia] - alpha;
+        if state.paired {
+            let (up, low) = if ya > 0.0 {
+                (alpha < state.upper[ia], alpha > 0.0)
+            } else {
+                (alpha > 0.0, alpha < state.upper[ia])
+            };
+            let v = -state.grad[ia];
+            if up {
+                up_max = up_max.max(v);
+            }
+            if low {
+                low_min = low_min.min(v);
+            }
+            continue;
         }
-        q[a * m + a] = state.diag[ia];
         if state.in_up(ia) {
             up_max = up_max.max(state.up_value(ia));
         }
         if state.in_low(ia) {
             low_min = low_min.min(state.low_value(ia));
         }
+    }
+    for (a, &ia) in b.iter().enumerate() {
+        let row = rows.row(a);
+        for (bb, &ib) in b.iter().enumerate() {
+            q[a * m + bb] = yb[a] * yb[bb] * f64::from(row[ib]);
+        }
+        q[a * m + a] = state.diag[ia];
     }
     // Relative to the weakest selected pair: a tolerance relative to the strongest one let
     // FISTA stop before the weaker pairs moved at all (ijcnn1: 25 pairs gained what one SMO
@@ -1532,9 +1698,10 @@ fn apply_step(
 ) {
     work.coef.clear();
     work.moved.clear();
-    for (a, &ia) in work.b.iter().enumerate() {
+    for (a, (&ia, &label)) in work.b.iter().zip(work.b_label.iter()).enumerate() {
         let da = work.d[a];
-        let old = state.alpha[ia];
+        let (old, y) = variable(state, ia, label);
+        let old_bar = state.bound_part(ia);
         let new = if da >= work.hi[a] {
             state.upper[ia]
         } else if da <= work.lo[a] {
@@ -1543,12 +1710,18 @@ fn apply_step(
             old + da
         };
         let change = new - old;
-        state.alpha[ia] = new;
+        if state.paired && label == 1 {
+            state.alpha_star[ia] = new;
+        } else {
+            state.alpha[ia] = new;
+        }
         work.count[ia] = work.count[ia].saturating_add(1);
         work.last_change[ia] = change.abs();
         if change != 0.0 {
-            work.coef.push((state.y[ia] * change, a));
-            work.moved.push((ia, old));
+            // The position's coefficient in the gradient moves by y change (paired: a_t* by
+            // -change), and its rows are the position's.
+            work.coef.push((y * change, a));
+            work.moved.push((ia, old_bar));
         }
         work.in_b[ia] = false;
     }
@@ -1586,7 +1759,7 @@ fn smo_fallback<R: Rows>(
 ) -> Result<Option<[(usize, f64); 2]>> {
     // No tolerance: any violating pair (the caller saw m - M >= tol).
     if let Some((i, j)) = select_pair(cache, state, f64::NEG_INFINITY)? {
-        let moved = [(i, state.alpha[i]), (j, state.alpha[j])];
+        let moved = [(i, state.bound_part(i)), (j, state.bound_part(j))];
         let rows = cache.rows_prefix(&[i, j], state.active)?;
         state.smo_step(i, j, rows.row(0), rows.row(1));
         return Ok(Some(moved));
@@ -1757,6 +1930,7 @@ mod tests {
                 start: Some(start.clone()),
                 sum_per_label: true,
                 tube: None,
+                paired: false,
             };
             let f = |a: &[f64]| {
                 let quad: f64 = (0..n)
@@ -1929,6 +2103,7 @@ mod tests {
                 start: None,
                 sum_per_label: false,
                 tube: Some(eps),
+                paired: false,
             };
             let mut cache = KernelRowCache::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
             let tube = quietly(|rep| solve_smo(&mut cache, one.clone(), &run, rep)).unwrap();
@@ -1952,6 +2127,7 @@ mod tests {
                 start: None,
                 sum_per_label: false,
                 tube: None,
+                paired: false,
             };
             let mut cache = KernelRowCache::new(&sub, Kernel::rbf(gamma), 1 << 20).unwrap();
             let pair = quietly(|rep| solve_smo(&mut cache, two, &run, rep)).unwrap();
@@ -1987,6 +2163,109 @@ mod tests {
                     sol.rho,
                     pair.rho
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn paired_nu_svr_reaches_the_two_variable_optimum() {
+        use crate::core::data::rows::SubsetRows;
+        use crate::core::exact::smo::solve_smo;
+        let mut rng = Rng::new(41);
+        for trial in 0..18 {
+            let (n, d) = (20 + rng.below(60), 1 + rng.below(3));
+            let (xs, _) = problem(n, d, 500 + trial as u64);
+            let z: Vec<f64> = (0..n)
+                .map(|i| (2.0 * xs[i * d]).sin() + 0.3 * (rng.next_f64() - 0.5))
+                .collect();
+            let nu = [0.1, 0.5, 0.9][trial % 3];
+            let c = bounds(n, [0.3, 3.0][(trial / 3) % 2], trial % 2 == 1, trial as u64);
+            let shrinking = [None, Some(3), Some(0)][(trial / 6) % 3];
+            let gamma = 1.3;
+            let run = ExactRun {
+                tol: 1e-7,
+                max_iter: 1_000_000,
+                shrinking,
+            };
+            // LIBSVM's start: a_i = a_i* filled in row order to nu sum C / 2.
+            let mut left = nu * c.iter().sum::<f64>() / 2.0;
+            let half: Vec<f64> = c
+                .iter()
+                .map(|&ct| {
+                    let a = ct.min(left).max(0.0);
+                    left -= a;
+                    a
+                })
+                .collect();
+            let start = [&half[..], &half[..]].concat();
+            let x = DenseView::new(&xs, n, d).unwrap();
+            let paired = DualProblem {
+                y: vec![1.0; n],
+                p: z.iter().map(|v| -v).collect(),
+                upper: c.clone(),
+                diag: vec![1.0; n],
+                start: Some(start.clone()),
+                sum_per_label: true,
+                tube: None,
+                paired: true,
+            };
+            let params = AlfpgmParams {
+                n_pairs: [1, 4, 30][trial % 3],
+                ..Default::default()
+            };
+            let mut cache = KernelRowCache::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
+            let multi = quietly(|rep| solve_alfpgm(&mut cache, paired.clone(), &run, &params, rep))
+                .unwrap();
+            let mut cache = KernelRowCache::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
+            assert!(quietly(|rep| solve_smo(&mut cache, paired, &run, rep)).is_err());
+            let twice: Vec<usize> = (0..n).chain(0..n).collect();
+            let sub = SubsetRows::new(&x, &twice).unwrap();
+            let two = DualProblem {
+                y: (0..2 * n).map(|t| if t < n { 1.0 } else { -1.0 }).collect(),
+                p: (0..2 * n)
+                    .map(|t| if t < n { -z[t] } else { z[t - n] })
+                    .collect(),
+                upper: [&c[..], &c[..]].concat(),
+                diag: vec![1.0; 2 * n],
+                start: Some(start),
+                sum_per_label: true,
+                tube: None,
+                paired: false,
+            };
+            let mut cache = KernelRowCache::new(&sub, Kernel::rbf(gamma), 1 << 20).unwrap();
+            let pair = quietly(|rep| solve_smo(&mut cache, two, &run, rep)).unwrap();
+            assert!(pair.converged && multi.converged, "trial {trial}");
+            assert!(multi.working_sets > 0);
+            // The solution comes back as LIBSVM's variables: (a, a*), labels (+1, -1).
+            assert_eq!(multi.alpha.len(), 2 * n);
+            assert!(multi.y[..n].iter().all(|&v| v == 1.0));
+            assert!(multi.y[n..].iter().all(|&v| v == -1.0));
+            let scale = 1.0 + pair.objective.abs();
+            assert!(
+                (multi.objective - pair.objective).abs() < 1e-6 * scale,
+                "trial {trial}: objective {} vs {}",
+                multi.objective,
+                pair.objective
+            );
+            // Each label's sum stays the start's, every variable in its box.
+            for half_of in [&multi.alpha[..n], &multi.alpha[n..]] {
+                let sum: f64 = half_of.iter().sum();
+                assert!((sum - nu * c.iter().sum::<f64>() / 2.0).abs() < 1e-9 * n as f64);
+                assert!(half_of
+                    .iter()
+                    .zip(&c)
+                    .all(|(&a, &ct)| (0.0..=ct).contains(&a)));
+            }
+            for (i, &ci) in c.iter().enumerate() {
+                let beta = pair.alpha[i] - pair.alpha[n + i];
+                let mine = multi.alpha[i] - multi.alpha[n + i];
+                assert!(
+                    (mine - beta).abs() < 2e-3 * ci,
+                    "trial {trial}, row {i}: beta {mine} vs {beta}"
+                );
+            }
+            for (what, a, b) in [("rho", multi.rho, pair.rho), ("r", multi.r, pair.r)] {
+                assert!((a - b).abs() < 1e-3, "trial {trial}: {what} {a} vs {b}");
             }
         }
     }
@@ -2066,6 +2345,7 @@ mod tests {
                     start: Some(base.clone()),
                     sum_per_label: false,
                     tube: Some(eps),
+                    paired: false,
                 };
                 let run = ExactRun {
                     tol: 1e-9,

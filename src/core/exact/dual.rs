@@ -38,6 +38,13 @@ pub struct DualProblem {
     /// (`DualState::up_value` / `low_value`), so scans, gradient updates and kernel rows run
     /// over n entries where the two-variable form takes 2n.
     pub tube: Option<f64>,
+    /// nu-SVR's two variables per data row kept at one position (with `sum_per_label`): position
+    /// t holds a_t (label +1, linear term p_t) and a_t* (label -1, linear term -p_t), both in
+    /// [0, C_t], and one gradient F = K (a - a*) + p (a_t's gradient; a_t*'s is -F_t), so scans,
+    /// gradient updates and kernel rows run over the n data rows where LIBSVM's form takes 2n.
+    /// Both labels' violation value at t is -F_t; a pair step moves two variables of one label.
+    /// y is all +1 (the positions'); `start` holds (a, a*), 2n long. ALFPGM only.
+    pub paired: bool,
 }
 
 impl DualProblem {
@@ -52,6 +59,7 @@ impl DualProblem {
             start: None,
             sum_per_label: false,
             tube: None,
+            paired: false,
         }
     }
 
@@ -73,12 +81,13 @@ impl DualProblem {
     /// inside them.
     pub fn check(&self) -> Result<()> {
         let n = self.y.len();
+        let copies = if self.paired { 2 } else { 1 };
         let start_ok = self.start.as_ref().is_none_or(|a| {
-            a.len() == n
+            a.len() == copies * n
                 && a.iter()
-                    .zip(&self.upper)
+                    .zip(self.upper.iter().cycle())
                     .enumerate()
-                    .all(|(t, (&a, &c))| a.is_finite() && (self.lower(t)..=c).contains(&a))
+                    .all(|(t, (&a, &c))| a.is_finite() && (self.lower(t % n)..=c).contains(&a))
         });
         if self.p.len() != n || self.upper.len() != n || self.diag.len() != n || !start_ok {
             return Err(SvmError::invalid_input(
@@ -99,6 +108,11 @@ impl DualProblem {
                     "a tube needs a finite epsilon >= 0, labels +1 and no sum per label",
                 ));
             }
+        }
+        if self.paired && (!self.sum_per_label || self.tube.is_some() || self.y.contains(&-1.0)) {
+            return Err(SvmError::invalid_input(
+                "paired variables need a sum per label, no tube and positions of label +1",
+            ));
         }
         Ok(())
     }
@@ -133,6 +147,10 @@ pub struct DualState {
     pub signed: bool,
     /// epsilon of `DualProblem::tube`; 0 without one.
     pub tube: f64,
+    /// `DualProblem::paired`: `alpha` holds a_t, `alpha_star` a_t*, `grad` F_t.
+    pub paired: bool,
+    /// a_t* of the paired form; empty otherwise.
+    pub alpha_star: Vec<f64>,
 }
 
 /// The label index of y = +1 (0) and y = -1 (1) in per-label arrays.
@@ -153,13 +171,24 @@ impl DualState {
             start,
             sum_per_label,
             tube,
+            paired,
         } = problem;
         let n = y.len();
+        let (alpha, alpha_star) = match (start, paired) {
+            (Some(mut a), true) => {
+                let star = a.split_off(n);
+                (a, star)
+            }
+            (None, true) => (vec![0.0; n], vec![0.0; n]),
+            (start, false) => (start.unwrap_or_else(|| vec![0.0; n]), Vec::new()),
+        };
         DualState {
             sum_per_label,
             signed: tube.is_some(),
             tube: tube.unwrap_or(0.0),
-            alpha: start.unwrap_or_else(|| vec![0.0; n]),
+            paired,
+            alpha,
+            alpha_star,
             grad: p.clone(),
             y,
             p,
@@ -181,6 +210,9 @@ impl DualState {
     pub fn swap(&mut self, a: usize, b: usize) {
         self.y.swap(a, b);
         self.alpha.swap(a, b);
+        if self.paired {
+            self.alpha_star.swap(a, b);
+        }
         self.grad.swap(a, b);
         self.upper.swap(a, b);
         self.p.swap(a, b);
@@ -204,6 +236,7 @@ impl DualState {
             }
         };
         unpermute(&mut self.alpha);
+        unpermute(&mut self.alpha_star);
         unpermute(&mut self.y);
         unpermute(&mut self.grad);
         unpermute(&mut self.upper);
@@ -246,19 +279,60 @@ impl DualState {
         }
     }
 
-    /// Strictly inside the box and, with a tube, off its kink at 0: the variables whose
-    /// coefficient the gradient of shrunk positions needs (`shrinking::reconstruct_gradient`).
+    /// Strictly inside the box and, with a tube, off its kink at 0 (paired: either of the
+    /// position's variables): the variables whose coefficient the gradient of shrunk positions
+    /// needs (`shrinking::reconstruct_gradient`, `free_part`).
     #[inline]
     pub fn is_free(&self, t: usize) -> bool {
-        let a = self.alpha[t];
-        a > self.lower(t) && a < self.upper[t] && a != 0.0
+        let (a, c) = (self.alpha[t], self.upper[t]);
+        if self.paired {
+            let s = self.alpha_star[t];
+            return (a > 0.0 && a < c) || (s > 0.0 && s < c);
+        }
+        a > self.lower(t) && a < c && a != 0.0
     }
 
-    /// What variable t adds to G_bar: C_t y_t at its upper bound, -C_t y_t at a signed lower
-    /// bound, 0 elsewhere.
+    /// The paired form's index sets at position t: (in I_up, in I_low) of a_t (label +1,
+    /// `label_index` 0) and of a_t* (label -1); both variables' value is -F_t.
     #[inline]
-    pub fn bound_part(&self, t: usize, a: f64) -> f64 {
+    pub fn paired_sets(&self, t: usize) -> [(bool, bool); 2] {
+        let (a, s, c) = (self.alpha[t], self.alpha_star[t], self.upper[t]);
+        [(a < c, a > 0.0), (s > 0.0, s < c)]
+    }
+
+    /// Variable t's (or, paired, position t's) coefficient in the gradient, y_t a_t
+    /// (paired: a_t - a_t*).
+    #[inline]
+    pub fn coefficient(&self, t: usize) -> f64 {
+        if self.paired {
+            self.alpha[t] - self.alpha_star[t]
+        } else {
+            self.alpha[t] * self.y[t]
+        }
+    }
+
+    /// The part of `coefficient` that G_bar does not hold: that of the free variables.
+    #[inline]
+    pub fn free_part(&self, t: usize) -> f64 {
         let c = self.upper[t];
+        let free = |a: f64| if a > 0.0 && a < c { a } else { 0.0 };
+        if self.paired {
+            free(self.alpha[t]) - free(self.alpha_star[t])
+        } else if self.is_free(t) {
+            self.alpha[t] * self.y[t]
+        } else {
+            0.0
+        }
+    }
+
+    /// What t adds to G_bar now: C_t y_t at its upper bound, -C_t y_t at a signed lower bound,
+    /// 0 elsewhere (paired: C_t for a_t = C_t less C_t for a_t* = C_t).
+    #[inline]
+    pub fn bound_part(&self, t: usize) -> f64 {
+        let (a, c) = (self.alpha[t], self.upper[t]);
+        if self.paired {
+            return if a >= c { c } else { 0.0 } - if self.alpha_star[t] >= c { c } else { 0.0 };
+        }
         if a >= c {
             c * self.y[t]
         } else if self.signed && a <= -c {
@@ -312,6 +386,20 @@ impl DualState {
     /// variables first.
     pub fn extremes_by_label(&self) -> [(f64, f64); 2] {
         let mut out = [(f64::NEG_INFINITY, f64::INFINITY); 2];
+        if self.paired {
+            for t in 0..self.active {
+                let v = -self.grad[t];
+                for (e, (up, low)) in out.iter_mut().zip(self.paired_sets(t)) {
+                    if up {
+                        e.0 = e.0.max(v);
+                    }
+                    if low {
+                        e.1 = e.1.min(v);
+                    }
+                }
+            }
+            return out;
+        }
         for t in 0..self.active {
             let e = &mut out[if self.sum_per_label {
                 label_index(self.y[t])
@@ -358,15 +446,19 @@ impl DualState {
         let (mut ub, mut lb) = (f64::INFINITY, f64::NEG_INFINITY);
         let (mut n_free, mut sum_free) = (0usize, 0.0);
         for t in 0..self.active {
-            if label.is_some_and(|l| l != self.y[t]) {
+            if label.is_some_and(|l| l != self.y[t]) && !self.paired {
                 continue;
             }
-            if label.is_some() {
-                // One label's r is C-SVC's rule for y = +1 applied to G, whatever the label.
-                let g = self.grad[t];
-                if self.alpha[t] >= self.upper[t] {
+            if let Some(l) = label {
+                // One label's r is C-SVC's rule for y = +1 applied to G, whatever the label
+                // (paired: a_t's G is F_t, a_t*'s -F_t).
+                let (a, g) = match (self.paired, l > 0.0) {
+                    (true, false) => (self.alpha_star[t], -self.grad[t]),
+                    _ => (self.alpha[t], self.grad[t]),
+                };
+                if a >= self.upper[t] {
                     lb = lb.max(g);
-                } else if self.alpha[t] <= 0.0 {
+                } else if a <= 0.0 {
                     ub = ub.min(g);
                 } else {
                     n_free += 1;
@@ -402,6 +494,13 @@ impl DualState {
     /// f(a) = 1/2 a^T Q a + p^T a = sum_i a_i (G_i + p_i) / 2 (LIBSVM's `obj`), plus
     /// epsilon |a|_1 with a tube.
     pub fn objective(&self) -> f64 {
+        if self.paired {
+            // a_t (F_t + p_t) + a_t* (-F_t - p_t) per position.
+            return (0..self.n())
+                .map(|t| self.coefficient(t) * (self.grad[t] + self.p[t]))
+                .sum::<f64>()
+                / 2.0;
+        }
         let quadratic = self
             .alpha
             .iter()
@@ -418,6 +517,11 @@ impl DualState {
     }
 
     pub fn n_sv(&self) -> usize {
+        if self.paired {
+            return (0..self.n())
+                .filter(|&t| self.coefficient(t) != 0.0)
+                .count();
+        }
         self.alpha.iter().filter(|&&a| a != 0.0).count()
     }
 
@@ -761,11 +865,21 @@ impl DualSolution {
         let state = state.into_original_order();
         let gap = state.gap();
         let (rho, r) = state.rho_and_r();
+        let objective = state.objective();
+        let positions = state.n();
+        let (alpha, y) = if state.paired {
+            // LIBSVM's variables: (a, a*) with labels (+1, -1).
+            let n = state.n();
+            let y = (0..2 * n).map(|t| if t < n { 1.0 } else { -1.0 }).collect();
+            ([state.alpha, state.alpha_star].concat(), y)
+        } else {
+            (state.alpha, state.y)
+        };
         DualSolution {
-            min_active: state.n(),
+            min_active: positions,
             rho,
             r,
-            objective: state.objective(),
+            objective,
             iterations,
             converged,
             gap,
@@ -774,8 +888,8 @@ impl DualSolution {
             fallback_steps: 0,
             inner_iterations: 0,
             working_sets: 0,
-            alpha: state.alpha,
-            y: state.y,
+            alpha,
+            y,
         }
     }
 

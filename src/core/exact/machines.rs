@@ -379,6 +379,7 @@ fn pair_problem(
                 start: Some(start),
                 sum_per_label: true,
                 tube: None,
+                paired: false,
             }
         }
     }
@@ -570,6 +571,7 @@ fn fit_single<R: Rows>(
     monitor: Monitor<'_>,
 ) -> Result<ExactModel> {
     let p = &params.0;
+    let paired = problem.paired;
     let sub = SubsetRows::new(x, &rows)?;
     let sub_norms: Vec<f64> = rows.iter().map(|&i| norms[i]).collect();
     let monitor = Mutex::new(monitor);
@@ -590,6 +592,12 @@ fn fit_single<R: Rows>(
             &mut reporter,
         )
     })??;
+    // A paired solution comes back as LIBSVM's variables (a, a*): each position twice.
+    let rows = if paired {
+        [&rows[..], &rows[..]].concat()
+    } else {
+        rows
+    };
     Ok(ExactModel::from_solution(sol, &rows, x.n_rows()))
 }
 
@@ -631,11 +639,12 @@ pub enum SvrFormulation {
 /// is beta_i; its prediction sum_i beta_i k(x_i, x) - rho.
 ///
 /// nu-SVR (LIBSVM's `solve_nu_svr`, scikit-learn's weighted form): 2n variables, a_i (y = +1)
-/// and a_i* (y = -1) of row i with p = (-z, z), both bounded by C times the row's weight and
-/// reading row i's kernel row (the cache holds it once per variable), a sum per label fixed to
-/// C nu sum w / 2 (`DualProblem::sum_per_label`: not a constraint on beta alone), started with
-/// a_i = a_i* filled in row order; the tube's epsilon is the solution's -r. The model's
-/// coefficient of row i is a_i - a_i*.
+/// and a_i* (y = -1) of row i with p = (-z, z), both bounded by C times the row's weight, a sum
+/// per label fixed to C nu sum w / 2 (`DualProblem::sum_per_label`: not a constraint on beta
+/// alone), started with a_i = a_i* filled in row order; the tube's epsilon is the solution's
+/// -r. ALFPGM keeps a row's two variables at one position (`DualProblem::paired`: scans,
+/// gradient and kernel rows over n); SMO takes LIBSVM's 2n positions (the cache holds row i's
+/// kernel row once per variable). The model's coefficient of row i is a_i - a_i*.
 pub(crate) fn train_regression<R: Rows>(
     x: &R,
     z: &[f64],
@@ -686,6 +695,25 @@ pub(crate) fn train_regression<R: Rows>(
             start: None,
             sum_per_label: false,
             tube: Some(epsilon),
+            paired: false,
+        };
+        return fit_single(x, &norms, (0..n).collect(), problem, params, from, monitor);
+    }
+    if let (SvrFormulation::Nu(nu), ExactSolver::Alfpgm) = (formulation, p.solver) {
+        // ALFPGM: a_i and a_i* at one position (`DualProblem::paired`), started as LIBSVM's
+        // a_i = a_i* filled in row order (beta = 0: the start needs no kernel row).
+        let upper: Vec<f64> = (0..n).map(upper_of).collect();
+        let mut left = FillInOrder(nu * upper.iter().sum::<f64>() / 2.0);
+        let half: Vec<f64> = upper.iter().map(|&c| left.take(c)).collect();
+        let problem = DualProblem {
+            y: vec![1.0; n],
+            p: z.iter().map(|&v| -v).collect(),
+            upper,
+            diag: (0..n).map(diag_of).collect(),
+            start: Some([&half[..], &half[..]].concat()),
+            sum_per_label: true,
+            tube: None,
+            paired: true,
         };
         return fit_single(x, &norms, (0..n).collect(), problem, params, from, monitor);
     }
@@ -719,6 +747,7 @@ pub(crate) fn train_regression<R: Rows>(
         start,
         sum_per_label,
         tube: None,
+        paired: false,
     };
     fit_single(x, &norms, rows, problem, params, from, monitor)
 }
@@ -752,6 +781,7 @@ pub(crate) fn train_one_class<R: Rows>(
         start: Some(start),
         sum_per_label: false,
         tube: None,
+        paired: false,
     };
     fit_single(x, &norms, (0..n).collect(), problem, params, from, monitor)
 }

@@ -114,8 +114,8 @@ impl Shrinking {
         Ok(true)
     }
 
-    /// Keeps G_bar current after a step: `moved` lists (position, a_t before the step) of the
-    /// variables the step changed. Variables that reached or left their upper bound add or
+    /// Keeps G_bar current after a step: `moved` lists (position, its `DualState::bound_part`
+    /// before the step) of the positions the step changed. Variables that reached or left their upper bound add or
     /// remove C_t Q_t. from G_bar, from their full kernel rows (one batch).
     pub fn record_moves<R: Rows>(
         &mut self,
@@ -128,11 +128,8 @@ impl Shrinking {
         }
         self.positions.clear();
         self.acc.clear();
-        for &(t, old) in moved {
-            let (was, is) = (
-                state.bound_part(t, old),
-                state.bound_part(t, state.alpha[t]),
-            );
+        for &(t, was) in moved {
+            let is = state.bound_part(t);
             if was != is {
                 self.positions.push(t);
                 self.acc.push(is - was);
@@ -174,6 +171,15 @@ impl Shrinking {
         let shrinkable = |state: &DualState, t: usize| -> bool {
             if state.is_free(t) {
                 return false;
+            }
+            if state.paired {
+                // A position goes when neither of its variables can pair in its label.
+                let v = -state.grad[t];
+                return state
+                    .paired_sets(t)
+                    .iter()
+                    .zip(&extremes)
+                    .all(|(&(up, low), &(m, big_m))| (!up || v < big_m) && (!low || v > m));
             }
             let (m, big_m) = extremes[if per_label {
                 label_index(state.y[t])
@@ -232,13 +238,7 @@ impl Shrinking {
         if n_free * n > 2 * active * (n - active) {
             // Rows of the shrunk variables, their active prefix: G_t += y_t sum_s a_s y_s K_ts.
             self.acc.clear();
-            self.acc.extend((0..active).map(|s| {
-                if state.is_free(s) {
-                    state.alpha[s] * state.y[s]
-                } else {
-                    0.0
-                }
-            }));
+            self.acc.extend((0..active).map(|s| state.free_part(s)));
             let shrunk: Vec<usize> = (active..n).collect();
             let acc = &self.acc;
             for chunk in shrunk.chunks(batch) {
@@ -265,8 +265,7 @@ impl Shrinking {
             for chunk in free.chunks(batch) {
                 let rows = cache.rows(chunk)?;
                 self.acc.clear();
-                self.acc
-                    .extend(chunk.iter().map(|&s| state.alpha[s] * state.y[s]));
+                self.acc.extend(chunk.iter().map(|&s| state.free_part(s)));
                 let (grad, y) = (&mut state.grad[active..], &state.y[active..]);
                 add_scaled_rows(grad, y, active, &self.acc, &rows);
                 reporter.keep_alive(state)?;

@@ -121,12 +121,8 @@ pub(crate) fn start_state<R: Rows>(
     let shrinker = Shrinking::new(shrinking, &mut state);
     let keeps_bar = !state.grad_bar.is_empty();
     let part = |t: usize| {
-        let bar = if keeps_bar {
-            state.bound_part(t, state.alpha[t])
-        } else {
-            0.0
-        };
-        (state.alpha[t] * state.y[t], bar)
+        let bar = if keeps_bar { state.bound_part(t) } else { 0.0 };
+        (state.coefficient(t), bar)
     };
     let cancels = |t: usize| {
         cache.twin_position(t).is_some_and(|q| {
@@ -134,8 +130,12 @@ pub(crate) fn start_state<R: Rows>(
             a + b == 0.0 && bar_a + bar_b == 0.0
         })
     };
+    // A paired position whose two variables cancel (nu-SVR's start a_t = a_t*) needs no row.
     let nonzero: Vec<usize> = (0..state.n())
-        .filter(|&t| state.alpha[t] != 0.0 && !cancels(t))
+        .filter(|&t| {
+            let (coef, bar) = part(t);
+            (coef != 0.0 || bar != 0.0) && !cancels(t)
+        })
         .collect();
     let (coef, bar): (Vec<f64>, Vec<f64>) = nonzero.iter().map(|&t| part(t)).unzip();
     let size = START_BATCH.min(cache.capacity()).max(1);
@@ -160,6 +160,11 @@ pub fn solve_smo<R: Rows>(
 ) -> Result<DualSolution> {
     let start = Instant::now();
     let (tol, max_iter, shrinking) = (run.tol, run.max_iter, run.shrinking);
+    if problem.paired {
+        return Err(SvmError::invalid_input(
+            "SMO takes nu-SVR in LIBSVM's two variables per row, not paired",
+        ));
+    }
     let (mut state, mut shrinker) = start_state(cache, problem, shrinking, reporter)?;
     let mut iter = 0u64;
     let mut converged = false;
@@ -172,12 +177,12 @@ pub fn solve_smo<R: Rows>(
             converged = true;
             break;
         };
-        let (old_i, old_j) = (state.alpha[i], state.alpha[j]);
+        let before = [(i, state.bound_part(i)), (j, state.bound_part(j))];
         {
             let rows = cache.rows_prefix(&[i, j], state.active)?;
             state.smo_step(i, j, rows.row(0), rows.row(1));
         }
-        shrinker.record_moves(&[(i, old_i), (j, old_j)], &mut state, cache)?;
+        shrinker.record_moves(&before, &mut state, cache)?;
         shrinker.after_step(1, &mut state, cache, tol, reporter)?;
         iter += 1;
         reporter.tick(&state, iter, true)?;
@@ -570,6 +575,7 @@ pub(crate) mod tests {
                 start: Some(a0.clone()),
                 sum_per_label: true,
                 tube: None,
+                paired: false,
             };
             let mut cache = KernelRowCache::new(&sub, Kernel::rbf(gamma), 1 << 20).unwrap();
             let (state, _) = quietly(|rep| start_state(&mut cache, problem, Some(0), rep)).unwrap();
