@@ -19,7 +19,9 @@ class KernelNuSVR(ExactRegressor):
     min 1/2 (a - a*)^T K (a - a*) - y^T (a - a*) subject to sum (a - a*) = 0,
     sum (a + a*) = C nu sum_i w_i and 0 <= a_i, a_i* <= C w_i, to the tolerance ``tol`` on each
     label's maximal KKT violation, by the engine of ``KernelSVR`` (LIBSVM's ``Solver_NU``: every
-    step moves two variables of one label). nu is an upper bound on the fraction of errors
+    step moves two variables of one label). ALFPGM keeps a row's a_i and a_i* together (one
+    gradient, one kernel row and one scan entry per data row, where LIBSVM's form takes two);
+    SMO takes LIBSVM's 2n variables and steps. nu is an upper bound on the fraction of errors
     (rows outside the tube) and a lower bound on the fraction of support vectors.
 
     Parameters
@@ -29,16 +31,18 @@ class KernelNuSVR(ExactRegressor):
     C : float, default=1.0
         Upper bound of a_i and a_i* (times the row's sample weight); inf is allowed.
     cache_size : float, default=800
-        Kernel-row cache in MB. The dual has two variables per row, each cached with a row of
-        2n float32 values: 800 MB hold as many data rows as ``KernelSVR``'s 200 MB.
+        Kernel-row cache in MB, taken only as rows are computed. ALFPGM caches a row of n
+        float32 values per data row; SMO one of 2n values per variable (two per data row), so
+        800 MB hold there as many data rows as ``KernelSVR``'s 200 MB.
     kernel, degree, gamma, coef0, tol, shrinking, verbose, max_iter, solver, n_jobs
         As ``KernelSVR``'s.
     solver_options : dict or None, default=None
         As ``KernelSVR``'s (nu problems always solve ALFPGM's working sets by SMO), but
-        ``n_pairs`` defaults to 100: twice the pairs per working set, half the working sets,
-        each of which scans all 2n variables and fetches its rows (fried, 32,614 rows,
-        ``C=10, nu=0.5``, alternated: 105.6-109.9 -> 89.0-92.8 s; puma8nh 1.85-2.19 ->
-        1.69-1.95 s; lowbwt 9.7-12.3 against 10.6-11.8 s; R^2 the same to 1e-4).
+        ``n_pairs`` defaults to 100: twice the pairs per working set, a third of the working
+        sets, each of which scans all rows and fetches its rows (fried, 32,614 rows,
+        ``C=10, nu=0.5``: 60.4-65.8 s against 78.3-81.6 s at 50 pairs, 10,355 against 30,459
+        working sets; puma8nh 1.58-1.98 against 1.85-2.25 s; lowbwt the other way, 7.2-10.4
+        against 6.3-8.4 s).
 
     Attributes
     ----------

@@ -86,8 +86,8 @@ class KernelSVR(ExactRegressor):
         Kernel-row cache in MB, n float32 values per cached row (SVR's default and layout).
         Memory is only taken as rows are computed; data with many support vectors gains from
         more (fried, 32,614 rows: 42 s at 200 MB, 32 s at 800 MB on a 2-core machine).
-        ``KernelNuSVR``'s dual keeps two variables per row, each with a row of 2n values: its
-        default is 800 MB.
+        ``KernelNuSVR``'s default is 800 MB (its SMO keeps two variables per row, each with a
+        row of 2n values).
     verbose : bool, default=False
         Print a progress line about every second and when the fit ends.
     max_iter : int, default=-1

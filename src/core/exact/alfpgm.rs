@@ -772,7 +772,6 @@ fn pick_pairs<R: Rows>(
         cand_up.extend(list.iter().map(|&(key, t)| (-key, t)));
         cand_up_label.extend(std::iter::repeat_n(label as u8, list.len()));
     }
-    cand_low.clear();
     for (low, member) in low.iter_mut().zip(j_member.iter_mut()) {
         let list = low.finish_unordered();
         if state.paired {
@@ -780,18 +779,12 @@ fn pick_pairs<R: Rows>(
                 member[t as usize] = 1.0;
             }
         }
-        cand_low.extend_from_slice(list);
     }
     // The j candidates by position, cut into the runs of the kernel-row blocks: the scan of a
-    // block runs in the work item that computes (or reads) that block of row i.
-    if !cand_low.is_sorted_by_key(|e| e.1) {
-        cand_low.sort_unstable_by_key(|e| e.1);
-    }
-    if state.paired {
-        // A position that is a j of both labels has one value: one entry, filtered per label
-        // by `j_member`.
-        cand_low.dedup_by_key(|e| e.1);
-    }
+    // block runs in the work item that computes (or reads) that block of row i. A paired
+    // position that is a j of both labels has one value: one entry, filtered per label by
+    // `j_member`.
+    merge_by_position(&low[0].buf, &low[1].buf, cand_low);
     low_v.clear();
     low_v.extend(cand_low.iter().map(|e| e.0));
     low_t.clear();
@@ -968,6 +961,35 @@ fn pick_pairs<R: Rows>(
         }
     }
     Ok(())
+}
+
+/// `out` = the entries of `a` and `b` by increasing position, one entry per position (the
+/// first list's where both hold it). Lists of a whole index set arrive in position order
+/// (`Smallest` keeps the scan's order until it cuts): merged in one pass; otherwise sorted.
+fn merge_by_position(a: &[(f64, u32)], b: &[(f64, u32)], out: &mut Vec<(f64, u32)>) {
+    out.clear();
+    let sorted = |l: &[(f64, u32)]| l.is_sorted_by_key(|e| e.1);
+    if !(sorted(a) && sorted(b)) {
+        out.extend_from_slice(a);
+        out.extend_from_slice(b);
+        out.sort_by_key(|e| e.1);
+        out.dedup_by_key(|e| e.1);
+        return;
+    }
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        let (ea, eb) = (a[i], b[j]);
+        if ea.1 <= eb.1 {
+            out.push(ea);
+            i += 1;
+            j += usize::from(ea.1 == eb.1);
+        } else {
+            out.push(eb);
+            j += 1;
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
 }
 
 /// A block's run of the j candidates: its place in the whole list, the look-ahead values and
@@ -2489,6 +2511,40 @@ mod tests {
             assert!(r.abs() < 1e-12, "residual {r}");
             for k in 0..m {
                 assert!(d[k] >= lo[k] && d[k] <= hi[k]);
+            }
+        }
+    }
+
+    #[test]
+    fn merge_by_position_matches_sort_and_dedup() {
+        let mut rng = Rng::new(5);
+        let mut out = Vec::new();
+        for trial in 0..200 {
+            let list = |rng: &mut Rng, len: usize| -> Vec<(f64, u32)> {
+                let mut l: Vec<(f64, u32)> = (0..len)
+                    .map(|_| (rng.next_f64(), rng.below(40) as u32))
+                    .collect();
+                l.sort_by_key(|e| e.1);
+                l.dedup_by_key(|e| e.1);
+                l
+            };
+            let len = rng.below(30);
+            let mut a = list(&mut rng, len);
+            let len = rng.below(30);
+            let b = list(&mut rng, len);
+            if trial % 5 == 0 {
+                a.reverse();
+            }
+            merge_by_position(&a, &b, &mut out);
+            let mut want = [a.clone(), b.clone()].concat();
+            want.sort_by_key(|e| e.1);
+            want.dedup_by_key(|e| e.1);
+            let positions = |l: &[(f64, u32)]| l.iter().map(|e| e.1).collect::<Vec<_>>();
+            assert_eq!(positions(&out), positions(&want), "trial {trial}");
+            for e in &out {
+                // The first list's entry wins where both hold the position.
+                let from = a.iter().chain(&b).find(|f| f.1 == e.1).unwrap();
+                assert_eq!(e.0, from.0);
             }
         }
     }
