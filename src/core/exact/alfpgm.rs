@@ -2092,6 +2092,42 @@ mod tests {
         assert!(sol.alpha.iter().all(|&a| (0.0..=100.0).contains(&a)));
     }
 
+    /// A random regression problem of the SVR tests: rows, targets sin(2 x) plus noise, bounds
+    /// (weighted on odd trials) and a run whose shrinking cycles through off, often and
+    /// LIBSVM's.
+    struct SvrTrial {
+        n: usize,
+        d: usize,
+        xs: Vec<f64>,
+        z: Vec<f64>,
+        c: Vec<f64>,
+        run: ExactRun,
+    }
+
+    impl SvrTrial {
+        fn new(rng: &mut Rng, trial: usize, seed: u64, noise: f64) -> Self {
+            let (n, d) = (20 + rng.below(60), 1 + rng.below(3));
+            let (xs, _) = problem(n, d, seed + trial as u64);
+            let z = (0..n)
+                .map(|i| (2.0 * xs[i * d]).sin() + noise * (rng.next_f64() - 0.5))
+                .collect();
+            let c = bounds(n, [0.3, 3.0][(trial / 3) % 2], trial % 2 == 1, trial as u64);
+            let run = ExactRun {
+                tol: 1e-7,
+                max_iter: 1_000_000,
+                shrinking: [None, Some(3), Some(0)][(trial / 6) % 3],
+            };
+            SvrTrial {
+                n,
+                d,
+                xs,
+                z,
+                c,
+                run,
+            }
+        }
+    }
+
     /// epsilon-SVR with a tube (one variable per row; SMO and ALFPGM) and in LIBSVM's
     /// two-variable form (SMO) reach the same optimum: objective, beta = a - a*, rho;
     /// shrinking off, often and LIBSVM's; rows weighted or not.
@@ -2102,20 +2138,16 @@ mod tests {
         use crate::core::exact::smo::solve_smo;
         let mut rng = Rng::new(23);
         for trial in 0..18 {
-            let (n, d) = (20 + rng.below(60), 1 + rng.below(3));
-            let (xs, _) = problem(n, d, 300 + trial as u64);
-            let z: Vec<f64> = (0..n)
-                .map(|i| (2.0 * xs[i * d]).sin() + 0.2 * (rng.next_f64() - 0.5))
-                .collect();
+            let SvrTrial {
+                n,
+                d,
+                xs,
+                z,
+                c,
+                run,
+            } = SvrTrial::new(&mut rng, trial, 300, 0.2);
             let eps = [0.0, 0.05, 0.2][trial % 3];
-            let c = bounds(n, [0.3, 3.0][(trial / 3) % 2], trial % 2 == 1, trial as u64);
-            let shrinking = [None, Some(3), Some(0)][(trial / 6) % 3];
             let gamma = 1.3;
-            let run = ExactRun {
-                tol: 1e-7,
-                max_iter: 1_000_000,
-                shrinking,
-            };
             let x = DenseView::new(&xs, n, d).unwrap();
             let one = DualProblem {
                 y: vec![1.0; n],
@@ -2195,20 +2227,16 @@ mod tests {
         use crate::core::exact::smo::solve_smo;
         let mut rng = Rng::new(41);
         for trial in 0..18 {
-            let (n, d) = (20 + rng.below(60), 1 + rng.below(3));
-            let (xs, _) = problem(n, d, 500 + trial as u64);
-            let z: Vec<f64> = (0..n)
-                .map(|i| (2.0 * xs[i * d]).sin() + 0.3 * (rng.next_f64() - 0.5))
-                .collect();
+            let SvrTrial {
+                n,
+                d,
+                xs,
+                z,
+                c,
+                run,
+            } = SvrTrial::new(&mut rng, trial, 500, 0.3);
             let nu = [0.1, 0.5, 0.9][trial % 3];
-            let c = bounds(n, [0.3, 3.0][(trial / 3) % 2], trial % 2 == 1, trial as u64);
-            let shrinking = [None, Some(3), Some(0)][(trial / 6) % 3];
             let gamma = 1.3;
-            let run = ExactRun {
-                tol: 1e-7,
-                max_iter: 1_000_000,
-                shrinking,
-            };
             // LIBSVM's start: a_i = a_i* filled in row order to nu sum C / 2.
             let mut left = nu * c.iter().sum::<f64>() / 2.0;
             let half: Vec<f64> = c
