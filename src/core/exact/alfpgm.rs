@@ -614,6 +614,32 @@ fn scan_candidates(
     }
 }
 
+/// What both candidate scans start with: the lists emptied, half the previous gap (a stronger
+/// violator passes the limiter) and the flag the limiter holds back by.
+fn reset_candidates(
+    work: &mut Work,
+    params: &AlfpgmParams,
+    p: usize,
+    prev: (f64, f64),
+    filtered: bool,
+) -> (f64, u8) {
+    for (up, low) in work.up.iter_mut().zip(work.low.iter_mut()) {
+        up.reset(4 * p);
+        low.reset(params.candidates());
+    }
+    (0.5 * (prev.0 - prev.1), if filtered { LIMITED } else { 0 })
+}
+
+/// With a sum per label, the (m, M) of the label whose m - M is largest: it decides the stop
+/// (LIBSVM's Solver_NU).
+fn deciding_label(ext: [(f64, f64); 2]) -> (f64, f64) {
+    if ext[1].0 - ext[1].1 > ext[0].0 - ext[0].1 {
+        ext[1]
+    } else {
+        ext[0]
+    }
+}
+
 /// `scan_candidates` of the paired form: both labels' values at t are -F_t, the flags say
 /// which lists t joins.
 fn scan_candidates_paired(
@@ -624,13 +650,8 @@ fn scan_candidates_paired(
     prev: (f64, f64),
     filtered: bool,
 ) -> (f64, f64) {
-    for (up, low) in work.up.iter_mut().zip(work.low.iter_mut()) {
-        up.reset(4 * p);
-        low.reset(params.candidates());
-    }
+    let (half, skip) = reset_candidates(work, params, p, prev, filtered);
     let (prev_up, prev_low) = prev;
-    let half = 0.5 * (prev_up - prev_low);
-    let skip = if filtered { LIMITED } else { 0 };
     let mut ext = [(f64::NEG_INFINITY, f64::INFINITY); 2];
     let active = state.active;
     for (t, (&f, &g)) in work.flags[..active].iter().zip(&state.grad).enumerate() {
@@ -652,11 +673,7 @@ fn scan_candidates_paired(
             }
         }
     }
-    if ext[1].0 - ext[1].1 > ext[0].0 - ext[0].1 {
-        ext[1]
-    } else {
-        ext[0]
-    }
+    deciding_label(ext)
 }
 
 /// `scan_candidates` with `TUBE` = `state.signed` (`DualState::up_entry`'s reason).
@@ -668,13 +685,8 @@ fn scan_candidates_in<const TUBE: bool>(
     prev: (f64, f64),
     filtered: bool,
 ) -> (f64, f64) {
-    for (up, low) in work.up.iter_mut().zip(work.low.iter_mut()) {
-        up.reset(4 * p);
-        low.reset(params.candidates());
-    }
+    let (half, skip) = reset_candidates(work, params, p, prev, filtered);
     let (prev_up, prev_low) = prev;
-    let half = 0.5 * (prev_up - prev_low);
-    let skip = if filtered { LIMITED } else { 0 };
     // (m, M) per label with a sum per label (`DualProblem::sum_per_label`), else in [0].
     let mut ext = [(f64::NEG_INFINITY, f64::INFINITY); 2];
     let per_label = usize::from(state.sum_per_label);
@@ -710,9 +722,8 @@ fn scan_candidates_in<const TUBE: bool>(
             }
         }
     }
-    // The label whose m - M is largest decides the stop (LIBSVM's Solver_NU).
-    if per_label == 1 && ext[1].0 - ext[1].1 > ext[0].0 - ext[0].1 {
-        ext[1]
+    if per_label == 1 {
+        deciding_label(ext)
     } else {
         ext[0]
     }
