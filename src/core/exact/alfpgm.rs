@@ -605,94 +605,101 @@ fn scan_candidates(
     prev: (f64, f64),
     filtered: bool,
 ) -> (f64, f64) {
+    let Work { flags, up, low, .. } = work;
+    let flags = &flags[..state.active];
+    let mut scan = CandidateScan::start(up, low, params, p, prev, filtered);
     if state.paired {
-        scan_candidates_paired(state, work, params, p, prev, filtered)
+        // Both labels' values at t are -F_t; the flags say which lists t joins.
+        for (t, (&f, &g)) in flags.iter().zip(&state.grad).enumerate() {
+            scan.offer(0, t, f, (UP, LOW), (-g, -g));
+            scan.offer(1, t, f, (UP_STAR, LOW_STAR), (-g, -g));
+        }
     } else if state.signed {
-        scan_candidates_in::<true>(state, work, params, p, prev, filtered)
+        offer_positions::<true>(state, flags, &mut scan);
     } else {
-        scan_candidates_in::<false>(state, work, params, p, prev, filtered)
+        offer_positions::<false>(state, flags, &mut scan);
     }
+    scan.extremes(state.sum_per_label)
 }
 
-/// What both candidate scans start with: the lists emptied, half the previous gap (a stronger
-/// violator passes the limiter) and the flag the limiter holds back by.
-fn reset_candidates(
-    work: &mut Work,
-    params: &AlfpgmParams,
-    p: usize,
+/// What a candidate scan keeps while it walks the positions: the lists it fills, each label's
+/// (m, M) so far, and the limiter's test (half the previous gap: a stronger violator passes).
+struct CandidateScan<'w> {
+    up: &'w mut [Smallest; 2],
+    low: &'w mut [Smallest; 2],
+    ext: [(f64, f64); 2],
     prev: (f64, f64),
-    filtered: bool,
-) -> (f64, u8) {
-    for (up, low) in work.up.iter_mut().zip(work.low.iter_mut()) {
-        up.reset(4 * p);
-        low.reset(params.candidates());
-    }
-    (0.5 * (prev.0 - prev.1), if filtered { LIMITED } else { 0 })
+    half: f64,
+    skip: u8,
 }
 
-/// With a sum per label, the (m, M) of the label whose m - M is largest: it decides the stop
-/// (LIBSVM's Solver_NU).
-fn deciding_label(ext: [(f64, f64); 2]) -> (f64, f64) {
-    if ext[1].0 - ext[1].1 > ext[0].0 - ext[0].1 {
-        ext[1]
-    } else {
-        ext[0]
+impl<'w> CandidateScan<'w> {
+    /// Empties the lists: 4p i candidates and `min_alpha_check` j candidates per label.
+    fn start(
+        up: &'w mut [Smallest; 2],
+        low: &'w mut [Smallest; 2],
+        params: &AlfpgmParams,
+        p: usize,
+        prev: (f64, f64),
+        filtered: bool,
+    ) -> Self {
+        for (up, low) in up.iter_mut().zip(low.iter_mut()) {
+            up.reset(4 * p);
+            low.reset(params.candidates());
+        }
+        CandidateScan {
+            up,
+            low,
+            ext: [(f64::NEG_INFINITY, f64::INFINITY); 2],
+            prev,
+            half: 0.5 * (prev.0 - prev.1),
+            skip: if filtered { LIMITED } else { 0 },
+        }
     }
-}
 
-/// `scan_candidates` of the paired form: both labels' values at t are -F_t, the flags say
-/// which lists t joins.
-fn scan_candidates_paired(
-    state: &DualState,
-    work: &mut Work,
-    params: &AlfpgmParams,
-    p: usize,
-    prev: (f64, f64),
-    filtered: bool,
-) -> (f64, f64) {
-    let (half, skip) = reset_candidates(work, params, p, prev, filtered);
-    let (prev_up, prev_low) = prev;
-    let mut ext = [(f64::NEG_INFINITY, f64::INFINITY); 2];
-    let active = state.active;
-    for (t, (&f, &g)) in work.flags[..active].iter().zip(&state.grad).enumerate() {
-        let v = -g;
-        let held = f & skip != 0;
-        for (label, (up_bit, low_bit)) in [(UP, LOW), (UP_STAR, LOW_STAR)].into_iter().enumerate() {
-            let e = &mut ext[label];
-            if f & up_bit != 0 {
-                e.0 = e.0.max(v);
-                if !held || v - prev_low >= half {
-                    work.up[label].push(-v, t as u32);
-                }
+    /// Position t as a variable of `label`: a member of I_up (I_low) where flag `bits.0`
+    /// (`bits.1`) is set, with the value `values.0` (`values.1`) there.
+    #[inline(always)]
+    fn offer(&mut self, label: usize, t: usize, f: u8, bits: (u8, u8), values: (f64, f64)) {
+        let (v_up, v_low) = values;
+        let e = &mut self.ext[label];
+        if f & bits.0 != 0 {
+            e.0 = e.0.max(v_up);
+            if f & self.skip == 0 || v_up - self.prev.1 >= self.half {
+                self.up[label].push(-v_up, t as u32);
             }
-            if f & low_bit != 0 {
-                e.1 = e.1.min(v);
-                if !held || prev_up - v >= half {
-                    work.low[label].push(v, t as u32);
-                }
+        }
+        if f & bits.1 != 0 {
+            e.1 = e.1.min(v_low);
+            if f & self.skip == 0 || self.prev.0 - v_low >= self.half {
+                self.low[label].push(v_low, t as u32);
             }
         }
     }
-    deciding_label(ext)
+
+    /// The (m, M) that decides the stop: with a sum per label the label whose m - M is
+    /// largest (LIBSVM's Solver_NU), otherwise the one set's.
+    fn extremes(&self, per_label: bool) -> (f64, f64) {
+        let ext = self.ext;
+        if per_label && ext[1].0 - ext[1].1 > ext[0].0 - ext[0].1 {
+            ext[1]
+        } else {
+            ext[0]
+        }
+    }
 }
 
-/// `scan_candidates` with `TUBE` = `state.signed` (`DualState::up_entry`'s reason).
-fn scan_candidates_in<const TUBE: bool>(
+/// `scan_candidates`' pass over a box or tube form, `TUBE` = `state.signed`
+/// (`DualState::up_entry`'s reason); each label's lists with a sum per label
+/// (`DualProblem::sum_per_label`), else all in label 0's.
+fn offer_positions<const TUBE: bool>(
     state: &DualState,
-    work: &mut Work,
-    params: &AlfpgmParams,
-    p: usize,
-    prev: (f64, f64),
-    filtered: bool,
-) -> (f64, f64) {
-    let (half, skip) = reset_candidates(work, params, p, prev, filtered);
-    let (prev_up, prev_low) = prev;
-    // (m, M) per label with a sum per label (`DualProblem::sum_per_label`), else in [0].
-    let mut ext = [(f64::NEG_INFINITY, f64::INFINITY); 2];
+    flags: &[u8],
+    scan: &mut CandidateScan<'_>,
+) {
     let per_label = usize::from(state.sum_per_label);
-    let active = state.active;
     let tube = state.tube;
-    for (t, (((&f, &y), &g), &a)) in work.flags[..active]
+    for (t, (((&f, &y), &g), &a)) in flags
         .iter()
         .zip(&state.y)
         .zip(&state.grad)
@@ -700,32 +707,14 @@ fn scan_candidates_in<const TUBE: bool>(
         .enumerate()
     {
         // The values of t as an i (`DualState::up_value`) and as a j (`low_value`).
-        let (v_up, v_low) = if TUBE {
+        let values = if TUBE {
             let (up, low) = tube_shifts(a, tube);
             (-g + up, -g + low)
         } else {
             let v = -y * g;
             (v, v)
         };
-        let label = label_index(y) & per_label;
-        let e = &mut ext[label];
-        if f & UP != 0 {
-            e.0 = e.0.max(v_up);
-            if f & skip == 0 || v_up - prev_low >= half {
-                work.up[label].push(-v_up, t as u32);
-            }
-        }
-        if f & LOW != 0 {
-            e.1 = e.1.min(v_low);
-            if f & skip == 0 || prev_up - v_low >= half {
-                work.low[label].push(v_low, t as u32);
-            }
-        }
-    }
-    if per_label == 1 {
-        deciding_label(ext)
-    } else {
-        ext[0]
+        scan.offer(label_index(y) & per_label, t, f, (UP, LOW), values);
     }
 }
 
@@ -2103,40 +2092,27 @@ mod tests {
         assert!(sol.alpha.iter().all(|&a| (0.0..=100.0).contains(&a)));
     }
 
-    /// A random regression problem of the SVR tests: rows, targets sin(2 x) plus noise, bounds
-    /// (weighted on odd trials) and a run whose shrinking cycles through off, often and
-    /// LIBSVM's.
-    struct SvrTrial {
-        n: usize,
-        d: usize,
-        xs: Vec<f64>,
-        z: Vec<f64>,
-        c: Vec<f64>,
-        run: ExactRun,
-    }
-
-    impl SvrTrial {
-        fn new(rng: &mut Rng, trial: usize, seed: u64, noise: f64) -> Self {
-            let (n, d) = (20 + rng.below(60), 1 + rng.below(3));
-            let (xs, _) = problem(n, d, seed + trial as u64);
-            let z = (0..n)
-                .map(|i| (2.0 * xs[i * d]).sin() + noise * (rng.next_f64() - 0.5))
-                .collect();
-            let c = bounds(n, [0.3, 3.0][(trial / 3) % 2], trial % 2 == 1, trial as u64);
-            let run = ExactRun {
-                tol: 1e-7,
-                max_iter: 1_000_000,
-                shrinking: [None, Some(3), Some(0)][(trial / 6) % 3],
-            };
-            SvrTrial {
-                n,
-                d,
-                xs,
-                z,
-                c,
-                run,
-            }
-        }
+    /// A random regression problem of the SVR tests: (n, d, rows, targets sin(2 x) plus noise,
+    /// bounds (weighted on odd trials), a run whose shrinking cycles through off, often and
+    /// LIBSVM's).
+    fn svr_trial(
+        rng: &mut Rng,
+        trial: usize,
+        seed: u64,
+        noise: f64,
+    ) -> (usize, usize, Vec<f64>, Vec<f64>, Vec<f64>, ExactRun) {
+        let (n, d) = (20 + rng.below(60), 1 + rng.below(3));
+        let (xs, _) = problem(n, d, seed + trial as u64);
+        let z = (0..n)
+            .map(|i| (2.0 * xs[i * d]).sin() + noise * (rng.next_f64() - 0.5))
+            .collect();
+        let c = bounds(n, [0.3, 3.0][(trial / 3) % 2], trial % 2 == 1, trial as u64);
+        let run = ExactRun {
+            tol: 1e-7,
+            max_iter: 1_000_000,
+            shrinking: [None, Some(3), Some(0)][(trial / 6) % 3],
+        };
+        (n, d, xs, z, c, run)
     }
 
     /// epsilon-SVR with a tube (one variable per row; SMO and ALFPGM) and in LIBSVM's
@@ -2149,14 +2125,7 @@ mod tests {
         use crate::core::exact::smo::solve_smo;
         let mut rng = Rng::new(23);
         for trial in 0..18 {
-            let SvrTrial {
-                n,
-                d,
-                xs,
-                z,
-                c,
-                run,
-            } = SvrTrial::new(&mut rng, trial, 300, 0.2);
+            let (n, d, xs, z, c, run) = svr_trial(&mut rng, trial, 300, 0.2);
             let eps = [0.0, 0.05, 0.2][trial % 3];
             let gamma = 1.3;
             let x = DenseView::new(&xs, n, d).unwrap();
@@ -2238,14 +2207,7 @@ mod tests {
         use crate::core::exact::smo::solve_smo;
         let mut rng = Rng::new(41);
         for trial in 0..18 {
-            let SvrTrial {
-                n,
-                d,
-                xs,
-                z,
-                c,
-                run,
-            } = SvrTrial::new(&mut rng, trial, 500, 0.3);
+            let (n, d, xs, z, c, run) = svr_trial(&mut rng, trial, 500, 0.3);
             let nu = [0.1, 0.5, 0.9][trial % 3];
             let gamma = 1.3;
             // LIBSVM's start: a_i = a_i* filled in row order to nu sum C / 2.
