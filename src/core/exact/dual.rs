@@ -331,7 +331,8 @@ impl DualState {
     pub fn bound_part(&self, t: usize) -> f64 {
         let (a, c) = (self.alpha[t], self.upper[t]);
         if self.paired {
-            return if a >= c { c } else { 0.0 } - if self.alpha_star[t] >= c { c } else { 0.0 };
+            let at_c = |v: f64| if v >= c { c } else { 0.0 };
+            return at_c(a) - at_c(self.alpha_star[t]);
         }
         if a >= c {
             c * self.y[t]

@@ -531,6 +531,68 @@ pub(crate) mod tests {
         }
     }
 
+    /// A paired position's parts (nu-SVR's a_t, a_t* at one position): its coefficient a - a*,
+    /// what G_bar holds of it (C for a_t = C less C for a_t* = C) and the rest, in every
+    /// combination of bound and free values; a start where both sit at C needs no row.
+    #[test]
+    fn paired_positions_split_into_bound_and_free_parts() {
+        let c = 2.0;
+        let values = [0.0, 0.5, c];
+        let n = values.len() * values.len();
+        let (mut a, mut star) = (Vec::new(), Vec::new());
+        for &va in &values {
+            for &vs in &values {
+                a.push(va);
+                star.push(vs);
+            }
+        }
+        let problem = DualProblem {
+            y: vec![1.0; n],
+            p: vec![0.0; n],
+            upper: vec![c; n],
+            diag: vec![1.0; n],
+            start: Some([a.clone(), star.clone()].concat()),
+            sum_per_label: true,
+            tube: None,
+            paired: true,
+        };
+        problem.check().unwrap();
+        let state = DualState::new(problem);
+        for t in 0..n {
+            let at_c = |v: f64| if v == c { c } else { 0.0 };
+            let free = |v: f64| if v > 0.0 && v < c { v } else { 0.0 };
+            assert_eq!(state.coefficient(t), a[t] - star[t]);
+            assert_eq!(state.bound_part(t), at_c(a[t]) - at_c(star[t]));
+            assert_eq!(state.free_part(t), free(a[t]) - free(star[t]));
+            assert_eq!(
+                state.bound_part(t) + state.free_part(t),
+                state.coefficient(t)
+            );
+            assert_eq!(state.is_free(t), free(a[t]) != 0.0 || free(star[t]) != 0.0);
+            let sets = state.paired_sets(t);
+            assert_eq!(sets[0], (a[t] < c, a[t] > 0.0));
+            assert_eq!(sets[1], (star[t] > 0.0, star[t] < c));
+        }
+        // LIBSVM's start (a_t = a_t* = C) cancels: no kernel row for the gradient.
+        let x: Vec<f64> = (0..4).map(f64::from).collect();
+        let x = DenseView::new(&x, 4, 1).unwrap();
+        let mut cache = KernelRowCache::new(&x, Kernel::rbf(1.0), 1 << 20).unwrap();
+        let start = DualProblem {
+            y: vec![1.0; 4],
+            p: vec![-1.0; 4],
+            upper: vec![c; 4],
+            diag: vec![1.0; 4],
+            start: Some(vec![c, c, 0.0, 0.0, c, c, 0.0, 0.0]),
+            sum_per_label: true,
+            tube: None,
+            paired: true,
+        };
+        let (state, _) = quietly(|rep| start_state(&mut cache, start, Some(0), rep)).unwrap();
+        assert_eq!(cache.stats().misses, 0);
+        assert_eq!(state.grad, vec![-1.0; 4]);
+        assert!(state.grad_bar.iter().all(|&g| g == 0.0));
+    }
+
     /// SVR's twins: a start with a_i = a_i* (nu-SVR's) on some rows, one twin alone or unequal
     /// on others, at the bound or below it. The gradient and G_bar are the sums written out,
     /// and the rows whose twins cancel are never requested: with only cancelling rows in the
