@@ -263,6 +263,8 @@ impl DualState {
 
     #[inline]
     pub fn in_up(&self, t: usize) -> bool {
+        // A paired position holds two variables: `paired_sets` and -F_t say it per label.
+        debug_assert!(!self.paired, "a variable's sets asked of a paired position");
         if self.signed {
             self.up_entry::<true>(t).is_some()
         } else {
@@ -272,6 +274,8 @@ impl DualState {
 
     #[inline]
     pub fn in_low(&self, t: usize) -> bool {
+        // A paired position holds two variables: `paired_sets` and -F_t say it per label.
+        debug_assert!(!self.paired, "a variable's sets asked of a paired position");
         if self.signed {
             self.low_entry::<true>(t).is_some()
         } else {
@@ -347,6 +351,8 @@ impl DualState {
     /// that raises y_t a_t (with a tube less epsilon at beta_t >= 0, plus it below 0).
     #[inline]
     pub fn up_value(&self, t: usize) -> f64 {
+        // A paired position holds two variables: `paired_sets` and -F_t say it per label.
+        debug_assert!(!self.paired, "a variable's sets asked of a paired position");
         let v = -self.y[t] * self.grad[t];
         if self.signed {
             v + tube_shifts(self.alpha[t], self.tube).0
@@ -360,6 +366,8 @@ impl DualState {
     /// a data row inside the tube violates nothing.
     #[inline]
     pub fn low_value(&self, t: usize) -> f64 {
+        // A paired position holds two variables: `paired_sets` and -F_t say it per label.
+        debug_assert!(!self.paired, "a variable's sets asked of a paired position");
         let v = -self.y[t] * self.grad[t];
         if self.signed {
             v + tube_shifts(self.alpha[t], self.tube).1
