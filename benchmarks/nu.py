@@ -14,7 +14,7 @@ oneDAL's (scikit-learn-intelex), in one run.
 Ratio: the fit time over oneDAL's in the same run (over scikit-learn's where oneDAL is missing).
 Both budgetsvm solvers run: ALFPGM (the default) and SMO (LIBSVM's steps).
 
-    python benchmarks/nu.py --out docs/nu.md            # a9a, puma8nh, lowbwt: about 12 minutes
+    python benchmarks/nu.py --out docs/nu.md            # a9a, puma8nh, lowbwt: about 9 minutes
     python benchmarks/nu.py --parts mv fried --libsvm   # tens of minutes
 """
 
