@@ -261,10 +261,16 @@ impl DualState {
         }
     }
 
+    /// A paired position holds two variables: `paired_sets` and -F_t answer per label, never
+    /// the per-variable `in_up` / `in_low` / `up_value` / `low_value`.
+    #[inline]
+    fn debug_assert_unpaired(&self) {
+        debug_assert!(!self.paired, "a variable's sets asked of a paired position");
+    }
+
     #[inline]
     pub fn in_up(&self, t: usize) -> bool {
-        // A paired position holds two variables: `paired_sets` and -F_t say it per label.
-        debug_assert!(!self.paired, "a variable's sets asked of a paired position");
+        self.debug_assert_unpaired();
         if self.signed {
             self.up_entry::<true>(t).is_some()
         } else {
@@ -274,8 +280,7 @@ impl DualState {
 
     #[inline]
     pub fn in_low(&self, t: usize) -> bool {
-        // A paired position holds two variables: `paired_sets` and -F_t say it per label.
-        debug_assert!(!self.paired, "a variable's sets asked of a paired position");
+        self.debug_assert_unpaired();
         if self.signed {
             self.low_entry::<true>(t).is_some()
         } else {
@@ -351,8 +356,7 @@ impl DualState {
     /// that raises y_t a_t (with a tube less epsilon at beta_t >= 0, plus it below 0).
     #[inline]
     pub fn up_value(&self, t: usize) -> f64 {
-        // A paired position holds two variables: `paired_sets` and -F_t say it per label.
-        debug_assert!(!self.paired, "a variable's sets asked of a paired position");
+        self.debug_assert_unpaired();
         let v = -self.y[t] * self.grad[t];
         if self.signed {
             v + tube_shifts(self.alpha[t], self.tube).0
@@ -366,8 +370,7 @@ impl DualState {
     /// a data row inside the tube violates nothing.
     #[inline]
     pub fn low_value(&self, t: usize) -> f64 {
-        // A paired position holds two variables: `paired_sets` and -F_t say it per label.
-        debug_assert!(!self.paired, "a variable's sets asked of a paired position");
+        self.debug_assert_unpaired();
         let v = -self.y[t] * self.grad[t];
         if self.signed {
             v + tube_shifts(self.alpha[t], self.tube).1
