@@ -105,12 +105,10 @@ pub struct SupportVectors {
     coef: Vec<f64>,
     scale: f64,
     averaging: Option<Averaging>,
-    /// Per slot: the training row it holds unchanged, or `NO_ORIGIN` once merged.
-    origin: Vec<u32>,
-    /// Per training row: its slot while it is an unmerged SV (empty unless tracking).
-    slot_of_row: Vec<u32>,
 }
 
+/// What the saved form keeps where version 1-4 states kept each slot's training row (a row
+/// tracking that a step now finds by content, `Budgeted::stored_copy`): none.
 const NO_ORIGIN: u32 = u32::MAX;
 
 #[derive(Debug, Clone)]
@@ -184,8 +182,6 @@ impl SupportVectors {
             coef: vec![0.0; capacity * n_out],
             scale: 1.0,
             averaging: None,
-            origin: vec![NO_ORIGIN; capacity],
-            slot_of_row: Vec::new(),
         })
     }
 
@@ -220,7 +216,6 @@ impl SupportVectors {
         }
         self.sq_norms.resize(new_cap, 0.0);
         self.coef.resize(new_cap * self.n_out, 0.0);
-        self.origin.resize(new_cap, NO_ORIGIN);
         if let Some(a) = &mut self.averaging {
             a.sum.resize(new_cap * self.n_out, 0.0);
             a.mark.resize(new_cap, 0.0);
@@ -229,18 +224,34 @@ impl SupportVectors {
         Ok(())
     }
 
-    /// Keeps track of which SV slot holds which of `n_rows` training rows unchanged, so a dual
-    /// solver can add to a point's coefficient instead of inserting a duplicate.
-    pub fn track_rows(&mut self, n_rows: usize) {
-        self.slot_of_row = vec![NO_ORIGIN; n_rows];
-    }
-
-    /// The slot holding training row i unchanged (not merged), if any.
-    #[inline]
-    pub fn slot_of_row(&self, i: usize) -> Option<usize> {
-        match self.slot_of_row.get(i) {
-            Some(&s) if s != NO_ORIGIN => Some(s as usize),
-            _ => None,
+    /// Whether SV j is row i of x exactly: the same value in every column the store keeps
+    /// (columns past `dim` are dropped on insertion, as `push_row` drops them).
+    pub fn holds_row<R: Rows>(&self, j: usize, x: &R, i: usize) -> bool {
+        let dim = self.dim;
+        let mut same = true;
+        match &self.store {
+            Store::Dense { svt, .. } => {
+                let cap = self.capacity;
+                let mut nonzeros = 0usize;
+                x.for_each_nonzero(i, |c, v| {
+                    if c < dim && v != 0.0 {
+                        nonzeros += 1;
+                        same &= svt[c * cap + j] == v;
+                    }
+                });
+                same && (0..dim).filter(|&c| svt[c * cap + j] != 0.0).count() == nonzeros
+            }
+            Store::Sparse { arena, .. } => {
+                // Both sides in column order, zeros skipped.
+                let (idx, val) = arena.get(j);
+                let mut stored = idx.iter().zip(val).filter(|(_, &v)| v != 0.0);
+                x.for_each_nonzero(i, |c, v| {
+                    if c < dim && v != 0.0 {
+                        same &= stored.next() == Some((&(c as u64), &v));
+                    }
+                });
+                same && stored.next().is_none()
+            }
         }
     }
 
@@ -250,17 +261,6 @@ impl SupportVectors {
         let inv = 1.0 / self.scale;
         for (c, d) in self.coef_mut(j).iter_mut().zip(delta) {
             *c += d * inv;
-        }
-    }
-
-    /// Slot j no longer holds its training row unchanged.
-    fn forget_origin(&mut self, j: usize) {
-        let o = self.origin[j];
-        if o != NO_ORIGIN {
-            if let Some(s) = self.slot_of_row.get_mut(o as usize) {
-                *s = NO_ORIGIN;
-            }
-            self.origin[j] = NO_ORIGIN;
         }
     }
 
@@ -522,18 +522,6 @@ impl SupportVectors {
     /// Appends row i of x with actual (unscaled) coefficients `coef`; fails only where the
     /// dense layout cannot grow.
     pub fn push_row<R: Rows>(&mut self, x: &R, i: usize, coef: &[f64]) -> Result<()> {
-        self.push_vector(x, i, coef)?;
-        let j = self.len - 1;
-        self.origin[j] = u32::try_from(i).unwrap_or(NO_ORIGIN);
-        if let Some(s) = self.slot_of_row.get_mut(i) {
-            *s = j as u32;
-        }
-        Ok(())
-    }
-
-    /// Appends row `i` of `x` as a point that is no row of the run's data (a model's support
-    /// vector a run starts from): no row's steps reach it through `slot_of_row`.
-    pub fn push_vector<R: Rows>(&mut self, x: &R, i: usize, coef: &[f64]) -> Result<()> {
         self.ensure_room()?;
         let j = self.len;
         let (cap, dim) = (self.capacity, self.dim);
@@ -558,7 +546,6 @@ impl SupportVectors {
         // The norm of what is stored: a row with columns past dim loses them here.
         self.sq_norms[j] = norm;
         self.len += 1;
-        self.origin[j] = NO_ORIGIN;
         self.reset_average(j);
         self.set_actual_coef(j, coef);
         Ok(())
@@ -602,7 +589,6 @@ impl SupportVectors {
             }
             Store::Sparse { arena, .. } => arena.merge_into(p, q, h),
         };
-        self.forget_origin(q);
         self.swap_remove(p);
     }
 
@@ -634,13 +620,7 @@ impl SupportVectors {
     /// Removes SV j by moving the last one into its place (so indices > j are not shifted).
     pub fn swap_remove(&mut self, j: usize) {
         let last = self.len - 1;
-        self.forget_origin(j);
         if j != last {
-            self.origin[j] = self.origin[last];
-            self.origin[last] = NO_ORIGIN;
-            if let Some(s) = self.slot_of_row.get_mut(self.origin[j] as usize) {
-                *s = j as u32;
-            }
             if let Store::Dense { svt, .. } = &mut self.store {
                 let cap = self.capacity;
                 for c in 0..self.dim {
@@ -783,8 +763,9 @@ impl SupportVectors {
             w.f64s(&a.sum[..len * n]);
             w.f64s(&a.mark[..len]);
         });
-        w.u32s(&self.origin[..len]);
-        w.u32s(&self.slot_of_row);
+        // Where states before version 5 kept row tracking: the same fields, saying none.
+        w.u32s(&vec![NO_ORIGIN; len]);
+        w.u32s(&[]);
     }
 
     /// Reads what `encode` wrote, checking every size against the data that is there; never
@@ -857,8 +838,6 @@ impl SupportVectors {
         }
         svs.sq_norms[..len].copy_from_slice(&sq_norms);
         svs.coef[..coefs].copy_from_slice(&coef);
-        svs.origin[..len].copy_from_slice(&tail.origin);
-        svs.slot_of_row = tail.slot_of_row;
         svs.scale = tail.scale;
         svs.averaging = tail.averaging.map(|mut a| {
             a.sum.resize(svs.capacity * n_out, 0.0);
@@ -898,8 +877,6 @@ impl SupportVectors {
             coef,
             scale: tail.scale,
             averaging: tail.averaging,
-            origin: tail.origin,
-            slot_of_row: tail.slot_of_row,
         })
     }
 
@@ -922,8 +899,6 @@ impl SupportVectors {
 struct StoreTail {
     scale: f64,
     averaging: Option<Averaging>,
-    origin: Vec<u32>,
-    slot_of_row: Vec<u32>,
 }
 
 impl StoreTail {
@@ -940,6 +915,7 @@ impl StoreTail {
         })?;
         let origin = r.u32s()?;
         let slot_of_row = r.u32s()?;
+        // The row tracking states before version 5 kept: checked, no longer used.
         if origin.len() != slots
             || slot_of_row
                 .iter()
@@ -950,12 +926,7 @@ impl StoreTail {
         if !(scale.is_finite() && scale > 0.0) {
             return Err(corrupt("scale"));
         }
-        Ok(StoreTail {
-            scale,
-            averaging,
-            origin,
-            slot_of_row,
-        })
+        Ok(StoreTail { scale, averaging })
     }
 }
 
@@ -1267,25 +1238,27 @@ mod tests {
     }
 
     #[test]
-    fn row_tracking_follows_pushes_moves_and_merges() {
-        let xs: Vec<f64> = (0..10).map(f64::from).collect();
-        let x = DenseView::new(&xs, 5, 2).unwrap();
-        let mut svs = SupportVectors::new(2, 6, 1, SvLayout::Dense).unwrap();
-        svs.track_rows(5);
-        for i in [4, 0, 2, 3] {
-            svs.push_row(&x, i, &[1.0]).unwrap();
+    fn an_sv_holds_a_row_when_every_kept_value_is_equal() {
+        let xs = [
+            0.0, 1.5, -2.0, 0.0, 1.5, -2.0, 0.0, 1.5, -2.0000001, 7.0, 0.0, 0.0,
+        ];
+        let x = DenseView::new(&xs, 4, 3).unwrap();
+        let wider = DenseView::new(&[0.0, 1.5, -2.0, 0.0, 0.0, 1.5, -2.0, 3.0], 2, 4).unwrap();
+        for layout in [SvLayout::Dense, SvLayout::Sparse] {
+            let mut svs = SupportVectors::new(3, 4, 1, layout).unwrap();
+            svs.push_row(&x, 0, &[1.0]).unwrap();
+            svs.push_row(&x, 3, &[1.0]).unwrap();
+            assert!(svs.holds_row(0, &x, 0) && svs.holds_row(0, &x, 1));
+            assert!(!svs.holds_row(0, &x, 2), "{layout:?}: one value differs");
+            assert!(!svs.holds_row(0, &x, 3) && svs.holds_row(1, &x, 3));
+            // Columns past the model's width are not kept, so they do not count.
+            assert!(svs.holds_row(0, &wider, 0) && svs.holds_row(0, &wider, 1));
+            svs.merge_pair(1, 0, 0.5, 0.9, 0.9);
+            assert!(
+                !svs.holds_row(0, &x, 0),
+                "{layout:?}: a merged point is no row"
+            );
         }
-        assert_eq!(svs.slot_of_row(2), Some(2));
-        svs.swap_remove(0); // row 4 leaves, row 3 moves into slot 0
-        assert_eq!(svs.slot_of_row(4), None);
-        assert_eq!(svs.slot_of_row(3), Some(0));
-        svs.merge_pair(1, 0, 0.5, 0.9, 0.9); // rows 0 and 3 become a merged point
-        assert_eq!(svs.slot_of_row(0), None);
-        assert_eq!(svs.slot_of_row(3), None);
-        assert_eq!(svs.slot_of_row(2), Some(1));
-        assert_eq!(svs.len(), 2);
-        svs.add_to_coef(1, &[0.5]);
-        assert_eq!(svs.coef(1), &[1.5]);
     }
 
     #[test]

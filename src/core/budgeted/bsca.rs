@@ -208,8 +208,7 @@ impl SharedProblems {
         let k = if values.is_some() { 1 } else { labels.len() };
         // Never more SVs than rows (and the start's points): a budget above costs nothing.
         let expected = p.budget.min(n.saturating_add(given_svs)).saturating_add(1);
-        let mut svs = SupportVectors::new(dim, expected, k, p.layout)?;
-        svs.track_rows(n);
+        let svs = SupportVectors::new(dim, expected, k, p.layout)?;
         let maintainer = step::maintainer(
             p.maintenance,
             p.gamma,
@@ -353,7 +352,7 @@ impl SharedProblems {
             }
             if changed {
                 self.updates += 1;
-                match self.budgeted.svs.slot_of_row(i) {
+                match self.budgeted.stored_copy(x, i) {
                     Some(slot) => {
                         let svs = &mut self.budgeted.svs;
                         svs.add_to_coef(slot, &self.delta);

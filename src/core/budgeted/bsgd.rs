@@ -318,8 +318,13 @@ impl BsgdState {
                     }
                 };
                 if violated {
-                    budgeted.insert(x, i, update)?;
-                    self.insertions = self.insertions.saturating_add(1);
+                    match budgeted.stored_copy(x, i) {
+                        Some(slot) => budgeted.svs.add_to_coef(slot, update),
+                        None => {
+                            budgeted.insert(x, i, update)?;
+                            self.insertions = self.insertions.saturating_add(1);
+                        }
+                    }
                 }
                 budgeted.svs.accumulate_average();
                 if heartbeat.due(t) {
