@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from budgetsvm import BudgetSVC
+from budgetsvm import BudgetSVC, BudgetSVR, KernelNuSVC, KernelOneClassSVM, KernelSVC, KernelSVR
 from conftest import xor_data
+from numpy.testing import assert_array_equal
 from sklearn.exceptions import NotFittedError
 
 MAINTENANCE_VARIANTS = [
@@ -255,3 +256,54 @@ def test_gamma_scale_with_overflowing_variance(sparse):
         return
     assert np.isfinite(clf.gamma_) and clf.gamma_ > 0
     assert np.all(np.isfinite(clf.decision_function(X)))
+
+
+# --- numbers beyond numpy's and the engine's range -----------------------------------------------
+
+HUGE_INT = 2**70
+BEYOND_FLOAT = 2**2000
+
+
+@pytest.mark.parametrize(
+    "make, params",
+    [
+        (BudgetSVC, dict(budget=2**64)),
+        (BudgetSVC, dict(budget=np.uint64(2**63))),
+        (BudgetSVC, dict(epochs=HUGE_INT)),
+        (BudgetSVC, dict(polish_max_iter=HUGE_INT)),
+        (BudgetSVC, dict(random_state=HUGE_INT)),
+        (BudgetSVC, dict(C=BEYOND_FLOAT)),
+        (BudgetSVC, dict(gamma=BEYOND_FLOAT)),
+        (BudgetSVC, dict(lam=BEYOND_FLOAT)),
+        (BudgetSVC, dict(polish_tol=BEYOND_FLOAT)),
+        (BudgetSVC, dict(polish_cache_size=BEYOND_FLOAT)),
+        (BudgetSVC, dict(n_jobs=HUGE_INT)),
+        (BudgetSVR, dict(budget=2**64)),
+        (BudgetSVR, dict(epsilon=BEYOND_FLOAT)),
+        (KernelSVC, dict(max_iter=HUGE_INT)),
+        (KernelSVC, dict(tol=BEYOND_FLOAT)),
+        (KernelSVC, dict(cache_size=BEYOND_FLOAT)),
+        (KernelSVC, dict(kernel="poly", degree=HUGE_INT)),
+        (KernelSVC, dict(kernel="poly", coef0=BEYOND_FLOAT)),
+        (KernelSVC, dict(solver_options={"n_pairs": HUGE_INT})),
+        (KernelSVR, dict(epsilon=BEYOND_FLOAT)),
+        (KernelNuSVC, dict(nu=BEYOND_FLOAT)),
+        (KernelOneClassSVM, dict(nu=HUGE_INT)),
+    ],
+    ids=lambda v: repr(v)[:40] if isinstance(v, dict) else v.__name__,
+)
+def test_numbers_too_large_are_a_value_error_naming_the_parameter(make, params):
+    X, y = xor_data(40, seed=3)
+    if make in (BudgetSVR, KernelSVR):
+        y = X[:, 0] + X[:, 1]
+    (name,) = [k for k in params if k not in ("kernel",)]
+    shown = {"solver_options": "n_pairs"}.get(name, name)
+    with pytest.raises(ValueError, match=shown):
+        make(**params).fit(X) if make is KernelOneClassSVM else make(**params).fit(X, y)
+
+
+def test_a_c_beyond_float_is_the_hard_margin_of_the_exact_svc():
+    X, y = xor_data(40, seed=3)
+    hard = KernelSVC(C=np.inf, gamma=1.0).fit(X, y)
+    huge = KernelSVC(C=BEYOND_FLOAT, gamma=1.0).fit(X, y)
+    assert_array_equal(huge.dual_coef_, hard.dual_coef_)

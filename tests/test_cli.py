@@ -156,6 +156,18 @@ def test_errors_are_one_line_with_exit_codes(files, tmp_path):
     wide.write_text("1 1:0.5 5:1\n")
     assert "n_features" in error(1, "predict", wide, model)
     assert "cannot write" in error(3, "predict", test, model, tmp_path / "no" / "dir" / "out")
+    # Every bad value of a parameter is a usage error (2), found before the file is read.
+    for gamma, solver in (("-1", "bsgd"), ("0", "bsca"), ("nan", "smo"), ("inf", "bsgd")):
+        assert "gamma must be" in error(2, "train", "-g", gamma, "-A", solver, train)
+    assert "budget must be an integer below 2**63" in error(2, "train", "-B", 10**20, train)
+    assert "epochs must be an integer below 2**63" in error(2, "train", "-e", 10**20, train)
+    assert "C must be" in error(2, "train", "-c", "1e400", train)
+    # A directory is no data file: an I/O error naming it, never "a pipe or device".
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for args in (("train",), ("train", "--stream"), ("predict",)):
+        line = error(3, *args, folder, *((model,) if args == ("predict",) else ()))
+        assert "folder" in line and "directory" in line.lower() and "pipe" not in line, line
 
 
 def test_help_has_examples_and_exit_codes():

@@ -223,13 +223,19 @@ def test_regression_on_one_and_two_workers_reaches_the_polish_optimum(clusters):
     raw = fit_on(clusters[1], BudgetSVR(polish=False, **params), dX, dy)
     assert regression_objective(one, X, y) < regression_objective(raw, X, y)
     assert one.score(X, y) > 0.95
-    # The intercept started at the targets' mean (the unpolished model's) and the polish
-    # moved it.
-    assert raw.intercept_[0] == pytest.approx(y.mean(), rel=1e-12)
+    # The intercept started at the targets' median (the unpolished model's), found exactly
+    # over the partitions, and the polish moved it.
+    from budgetsvm.budget_svr import target_offset
+
+    assert raw.intercept_[0] == target_offset(y, None)
+    assert raw.intercept_[0] in y
     # Lazy predictions over the collection: the values.
     assert_allclose(bdask.predict(one, dX).compute(), one.predict(X))
 
 
+# BSGD at C = 5 unpolished fits these rows about as well as their median (R^2 near 0): the
+# warning says so, on both sides alike.
+@pytest.mark.filterwarnings("ignore:the unpolished BSGD model fits the training rows worse")
 def test_regression_on_one_partition_is_the_serial_fit(clusters):
     from budgetsvm import BudgetSVR
 

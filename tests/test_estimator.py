@@ -516,3 +516,37 @@ def test_fit_does_not_modify_inputs():
     assert_array_equal(clf.dual_coef_, ref.dual_coef_)
     assert_array_equal(clf.support_vectors_, ref.support_vectors_)
 
+
+
+@pytest.mark.parametrize("solver", ["bsgd", "bsca"])
+@pytest.mark.parametrize("n_classes", [2, 3])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_support_vectors_never_outnumber_the_distinct_rows(solver, n_classes, sparse):
+    # A budget above the rows binds nothing: a row violated again in a later epoch, while it
+    # is still a support vector unmerged, adds to its coefficients (BSGD used to store it
+    # again: 5,000 rows ended with 4,921 SVs of 1,776 distinct rows, 946 MB).
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(
+        600, n_features=6, n_informative=4, n_classes=n_classes, flip_y=0.1, random_state=0
+    )
+    X = np.vstack([X, X[:100]])  # rows given twice count once as well
+    y = np.r_[y, y[:100]]
+    clf = BudgetSVC(budget=10_000, epochs=5, solver=solver, random_state=0, polish=False)
+    clf.fit(sp.csr_matrix(X) if sparse else X, y)
+    sv = clf.support_vectors_
+    sv = sv.toarray() if sp.issparse(sv) else sv
+    assert len(np.unique(sv, axis=0)) == len(sv)
+    assert len(sv) <= len(np.unique(X, axis=0))
+
+
+def test_a_row_stepped_on_again_takes_the_step_in_its_coefficients():
+    # The same run with and without room to spare: while no merge happens the two models are
+    # the same function (the duplicate rows of the old run were one SV's coefficients split).
+    X, y = xor_data(300, 21)
+    small = BudgetSVC(budget=300, epochs=4, random_state=0, polish=False, shuffle=False)
+    big = BudgetSVC(budget=100_000, epochs=4, random_state=0, polish=False, shuffle=False)
+    small.fit(X, y)
+    big.fit(X, y)
+    assert small.fit_stats_["maintenance_events"] == 0
+    assert_allclose(small.decision_function(X), big.decision_function(X), rtol=1e-12)

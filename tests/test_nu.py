@@ -261,3 +261,71 @@ def test_random_labels_give_a_model_that_predicts():
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize("solver", ["alfpgm", "smo"])
+@pytest.mark.parametrize("form", ["precomputed", "callable"])
+def test_a_kernel_that_is_not_psd_predicts_as_nu_svc(solver, form):
+    # -K of a Gaussian kernel: nu-SVC's multiplier r comes out far below 0 (-7.45 here). LIBSVM
+    # divides by it whatever its sign; keeping the coefficients unscaled flipped every
+    # prediction (training accuracy 0.18 against NuSVC's 0.82).
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    X, y = make_classification(
+        300, n_features=5, n_informative=3, n_redundant=0, n_clusters_per_class=1,
+        random_state=1,
+    )
+    K = -rbf_kernel(X, X, gamma=0.5)
+    ref = NuSVC(kernel="precomputed").fit(K, y)
+    if form == "precomputed":
+        ours = KernelNuSVC(kernel="precomputed", solver=solver).fit(K, y)
+        data = K
+    else:
+        ours = KernelNuSVC(kernel=lambda A, B: -rbf_kernel(A, B, gamma=0.5), solver=solver)
+        ours.fit(X, y)
+        data = X
+    assert ours.fit_stats_["r"][0] < -1.0
+    assert_array_equal(ours.predict(data), ref.predict(K))
+    assert_allclose(ours.decision_function(data), ref.decision_function(K), atol=1e-2)
+
+
+def test_a_feasible_nu_is_fitted_with_probabilities():
+    # 80 / 20 rows: the largest feasible nu is 0.4. The internal cross-validation's folds are
+    # stratified (and a fold's nu kept feasible), so nu = 0.39 fits with probabilities as
+    # without them; random folds gave training folds of 67 / 13 rows, where 0.39 is infeasible.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(100, 3))
+    y = np.r_[np.zeros(80), np.ones(20)]
+    X[y == 1] += 1.0
+    for seed in range(5):
+        clf = KernelNuSVC(nu=0.39, probability=True, random_state=seed).fit(X, y)
+        plain = KernelNuSVC(nu=0.39).fit(X, y)
+        assert_array_equal(clf.predict(X), plain.predict(X))
+        proba = clf.predict_proba(X)
+        assert_allclose(proba.sum(axis=1), 1.0)
+        # The sigmoid is fitted on informative held-out values (NuSVC's folds here are
+        # infeasible and its sigmoid flat: probA_ = 0).
+        assert clf.probA_[0] < -0.5
+        assert np.mean(np.argmax(proba, axis=1) == plain.predict(X)) > 0.9
+
+
+def test_the_folds_of_probability_keep_every_class_share():
+    from budgetsvm._probability import stratified_folds
+
+    y = np.r_[np.zeros(81, dtype=int), np.ones(19, dtype=int), np.full(3, 2)]
+    folds = stratified_folds(y, 5, seed=3)
+    tests = np.sort(np.concatenate([test for _, test in folds]))
+    assert_array_equal(tests, np.arange(len(y)))  # every row held out exactly once
+    for train, test in folds:
+        assert len(np.intersect1d(train, test)) == 0
+        for c, total in enumerate(np.bincount(y)):
+            # each fold holds out a class's rows in its share, give or take one row
+            assert abs(np.sum(y[test] == c) - total / 5) < 1
+
+
+def test_an_infinite_c_is_refused_by_nu_svr_naming_why():
+    X, y = make_regression(50, 3, random_state=0)
+    with pytest.raises(ValueError, match="C must be finite for nu-SVR"):
+        KernelNuSVR(C=np.inf).fit(X, y)
+    with pytest.raises(ValueError, match="C must be finite for nu-SVR"):
+        KernelNuSVR(C=2**2000).fit(X, y)  # an int beyond float64 is inf to the engine

@@ -5,7 +5,6 @@ labels or values become the engine's targets, and what the decision values mean.
 
 from __future__ import annotations
 
-import numbers
 import sys
 import warnings
 from dataclasses import dataclass
@@ -21,11 +20,14 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from budgetsvm import _budgetsvm
 from budgetsvm._validation import (
     SV_STORAGES,
+    FitGuardedParams,
     check_choice,
     check_n_jobs,
+    check_nonnegative,
     check_positive,
     resolve_gamma,
     scale_gamma,
+    shown,
     sv_from_native,
     to_native,
 )
@@ -40,7 +42,7 @@ Callback = Optional[Callable[[Dict[str, Any]], Any]]
 
 
 @dataclass(kw_only=True, eq=False, repr=False)
-class BudgetedMachine(ModelFileMixin, BaseEstimator):
+class BudgetedMachine(FitGuardedParams, ModelFileMixin, BaseEstimator):
     """Base of the budgeted estimators (not for direct use), with the parameters of the
     budgeted pass and of the polish as keyword-only dataclass fields (as ``ExactKernelMachine``
     explains); a subclass adds its own and may change a default (BudgetSVR: BSCA, no
@@ -77,6 +79,10 @@ class BudgetedMachine(ModelFileMixin, BaseEstimator):
 
     def _check_budget_params(self) -> None:
         check_positive("C", self.C)
+        if isinstance(self.gamma, str):
+            check_choice("gamma", self.gamma, ("scale", "auto"))
+        else:
+            check_positive("gamma", self.gamma)
         if self.lam is not None:
             check_positive("lam", self.lam)
         check_positive("budget", self.budget, integer=True, minimum=2)
@@ -93,27 +99,18 @@ class BudgetedMachine(ModelFileMixin, BaseEstimator):
         self._check_polish_params()
 
     def _check_polish_params(self) -> None:
-        if isinstance(self.polish_tol, bool) or not isinstance(self.polish_tol, numbers.Real):
-            raise ValueError(f"polish_tol must be a number, got {self.polish_tol!r}")
-        if not (np.isfinite(self.polish_tol) and self.polish_tol >= 0):
-            raise ValueError(f"polish_tol must be finite and >= 0, got {self.polish_tol!r}")
+        check_nonnegative("polish_tol", self.polish_tol)
         check_positive("polish_max_iter", self.polish_max_iter, integer=True, minimum=1)
-        if isinstance(self.polish_cache_size, bool) or not isinstance(
-            self.polish_cache_size, numbers.Real
-        ):
-            raise ValueError(f"polish_cache_size must be a number, got {self.polish_cache_size!r}")
-        if not (np.isfinite(self.polish_cache_size) and self.polish_cache_size >= 0):
-            raise ValueError(
-                f"polish_cache_size must be a finite number of MB >= 0, got "
-                f"{self.polish_cache_size!r}"
-            )
+        check_nonnegative("polish_cache_size", self.polish_cache_size)
 
     def _seed(self) -> int:
         if isinstance(self.random_state, (int, np.integer)) and not isinstance(
             self.random_state, bool
         ):
-            if self.random_state < 0:
-                raise ValueError(f"random_state must be non-negative, got {self.random_state}")
+            if not 0 <= self.random_state < 2**64:
+                raise ValueError(
+                    f"random_state must be an integer in [0, 2**64), got {shown(self.random_state)}"
+                )
             return int(self.random_state)
         return int(check_random_state(self.random_state).randint(0, 2**31 - 1))
 
@@ -324,7 +321,7 @@ class BudgetedMachine(ModelFileMixin, BaseEstimator):
         self.dual_coef_ = np.ascontiguousarray(result.pop("coef").T)
         self.intercept_ = np.asarray(result.pop("intercept"), dtype=np.float64)
         stats = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in result.items()}
-        self.fit_stats_["polish"] = stats
+        self.fit_stats_ = {**self.fit_stats_, "polish": stats}
         if not stats["converged"]:
             warnings.warn(
                 f"the polish stopped after polish_max_iter={self.polish_max_iter} Newton "
@@ -351,11 +348,17 @@ class BudgetedMachine(ModelFileMixin, BaseEstimator):
 def file_summary(path: Any, chunk_rows: Any, n_features: Any) -> Tuple[str, Dict[str, Any], int, int]:
     """The first pass of ``fit_file``: (path, summary, rows, width) of a LIBSVM file, checked
     (a regular file with rows and features; ``n_features`` widens it)."""
+    import errno
     import os
     import stat
 
     path = os.fspath(path)
-    if not stat.S_ISREG(os.stat(path).st_mode):
+    mode = os.stat(path).st_mode
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(
+            errno.EISDIR, "Is a directory; fit_file needs a LIBSVM-format file", path
+        )
+    if not stat.S_ISREG(mode):
         # A pipe or device would give its rows to the first pass only (and a FIFO would block
         # the second open forever).
         raise ValueError(

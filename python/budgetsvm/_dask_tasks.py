@@ -95,10 +95,51 @@ def _target_values(y: Any) -> np.ndarray:
     return values
 
 
+def _block_targets(y: Any, w: Any) -> tuple:
+    """A block's regression targets and row weights (finite float64, weights checked), the
+    rows of weight 0 left out as a fit leaves them out."""
+    values = _target_values(np.ravel(y.to_numpy() if hasattr(y, "to_numpy") else np.asarray(y)))
+    if w is None:
+        return values, np.ones(len(values))
+    from budgetsvm._validation import check_sample_weight
+
+    w = np.ravel(w.to_numpy() if hasattr(w, "to_numpy") else np.asarray(w))
+    weights = check_sample_weight(w, len(values))
+    return values[weights > 0], weights[weights > 0]
+
+
+# The targets' weighted median over the partitions (the offset a regression fit centres by,
+# `budget_svr.target_offset`), exactly, in three maps that move a few hundred numbers per
+# partition: each partition's quantiles as thresholds, each partition's weight at or below
+# every threshold (which brackets the median between two of them), and each partition's
+# targets inside that bracket.
+MEDIAN_THRESHOLDS = 256
+
+
+def _target_thresholds(y: Any, w: Any) -> np.ndarray:
+    values = np.sort(_block_targets(y, w)[0])
+    if len(values) == 0:
+        return values
+    return values[np.linspace(0, len(values) - 1, min(len(values), MEDIAN_THRESHOLDS)).astype(int)]
+
+
+def _weight_at_or_below(y: Any, w: Any, thresholds: np.ndarray) -> np.ndarray:
+    values, weights = _block_targets(y, w)
+    order = np.argsort(values, kind="stable")
+    cumulative = np.r_[0.0, np.cumsum(weights[order])]
+    return cumulative[np.searchsorted(values[order], thresholds, side="right")]
+
+
+def _targets_in(y: Any, w: Any, low: float, high: float) -> tuple:
+    values, weights = _block_targets(y, w)
+    inside = (values > low) & (values <= high)
+    return values[inside], weights[inside]
+
+
 def _block_facts(X: Any, y: Any, w: Any, regression: bool) -> dict:
     """What the driver needs of a block before training: rows, width, the sums of the entries
-    (gamma='scale'), and the labels with their counts (classes) or the weighted sums of the
-    targets (regression: their mean is the offset the intercept carries)."""
+    (gamma='scale'), and the labels with their counts (classes) or the targets' total weight
+    (regression)."""
     X = np.asarray(X.to_numpy() if hasattr(X, "to_numpy") else X, dtype=np.float64)
     y = np.ravel(y.to_numpy() if hasattr(y, "to_numpy") else np.asarray(y))
     facts = dict(
@@ -108,15 +149,7 @@ def _block_facts(X: Any, y: Any, w: Any, regression: bool) -> dict:
         sum_sq=float((X * X).sum()),
     )
     if regression:
-        values = _target_values(y)
-        if w is None:
-            weights = np.ones(len(values))
-        else:
-            from budgetsvm._validation import check_sample_weight
-
-            w = np.ravel(w.to_numpy() if hasattr(w, "to_numpy") else np.asarray(w))
-            weights = check_sample_weight(w, len(values))
-        facts.update(sum_w=float(weights.sum()), sum_wy=float(weights @ values))
+        facts.update(sum_w=float(_block_targets(y, w)[1].sum()))
     else:
         labels, counts = (
             np.unique(y, return_counts=True) if len(y) else (y[:0], np.zeros(0, int))

@@ -7,6 +7,7 @@ parameters, its ``fit`` and the attributes scikit-learn gives it.
 
 from __future__ import annotations
 
+import math
 import numbers
 import sys
 import warnings
@@ -27,10 +28,16 @@ from sklearn.utils.validation import (
 
 from budgetsvm import _budgetsvm
 from budgetsvm._validation import (
+    FitGuardedParams,
     check_choice,
+    check_integer,
     check_n_jobs,
+    check_nonnegative,
     check_positive,
+    fitted_snapshot,
+    is_finite,
     resolve_gamma,
+    shown,
     to_native,
     weighted_rows,
 )
@@ -44,35 +51,36 @@ SOLVERS = ("alfpgm", "smo")
 MAX_DEGREE = 64
 
 
-def check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-
-
-def check_nonnegative(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    if not np.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
-
-
 def check_c(value: Any) -> float:
-    """C of an exact machine: a number > 0; inf is the hard margin (as scikit-learn's SVMs)."""
+    """C of an exact machine: a number > 0; inf is the hard margin (as scikit-learn's SVMs), and
+    so is an integer beyond float64's range."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"C must be a number, got {value!r}")
-    if np.isnan(value) or value <= 0:
-        raise ValueError(f"C must be > 0 (inf for a hard margin), got {value!r}")
+        raise ValueError(f"C must be a number, got {shown(value)}")
+    if not is_finite(value) and value > 0:
+        return math.inf
+    if value != value or value <= 0:  # NaN (numpy cannot take every Python int)
+        raise ValueError(f"C must be > 0 (inf for a hard margin), got {shown(value)}")
     return float(value)
+
+
+def check_finite_c(value: Any) -> float:
+    """C of nu-SVR: a finite number > 0. Its dual fixes sum(a + a*) = C nu sum(w), so an
+    infinite C leaves no problem to solve (scikit-learn's NuSVR accepts inf and fails)."""
+    c = check_c(value)
+    if not np.isfinite(c):
+        raise ValueError(
+            "C must be finite for nu-SVR (its dual fixes sum(a + a*) = C nu n, which inf makes "
+            "infinite); for a nearly hard margin use a large finite C, e.g. 1e6, got inf"
+        )
+    return c
 
 
 def check_nu(value: Any) -> float:
     """nu of the nu formulations: a number in (0, 1]."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"nu must be a number in (0, 1], got {value!r}")
-    if not (np.isfinite(value) and 0 < value <= 1):
-        raise ValueError(f"nu must be in (0, 1], got {value!r}")
+        raise ValueError(f"nu must be a number in (0, 1], got {shown(value)}")
+    if not (is_finite(value) and 0 < value <= 1):
+        raise ValueError(f"nu must be in (0, 1], got {shown(value)}")
     return float(value)
 
 
@@ -87,13 +95,13 @@ PROBLEM_PARAMS: Dict[str, Tuple[Tuple[str, Callable[[Any], float]], ...]] = {
     "svc": (("C", check_c),),
     "nu_svc": (("nu", check_nu),),
     "svr": (("epsilon", check_epsilon), ("C", check_c)),
-    "nu_svr": (("C", check_c), ("nu", check_nu)),
+    "nu_svr": (("C", check_finite_c), ("nu", check_nu)),
     "one_class": (("nu", check_nu),),
 }
 
 
 @dataclass(kw_only=True, eq=False, repr=False)
-class ExactKernelMachine(ModelFileMixin, BaseEstimator):
+class ExactKernelMachine(FitGuardedParams, ModelFileMixin, BaseEstimator):
     """Base of the exact kernel estimators, with the kernel's and the solver's parameters.
     Subclasses set ``_problem`` ('svc', 'nu_svc', 'svr', 'nu_svr' or 'one_class') and add
     their problem's parameters.
@@ -154,7 +162,7 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
         check_choice("verbose", self.verbose, (True, False))
         if not isinstance(self.shrinking, (bool, np.bool_)):
             raise ValueError(f"shrinking must be True or False, got {self.shrinking!r}")
-        check_int("max_iter", self.max_iter, -1)
+        check_integer("max_iter", self.max_iter, -1)
         if self.max_iter == 0:
             raise ValueError("max_iter must be -1 (the solver's default) or >= 1, got 0")
         return dict(
@@ -170,13 +178,13 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
     def _check_kernel(self) -> None:
         if not callable(self.kernel):
             check_choice("kernel", self.kernel, KERNELS)
-        check_int("degree", self.degree, 0)
+        check_integer("degree", self.degree, 0)
         if self.degree > MAX_DEGREE:
-            raise ValueError(f"degree must be at most {MAX_DEGREE}, got {self.degree!r}")
+            raise ValueError(f"degree must be at most {MAX_DEGREE}, got {shown(self.degree)}")
         if isinstance(self.coef0, bool) or not isinstance(self.coef0, numbers.Real):
-            raise ValueError(f"coef0 must be a number, got {self.coef0!r}")
-        if not np.isfinite(self.coef0):
-            raise ValueError(f"coef0 must be finite, got {self.coef0!r}")
+            raise ValueError(f"coef0 must be a number, got {shown(self.coef0)}")
+        if not is_finite(self.coef0):
+            raise ValueError(f"coef0 must be finite, got {shown(self.coef0)}")
         if not isinstance(self.gamma, str):
             check_positive("gamma", self.gamma)
 
@@ -290,6 +298,8 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
     ) -> List[Dict[str, Any]]:
         """Runs the native solver on validated X with the problem's and the solver's parameters
         (``_solver_params()``, checked before the data); one result dict per problem solved."""
+        solver = self._solver_for(X)
+        problem = dict(problem, solver=solver)
         if isinstance(X, KernelFunctionRows):
             # Rows of no features; the kernel's rows come from the function on request.
             problem = dict(problem, kernel_rows=X.rows, diagonal=X.diagonal())
@@ -315,7 +325,34 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
                 ConvergenceWarning,
                 stacklevel=4,
             )
+        for r in results:
+            r["solver"] = solver
         return results
+
+    def _solver_for(self, X: Any) -> str:
+        """The solver that runs: ``solver``, except that ALFPGM hands a kernel that is not
+        positive semi-definite to SMO. Its dual is then not convex, and the model depends on
+        the path taken to a stationary point: SMO's path is LIBSVM's, so the model is
+        scikit-learn's, where ALFPGM's many-pair steps reach another one (a sigmoid kernel:
+        80% of KernelSVC's predictions and nu-SVR's values 100 apart). Not PSD: the sigmoid
+        kernel, the polynomial one with coef0 < 0, and a precomputed or callable kernel whose
+        matrix over up to 256 of the rows (evenly spaced) is not symmetric or has an
+        eigenvalue below -1e-8 times its largest."""
+        if self.solver != "alfpgm":
+            return self.solver
+        if self.kernel == "sigmoid" or (self.kernel == "poly" and float(self.coef0) < 0):
+            return "smo"
+        if not self._from_gram():
+            return self.solver
+        n = X.shape[0]
+        # 256 rows: one block of what a kernel function is asked for at a time.
+        sample = np.unique(np.linspace(0, n - 1, min(n, 256)).astype(np.intp))
+        block = np.asarray(X[np.ix_(sample, sample)], dtype=np.float64)
+        if not np.allclose(block, block.T, rtol=1e-10, atol=1e-12 * np.abs(block).max()):
+            return "smo"
+        eigenvalues = np.linalg.eigvalsh(block)
+        scale = float(np.abs(eigenvalues).max())
+        return "smo" if eigenvalues[0] < -1e-8 * scale else self.solver
 
     def _support_vectors(self, X: Any, support: np.ndarray) -> Any:
         """The rows ``support`` of X as ``support_vectors_``: CSR for sparse input (so nothing of
@@ -365,6 +402,8 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
             "min_active": [r["min_active"] for r in results],
             "r": [r["r"] for r in results],
             "seconds": float(sum(r["seconds"] for r in results)),
+            # The solver that ran (``_solver_for``: SMO for a kernel that is not PSD).
+            "solver": results[0]["solver"] if results else None,
         }
 
     # Prediction.
@@ -431,6 +470,7 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
         )
 
     @property
+    @fitted_snapshot
     def coef_(self) -> Any:
         """Weights in the input space, ``dual_coef_ @ support_vectors_`` (linear kernel only,
         as scikit-learn's)."""
@@ -606,25 +646,25 @@ def solver_options(
         )
     o = {**SHARED_OPTIONS, **ALFPGM_OPTIONS, "n_pairs": n_pairs, **given}
     check_choice("shared_rows", o["shared_rows"], (True, False))
-    check_int("n_pairs", o["n_pairs"], 1)
-    check_int("min_alpha_opt", o["min_alpha_opt"], 0)
-    check_int("max_alpha_opt", o["max_alpha_opt"], 1)
+    check_integer("n_pairs", o["n_pairs"], 1)
+    check_integer("min_alpha_opt", o["min_alpha_opt"], 0)
+    check_integer("max_alpha_opt", o["max_alpha_opt"], 1)
     if o["min_alpha_opt"] > o["max_alpha_opt"]:
         raise ValueError(
             f"min_alpha_opt must not exceed max_alpha_opt, got {o['min_alpha_opt']} > "
             f"{o['max_alpha_opt']}"
         )
     if o["min_alpha_check"] is not None:
-        check_int("min_alpha_check", o["min_alpha_check"], 1)
+        check_integer("min_alpha_check", o["min_alpha_check"], 1)
     check_nonnegative("pair_ratio", o["pair_ratio"])
     if o["pair_ratio"] >= 1:
         raise ValueError(f"pair_ratio must lie in [0, 1), got {o['pair_ratio']!r}")
     check_nonnegative("alpha_delta_threshold", o["alpha_delta_threshold"])
     if o["al_penalty"] is not None:
         check_positive("al_penalty", o["al_penalty"])
-    check_int("al_max_iter", o["al_max_iter"], 1)
-    check_int("fista_max_iter", o["fista_max_iter"], 1)
-    check_int("power_iters", o["power_iters"], 1)
+    check_integer("al_max_iter", o["al_max_iter"], 1)
+    check_integer("fista_max_iter", o["fista_max_iter"], 1)
+    check_integer("power_iters", o["power_iters"], 1)
     check_positive("inner_tol_factor", o["inner_tol_factor"])
     check_positive("inner_rel", o["inner_rel"])
     check_positive("lipschitz_safety", o["lipschitz_safety"], minimum=1.0)

@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
-from sklearn.model_selection import KFold
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from budgetsvm._docstrings import rows_doc
+from budgetsvm._validation import fitted_snapshot
 
 #: LIBSVM's clip of pairwise probabilities before coupling.
 MIN_PROB = 1e-7
@@ -135,6 +135,24 @@ def probabilities(pairwise: np.ndarray, prob_a: np.ndarray, prob_b: np.ndarray, 
     return couple(r)
 
 
+def stratified_folds(
+    y_index: np.ndarray, n_folds: int, seed: int
+) -> List[Tuple[np.ndarray, np.ndarray]]:
+    """(train, test) row indices of ``n_folds`` folds that keep every class's share: each
+    class's rows in a random order, dealt to the folds in turn, one class after the other. A
+    fold's training rows then hold a class's rows in the proportion the whole set holds them
+    (give or take one row), so a setting feasible on the whole set (a nu-SVC's nu) stays
+    feasible on the folds wherever the counts allow, and no fold lacks a class the set has
+    n_folds rows of. Unlike StratifiedKFold it accepts classes with fewer rows than folds."""
+    rng = np.random.default_rng(seed)
+    order = np.concatenate(
+        [rng.permutation(np.flatnonzero(y_index == c)) for c in np.unique(y_index)]
+    )
+    fold_of = np.empty(len(y_index), dtype=np.intp)
+    fold_of[order] = np.arange(len(order)) % n_folds
+    return [(np.flatnonzero(fold_of != f), np.flatnonzero(fold_of == f)) for f in range(n_folds)]
+
+
 def fit_platt(
     fit_fold: Callable[[np.ndarray], Any],
     pairwise_of: Callable[[Any, np.ndarray, np.ndarray], np.ndarray],
@@ -145,7 +163,7 @@ def fit_platt(
     seed: int,
 ) -> Tuple[np.ndarray, np.ndarray, float]:
     """(probA, probB, seconds) from a 5-fold cross-validation (fewer folds for fewer than 5
-    rows), as LIBSVM's ``svm_binary_svc_probability`` per pair. ``fit_fold(train_rows)``
+    rows; stratified, ``stratified_folds``), as LIBSVM's ``svm_binary_svc_probability`` per pair. ``fit_fold(train_rows)``
     returns an estimator fitted on those rows (or None when they hold a single class) with a
     ``classes_`` attribute of class indices; ``pairwise_of(estimator, train_rows, test_rows)``
     its pairwise decision values on the held-out rows. A pair whose classes a fold's training rows lack gets
@@ -154,8 +172,7 @@ def fit_platt(
     pairs = class_pairs(n_classes)
     column = {pair: col for col, pair in enumerate(pairs)}
     dec = np.full((n_rows, len(pairs)), np.nan)
-    folds = KFold(n_splits=min(5, n_rows), shuffle=True, random_state=seed)
-    for train, test in folds.split(np.zeros((n_rows, 1))):
+    for train, test in stratified_folds(y_index, min(5, n_rows), seed):
         fitted = fit_fold(train)
         if fitted is None:
             continue
@@ -195,7 +212,8 @@ class ProbabilityMixin:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
                 X_train = self._fold_rows(rows.X, train, train)
-                return clone(template).fit(X_train, labels, sample_weight=weights)
+                fold = clone(template).set_params(**self._fold_params(labels, weights))
+                return fold.fit(X_train, labels, sample_weight=weights)
 
         self.probA_, self.probB_, seconds = fit_platt(
             fit_fold,
@@ -208,6 +226,11 @@ class ProbabilityMixin:
         )
         self.fit_stats_["probability_seconds"] = seconds
 
+    def _fold_params(self, labels: np.ndarray, weights: Optional[np.ndarray]) -> Dict[str, Any]:
+        """Parameters a fold's fit changes for its rows (``labels`` class indices, ``weights``
+        the rows' weights or None); none by default."""
+        return {}
+
     def _fold_rows(self, X: Any, rows: np.ndarray, columns: np.ndarray) -> Any:
         """The rows of X a cross-validation fold uses (the fold's training rows are
         ``columns``: a precomputed kernel keeps only their columns)."""
@@ -218,6 +241,7 @@ class ProbabilityMixin:
         "ndarray of shape (n_samples, n_classes)",
         "Columns in the order of ``classes_``; rows sum to 1.",
     )
+    @fitted_snapshot
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities: Platt sigmoids of the pairwise decision values, coupled for
         several classes, as SVC(probability=True) computes them (needs ``probability=True``).
@@ -236,6 +260,7 @@ class ProbabilityMixin:
 
     @available_if(lambda self: self.probability)
     @rows_doc("ndarray of shape (n_samples, n_classes)")
+    @fitted_snapshot
     def predict_log_proba(self, X: Any) -> np.ndarray:
         """Logarithm of ``predict_proba``."""
         return np.log(self.predict_proba(X))

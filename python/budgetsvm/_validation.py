@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 import sys
 import threading
@@ -11,7 +12,7 @@ from typing import Any, Callable, NamedTuple, Optional, Tuple, TypeVar, Union
 
 import numpy as np
 
-from budgetsvm import _budgetsvm
+from budgetsvm import _budgetsvm, _threads  # noqa: F401  (_threads: seen by threadpoolctl)
 
 NativeX = Union[np.ndarray, tuple]
 
@@ -61,15 +62,57 @@ def _aligned(a: Any, dtype: Any = None) -> np.ndarray:
     return a if a.flags.aligned else a.copy()
 
 
+#: The largest integer parameter the engine takes (its counts are 64-bit).
+MAX_INTEGER = 2**63 - 1
+
+
+def shown(value: Any) -> str:
+    """``repr(value)``, but an integer too long to read (or for Python to print: 4,300 digits)
+    as its size."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        if abs(int(value)) > 10**30:
+            return f"an integer of {int(value).bit_length()} bits"
+    return repr(value)
+
+
+def is_finite(value: Any) -> bool:
+    """Whether a number is finite as the engine's float64 sees it. A Python int too large for
+    a float is not (numpy's isfinite raises TypeError on it, and float() OverflowError)."""
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def check_integer(name: str, value: Any, minimum: int) -> None:
+    """Raise ValueError unless ``value`` is an integer (not a bool) in [minimum, MAX_INTEGER]."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer, got {shown(value)}")
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {shown(value)}")
+    if value > MAX_INTEGER:
+        raise ValueError(f"{name} must be an integer below 2**63, got {shown(value)}")
+
+
 def check_positive(name: str, value: Any, *, integer: bool = False, minimum: float = 0.0) -> None:
-    """Raise ValueError unless ``value`` is a finite number (an integer if asked) above ``minimum``."""
-    kind = numbers.Integral if integer else numbers.Real
-    if isinstance(value, bool) or not isinstance(value, kind):
-        what = "an integer" if integer else "a number"
-        raise ValueError(f"{name} must be {what}, got {value!r}")
-    if not np.isfinite(value) or value < minimum or (minimum == 0.0 and value <= 0):
+    """Raise ValueError unless ``value`` is a finite number (an integer below 2**63 if asked)
+    above ``minimum``."""
+    if integer:
+        check_integer(name, value, max(int(math.ceil(minimum)), 1))
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number, got {shown(value)}")
+    if not is_finite(value) or value < minimum or (minimum == 0.0 and value <= 0):
         bound = f">= {minimum:g}" if minimum > 0 else "> 0"
-        raise ValueError(f"{name} must be finite and {bound}, got {value!r}")
+        raise ValueError(f"{name} must be finite and {bound}, got {shown(value)}")
+
+
+def check_nonnegative(name: str, value: Any) -> None:
+    """Raise ValueError unless ``value`` is a finite number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number, got {shown(value)}")
+    if not is_finite(value) or value < 0:
+        raise ValueError(f"{name} must be finite and >= 0, got {shown(value)}")
 
 
 def check_choice(name: str, value: Any, choices: tuple) -> None:
@@ -82,7 +125,7 @@ def scale_gamma(n_features: int, var: float, context: str) -> float:
     data. An unusable width (0, infinite) is an error, its message ending with ``context``
     (which data, what to do)."""
     value = 1.0 / (n_features * var) if var > 0 else 1.0
-    if not (np.isfinite(value) and value > 0):
+    if not (is_finite(value) and value > 0):
         raise ValueError(f"gamma='scale' gives an unusable kernel width ({value!r}) {context}")
     return value
 
@@ -116,12 +159,14 @@ def check_n_jobs(n_jobs: Any) -> Optional[int]:
     if n_jobs is None:
         return None
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs < -1:
-        raise ValueError(f"n_jobs must be an integer >= 1, -1 (all cores) or None; got {n_jobs!r}")
+        raise ValueError(
+            f"n_jobs must be an integer >= 1, -1 (all cores) or None; got {shown(n_jobs)}"
+        )
     if n_jobs == 0:
         raise ValueError("n_jobs must be None, -1 (all cores) or >= 1, got 0")
     if n_jobs > _budgetsvm.MAX_THREADS:
         raise ValueError(
-            f"n_jobs={n_jobs} is more threads than the {_budgetsvm.MAX_THREADS} allowed; use -1 "
+            f"n_jobs={shown(n_jobs)} is more threads than the {_budgetsvm.MAX_THREADS} allowed; use -1 "
             "for one per core"
         )
     return 0 if n_jobs == -1 else int(n_jobs)
@@ -283,30 +328,92 @@ _fit_locks: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDict
 _fit_locks_guard = threading.Lock()
 
 
+def _fit_lock(estimator: Any) -> threading.Lock:
+    with _fit_locks_guard:
+        return _fit_locks.setdefault(estimator, threading.Lock())
+
+
+def _being_fitted(estimator: Any) -> RuntimeError:
+    return RuntimeError(
+        f"this {type(estimator).__name__} is being fitted in another thread; wait for that "
+        "fit to finish, or fit a clone (sklearn.base.clone)"
+    )
+
+
+def _detached_copy(estimator: Any) -> Any:
+    """A second estimator object over a copy of ``estimator``'s attribute dict (the attributes'
+    values shared, not copied). Taken in one step: ``dict.copy`` of string keys runs without
+    releasing the GIL, and a fit never changes a dict a reader may hold (``fit_guard``)."""
+    copy = object.__new__(type(estimator))
+    copy.__dict__ = estimator.__dict__.copy()
+    return copy
+
+
 def fit_guard(method: _F) -> _F:
-    """For an estimator's fit / partial_fit / fit_file: one fit at a time per estimator (a second
-    one from another thread raises RuntimeError saying so, instead of racing on the native state;
-    predict from other threads keeps working on the previous model), and a fit that fails or is
-    interrupted leaves the estimator as it was before the call (no new ``classes_`` with old
-    support vectors)."""
+    """For an estimator's fit / partial_fit / fit_file / polish_coef: one fit at a time per
+    estimator (a second one, or ``set_params``, from another thread raises RuntimeError saying
+    so instead of racing on the fit), and the fitted state replaced as one unit.
+
+    The method runs on a detached copy of the estimator and never writes to the estimator
+    itself; when it returns, the copy's attribute dict becomes the estimator's in one
+    assignment. So a fit that fails or is interrupted leaves the estimator exactly as it was,
+    and the methods that read the model (``fitted_snapshot``) see the previous model or the
+    new one, never a mix, whichever thread calls them during the refit. The methods must
+    therefore replace attributes, never change their values in place."""
 
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with _fit_locks_guard:
-            lock = _fit_locks.setdefault(self, threading.Lock())
+        lock = _fit_lock(self)
         if not lock.acquire(blocking=False):
-            raise RuntimeError(
-                f"this {type(self).__name__} is being fitted in another thread; wait for that "
-                "fit to finish, or fit a clone (sklearn.base.clone)"
-            )
-        saved = dict(self.__dict__)
+            raise _being_fitted(self)
         try:
-            return method(self, *args, **kwargs)
-        except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(saved)
-            raise
+            draft = _detached_copy(self)
+            try:
+                result = method(draft, *args, **kwargs)
+            except KeyboardInterrupt:
+                raise _interrupted(self, method, "the estimator is unchanged") from None
+            self.__dict__ = draft.__dict__
+            return self if result is draft else result
         finally:
             lock.release()
 
     return wrapper  # type: ignore[return-value]
+
+
+def fitted_snapshot(method: _F) -> _F:
+    """For a method that reads the fitted model (predict, decision_function, save, ...): runs it
+    on a snapshot of the estimator's attributes, so that a refit finishing in another thread
+    meanwhile cannot pair one model's gamma with another's support vectors (``fit_guard``)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(_detached_copy(self), *args, **kwargs)
+        except KeyboardInterrupt:
+            raise _interrupted(self, method, "nothing was returned") from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _interrupted(
+    estimator: Any, method: Any, outcome: str
+) -> KeyboardInterrupt:
+    """Ctrl-C's KeyboardInterrupt (Python's says nothing) saying what it stopped and what
+    state it left."""
+    return KeyboardInterrupt(
+        f"{type(estimator).__name__}.{method.__name__} interrupted (Ctrl-C); {outcome}"
+    )
+
+
+class FitGuardedParams:
+    """``set_params`` refused while the estimator is being fitted in another thread: the fit
+    would otherwise replace the new parameters by those it started with."""
+
+    def set_params(self, **params: Any) -> Any:
+        lock = _fit_lock(self)
+        if not lock.acquire(blocking=False):
+            raise _being_fitted(self)
+        try:
+            return super().set_params(**params)  # type: ignore[misc]
+        finally:
+            lock.release()

@@ -35,6 +35,7 @@ from budgetsvm._validation import (
     check_sample_weight,
     class_weights,
     fit_guard,
+    fitted_snapshot,
     resolve_gamma,
     to_native,
     training_rows,
@@ -298,15 +299,15 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         self.history_ = recorder.history if recorder is not None else None
         # BSGD's run, which partial_fit continues; BSCA has none.
         self._stream = result.pop("state", None)
-        self._set_model(result)
-        if self.polish:
-            self._polish_rows(X_native, rows.y_index, rows.weights, C, _callback)
         if _compare_with is not None:
             # NaN when no merge was compared (no merges, or multi-class, where GSS is the only search).
             compared = result["compared_merges"]
             result["merge_agreement"] = (
                 result["agreeing_merges"] / compared if compared else float("nan")
             )
+        self._set_model(result)
+        if self.polish:
+            self._polish_rows(X_native, rows.y_index, rows.weights, C, _callback)
 
     def _polish_rows(
         self,
@@ -640,12 +641,14 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         "For two classes one value per row, positive for ``classes_[1]``; otherwise one\n"
         "score per class.",
     )
+    @fitted_snapshot
     def decision_function(self, X: Any) -> np.ndarray:
         """Decision values of the budgeted model."""
         values = self._expansion_values(X)
         return values[:, 0] if values.shape[1] == 1 else values
 
     @rows_doc()
+    @fitted_snapshot
     def predict(self, X: Any) -> np.ndarray:
         """Predicted class labels: the sign of the decision value, or the class of the largest
         score."""

@@ -15,8 +15,10 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from budgetsvm._budgeted import BudgetedMachine, epoch_callback, file_summary, polish_callback
 from budgetsvm._docstrings import rows_doc
 from budgetsvm._validation import (
+    check_nonnegative,
     check_positive,
     fit_guard,
+    fitted_snapshot,
     resolve_gamma,
     to_native,
     weighted_rows,
@@ -53,7 +55,10 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
     epsilon)^2`` with ``f(x) = sum_j beta_j k(x, s_j) + b`` over the kept support vectors S: the squared
     epsilon-insensitive loss (L2-SVR) restricted to span(S), by the same primal Newton solver
     as ``BudgetSVC``'s polish. The budgeted pass works on the targets minus their (weighted)
-    mean, which the intercept then carries.
+    median, which the intercept then carries (the best constant under the epsilon-insensitive
+    loss; a mean would let one extreme target shift every prediction). A target farther from
+    the median than 10,000 times the targets' median absolute deviation makes fit warn: the
+    polish's squared loss would let it pull the model.
 
     Parameters
     ----------
@@ -131,12 +136,7 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
 
     def _check_params(self) -> None:
         self._check_budget_params()
-        if (
-            isinstance(self.epsilon, bool)
-            or not isinstance(self.epsilon, (int, float, np.integer, np.floating))
-            or not (np.isfinite(self.epsilon) and self.epsilon >= 0)
-        ):
-            raise ValueError(f"epsilon must be a finite number >= 0, got {self.epsilon!r}")
+        check_nonnegative("epsilon", self.epsilon)
 
     def _rows(
         self, X: Any, y: Any, sample_weight: Any, reset: bool
@@ -177,7 +177,8 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
         self._check_params()
         X, y, weights = self._rows(X, y, sample_weight, reset=True)
         self.gamma_ = resolve_gamma(self.gamma, X)
-        offset = float(np.average(y, weights=weights))
+        warn_about_extreme_targets(y, self.polish)
+        offset = target_offset(y, weights)
         X_native = to_native(X)
         result = self._native_fit(
             X_native,
@@ -205,11 +206,18 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
         first steps of 1 / (lambda t), lambda = 1 / (n C), dwarf the targets; fried-like data
         at C = 10: R^2 -0.5, at C = 1: 0.93)."""
         rows = np.unique(np.linspace(0, X.shape[0] - 1, min(X.shape[0], 2000)).astype(np.intp))
+        # Extreme targets (``warn_about_extreme_targets``) would make any model look as bad
+        # as the mean: the rows are judged without them.
+        center = np.median(y[rows])
+        with np.errstate(over="ignore", invalid="ignore"):
+            distance = np.abs(y[rows] - center)
+        rows = rows[distance <= EXTREME_TARGET_MADS * max(np.median(distance), 1e-300)]
         target = y[rows]
-        spread = float(np.sum((target - target.mean()) ** 2))
-        if spread <= 0.0:
-            return
-        residual = float(np.sum((target - self.predict(X[rows])) ** 2))
+        with np.errstate(over="ignore", invalid="ignore"):
+            spread = float(np.sum((target - target.mean()) ** 2))
+            residual = float(np.sum((target - self.predict(X[rows])) ** 2))
+        if not (np.isfinite(spread) and spread > 0.0):
+            return  # no spread to compare with, or targets whose squares overflow
         r2 = 1.0 - residual / spread
         if r2 >= 0.0:
             return
@@ -243,6 +251,7 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
         check_is_fitted(self)
         self._check_polish_params()
         X, y, weights = self._rows(X, y, sample_weight, reset=False)
+        warn_about_extreme_targets(y, True)
         self._polish_native(to_native(X), y, 0, weights, self._c_for(X.shape[0]))
         return self
 
@@ -253,7 +262,7 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
     ) -> BudgetSVR:
         """One BSGD pass over a batch of a stream, continuing the run of the previous calls
         (as ``BudgetSVC.partial_fit``). The first call fixes the targets' offset (the batch's
-        mean, which the intercept carries) and, with ``n_samples`` (the stream's total rows;
+        median, which the intercept carries) and, with ``n_samples`` (the stream's total rows;
         default the batch's), lambda = 1 / (n_samples C). The model is not polished: call
         ``polish_coef`` on rows in memory for that. Only for ``solver='bsgd'``.
 
@@ -281,7 +290,7 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
             check_positive("n_samples", n_samples, integer=True, minimum=1)
             self.gamma_ = resolve_gamma(self.gamma, X)
             self.lambda_ = self._lambda_for(n_samples)
-            self._y_offset = float(np.average(y, weights=weights))
+            self._y_offset = target_offset(y, weights)
             stream = self._new_stream(X.shape[1], 0, n_samples, sp.issparse(X))
         else:
             X, y, weights = self._rows(X, y, sample_weight, reset=False)
@@ -307,7 +316,7 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
     ) -> BudgetSVR:
         """Train BSGD on a LIBSVM / svmlight file of real targets (plain, .gz, .bz2 or .xz)
         without loading it, as ``BudgetSVC.fit_file``: a first pass counts the rows, the
-        width, the targets' mean (the offset the intercept carries) and the variance for
+        width, the targets' median (the offset the intercept carries) and the variance for
         ``gamma='scale'``; then ``epochs`` passes feed the chunks to one BSGD run; with
         ``polish=True`` the file is read again for the polish (the targets once, then the rows
         in chunks per pass of the solve). Memory: one chunk, the budget, the polish's cache and
@@ -335,12 +344,13 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
         if not np.all(np.isfinite(targets)):
             raise ValueError(f"{path} has targets that are not finite")
         counts = np.asarray(summary["label_counts"], dtype=np.float64)
-        offset = float(np.sum(targets * counts) / np.sum(counts))
+        offset = target_offset(targets, counts)
         self._y_offset = offset
 
         def chunk_targets(labels: np.ndarray) -> Tuple[np.ndarray, None]:
             return np.ascontiguousarray(labels - offset), None
 
+        warn_about_extreme_targets(targets, self.polish, counts)
         stream = self._stream_file(
             path, chunk_rows, summary, n_rows, width, 0, chunk_targets, progress
         )
@@ -350,6 +360,57 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
         return self
 
     @rows_doc()
+    @fitted_snapshot
     def predict(self, X: Any) -> np.ndarray:
         """Predicted targets."""
         return self._expansion_values(X)[:, 0]
+
+
+def target_offset(y: np.ndarray, weights: Optional[np.ndarray]) -> float:
+    """The offset the intercept carries through the budgeted pass: the targets' weighted
+    (lower) median, the best constant under the epsilon-insensitive loss. Unlike the mean it
+    is not moved by a few extreme targets, whose steps the pass bounds by C; with ``y`` the
+    distinct values and ``weights`` their counts it is the median of the rows they stand for."""
+    order = np.argsort(y, kind="stable")
+    cumulative = np.cumsum(np.ones(len(y)) if weights is None else weights[order])
+    return float(y[order][np.searchsorted(cumulative, 0.5 * cumulative[-1])])
+
+
+#: Targets farther from their median than this many times their median absolute deviation
+#: from it dominate the polish's squared loss: fit warns (``warn_about_extreme_targets``).
+EXTREME_TARGET_MADS = 1e4
+
+
+def warn_about_extreme_targets(
+    y: np.ndarray, polish: bool, counts: Optional[np.ndarray] = None
+) -> None:
+    """Warns when a few targets are so far from the rest that the polish's squared loss
+    would fit them at the cost of every other row (one target of 1e6 among values of 0-30
+    takes R^2 on the others below -1e5), or overflows (1e308). The budgeted pass alone, whose
+    steps are bounded by C whatever the target, is not hurt: that is the advice. ``counts``:
+    ``y`` holds distinct values, each standing for that many rows (a file's first pass)."""
+    if not polish or len(y) < 2:
+        return
+    center = target_offset(y, counts)
+    with np.errstate(over="ignore", invalid="ignore"):
+        distance = np.abs(y - center)
+    spread = target_offset(distance, counts)
+    if spread == 0.0:
+        # Over half the targets tie: the spread of the others, if any.
+        apart = distance > 0
+        if not np.any(apart):
+            return
+        spread = target_offset(distance[apart], None if counts is None else counts[apart])
+    worst = int(np.argmax(distance))
+    if not distance[worst] > EXTREME_TARGET_MADS * spread:
+        return
+    times = f"{distance[worst] / spread:.3g} times"
+    warnings.warn(
+        f"a target of {y[worst]:.6g} is {times} the targets' median absolute deviation "
+        f"({spread:.3g}) from their median ({center:.6g}): the polish's squared loss lets such "
+        "targets pull the whole model (or overflows). Remove or clip them, or fit with "
+        "polish=False (the budgeted pass bounds each row's pull by C).",
+        UserWarning,
+        stacklevel=4,
+    )
+

@@ -13,8 +13,9 @@ reduces the pool to the budget with the same budget maintenance a fit uses, then
 coefficients exactly over all rows, each Newton iteration a map over the partitions (their
 kernel values K(X_p, S) kept on the workers that hold them) and a reduce on this process:
 O(B^2) bytes per partition and iteration, never rows. The result is a plain fitted
-``BudgetSVC`` or ``BudgetSVR`` (regression: the targets' weighted mean, summed over the
-partitions first, is the offset every partition centres by and the intercept starts from; the
+``BudgetSVC`` or ``BudgetSVR`` (regression: the targets' weighted median over the partitions,
+found exactly in three small maps, is the offset every partition centres by and the intercept
+starts from; the
 pool is reduced with the sign-mixed merges a regression fit uses; the polish is on the squared
 epsilon-insensitive loss).
 
@@ -456,8 +457,8 @@ def _fit_on_parts(clf, client, x_parts, y_parts, w_parts, columns, start):
             raise ValueError(
                 "sample_weight is zero for every row: at least one row needs a non-zero weight"
             )
-        # The weighted mean of the targets, as BudgetSVR.fit centres them.
-        offset = sum(f["sum_wy"] for f in facts) / total_w
+        # The targets' weighted median, as BudgetSVR.fit centres them.
+        offset = _target_median(client, y_parts, w_parts, total_w)
         targets: dict = dict(epsilon=float(clf.epsilon))
     else:
         targets = _class_targets(clf, facts)
@@ -568,6 +569,31 @@ def _fit_on_parts(clf, client, x_parts, y_parts, w_parts, columns, start):
     stats["seconds"] = time.perf_counter() - start
     clf.fit_stats_["seconds"] = stats["seconds"]
     return clf
+
+
+def _target_median(client: Any, y_parts: list, w_parts: list, total_w: float) -> float:
+    """The lower weighted median of the targets over the partitions (``target_offset`` of
+    them all), exactly, in three maps over the targets (``_dask_tasks``)."""
+    from budgetsvm._dask_tasks import _target_thresholds, _targets_in, _weight_at_or_below
+
+    thresholds = np.unique(
+        np.concatenate(client.gather(client.map(_target_thresholds, y_parts, w_parts)))
+    )
+    below = sum(
+        client.gather(
+            client.map(_weight_at_or_below, y_parts, w_parts, thresholds=thresholds, pure=False)
+        )
+    )
+    # The median is the first value whose weight at or below reaches half: in (low, high].
+    k = int(np.searchsorted(below, 0.5 * total_w, side="left"))
+    low, high = (thresholds[k - 1], thresholds[k]) if k > 0 else (-np.inf, thresholds[0])
+    base = below[k - 1] if k > 0 else 0.0
+    parts = client.gather(client.map(_targets_in, y_parts, w_parts, low=low, high=high))
+    values = np.concatenate([v for v, _ in parts])
+    weights = np.concatenate([w for _, w in parts])
+    order = np.argsort(values, kind="stable")
+    cumulative = base + np.cumsum(weights[order])
+    return float(values[order][np.searchsorted(cumulative, 0.5 * total_w, side="left")])
 
 
 def _relay(client, x_parts, y_parts, w_parts, facts, params, seeds, targets):

@@ -4,7 +4,7 @@ scikit-learn's NuSVC."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Dict
 
 import numpy as np
 
@@ -36,6 +36,9 @@ class KernelNuSVC(ExactClassifier):
     kernel, degree, gamma, coef0, shrinking, probability, tol, cache_size, verbose, max_iter, decision_function_shape, break_ties, random_state, solver, n_jobs, solver_options
         As ``KernelSVC``'s (nu problems always solve ALFPGM's working sets by SMO: the
         augmented Lagrangian of ``solver_options={'inner': 'fista'}`` handles one equality).
+        With ``probability=True`` the internal cross-validation's folds are stratified by
+        class, and a fold on which nu is infeasible (a class's share a row smaller than in
+        the whole set) is fitted just below its largest feasible nu.
     class_weight : dict, 'balanced' or None, default=None
         Accepted as NuSVC accepts it, and reported in ``class_weight_``; as in scikit-learn
         (LIBSVM's nu-SVC has no C for it to scale) it does not change the problem. Weigh rows
@@ -44,9 +47,12 @@ class KernelNuSVC(ExactClassifier):
     Attributes
     ----------
     As ``KernelSVC``'s; ``fit_stats_['r']`` holds each class pair's r. A pair the kernel does
-    not separate at all at this nu (labels unrelated to the rows) has a margin of 0, r = 0 up
-    to rounding: its coefficients stay unscaled (C = 1), which predicts as any positive scale
-    does, where dividing by the rounding noise would blow them up or flip their sign.
+    not separate at all at this nu (labels unrelated to the rows) has a margin of 0, r = 0 to
+    within ``tol``: its coefficients stay unscaled (C = 1), which predicts as any positive
+    scale does, where dividing by the rounding noise would blow them up or flip their sign.
+    Beyond ``tol`` r is divided by whatever its sign, as NuSVC does: a kernel that is not
+    positive semi-definite (a sigmoid kernel, a precomputed or callable one) can make r
+    negative, and the predictions are then NuSVC's.
 
     Examples
     --------
@@ -79,3 +85,18 @@ class KernelNuSVC(ExactClassifier):
         rows = training_rows(type(self).__name__, X, y, sample_weight, None)
         per_class = class_weights(self.class_weight, rows.classes, rows.y_index, rows.weights)
         return rows._replace(class_weights=per_class)
+
+    def _fold_params(self, labels: np.ndarray, weights: Any) -> Dict[str, Any]:
+        # A fold of the internal cross-validation of probability=True may hold a class's rows
+        # in a slightly smaller share than the whole set (stratified folds deal them out whole
+        # rows at a time): a nu feasible on the set, near its largest, can then be infeasible
+        # on the fold. The fold takes just below its largest feasible nu instead (at the largest
+        # itself one label has every variable at its bound, and r no value). LIBSVM solves
+        # such a fold from an infeasible start, whose sigmoid comes out flat (probA_ = 0).
+        totals = np.bincount(labels, weights=weights)
+        totals = totals[totals > 0]
+        small, large = np.meshgrid(totals, totals)
+        pairs = np.triu_indices(len(totals), k=1)
+        largest = np.min(2 * np.minimum(small, large)[pairs] / (small + large)[pairs])
+        return {"nu": min(float(self.nu), 0.999 * largest)}
+

@@ -29,7 +29,8 @@ class KernelNuSVR(ExactRegressor):
     nu : float, default=0.5
         In (0, 1].
     C : float, default=1.0
-        Upper bound of a_i and a_i* (times the row's sample weight); inf is allowed.
+        Upper bound of a_i and a_i* (times the row's sample weight); finite (the dual fixes
+        sum(a + a*) = C nu sum_i w_i, which an infinite C makes infinite: ValueError).
     cache_size : float, default=800
         Kernel-row cache in MB, taken only as rows are computed. ALFPGM caches a row of n
         float32 values per data row; SMO one of 2n values per variable (two per data row), so

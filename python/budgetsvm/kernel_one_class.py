@@ -11,7 +11,7 @@ from sklearn.base import OutlierMixin
 
 from budgetsvm._docstrings import rows_doc
 from budgetsvm._exact import SingleOutputMachine
-from budgetsvm._validation import fit_guard
+from budgetsvm._validation import fit_guard, fitted_snapshot
 
 __all__ = ["KernelOneClassSVM"]
 
@@ -102,16 +102,19 @@ class KernelOneClassSVM(OutlierMixin, SingleOutputMachine):
         )
 
     @rows_doc()
+    @fitted_snapshot
     def decision_function(self, X: Any) -> np.ndarray:
         """Signed distance to the boundary: positive inside (inliers), negative outside."""
         return self._decision(X)
 
     @rows_doc()
+    @fitted_snapshot
     def score_samples(self, X: Any) -> np.ndarray:
         """sum_i a_i k(x_i, x), the unshifted score (``decision_function + offset_``)."""
         return self._decision(X) + self.offset_
 
     @rows_doc()
+    @fitted_snapshot
     def predict(self, X: Any) -> np.ndarray:
         """+1 for inliers (decision value > 0), -1 for outliers, as OneClassSVM."""
         return np.where(self._decision(X) > 0, 1, -1)

@@ -24,6 +24,7 @@ from budgetsvm._validation import (
     TrainingRows,
     check_choice,
     fit_guard,
+    fitted_snapshot,
     training_rows,
 )
 
@@ -183,6 +184,7 @@ class ExactClassifier(ProbabilityMixin, ClassifierMixin, ExactKernelMachine):
         "(n_samples, n_classes) with ``decision_function_shape='ovr'``, (n_samples, n_pairs)\n"
         "with 'ovo'.",
     )
+    @fitted_snapshot
     def decision_function(self, X: Any) -> np.ndarray:
         """Decision values as SVC gives them."""
         dec = self._pairwise_decision(X)
@@ -193,6 +195,7 @@ class ExactClassifier(ProbabilityMixin, ClassifierMixin, ExactKernelMachine):
         return dec
 
     @rows_doc()
+    @fitted_snapshot
     def predict(self, X: Any) -> np.ndarray:
         """Predicted labels by one-vs-one votes (ties to the lower class index, as LIBSVM)."""
         if self.break_ties and self.decision_function_shape == "ovo":
@@ -257,6 +260,10 @@ class KernelSVC(ExactClassifier):
     coef0 : float, default=0.0
         Constant term of the 'poly' and 'sigmoid' kernels.
     solver : {'alfpgm', 'smo'}, default='alfpgm'
+        ALFPGM (many pairs per step) or LIBSVM's WSS2 SMO. On a kernel that is not positive
+        semi-definite (sigmoid; poly with coef0 < 0; a precomputed or callable matrix with a
+        negative eigenvalue) the dual is not convex and the model depends on the path: 'alfpgm'
+        then runs SMO, whose path is LIBSVM's, and ``fit_stats_['solver']`` says so.
     shrinking : bool, default=True
         As SVC's: variables at a bound that cannot enter a violating pair leave the active set
         (steps then select, update and compute kernel rows over the active variables only);

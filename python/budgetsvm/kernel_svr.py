@@ -10,7 +10,7 @@ from sklearn.base import RegressorMixin
 
 from budgetsvm._docstrings import rows_doc
 from budgetsvm._exact import SingleOutputMachine
-from budgetsvm._validation import fit_guard
+from budgetsvm._validation import fit_guard, fitted_snapshot
 
 __all__ = ["KernelSVR"]
 
@@ -51,6 +51,7 @@ class ExactRegressor(RegressorMixin, SingleOutputMachine):
         return self
 
     @rows_doc(rows_note="(n_samples, n_train) kernel values for a precomputed kernel.")
+    @fitted_snapshot
     def predict(self, X: Any) -> np.ndarray:
         """Predicted targets."""
         return self._decision(X)

@@ -23,6 +23,8 @@ from typing import Any, Dict, Optional, Union
 
 import numpy as np
 
+from budgetsvm._validation import fitted_snapshot
+
 FORMAT_NAME = "budgetsvm-model"
 # Version 2 adds sparse (CSR) support vectors, version 3 an intercept per output (the polish),
 # version 4 regression models (BudgetSVR: "task": "regression", no classes), version 5 the exact
@@ -71,6 +73,7 @@ class ModelFormatError(ValueError):
 class ModelFileMixin:
     """``save`` and ``load`` of the estimators a model file holds (both families)."""
 
+    @fitted_snapshot
     def save(self, path: Any) -> None:
         """Write the fitted model to a model file (``docs/model_format.md``): a versioned zip of
         a JSON header and float64 ``.npy`` arrays that loads without running code.

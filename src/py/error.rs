@@ -20,7 +20,7 @@ impl From<SvmError> for PyErr {
             }
             SvmError::Io { .. } => PyOSError::new_err(message),
             SvmError::OutOfMemory(_) => PyMemoryError::new_err(message),
-            SvmError::Interrupted => PyKeyboardInterrupt::new_err("training interrupted"),
+            SvmError::Interrupted => PyKeyboardInterrupt::new_err("interrupted (Ctrl-C)"),
         }
     }
 }

@@ -29,7 +29,7 @@ mod _budgetsvm {
     #[pymodule_export]
     use super::predict::{decision_from_kernel, decision_function, rbf_kernel};
     #[pymodule_export]
-    use super::runtime::{get_num_threads, set_num_threads, simd_level};
+    use super::runtime::{get_num_threads, requested_num_threads, set_num_threads, simd_level};
 
     #[pymodule_init]
     fn init(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {

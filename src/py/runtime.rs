@@ -257,16 +257,22 @@ pub fn run_on_rows<'py, T: Send>(
 
 /// Sets the number of threads of parallel work for estimators whose ``n_jobs`` is None.
 ///
+/// Without a call (or after ``set_num_threads(0)``) the count follows the environment, read at
+/// every fit: ``RAYON_NUM_THREADS``, else ``OMP_NUM_THREADS`` (as Dask's workers and joblib's
+/// processes set it), else one thread per core; threadpoolctl's ``threadpool_limits`` limits
+/// it as it limits BLAS and OpenMP. An estimator's ``n_jobs`` overrides all of these.
+///
 /// Parameters
 /// ----------
 /// n : int
-///     Threads; 0 means one per core (the default before any call).
+///     Threads; 0 means the default above.
 #[pyfunction]
 pub fn set_num_threads(n: usize) -> PyResult<()> {
     Ok(parallel::set_num_threads(n)?)
 }
 
-/// The number of threads of parallel work for estimators whose ``n_jobs`` is None.
+/// The number of threads of parallel work for estimators whose ``n_jobs`` is None (see
+/// ``set_num_threads``: the count set, else the environment's, else one per core).
 ///
 /// Returns
 /// -------
@@ -274,6 +280,17 @@ pub fn set_num_threads(n: usize) -> PyResult<()> {
 #[pyfunction]
 pub fn get_num_threads() -> usize {
     parallel::num_threads()
+}
+
+/// The count last given to ``set_num_threads`` (0: the default, also before any call), so that
+/// a temporary limit (threadpoolctl's) can be undone to the default rather than to its count.
+///
+/// Returns
+/// -------
+/// int
+#[pyfunction]
+pub fn requested_num_threads() -> usize {
+    parallel::requested_threads()
 }
 
 /// The SIMD code path of the kernel loops on this CPU ("avx2+fma" or "portable").

@@ -1,5 +1,8 @@
 //! The thread pool used for parallel kernel work. One pool for the process, resizable from Python
-//! (`budgetsvm.set_num_threads`); 0 means one thread per core, which is rayon's default.
+//! (`budgetsvm.set_num_threads`); 0 means the default: the count the environment gives
+//! (`RAYON_NUM_THREADS`, else `OMP_NUM_THREADS`, as schedulers such as Dask's workers and
+//! joblib's set them for the libraries they run), else one thread per core. The default is read
+//! again at every use, so a limit set after import counts.
 //!
 //! Fork safety: a forked child inherits the pool's bookkeeping but none of its threads, so work
 //! sent there would wait forever. The pool remembers the process that made it; in any other
@@ -13,6 +16,8 @@ use rayon::{ThreadPool, ThreadPoolBuilder};
 use crate::core::common::error::{Result, SvmError};
 
 struct Pool {
+    /// The count asked for: 0 for the default.
+    requested: usize,
     threads: usize,
     pool: Arc<ThreadPool>,
     pid: u32,
@@ -30,7 +35,31 @@ fn available_cores() -> usize {
         .unwrap_or(1)
 }
 
-/// A thread count as given (0 = all cores), checked against [`MAX_THREADS`].
+/// A thread count from the environment variables that limit a process's threads, in the order
+/// they are honoured: rayon's own, then OpenMP's (its first level, `OMP_NUM_THREADS=4,2`). A
+/// value that is not a positive count is skipped, as OpenMP runtimes skip it; one above
+/// [`MAX_THREADS`] is taken as that.
+fn environment_threads() -> Option<usize> {
+    ["RAYON_NUM_THREADS", "OMP_NUM_THREADS"]
+        .iter()
+        .find_map(|name| threads_from_variable(&std::env::var(name).ok()?))
+}
+
+fn threads_from_variable(value: &str) -> Option<usize> {
+    let first = value.split(',').next()?.trim();
+    match first.parse::<usize>() {
+        Ok(0) | Err(_) => None,
+        Ok(n) => Some(n.min(MAX_THREADS)),
+    }
+}
+
+/// The default thread count: the environment's, else one per core.
+fn default_threads() -> usize {
+    environment_threads().unwrap_or_else(available_cores)
+}
+
+/// A thread count as given (0 = all cores: an estimator's `n_jobs=-1` asks for them whatever
+/// the environment says), checked against [`MAX_THREADS`].
 pub fn resolve_threads(name: &'static str, n: usize) -> Result<usize> {
     if n > MAX_THREADS {
         return Err(SvmError::invalid_parameter(
@@ -49,20 +78,44 @@ fn build(name: &'static str, n: usize, prefix: &'static str) -> Result<ThreadPoo
         .map_err(|e| SvmError::invalid_parameter(name, e))
 }
 
-/// Sets the number of threads for parallel kernel computations (0 = all cores).
-pub fn set_num_threads(n: usize) -> Result<()> {
-    let n = resolve_threads("n_threads", n)?;
-    let pool = build("n_threads", n, "budgetsvm")?;
+/// Sets the number of threads for parallel kernel computations (0 = the default).
+pub fn set_num_threads(requested: usize) -> Result<()> {
+    let pool = Pool::new(requested)?;
     let mut guard = POOL.write().unwrap_or_else(|e| e.into_inner());
-    if let Some(old) = guard.take() {
+    replace_pool(&mut guard, pool);
+    Ok(())
+}
+
+impl Pool {
+    fn new(requested: usize) -> Result<Pool> {
+        let threads = match requested {
+            0 => default_threads(),
+            n => resolve_threads("n_threads", n)?,
+        };
+        Ok(Pool {
+            requested,
+            threads,
+            pool: Arc::new(build("n_threads", threads, "budgetsvm")?),
+            pid: std::process::id(),
+        })
+    }
+}
+
+fn replace_pool(slot: &mut Option<Pool>, pool: Pool) {
+    if let Some(old) = slot.replace(pool) {
         abandon_if_forked(old);
     }
-    *guard = Some(Pool {
-        threads: n,
-        pool: Arc::new(pool),
-        pid: std::process::id(),
-    });
-    Ok(())
+}
+
+/// The pool's count the environment gives now, when the pool follows it; None when the pool
+/// is usable as it is (made in this process, of the count it must have).
+fn stale_pool(pool: Option<&Pool>) -> Option<usize> {
+    match pool {
+        None => Some(0),
+        Some(p) if p.pid != std::process::id() => Some(p.requested),
+        Some(p) if p.requested == 0 && p.threads != default_threads() => Some(0),
+        Some(_) => None,
+    }
 }
 
 /// Drops a pool normally in the process that made it; in a forked child leaks it instead.
@@ -75,25 +128,32 @@ fn abandon_if_forked(old: Pool) {
 /// The number of threads parallel work will use.
 pub fn num_threads() -> usize {
     let guard = POOL.read().unwrap_or_else(|e| e.into_inner());
-    guard.as_ref().map_or_else(available_cores, |p| p.threads)
+    match guard.as_ref() {
+        Some(p) if p.requested != 0 => p.threads,
+        _ => default_threads(),
+    }
 }
 
-/// The configured pool, made on first use (one thread per core) and remade after a fork.
+/// The count last given to [`set_num_threads`]: 0 for the default (also before any call).
+pub fn requested_threads() -> usize {
+    let guard = POOL.read().unwrap_or_else(|e| e.into_inner());
+    guard.as_ref().map_or(0, |p| p.requested)
+}
+
+/// The configured pool, made on first use, remade after a fork and, for the default count,
+/// when the environment's count changed.
 fn current_pool() -> Option<Arc<ThreadPool>> {
     {
         let guard = POOL.read().unwrap_or_else(|e| e.into_inner());
-        if let Some(p) = guard.as_ref() {
-            if p.pid == std::process::id() {
-                return Some(Arc::clone(&p.pool));
-            }
+        if stale_pool(guard.as_ref()).is_none() {
+            return guard.as_ref().map(|p| Arc::clone(&p.pool));
         }
     }
-    let threads = {
-        let guard = POOL.read().unwrap_or_else(|e| e.into_inner());
-        guard.as_ref().map_or(0, |p| p.threads)
-    };
-    set_num_threads(threads).ok()?;
-    let guard = POOL.read().unwrap_or_else(|e| e.into_inner());
+    let mut guard = POOL.write().unwrap_or_else(|e| e.into_inner());
+    // Checked again under the write lock: another thread may have set a count meanwhile.
+    if let Some(requested) = stale_pool(guard.as_ref()) {
+        replace_pool(&mut guard, Pool::new(requested).ok()?);
+    }
     guard.as_ref().map(|p| Arc::clone(&p.pool))
 }
 
@@ -144,5 +204,16 @@ mod tests {
         assert_eq!(resolve_threads("n_jobs", 3).unwrap(), 3);
         assert!(resolve_threads("n_jobs", 0).unwrap() >= 1);
         assert!(install_with(Some(usize::MAX), || ()).is_err());
+    }
+
+    #[test]
+    fn environment_counts_are_read_as_openmp_reads_them() {
+        assert_eq!(threads_from_variable("3"), Some(3));
+        assert_eq!(threads_from_variable(" 4,2"), Some(4));
+        assert_eq!(threads_from_variable("0"), None);
+        assert_eq!(threads_from_variable("-2"), None);
+        assert_eq!(threads_from_variable("many"), None);
+        assert_eq!(threads_from_variable(""), None);
+        assert_eq!(threads_from_variable("99999999"), Some(MAX_THREADS));
     }
 }

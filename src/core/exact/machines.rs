@@ -339,6 +339,32 @@ fn check_nu_feasible(nu: f64, y: &[u32], weights: Option<&[f64]>, n_classes: usi
     Ok(())
 }
 
+/// nu-SVR starts with a_i = a_i* at their bound C w_i on nu n / 2 rows and takes beta = a - a*
+/// as their difference: a variable at its bound carries a rounding of C w_i times f64's
+/// epsilon, and its own gradient that times K_ii. When that alone exceeds tol, no solve can
+/// tell a KKT gap below tol from rounding (C = 1e300 on 60 rows ran 10 million steps to the
+/// cap for 31 s): an error naming C instead.
+fn check_nu_svr_resolution(
+    c: f64,
+    tol: f64,
+    upper: impl Iterator<Item = f64>,
+    diag: impl Iterator<Item = f64>,
+) -> Result<()> {
+    let rounding = upper.fold(0.0, f64::max) * f64::EPSILON * diag.fold(0.0, f64::max);
+    if rounding.is_finite() && rounding <= tol {
+        return Ok(());
+    }
+    Err(SvmError::invalid_parameter(
+        "C",
+        format!(
+            "C = {c:e} is too large for nu-SVR to reach tol = {tol:e} in float64: its \
+             variables start at C times the row weights and their differences are the model, \
+             so the gradients carry a rounding of about {rounding:.3e}; use a smaller C (or a \
+             larger tol)"
+        ),
+    ))
+}
+
 fn check_nu(nu: f64) -> Result<()> {
     if nu.is_finite() && nu > 0.0 && nu <= 1.0 {
         Ok(())
@@ -520,20 +546,23 @@ pub(crate) fn train_one_vs_one<R: Rows>(
             // gradient of the free variables, or the middle of an interval without them.
             let r = sol.r;
             if !r.is_finite() {
-                // nu = 1 with classes of equal weight puts every variable at its bound, and
-                // that interval is unbounded.
+                // nu at the pair's largest feasible value (nu = 1 for classes of equal weight)
+                // puts every variable of a label at its bound, and that interval is unbounded.
                 return Err(SvmError::invalid_input(format!(
                     "The dual coefficients or intercepts are not finite: nu-SVC of classes {a} \
-                     and {b} ended with r = {r} (no variable strictly inside its bounds, as nu \
-                     = 1 gives for classes of equal weight), so a / r is not a model; use a \
-                     smaller nu"
+                     and {b} ended with r = {r} (every variable of a label at a bound, as nu at \
+                     its largest feasible value for the pair, 2 min(n_a, n_b) / (n_a + n_b), \
+                     gives), so a / r is not a model; use a smaller nu"
                 )));
             }
-            // r <= 0 is a margin of 0 up to rounding (rows the kernel cannot separate at all at
-            // this nu, e.g. random labels): any positive scale gives the same predictions, and
-            // dividing by rounding noise would flip or blow them up. Kept unscaled; the caller
-            // says so (`ExactModel::r`).
-            if r > 0.0 {
+            // r is known to within the stopping tolerance (the KKT gap of the free variables'
+            // gradients). Inside it, r is a margin of 0 (rows the kernel cannot separate at
+            // this nu, e.g. random labels): any positive scale predicts alike, and dividing by
+            // rounding noise of either sign would blow the values up or flip them, so the
+            // coefficients stay unscaled (`ExactModel::r` reports r). Beyond it, r is the
+            // problem's: a negative r (a kernel that is not positive semi-definite) is divided
+            // by as LIBSVM divides, or every prediction would be flipped against NuSVC's.
+            if r > 0.0 || r < -p.tol {
                 for v in &mut sol.alpha {
                     *v /= r;
                 }
@@ -685,6 +714,9 @@ pub(crate) fn train_regression<R: Rows>(
     let norms = from.norms(x, p.kernel)?;
     let upper_of = |i: usize| box_bound(p.c, weights.map_or(1.0, |w| w[i]));
     let diag_of = |i: usize| p.kernel.self_value(norms[i]);
+    if let SvrFormulation::Nu(_) = formulation {
+        check_nu_svr_resolution(p.c, p.tol, (0..n).map(upper_of), (0..n).map(diag_of))?;
+    }
     if let SvrFormulation::Epsilon(_) = formulation {
         // One variable per data row (`DualProblem::tube`): beta = a - a*, p = -z.
         let problem = DualProblem {

@@ -178,6 +178,7 @@ pub fn solve_smo<R: Rows>(
             break;
         };
         let before = [(i, state.bound_part(i)), (j, state.bound_part(j))];
+        let values_before = cache.stats().values;
         {
             let rows = cache.rows_prefix(&[i, j], state.active)?;
             state.smo_step(i, j, rows.row(0), rows.row(1));
@@ -185,7 +186,11 @@ pub fn solve_smo<R: Rows>(
         shrinker.record_moves(&before, &mut state, cache)?;
         shrinker.after_step(1, &mut state, cache, tol, reporter)?;
         iter += 1;
-        reporter.tick(&state, iter, true)?;
+        // A step whose rows were resident costs microseconds (the clock is read every 1024 of
+        // them); one that computed rows can cost a millisecond (30,000 rows of nu-SVR's 2n
+        // values), and 1024 of those would leave Ctrl-C unanswered for a second.
+        let cheap = cache.stats().values == values_before;
+        reporter.tick(&state, iter, cheap)?;
     }
     shrinker.unshrink(&mut state, cache, reporter)?;
     if !converged && iter >= max_iter {
