@@ -364,6 +364,7 @@ class ExactKernelMachine(ModelFileMixin, BaseEstimator):
             "kernel_values": int(sum(r["kernel_values"] for r in results)),
             "row_precision": results[0]["row_precision"] if results else "float32",
             "min_active": [r["min_active"] for r in results],
+            "strides": int(sum(r["strides"] for r in results)),
             "r": [r["r"] for r in results],
             "seconds": float(sum(r["seconds"] for r in results)),
         }

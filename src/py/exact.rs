@@ -302,6 +302,7 @@ pub fn fit_exact<'py>(
             "kernel_values" => p.cache.values,
             "row_precision" => if p.cache.value_bytes == 8 { "float64" } else { "float32" },
             "min_active" => p.min_active,
+            "strides" => p.strides,
             "r" => p.r,
             "seconds" => p.seconds,
             "n_rows" => p.n_rows,

@@ -72,6 +72,7 @@ use crate::core::exact::dual::{
     Reporter, TubePair, TAU,
 };
 use crate::core::exact::smo::{select_pair, start_state};
+use crate::core::exact::stride::Stride;
 use crate::core::kernels::kernel_cache::{row_blocks, CachedRows, KernelRowCache, ROW_BLOCK};
 use crate::core::simd;
 use crate::core::simd::{Level, RowValue};
@@ -425,6 +426,8 @@ pub fn solve_alfpgm<R: Rows, T: RowValue>(
     let start = Instant::now();
     let n = problem.n();
     let p = params.n_pairs.min(n.div_ceil(2)).max(1);
+    let mut stride = Stride::new(&problem, tol);
+    let mut strode = Vec::new();
     let (mut state, mut shrinker) = start_state(cache, problem, shrinking, reporter)?;
     let mut work = Work::new(n, p, state.paired);
     cache.ensure_capacity(2 * p);
@@ -534,6 +537,13 @@ pub fn solve_alfpgm<R: Rows, T: RowValue>(
         for &(a, b) in shrinker.after_step(pairs, &mut state, cache, tol, reporter)? {
             work.swap(a, b);
         }
+        strode.clear();
+        if stride.after(iter, &mut state, &mut strode) {
+            shrinker.record_moves(&strode, &mut state, cache)?;
+            for &(t, _) in &strode {
+                refresh_flags(&state, &mut work, params, t);
+            }
+        }
         reporter.tick(&state, iter, false)?;
     }
     shrinker.unshrink(&mut state, cache, reporter)?;
@@ -546,6 +556,7 @@ pub fn solve_alfpgm<R: Rows, T: RowValue>(
     sol.fallback_steps = fallback_steps;
     sol.inner_iterations = inner_iterations;
     sol.working_sets = working_sets;
+    sol.strides = stride.taken;
     reporter.finish(&sol)?;
     Ok(sol)
 }

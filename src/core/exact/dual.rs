@@ -925,6 +925,8 @@ pub struct DualSolution {
     pub inner_iterations: u64,
     /// The smallest number of active (unshrunk) variables during the run.
     pub min_active: usize,
+    /// Strides taken (`stride`).
+    pub strides: u64,
 }
 
 impl DualSolution {
@@ -958,6 +960,7 @@ impl DualSolution {
             fallback_steps: 0,
             inner_iterations: 0,
             working_sets: 0,
+            strides: 0,
             alpha,
             y,
         }

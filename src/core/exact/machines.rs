@@ -154,7 +154,8 @@ pub struct ExactModel {
     pub seconds: f64,
     /// The smallest active set of the run (shrinking).
     pub min_active: usize,
-
+    /// Strides taken (`stride`).
+    pub strides: u64,
     /// The nu problems' multiplier of the sum (`DualSolution::r`; nu-SVC's scale, when > 0,
     /// is already applied; nu-SVR's tube is -r); 0 for the others.
     pub r: f64,
@@ -196,6 +197,7 @@ impl ExactModel {
             cache: sol.cache,
             seconds: sol.seconds,
             min_active: sol.min_active,
+            strides: sol.strides,
             r: sol.r,
             n_rows,
         }
@@ -1530,6 +1532,97 @@ mod tests {
         }
         assert!(Kernel::parse("sigmoid", 1.0, f64::NAN, 3).is_err());
         assert!(Kernel::parse("poly", 0.0, 1.0, 3).is_err());
+    }
+
+    /// The f64 path: a problem shaped as scikit-learn's polynomial SVR example (40 points in
+    /// [0, 5], the cubic kernel (x x' + 1)^3 up to 1.76e4, C = 100: f32's rounding of a kernel
+    /// value times C is 0.1) takes f64 rows and strides, and both solvers, at tol 1e-3 and
+    /// 1e-5, end within the default cap at a point whose duality gap, from the explicit feature
+    /// map phi(x) = (1, sqrt(3) x, sqrt(3) x^2, x^3), is within tol of the objective. Forced f32
+    /// rows end far from it.
+    #[test]
+    fn a_wide_range_problem_takes_f64_rows_to_its_optimum() {
+        let (n, c, eps) = (40, 100.0, 0.1);
+        let mut rng = Rng::new(2);
+        let mut xs: Vec<f64> = (0..n).map(|_| 5.0 * rng.next_f64()).collect();
+        xs.sort_by(f64::total_cmp);
+        let z: Vec<f64> = (0..n)
+            .map(|i| {
+                let noise = if i % 5 == 0 {
+                    3.0 * (0.5 - rng.next_f64())
+                } else {
+                    0.0
+                };
+                xs[i].sin() + noise
+            })
+            .collect();
+        let x = DenseView::new(&xs, n, 1).unwrap();
+        let kernel = Kernel::Poly {
+            gamma: 1.0,
+            coef0: 1.0,
+            degree: 3,
+        };
+        let phi = |v: f64| [1.0, 3f64.sqrt() * v, 3f64.sqrt() * v * v, v * v * v];
+        // (primal, dual) of a model: 1/2 |w|^2 + C sum max(0, |f - z| - eps) with w = sum
+        // beta_s phi(x_s), and z^T beta - eps |beta|_1 - 1/2 beta^T K beta.
+        let certificate = |m: &ExactModel| {
+            let f = explicit_decision(m, kernel, &xs, 1);
+            let mut w = [0.0; 4];
+            for (&s, &b) in m.support.iter().zip(&m.coef) {
+                for (wk, pk) in w.iter_mut().zip(phi(xs[s])) {
+                    *wk += b * pk;
+                }
+            }
+            let loss: f64 = (0..n).map(|i| ((f[i] - z[i]).abs() - eps).max(0.0)).sum();
+            let primal = 0.5 * w.iter().map(|v| v * v).sum::<f64>() + c * loss;
+            let mut dual = 0.0;
+            for (&s, &b) in m.support.iter().zip(&m.coef) {
+                dual += z[s] * b - eps * b.abs();
+                for (&t, &bt) in m.support.iter().zip(&m.coef) {
+                    dual -= 0.5 * b * bt * explicit_kernel(kernel, &xs[s..s + 1], &xs[t..t + 1]);
+                }
+            }
+            (primal, dual)
+        };
+        for (solver, tol) in [
+            (ExactSolver::Smo, 1e-3),
+            (ExactSolver::Smo, 1e-5),
+            (ExactSolver::Alfpgm, 1e-3),
+            (ExactSolver::Alfpgm, 1e-5),
+        ] {
+            let fit = |row_precision: Option<RowPrecision>| {
+                let params = ExactParams {
+                    c,
+                    kernel,
+                    tol,
+                    solver,
+                    row_precision,
+                    ..Default::default()
+                }
+                .check()
+                .unwrap();
+                train_kernel_svr(&x, &z, None, eps, &params, &mut no_monitor).unwrap()
+            };
+            let m = fit(None);
+            assert_eq!(m.cache.value_bytes, 8, "{solver:?} at {tol}: f64 rows");
+            assert!(
+                m.converged && m.iterations < default_max_iter(n),
+                "{solver:?} at {tol}"
+            );
+            assert!(m.strides > 0);
+            let (primal, dual) = certificate(&m);
+            assert!(
+                primal - dual < tol * primal,
+                "{solver:?} at {tol}: primal {primal}, dual {dual}"
+            );
+            let f32_rows = fit(Some(RowPrecision::F32));
+            assert_eq!(f32_rows.cache.value_bytes, 4);
+            let (primal, dual) = certificate(&f32_rows);
+            assert!(
+                primal - dual > 1e-3 * primal,
+                "{solver:?} at {tol}: f32 rows"
+            );
+        }
     }
 
     /// f32 rows unless their rounding, times C, exceeds tol, and not beyond f64's reach.

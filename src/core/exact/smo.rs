@@ -34,6 +34,7 @@ use crate::core::common::error::{Result, SvmError};
 use crate::core::data::rows::Rows;
 use crate::core::exact::dual::{DualProblem, DualSolution, DualState, ExactRun, Reporter};
 use crate::core::exact::shrinking::{add_scaled_rows, Shrinking};
+use crate::core::exact::stride::Stride;
 use crate::core::kernels::kernel_cache::KernelRowCache;
 use crate::core::simd::RowValue;
 
@@ -166,6 +167,8 @@ pub fn solve_smo<R: Rows, T: RowValue>(
             "SMO takes nu-SVR in LIBSVM's two variables per row, not paired",
         ));
     }
+    let mut stride = Stride::new(&problem, tol);
+    let mut strode = Vec::new();
     let (mut state, mut shrinker) = start_state(cache, problem, shrinking, reporter)?;
     let mut iter = 0u64;
     let mut converged = false;
@@ -186,6 +189,10 @@ pub fn solve_smo<R: Rows, T: RowValue>(
         shrinker.record_moves(&before, &mut state, cache)?;
         shrinker.after_step(1, &mut state, cache, tol, reporter)?;
         iter += 1;
+        strode.clear();
+        if stride.after(iter, &mut state, &mut strode) {
+            shrinker.record_moves(&strode, &mut state, cache)?;
+        }
         reporter.tick(&state, iter, true)?;
     }
     shrinker.unshrink(&mut state, cache, reporter)?;
@@ -195,6 +202,7 @@ pub fn solve_smo<R: Rows, T: RowValue>(
     let mut sol = DualSolution::from_state(state, iter, converged, start);
     sol.cache = cache.stats().clone();
     sol.min_active = shrinker.min_active;
+    sol.strides = stride.taken;
     reporter.finish(&sol)?;
     Ok(sol)
 }
