@@ -368,7 +368,8 @@ class KernelSVC(ExactClassifier):
         ALFPGM's working sets, SMO fallback steps and inner iterations, kernel-row cache
         hits/misses, kernel values computed (``kernel_values``; a full row is n of them) and the
         seconds spent computing kernel rows, the rows' type (``row_precision``: 'float32' or
-        'float64'), total seconds.
+        'float64'), the strides taken (``strides``: jumps along the last 1,000 steps' direction
+        to the first bound, taken where that range calls for float64 rows), total seconds.
     n_features_in_ : int
     class_weight_ : ndarray of shape (n_classes,)
     probA_, probB_ : ndarray of shape (n_classes * (n_classes - 1) / 2,)
