@@ -171,6 +171,7 @@ def fit_exact(
     sample_weight: Optional[npt.NDArray[np.float64]] = None,
     kernel_rows: Optional[Callable[[npt.NDArray[np.int64]], npt.NDArray[np.float64]]] = None,
     diagonal: Optional[npt.NDArray[np.float64]] = None,
+    row_precision: str = "auto",
 ) -> List[Dict[str, Any]]: ...
 def polish(
     x: _Features,

@@ -399,7 +399,9 @@ class ExactKernelMachine(FitGuardedParams, ModelFileMixin, BaseEstimator):
             "cache_misses": int(sum(r["cache_misses"] for r in results)),
             "kernel_seconds": float(sum(r["kernel_seconds"] for r in results)),
             "kernel_values": int(sum(r["kernel_values"] for r in results)),
+            "row_precision": results[0]["row_precision"] if results else "float32",
             "min_active": [r["min_active"] for r in results],
+            "strides": int(sum(r["strides"] for r in results)),
             "r": [r["r"] for r in results],
             "seconds": float(sum(r["seconds"] for r in results)),
             # The solver that ran (``_solver_for``: SMO for a kernel that is not PSD).
@@ -601,7 +603,7 @@ def _gamma_or_one(gamma: Any, X: Any) -> float:
 
 
 #: ``solver_options`` of both solvers and their defaults.
-SHARED_OPTIONS: Dict[str, Any] = dict(shared_rows=True)
+SHARED_OPTIONS: Dict[str, Any] = dict(shared_rows=True, row_precision="auto")
 
 #: ALFPGM's options (``solver_options``) and their defaults.
 ALFPGM_OPTIONS: Dict[str, Any] = dict(
@@ -646,6 +648,7 @@ def solver_options(
         )
     o = {**SHARED_OPTIONS, **ALFPGM_OPTIONS, "n_pairs": n_pairs, **given}
     check_choice("shared_rows", o["shared_rows"], (True, False))
+    check_choice("row_precision", o["row_precision"], ("auto", "float32", "float64"))
     check_integer("n_pairs", o["n_pairs"], 1)
     check_integer("min_alpha_opt", o["min_alpha_opt"], 0)
     check_integer("max_alpha_opt", o["max_alpha_opt"], 1)
@@ -672,6 +675,7 @@ def solver_options(
     check_choice("inner", o["inner"], ("smo", "fista"))
     return dict(
         shared_rows=bool(o["shared_rows"]),
+        row_precision=str(o["row_precision"]),
         n_pairs=int(o["n_pairs"]),
         min_alpha_opt=int(o["min_alpha_opt"]),
         max_alpha_opt=int(o["max_alpha_opt"]),

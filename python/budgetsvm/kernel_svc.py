@@ -273,7 +273,10 @@ class KernelSVC(ExactClassifier):
         Stop when m(a) - M(a) < tol (SVC's ``tol``).
     cache_size : float, default=200
         Kernel-row cache in MB per class-pair problem (as SVC's ``cache_size``; rows are float32
-        like LIBSVM's, so the same size holds the same number of rows).
+        like LIBSVM's, so the same size holds the same number of rows). Where float32 cannot
+        hold the kernel values finely enough for ``tol`` (largest k(x, x) times C times 2^-24
+        above ``tol``: a polynomial or linear kernel on unscaled data, a very large C) the rows
+        are float64 and the same size holds half as many (``solver_options['row_precision']``).
     max_iter : int, default=-1
         Cap on the pair steps per class pair, as SVC's (LIBSVM's iterations; ALFPGM counts the
         SMO steps inside its working sets); -1 is max(10^7, 100 n), LIBSVM's. Reaching it gives
@@ -308,6 +311,11 @@ class KernelSVC(ExactClassifier):
           kernel rows from one store of ``cache_size`` shared by all pairs, where the part of a
           row against the row's own class is computed once for every pair the row is in.
           False gives each pair kernel rows of its own only, like LIBSVM.
+        - ``row_precision`` ('auto'): the kernel rows' type. 'auto' keeps float32 rows (as
+          LIBSVM) unless float32's rounding of a kernel value, 2^-24 of the largest k(x, x),
+          times the largest bound C (times the row weight) exceeds ``tol``, and takes float64
+          rows then (twice the bytes a row: ``cache_size`` holds half the rows); 'float32' and
+          'float64' force one. ``fit_stats_['row_precision']`` says which a fit took.
 
         ALFPGM's, with their defaults:
 
@@ -366,7 +374,9 @@ class KernelSVC(ExactClassifier):
         Per-pair KKT gap, convergence flags and smallest active set (``min_active``, shrinking),
         ALFPGM's working sets, SMO fallback steps and inner iterations, kernel-row cache
         hits/misses, kernel values computed (``kernel_values``; a full row is n of them) and the
-        seconds spent computing kernel rows, total seconds.
+        seconds spent computing kernel rows, the rows' type (``row_precision``: 'float32' or
+        'float64'), the strides taken (``strides``: jumps along the last 1,000 steps' direction
+        to the first bound, taken where that range calls for float64 rows), total seconds.
     n_features_in_ : int
     class_weight_ : ndarray of shape (n_classes,)
     probA_, probB_ : ndarray of shape (n_classes * (n_classes - 1) / 2,)

@@ -84,7 +84,9 @@ class KernelSVR(ExactRegressor):
         Half-width of the tube in which errors cost nothing.
     shrinking : bool, default=True
     cache_size : float, default=200
-        Kernel-row cache in MB, n float32 values per cached row (SVR's default and layout).
+        Kernel-row cache in MB, n float32 values per cached row (SVR's default and layout), or
+        n float64 values where float32 cannot hold the kernel values finely enough for ``tol``
+        (``KernelSVC``'s ``solver_options['row_precision']``): half the rows then.
         Memory is only taken as rows are computed; data with many support vectors gains from
         more (fried, 32,614 rows: 42 s at 200 MB, 32 s at 800 MB on a 2-core machine).
         ``KernelNuSVR``'s default is 800 MB (its SMO keeps two variables per row, each with a

@@ -14,6 +14,7 @@ use crate::core::common::error::SvmError;
 use crate::core::common::progress::{Monitor, Progress};
 use crate::core::data::rows::{AnyRows, Rows};
 use crate::core::exact::alfpgm::{AlfpgmParams, InnerSolver};
+use crate::core::exact::dual::RowPrecision;
 use crate::core::exact::machines::{
     train_one_class, train_one_vs_one, train_regression, ExactModel, ExactParams, ExactSolver,
     KernelFrom, SvcFormulation, SvrFormulation,
@@ -21,10 +22,10 @@ use crate::core::exact::machines::{
 use crate::core::kernels::kernel::Kernel;
 use crate::core::kernels::kernel_cache::KernelRowCache;
 use crate::core::kernels::kernel_rows::Scratch;
-use crate::core::kernels::source_rows::{RowProducer, SourceKernelRows};
+use crate::core::kernels::source_rows::RowProducer;
 
 /// A callable kernel's rows, produced by a Python function of the row indices (the estimator's
-/// `k(X[rows], X)`, checked there). Its first error is kept to be raised as it was; the
+/// `k(X[rows], X)`, checked there). Its first error is kept to be raised as it was; the fit's
 /// store then asks nothing more, and the monitor stops the solver (`run_watched`).
 struct PythonKernelRows {
     function: Py<PyAny>,
@@ -33,7 +34,7 @@ struct PythonKernelRows {
 }
 
 impl PythonKernelRows {
-    fn call(&self, rows: &[u32], out: &mut [&mut [f32]]) -> PyResult<()> {
+    fn call(&self, rows: &[u32], out: &mut [&mut [f64]]) -> PyResult<()> {
         Python::attach(|py| {
             let idx: Vec<i64> = rows.iter().map(|&g| i64::from(g)).collect();
             let values = self.function.call1(py, (PyArray1::from_vec(py, idx),))?;
@@ -49,15 +50,23 @@ impl PythonKernelRows {
             }
             for (row, got) in out.iter_mut().zip(values.rows()) {
                 for (o, &v) in row.iter_mut().zip(got.iter()) {
-                    *o = v as f32;
+                    *o = v;
                 }
             }
             Ok(())
         })
     }
+
+    /// Whether the function failed (its error is kept).
+    fn failed(&self) -> bool {
+        self.error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
 }
 
-/// `run_on_rows` for an exact machine whose kernel rows may come from Python (`store`): its
+/// `run_on_rows` for an exact machine whose kernel rows may come from Python (`kernel`): its
 /// monitor stops the solver as soon as the kernel function failed, and the function's error
 /// is then raised as it was.
 fn run_watched<'py, T: Send>(
@@ -65,26 +74,20 @@ fn run_watched<'py, T: Send>(
     x: &Bound<'py, PyAny>,
     weights: Option<&PyReadonlyArray1<'py, f64>>,
     callback: Option<Py<PyAny>>,
-    store: Option<&SourceKernelRows<PythonKernelRows>>,
+    kernel: Option<&PythonKernelRows>,
     train: impl FnOnce(&AnyRows<'_>, Option<&[f64]>, Monitor<'_>) -> Result<T, SvmError> + Send,
 ) -> PyResult<T> {
     let result = run_on_rows(py, x, weights, callback, None, |job| {
         let monitor = job.monitor;
         let mut watched = |p: &Progress| {
-            if store.is_some_and(|s| s.failed()) {
+            if kernel.is_some_and(|k| k.failed()) {
                 return Err(SvmError::Interrupted);
             }
             monitor(p)
         };
         train(job.rows, job.weights, &mut watched)
     });
-    let error = store.and_then(|s| {
-        s.producer()
-            .error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-    });
+    let error = kernel.and_then(|k| k.error.lock().unwrap_or_else(|p| p.into_inner()).take());
     match error {
         Some(e) => Err(e),
         None => result,
@@ -99,7 +102,7 @@ impl RowProducer for PythonKernelRows {
     fn produce(
         &self,
         rows: &[u32],
-        out: &mut [&mut [f32]],
+        out: &mut [&mut [f64]],
         _: &mut Scratch,
     ) -> Result<u64, SvmError> {
         self.call(rows, out).map_err(|e| {
@@ -119,7 +122,7 @@ impl RowProducer for PythonKernelRows {
 /// (target: float64 values) or 'one_class' (no target). A precomputed kernel takes x as the dense n x n Gram matrix. Returns
 /// one dict per problem solved (one per class pair for 'svc', with its "classes").
 #[pyfunction]
-#[pyo3(signature = (x, target, *, problem, n_classes = 0, c = 1.0, epsilon = 0.1, nu = 0.5, kernel = "rbf", gamma = 1.0, coef0 = 0.0, degree = 3, solver = "alfpgm", shrinking = true, shared_rows = true, tol = 1e-3, cache_size = 200.0, max_iter = 0, n_threads = None, n_pairs = 50, min_alpha_opt = 5, max_alpha_opt = 500, min_alpha_check = 0, pair_ratio = 0.5, alpha_delta_threshold = 1e-5, al_penalty = 0.0, al_max_iter = 20, fista_max_iter = 500, inner_tol_factor = 0.1, inner_rel = 0.1, power_iters = 8, lipschitz_safety = 1.1, restart = true, inner = "smo", report_every = None, callback = None, sample_weight = None, kernel_rows = None, diagonal = None))]
+#[pyo3(signature = (x, target, *, problem, n_classes = 0, c = 1.0, epsilon = 0.1, nu = 0.5, kernel = "rbf", gamma = 1.0, coef0 = 0.0, degree = 3, solver = "alfpgm", shrinking = true, shared_rows = true, tol = 1e-3, cache_size = 200.0, max_iter = 0, n_threads = None, n_pairs = 50, min_alpha_opt = 5, max_alpha_opt = 500, min_alpha_check = 0, pair_ratio = 0.5, alpha_delta_threshold = 1e-5, al_penalty = 0.0, al_max_iter = 20, fista_max_iter = 500, inner_tol_factor = 0.1, inner_rel = 0.1, power_iters = 8, lipschitz_safety = 1.1, restart = true, inner = "smo", report_every = None, callback = None, sample_weight = None, kernel_rows = None, diagonal = None, row_precision = "auto"))]
 #[allow(clippy::too_many_arguments)]
 pub fn fit_exact<'py>(
     py: Python<'py>,
@@ -161,6 +164,7 @@ pub fn fit_exact<'py>(
     sample_weight: Option<PyReadonlyArray1<'py, f64>>,
     kernel_rows: Option<Py<PyAny>>,
     diagonal: Option<PyReadonlyArray1<'py, f64>>,
+    row_precision: &str,
 ) -> PyResult<Bound<'py, PyList>> {
     if !(cache_size.is_finite() && cache_size > 0.0) {
         return Err(PyValueError::new_err(format!(
@@ -195,25 +199,32 @@ pub fn fit_exact<'py>(
         },
         report_every,
         n_threads,
+        row_precision: match row_precision {
+            "auto" => None,
+            "float32" => Some(RowPrecision::F32),
+            "float64" => Some(RowPrecision::F64),
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "row_precision must be 'auto', 'float32' or 'float64', got {other:?}"
+                )))
+            }
+        },
     };
     let valid = params.check()?;
     let need_target = |what: &str| {
         target.ok_or_else(|| PyValueError::new_err(format!("problem {problem:?} needs {what}")))
     };
     let weights = sample_weight.as_ref();
-    // A callable kernel beyond the cache: its rows from Python on request, kept in a store of
-    // cache_size bytes that every problem of the fit gathers from (x is then n rows of no
-    // features).
+    // A callable kernel beyond the cache: its rows from Python on request, kept by the fit in a
+    // store of cache_size bytes that every problem of the fit gathers from (x is then n rows
+    // of no features).
     let diagonal = diagonal.as_ref().map(slice1).transpose()?;
-    let store = match (&kernel_rows, diagonal) {
-        (Some(function), Some(diagonal)) => Some(SourceKernelRows::new(
-            PythonKernelRows {
-                function: function.clone_ref(py),
-                n: diagonal.len(),
-                error: Mutex::new(None),
-            },
-            cache_bytes(cache_size),
-        )),
+    let function = match (&kernel_rows, diagonal) {
+        (Some(function), Some(diagonal)) => Some(PythonKernelRows {
+            function: function.clone_ref(py),
+            n: diagonal.len(),
+            error: Mutex::new(None),
+        }),
         (None, None) => None,
         _ => {
             return Err(PyValueError::new_err(
@@ -221,14 +232,11 @@ pub fn fit_exact<'py>(
             ))
         }
     };
-    let from = match (&store, diagonal) {
-        (Some(store), Some(diagonal)) => KernelFrom::Store {
-            rows: store,
-            diagonal,
-        },
+    let from = match (&function, diagonal) {
+        (Some(rows), Some(diagonal)) => KernelFrom::Producer { rows, diagonal },
         _ => KernelFrom::Features,
     };
-    let store = store.as_ref();
+    let store = function.as_ref();
     let models: Vec<(Option<(u32, u32)>, ExactModel)> = match problem {
         "svc" | "nu_svc" => {
             let y: PyReadonlyArray1<'py, u32> = need_target("class indices")?.extract()?;
@@ -292,7 +300,9 @@ pub fn fit_exact<'py>(
             "cache_misses" => p.cache.misses,
             "kernel_seconds" => p.cache.seconds,
             "kernel_values" => p.cache.values,
+            "row_precision" => if p.cache.value_bytes == 8 { "float64" } else { "float32" },
             "min_active" => p.min_active,
+            "strides" => p.strides,
             "r" => p.r,
             "seconds" => p.seconds,
             "n_rows" => p.n_rows,
@@ -320,7 +330,7 @@ pub fn kernel_rows<'py>(
     let n = xr.n_rows();
     let (out, seconds) = detached(py, || {
         let bytes = idx.len().max(2) * n.max(1) * std::mem::size_of::<f32>();
-        let mut cache = KernelRowCache::new(&xr, Kernel::rbf(gamma), bytes)?;
+        let mut cache = KernelRowCache::<_, f32>::new(&xr, Kernel::rbf(gamma), bytes)?;
         let got = cache.rows(&idx)?;
         let mut out = Vec::with_capacity(idx.len() * n);
         for k in 0..got.len() {

@@ -72,9 +72,10 @@ use crate::core::exact::dual::{
     Reporter, TubePair, TAU,
 };
 use crate::core::exact::smo::{select_pair, start_state};
-use crate::core::kernels::kernel_cache::{row_blocks, KernelRowCache, ROW_BLOCK};
+use crate::core::exact::stride::Stride;
+use crate::core::kernels::kernel_cache::{row_blocks, CachedRows, KernelRowCache, ROW_BLOCK};
 use crate::core::simd;
-use crate::core::simd::Level;
+use crate::core::simd::{Level, RowValue};
 
 /// ALFPGM's parameters (defaults in `Default`).
 #[derive(Debug, Clone, PartialEq)]
@@ -413,8 +414,8 @@ impl Work {
 /// several the SMO steps inside it (capped at what is left; with `InnerSolver::Fista`, its
 /// iterations, a working set once started run to its end). The shrinking schedule counts
 /// variable pairs moved.
-pub fn solve_alfpgm<R: Rows>(
-    cache: &mut KernelRowCache<'_, R>,
+pub fn solve_alfpgm<R: Rows, T: RowValue>(
+    cache: &mut KernelRowCache<'_, R, T>,
     problem: DualProblem,
     run: &ExactRun,
     params: &AlfpgmParams,
@@ -425,6 +426,8 @@ pub fn solve_alfpgm<R: Rows>(
     let start = Instant::now();
     let n = problem.n();
     let p = params.n_pairs.min(n.div_ceil(2)).max(1);
+    let mut stride = Stride::new(&problem, tol);
+    let mut strode = Vec::new();
     let (mut state, mut shrinker) = start_state(cache, problem, shrinking, reporter)?;
     let mut work = Work::new(n, p, state.paired);
     cache.ensure_capacity(2 * p);
@@ -534,6 +537,13 @@ pub fn solve_alfpgm<R: Rows>(
         for &(a, b) in shrinker.after_step(pairs, &mut state, cache, tol, reporter)? {
             work.swap(a, b);
         }
+        strode.clear();
+        if stride.after(iter, &mut state, &mut strode) {
+            shrinker.record_moves(&strode, &mut state, cache)?;
+            for &(t, _) in &strode {
+                refresh_flags(&state, &mut work, params, t);
+            }
+        }
         reporter.tick(&state, iter, false)?;
     }
     shrinker.unshrink(&mut state, cache, reporter)?;
@@ -546,6 +556,7 @@ pub fn solve_alfpgm<R: Rows>(
     sol.fallback_steps = fallback_steps;
     sol.inner_iterations = inner_iterations;
     sol.working_sets = working_sets;
+    sol.strides = stride.taken;
     reporter.finish(&sol)?;
     Ok(sol)
 }
@@ -720,8 +731,8 @@ fn offer_positions<const TUBE: bool>(
 
 /// pWSS pairing: fills `work.b` (and the pairs) with up to p pairs from the candidate lists,
 /// marking them in `work.in_b`.
-fn pick_pairs<R: Rows>(
-    cache: &mut KernelRowCache<'_, R>,
+fn pick_pairs<R: Rows, T: RowValue>(
+    cache: &mut KernelRowCache<'_, R, T>,
     state: &DualState,
     work: &mut Work,
     params: &AlfpgmParams,
@@ -944,7 +955,7 @@ fn pick_pairs<R: Rows>(
             let (ri, rj) = (rows.row(0), rows.row(1));
             for e in cand_up.iter_mut() {
                 let t = e.1 as usize;
-                e.0 -= (f64::from(ri[t]) - f64::from(rj[t])) * step;
+                e.0 -= (ri[t].widen() - rj[t].widen()) * step;
             }
             pending = Some((i, j, step));
         }
@@ -1077,8 +1088,8 @@ impl TwoSmallest {
 
 /// Builds and solves the subproblem on B; leaves the feasible step in `work.d`. Returns
 /// (phi(d), FISTA iterations).
-fn solve_subproblem(
-    rows: &crate::core::kernels::kernel_cache::CachedRows<'_>,
+fn solve_subproblem<T: RowValue>(
+    rows: &CachedRows<'_, T>,
     state: &DualState,
     work: &mut Work,
     params: &AlfpgmParams,
@@ -1151,7 +1162,7 @@ fn solve_subproblem(
     for (a, &ia) in b.iter().enumerate() {
         let row = rows.row(a);
         for (bb, &ib) in b.iter().enumerate() {
-            q[a * m + bb] = yb[a] * yb[bb] * f64::from(row[ib]);
+            q[a * m + bb] = yb[a] * yb[bb] * row[ib].widen();
         }
         q[a * m + a] = state.diag[ia];
     }
@@ -1713,11 +1724,7 @@ fn repair(d: &mut [f64], yb: &[f64], lo: &[f64], hi: &[f64]) {
 }
 
 /// a_B += d (bounds set exactly), limiter counters, and G += Q_{:,B} d over the cached rows.
-fn apply_step(
-    rows: &crate::core::kernels::kernel_cache::CachedRows<'_>,
-    state: &mut DualState,
-    work: &mut Work,
-) {
+fn apply_step<T: RowValue>(rows: &CachedRows<'_, T>, state: &mut DualState, work: &mut Work) {
     work.coef.clear();
     work.moved.clear();
     for (a, (&ia, &label)) in work.b.iter().zip(work.b_label.iter()).enumerate() {
@@ -1764,7 +1771,7 @@ fn apply_step(
                 for &(ca, a) in coef {
                     let row = &rows.row(a)[k0..k0 + len];
                     for (s, &kv) in acc.iter_mut().zip(row) {
-                        *s += ca * f64::from(kv);
+                        *s += ca * kv.widen();
                     }
                 }
                 for ((gk, &yv), s) in g.iter_mut().zip(yk).zip(acc.iter()) {
@@ -1775,8 +1782,8 @@ fn apply_step(
 }
 
 /// One WSS2 SMO step on the unfiltered maximal violating pair; returns the pair.
-fn smo_fallback<R: Rows>(
-    cache: &mut KernelRowCache<'_, R>,
+fn smo_fallback<R: Rows, T: RowValue>(
+    cache: &mut KernelRowCache<'_, R, T>,
     state: &mut DualState,
 ) -> Result<Option<[(usize, f64); 2]>> {
     // No tolerance: any violating pair (the caller saw m - M >= tol).
@@ -1810,7 +1817,7 @@ mod tests {
         cache_bytes: usize,
         shrinking: Option<usize>,
     ) -> DualSolution {
-        let mut cache = KernelRowCache::new(x, Kernel::rbf(gamma), cache_bytes).unwrap();
+        let mut cache = KernelRowCache::<_, f32>::new(x, Kernel::rbf(gamma), cache_bytes).unwrap();
         let run = ExactRun {
             tol,
             max_iter: 1_000_000,
@@ -1976,7 +1983,8 @@ mod tests {
             };
             let mut solutions = Vec::new();
             for alfpgm in [false, true] {
-                let mut cache = KernelRowCache::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
+                let mut cache =
+                    KernelRowCache::<_, f32>::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
                 let problem = problem.clone();
                 let sol = quietly(|rep| {
                     if alfpgm {
@@ -2064,7 +2072,7 @@ mod tests {
     fn iteration_cap_is_reported() {
         let (xs, y) = problem(200, 2, 4);
         let x = DenseView::new(&xs, 200, 2).unwrap();
-        let mut cache = KernelRowCache::new(&x, Kernel::rbf(3.0), 1 << 20).unwrap();
+        let mut cache = KernelRowCache::<_, f32>::new(&x, Kernel::rbf(3.0), 1 << 20).unwrap();
         let p = AlfpgmParams {
             n_pairs: 2,
             ..Default::default()
@@ -2139,7 +2147,7 @@ mod tests {
                 tube: Some(eps),
                 paired: false,
             };
-            let mut cache = KernelRowCache::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
+            let mut cache = KernelRowCache::<_, f32>::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
             let tube = quietly(|rep| solve_smo(&mut cache, one.clone(), &run, rep)).unwrap();
             // ALFPGM on the tube: working sets of up to 4 pairs, its subproblem's SMO through
             // the kinks.
@@ -2147,7 +2155,7 @@ mod tests {
                 n_pairs: 4,
                 ..Default::default()
             };
-            let mut cache = KernelRowCache::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
+            let mut cache = KernelRowCache::<_, f32>::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
             let multi = quietly(|rep| solve_alfpgm(&mut cache, one, &run, &params, rep)).unwrap();
             let twice: Vec<usize> = (0..n).chain(0..n).collect();
             let sub = SubsetRows::new(&x, &twice).unwrap();
@@ -2163,7 +2171,8 @@ mod tests {
                 tube: None,
                 paired: false,
             };
-            let mut cache = KernelRowCache::new(&sub, Kernel::rbf(gamma), 1 << 20).unwrap();
+            let mut cache =
+                KernelRowCache::<_, f32>::new(&sub, Kernel::rbf(gamma), 1 << 20).unwrap();
             let pair = quietly(|rep| solve_smo(&mut cache, two, &run, rep)).unwrap();
             assert!(tube.converged && pair.converged && multi.converged);
             assert!(multi.working_sets > 0);
@@ -2236,10 +2245,10 @@ mod tests {
                 n_pairs: [1, 4, 30][trial % 3],
                 ..Default::default()
             };
-            let mut cache = KernelRowCache::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
+            let mut cache = KernelRowCache::<_, f32>::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
             let multi = quietly(|rep| solve_alfpgm(&mut cache, paired.clone(), &run, &params, rep))
                 .unwrap();
-            let mut cache = KernelRowCache::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
+            let mut cache = KernelRowCache::<_, f32>::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
             assert!(quietly(|rep| solve_smo(&mut cache, paired, &run, rep)).is_err());
             let twice: Vec<usize> = (0..n).chain(0..n).collect();
             let sub = SubsetRows::new(&x, &twice).unwrap();
@@ -2255,7 +2264,8 @@ mod tests {
                 tube: None,
                 paired: false,
             };
-            let mut cache = KernelRowCache::new(&sub, Kernel::rbf(gamma), 1 << 20).unwrap();
+            let mut cache =
+                KernelRowCache::<_, f32>::new(&sub, Kernel::rbf(gamma), 1 << 20).unwrap();
             let pair = quietly(|rep| solve_smo(&mut cache, two, &run, rep)).unwrap();
             assert!(pair.converged && multi.converged, "trial {trial}");
             assert!(multi.working_sets > 0);
@@ -2321,7 +2331,7 @@ mod tests {
             let eps = [0.0, 0.1, 0.5][(trial / 2) % 3];
             let pts: Vec<f64> = (0..m * dim).map(|_| rng.next_f64()).collect();
             let x = DenseView::new(&pts, m, dim).unwrap();
-            let mut cache = KernelRowCache::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
+            let mut cache = KernelRowCache::<_, f32>::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
             // Q from the cache's own f32 rows, as the solver reads them.
             let all: Vec<usize> = (0..m).collect();
             let q: Vec<f64> = {

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use crate::core::common::error::{Result, SvmError};
 use crate::core::common::progress::{Heartbeat, Monitor, Progress};
 use crate::core::kernels::kernel_cache::CacheStats;
+use crate::core::simd::RowValue;
 
 /// LIBSVM's floor for a non-positive curvature a_ij.
 pub const TAU: f64 = 1e-12;
@@ -115,6 +116,51 @@ impl DualProblem {
             ));
         }
         Ok(())
+    }
+}
+
+/// The element type of a problem's kernel rows (`simd::RowValue`; the cache, the stores and the
+/// solvers are compiled for each). f32, as LIBSVM's `Qfloat`, unless its rounding moves the
+/// gradient by more than the tolerance while f64's does not: a kernel value K_ts is kept to
+/// within `F32_ROUNDING` K_max (K_max the largest K_tt, which bounds every |K_ts| of a
+/// positive semi-definite kernel), and a variable at its bound C_t carries that error times
+/// C_t into every entry of G. With K_max C_max `F32_ROUNDING` above tol, f32 rows define
+/// another problem than the one asked for, and the solver stops at that problem's optimum, or
+/// never (scikit-learn's polynomial SVR example: K up to 1.76e4, C = 100, 0.1 against tol
+/// 1e-3; f32 rows turn K's zero eigenvalues into ones down to -1.5e-3, and every f32 solver,
+/// LIBSVM's too, ran 10^7 steps to a model 0.17 from the optimum). The Gaussian kernel's
+/// K_max = 1 keeps f32 up to C = tol / `F32_ROUNDING` (16,777 at tol 1e-3).
+///
+/// f64 rows help while f64's rounding, 2^29 times finer, stays below tol after the gradient
+/// has taken the updates of a run: G is updated once per step and its errors add up like a
+/// random walk, about sqrt(10^7) = 2^11.6 times one update's at the default iteration cap. So
+/// f64 is taken while K_max C_max `F32_ROUNDING` / tol <= `F64_REACH` = 2^17; beyond it
+/// neither type holds the problem (scikit-learn's `check_fit_idempotent`: a cubic kernel of
+/// points near (100, 100), K up to 10^12, whose eigenvalues span 10^16, on which SMO with f64
+/// rows crawled 10^7 steps without nearing tol) and the rows stay f32, LIBSVM's, whose
+/// solver gives what scikit-learn gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowPrecision {
+    F32,
+    F64,
+}
+
+/// f32's rounding of a kernel value, relative to the value (half an ulp, 2^-24).
+pub const F32_ROUNDING: f64 = 1.0 / (1u64 << 24) as f64;
+
+/// How far beyond tol f32's rounding may go for f64 rows to hold the problem (`RowPrecision`).
+pub const F64_REACH: f64 = (1u64 << 17) as f64;
+
+impl RowPrecision {
+    /// The rows a problem of largest diagonal entry `diag_max` and largest bound `upper_max`
+    /// needs at tolerance `tol` (the type doc's rule).
+    pub fn needed(diag_max: f64, upper_max: f64, tol: f64) -> Self {
+        let excess = diag_max.abs() * upper_max * F32_ROUNDING / tol;
+        if excess > 1.0 && excess <= F64_REACH {
+            RowPrecision::F64
+        } else {
+            RowPrecision::F32
+        }
     }
 }
 
@@ -606,32 +652,32 @@ impl DualState {
     /// The j of WSS2 for i with -y_i G_i = `gmax` and kernel row K[i, :]: argmin over
     /// t in I_low with b_it = gmax + y_t G_t > 0 of -b_it^2 / a_it, a_it = K_ii + K_tt - 2 K_it
     /// (TAU when not positive). Also returns -M(a) = max over I_low of y_t G_t.
-    pub fn select_j(&self, i: usize, gmax: f64, row_i: &[f32]) -> (Option<usize>, f64) {
+    pub fn select_j<T: RowValue>(&self, i: usize, gmax: f64, row_i: &[T]) -> (Option<usize>, f64) {
         let (best, gmax2) = self.select_j_of(i, gmax, row_i, None);
         (best.map(|(j, _)| j), gmax2)
     }
 
     /// `select_j` among the variables of one label (None: all), with the j's -b^2 / a.
-    pub fn select_j_of(
+    pub fn select_j_of<T: RowValue>(
         &self,
         i: usize,
         gmax: f64,
-        row_i: &[f32],
+        row_i: &[T],
         label: Option<f64>,
     ) -> (Option<(usize, f64)>, f64) {
         if self.signed {
-            self.select_j_in::<true>(i, gmax, row_i, label)
+            self.select_j_in::<true, _>(i, gmax, row_i, label)
         } else {
-            self.select_j_in::<false>(i, gmax, row_i, label)
+            self.select_j_in::<false, _>(i, gmax, row_i, label)
         }
     }
 
     #[allow(clippy::needless_range_loop)] // five arrays indexed by t
-    fn select_j_in<const TUBE: bool>(
+    fn select_j_in<const TUBE: bool, T: RowValue>(
         &self,
         i: usize,
         gmax: f64,
-        row_i: &[f32],
+        row_i: &[T],
         label: Option<f64>,
     ) -> (Option<(usize, f64)>, f64) {
         let k_ii = self.diag[i];
@@ -651,7 +697,7 @@ impl DualState {
             }
             let b = gmax + yg;
             if b > 0.0 {
-                let a = k_ii + self.diag[t] - 2.0 * f64::from(row_i[t]);
+                let a = k_ii + self.diag[t] - 2.0 * row_i[t].widen();
                 let a = if a > 0.0 { a } else { TAU };
                 let obj = -(b * b) / a;
                 if obj <= obj_min {
@@ -666,13 +712,19 @@ impl DualState {
     /// LIBSVM's analytic two-variable step on (i, j) with their kernel rows (at least the active
     /// prefix), then the gradient update G_k += y_k (y_i da_i K_ik + y_j da_j K_jk) over the active
     /// positions. Returns (da_i, da_j).
-    pub fn smo_step(&mut self, i: usize, j: usize, row_i: &[f32], row_j: &[f32]) -> (f64, f64) {
+    pub fn smo_step<T: RowValue>(
+        &mut self,
+        i: usize,
+        j: usize,
+        row_i: &[T],
+        row_j: &[T],
+    ) -> (f64, f64) {
         if self.signed {
             return self.tube_step(i, j, row_i, row_j);
         }
         let (c_i, c_j) = (self.upper[i], self.upper[j]);
         let (yi, yj) = (self.y[i], self.y[j]);
-        let k_ij = f64::from(row_i[j]);
+        let k_ij = row_i[j].widen();
         let (old_i, old_j) = (self.alpha[i], self.alpha[j]);
         let (gi, gj) = (self.grad[i], self.grad[j]);
         let (mut ai, mut aj) = (old_i, old_j);
@@ -737,7 +789,7 @@ impl DualState {
             .zip(&self.y[..active])
             .zip(row_i.iter().zip(row_j))
         {
-            *g += y * (ci * f64::from(ki) + cj * f64::from(kj));
+            *g += y * (ci * ki.widen() + cj * kj.widen());
         }
         (di, dj)
     }
@@ -745,8 +797,14 @@ impl DualState {
     /// The pair step of a tube's variables, i from I_up and j from I_low: beta_i += d,
     /// beta_j -= d with the d >= 0 that minimises the objective along the pair, then the
     /// gradient update. Returns (d, -d).
-    fn tube_step(&mut self, i: usize, j: usize, row_i: &[f32], row_j: &[f32]) -> (f64, f64) {
-        let quad = self.diag[i] + self.diag[j] - 2.0 * f64::from(row_i[j]);
+    fn tube_step<T: RowValue>(
+        &mut self,
+        i: usize,
+        j: usize,
+        row_i: &[T],
+        row_j: &[T],
+    ) -> (f64, f64) {
+        let quad = self.diag[i] + self.diag[j] - 2.0 * row_i[j].widen();
         let (bi, bj) = (self.alpha[i], self.alpha[j]);
         let (ci, cj) = (self.upper[i], self.upper[j]);
         let (room_i, room_j) = (ci - bi, bj + cj);
@@ -777,7 +835,7 @@ impl DualState {
         let (di, dj) = (self.alpha[i] - bi, self.alpha[j] - bj);
         let active = self.active;
         for (g, (&ki, &kj)) in self.grad[..active].iter_mut().zip(row_i.iter().zip(row_j)) {
-            *g += di * f64::from(ki) + dj * f64::from(kj);
+            *g += di * ki.widen() + dj * kj.widen();
         }
         (di, dj)
     }
@@ -867,6 +925,8 @@ pub struct DualSolution {
     pub inner_iterations: u64,
     /// The smallest number of active (unshrunk) variables during the run.
     pub min_active: usize,
+    /// Strides taken (`stride`).
+    pub strides: u64,
 }
 
 impl DualSolution {
@@ -900,6 +960,7 @@ impl DualSolution {
             fallback_steps: 0,
             inner_iterations: 0,
             working_sets: 0,
+            strides: 0,
             alpha,
             y,
         }

@@ -26,12 +26,16 @@ use crate::core::common::parallel;
 use crate::core::common::progress::{Monitor, Progress};
 use crate::core::data::rows::{Rows, SubsetRows};
 use crate::core::exact::alfpgm::{solve_alfpgm, AlfpgmParams};
-use crate::core::exact::dual::{label_index, DualProblem, DualSolution, ExactRun, Reporter};
+use crate::core::exact::dual::{
+    label_index, DualProblem, DualSolution, ExactRun, Reporter, RowPrecision,
+};
 use crate::core::exact::smo::solve_smo;
 use crate::core::kernels::kernel::{kernel_norms, Kernel};
 use crate::core::kernels::kernel_cache::{CacheStats, KernelRowCache};
 use crate::core::kernels::kernel_rows::{PairSegments, SourceRows};
 use crate::core::kernels::shared_rows::SharedKernelRows;
+use crate::core::kernels::source_rows::{RowProducer, SourceKernelRows};
+use crate::core::simd::RowValue;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExactSolver {
@@ -75,6 +79,9 @@ pub struct ExactParams {
     pub report_every: Option<f64>,
     /// Threads for this fit (0 = one per core); None = the process-wide setting.
     pub n_threads: Option<usize>,
+    /// The kernel rows' element type; None = what the problem needs (`RowPrecision::needed`).
+    /// f64 rows take twice the bytes: `cache_bytes` then holds half the rows.
+    pub row_precision: Option<RowPrecision>,
 }
 
 impl Default for ExactParams {
@@ -91,6 +98,7 @@ impl Default for ExactParams {
             alfpgm: AlfpgmParams::default(),
             report_every: None,
             n_threads: None,
+            row_precision: None,
         }
     }
 }
@@ -146,6 +154,8 @@ pub struct ExactModel {
     pub seconds: f64,
     /// The smallest active set of the run (shrinking).
     pub min_active: usize,
+    /// Strides taken (`stride`).
+    pub strides: u64,
     /// The nu problems' multiplier of the sum (`DualSolution::r`; nu-SVC's scale, when > 0,
     /// is already applied; nu-SVR's tube is -r); 0 for the others.
     pub r: f64,
@@ -187,6 +197,7 @@ impl ExactModel {
             cache: sol.cache,
             seconds: sol.seconds,
             min_active: sol.min_active,
+            strides: sol.strides,
             r: sol.r,
             n_rows,
         }
@@ -212,38 +223,39 @@ fn default_max_iter(n: usize) -> u64 {
     10_000_000u64.max(100 * n as u64)
 }
 
-/// Where a problem's kernel rows come from.
-pub(crate) enum RowSource<'r> {
+/// Where a problem's kernel rows (of element type T) come from.
+pub(crate) enum RowSource<'r, T> {
     /// Computed by the problem's own cache.
     Own,
     /// A one-vs-one pair's: filled from the fit's store shared by the pairs.
-    Segments(PairSegments<'r>),
+    Segments(PairSegments<'r, T>),
     /// Gathered from a store of rows by data row, the problem's own cache holding
     /// `cache_bytes` of them.
-    Stored(&'r dyn SourceRows, usize),
+    Stored(&'r dyn SourceRows<T>, usize),
 }
 
 /// Where a fit's kernel values come from: the rows' features through the params' kernel, or a
-/// store of kernel rows by data row with the kernel's diagonal (a callable kernel's rows,
-/// produced in Python on request; the params' kernel is then `Precomputed`, whose value at a
-/// row's own position is its diagonal entry).
+/// producer of kernel rows by data row with the kernel's diagonal (a callable kernel's rows,
+/// produced in Python on request, kept by the fit in a store of `cache_bytes`,
+/// `SourceKernelRows`; the params' kernel is then `Precomputed`, whose value at a row's own
+/// position is its diagonal entry).
 #[derive(Clone, Copy)]
 pub(crate) enum KernelFrom<'a> {
     Features,
-    Store {
-        rows: &'a dyn SourceRows,
+    Producer {
+        rows: &'a dyn RowProducer,
         diagonal: &'a [f64],
     },
 }
 
-impl KernelFrom<'_> {
+impl<'a> KernelFrom<'a> {
     /// What each row enters the kernel with (`kernel_norms`), or the store's diagonal.
     fn norms<R: Rows>(&self, x: &R, kernel: Kernel) -> Result<Vec<f64>> {
         match *self {
             KernelFrom::Features => kernel_norms(x, kernel),
-            KernelFrom::Store { rows, diagonal } => {
+            KernelFrom::Producer { rows, diagonal } => {
                 let n = x.n_rows();
-                if kernel != Kernel::Precomputed || rows.n_sources() != n || diagonal.len() != n {
+                if kernel != Kernel::Precomputed || rows.n() != n || diagonal.len() != n {
                     return Err(SvmError::invalid_input(
                         "stored kernel rows need the precomputed kernel and one row and one \
                          diagonal entry per training row",
@@ -260,23 +272,62 @@ impl KernelFrom<'_> {
         }
     }
 
-    /// The rows of a problem that are not shared between one-vs-one pairs.
-    fn own_rows(&self, cache_bytes: usize) -> RowSource<'_> {
+    /// The fit's store of the producer's rows (one for all its problems), None from features.
+    fn store<T: RowValue>(&self, cache_bytes: usize) -> Option<SourceKernelRows<'a, T>> {
         match *self {
-            KernelFrom::Features => RowSource::Own,
-            KernelFrom::Store { rows, .. } => RowSource::Stored(rows, cache_bytes),
+            KernelFrom::Features => None,
+            KernelFrom::Producer { rows, .. } => Some(SourceKernelRows::new(rows, cache_bytes)),
         }
+    }
+
+    /// The largest |K_ts| the fit's kernel can take, from the diagonal entries K_tt of its rows
+    /// (a positive semi-definite kernel's bound), or read off a precomputed Gram matrix.
+    fn kernel_max<R: Rows>(&self, x: &R, kernel: Kernel, diag: &[f64]) -> f64 {
+        let mut most = diag.iter().fold(0.0f64, |m, &v| m.max(v.abs()));
+        if let (KernelFrom::Features, Kernel::Precomputed) = (self, kernel) {
+            for i in 0..x.n_rows() {
+                x.for_each_nonzero(i, |_, v| most = most.max(v.abs()));
+            }
+        }
+        most
+    }
+
+    /// The rows' element type of a fit whose problems' diagonal entries are `diag` and largest
+    /// bound `upper_max`: the params' choice, or what the problem needs.
+    fn precision<R: Rows>(
+        &self,
+        x: &R,
+        params: &ValidExactParams,
+        diag: &[f64],
+        upper_max: f64,
+    ) -> RowPrecision {
+        let p = &params.0;
+        p.row_precision.unwrap_or_else(|| {
+            RowPrecision::needed(self.kernel_max(x, p.kernel, diag), upper_max, p.tol)
+        })
+    }
+}
+
+/// The rows of a problem that are not shared between one-vs-one pairs: its own, or gathered
+/// from the fit's store (`KernelFrom::store`).
+fn own_rows<'s, T: RowValue>(
+    store: Option<&'s SourceKernelRows<'_, T>>,
+    cache_bytes: usize,
+) -> RowSource<'s, T> {
+    match store {
+        None => RowSource::Own,
+        Some(store) => RowSource::Stored(store, cache_bytes),
     }
 }
 
 /// Solves a dual problem whose variable t is row t of `x` (squared norms `sq_norms`, as
 /// `kernel_norms` gives them), its kernel rows from `rows`.
-pub(crate) fn solve_dual<R: Rows>(
+pub(crate) fn solve_dual<R: Rows, T: RowValue>(
     x: &R,
     sq_norms: Vec<f64>,
     problem: DualProblem,
     params: &ValidExactParams,
-    rows: RowSource<'_>,
+    rows: RowSource<'_, T>,
     reporter: &mut Reporter<'_, '_>,
 ) -> Result<DualSolution> {
     let p = &params.0;
@@ -469,123 +520,170 @@ pub(crate) fn train_one_vs_one<R: Rows>(
         check_nu_feasible(nu, y, weights, n_classes)?;
     }
     let norms = from.norms(x, p.kernel)?;
-    let mut pairs = Vec::new();
-    for a in 0..n_classes as u32 {
-        for b in a + 1..n_classes as u32 {
-            pairs.push((a, b));
-        }
-    }
-    let n_pairs = pairs.len();
-    // The rows grouped by class (stable), for the store shared by the pairs.
-    let mut class_start = vec![0usize; n_classes + 1];
-    for (c, &k) in counts.iter().enumerate() {
-        class_start[c + 1] = class_start[c] + k;
-    }
-    // A precomputed kernel is read from its matrix: nothing to share.
-    let share = p.shared_rows && n_pairs > 1 && p.kernel != Kernel::Precomputed;
-    let mut order = vec![0usize; if share { n } else { 0 }];
-    let mut position = vec![0u32; order.len()];
-    let mut rank = vec![0u32; order.len()];
-    if !order.is_empty() {
-        let mut next = class_start[..n_classes].to_vec();
-        for (g, &c) in y.iter().enumerate() {
-            let at = &mut next[c as usize];
-            order[*at] = g;
-            position[g] = *at as u32;
-            rank[g] = (*at - class_start[c as usize]) as u32;
-            *at += 1;
-        }
-    }
-    let grouped = SubsetRows::new(x, &order)?;
-    let store = if order.is_empty() {
-        None
-    } else {
-        let grouped_norms = order.iter().map(|&g| norms[g]).collect();
-        Some(SharedKernelRows::new(
-            &grouped,
-            p.kernel,
-            grouped_norms,
-            class_start,
-            position,
-            p.cache_bytes,
-        )?)
+    let diag: Vec<f64> = norms.iter().map(|&q| p.kernel.self_value(q)).collect();
+    let weight_max = weights.map_or(1.0, |w| w.iter().fold(0.0f64, |m, &v| m.max(v)));
+    let upper_max = match formulation {
+        SvcFormulation::C => box_bound(p.c, weight_max),
+        SvcFormulation::Nu(_) => weight_max,
     };
-    let monitor = Mutex::new(monitor);
-    let report_every = p.report_every.map(Duration::from_secs_f64);
-    let solve_pair = |k: usize, (a, b): (u32, u32)| -> Result<PairModel> {
-        // Several classes: class a's rows, then class b's (LIBSVM's order of a pair problem,
-        // and the layout of the shared store's segments).
-        let rows: Vec<usize> = if n_pairs == 1 {
-            (0..n).collect()
-        } else {
-            let of = |c: u32| (0..n).filter(move |&i| y[i] == c);
-            of(a).chain(of(b)).collect()
-        };
-        let labels: Vec<f64> = rows
-            .iter()
-            .map(|&i| if y[i] == a { 1.0 } else { -1.0 })
-            .collect();
-        let sub_norms: Vec<f64> = rows.iter().map(|&i| norms[i]).collect();
-        let sub = SubsetRows::new(x, &rows)?;
-        let template = Progress {
-            epoch: k + 1,
-            epochs: n_pairs,
-            ..Progress::default()
-        };
-        let mut reporter = Reporter::new(&monitor, template, report_every);
-        let segments = match &store {
-            Some(store) => RowSource::Segments(PairSegments::new(store, (a, b), &rows, y, &rank)?),
-            None => from.own_rows(p.cache_bytes),
-        };
-        let diag = sub_norms.iter().map(|&q| p.kernel.self_value(q)).collect();
-        let row_weights = rows.iter().map(|&i| weights.map_or(1.0, |w| w[i]));
-        let problem = pair_problem(formulation, p.c, labels, row_weights, diag);
-        let mut sol = solve_dual(&sub, sub_norms, problem, params, segments, &mut reporter)?;
-        if let SvcFormulation::Nu(_) = formulation {
-            // LIBSVM's nu-SVC solution over r is the C-SVC one of C = 1 / r. r is the mean
-            // gradient of the free variables, or the middle of an interval without them.
-            let r = sol.r;
-            if !r.is_finite() {
-                // nu at the pair's largest feasible value (nu = 1 for classes of equal weight)
-                // puts every variable of a label at its bound, and that interval is unbounded.
-                return Err(SvmError::invalid_input(format!(
-                    "The dual coefficients or intercepts are not finite: nu-SVC of classes {a} \
-                     and {b} ended with r = {r} (every variable of a label at a bound, as nu at \
-                     its largest feasible value for the pair, 2 min(n_a, n_b) / (n_a + n_b), \
-                     gives), so a / r is not a model; use a smaller nu"
-                )));
+    let fit = OneVsOne {
+        x,
+        y,
+        weights,
+        counts,
+        formulation,
+        params,
+        from,
+        norms,
+    };
+    match from.precision(x, params, &diag, upper_max) {
+        RowPrecision::F32 => fit.train::<f32>(monitor),
+        RowPrecision::F64 => fit.train::<f64>(monitor),
+    }
+}
+
+/// A one-vs-one fit past its checks: what its pair problems are built from (`train_one_vs_one`).
+struct OneVsOne<'f, R> {
+    x: &'f R,
+    y: &'f [u32],
+    weights: Option<&'f [f64]>,
+    /// Rows per class.
+    counts: Vec<usize>,
+    formulation: SvcFormulation,
+    params: &'f ValidExactParams,
+    from: KernelFrom<'f>,
+    norms: Vec<f64>,
+}
+
+impl<R: Rows> OneVsOne<'_, R> {
+    /// Trains the pair problems, their kernel rows of element type T.
+    fn train<T: RowValue>(&self, monitor: Monitor<'_>) -> Result<Vec<PairModel>> {
+        let (x, y, weights, params, from) = (self.x, self.y, self.weights, self.params, self.from);
+        let (formulation, norms) = (self.formulation, &self.norms[..]);
+        let (p, n, n_classes) = (&params.0, x.n_rows(), self.counts.len());
+        let mut pairs = Vec::new();
+        for a in 0..n_classes as u32 {
+            for b in a + 1..n_classes as u32 {
+                pairs.push((a, b));
             }
-            // r is known to within the stopping tolerance (the KKT gap of the free variables'
-            // gradients). Inside it, r is a margin of 0 (rows the kernel cannot separate at
-            // this nu, e.g. random labels): any positive scale predicts alike, and dividing by
-            // rounding noise of either sign would blow the values up or flip them, so the
-            // coefficients stay unscaled (`ExactModel::r` reports r). Beyond it, r is the
-            // problem's: a negative r (a kernel that is not positive semi-definite) is divided
-            // by as LIBSVM divides, or every prediction would be flipped against NuSVC's.
-            if r > 0.0 || r < -p.tol {
-                for v in &mut sol.alpha {
-                    *v /= r;
+        }
+        let n_pairs = pairs.len();
+        // The rows grouped by class (stable), for the store shared by the pairs.
+        let mut class_start = vec![0usize; n_classes + 1];
+        for (c, &k) in self.counts.iter().enumerate() {
+            class_start[c + 1] = class_start[c] + k;
+        }
+        // A precomputed kernel is read from its matrix: nothing to share.
+        let share = p.shared_rows && n_pairs > 1 && p.kernel != Kernel::Precomputed;
+        let mut order = vec![0usize; if share { n } else { 0 }];
+        let mut position = vec![0u32; order.len()];
+        let mut rank = vec![0u32; order.len()];
+        if !order.is_empty() {
+            let mut next = class_start[..n_classes].to_vec();
+            for (g, &c) in y.iter().enumerate() {
+                let at = &mut next[c as usize];
+                order[*at] = g;
+                position[g] = *at as u32;
+                rank[g] = (*at - class_start[c as usize]) as u32;
+                *at += 1;
+            }
+        }
+        let grouped = SubsetRows::new(x, &order)?;
+        let store = if order.is_empty() {
+            None
+        } else {
+            let grouped_norms = order.iter().map(|&g| norms[g]).collect();
+            Some(SharedKernelRows::<_, T>::new(
+                &grouped,
+                p.kernel,
+                grouped_norms,
+                class_start,
+                position,
+                p.cache_bytes,
+            )?)
+        };
+        let source = from.store::<T>(p.cache_bytes);
+        let monitor = Mutex::new(monitor);
+        let report_every = p.report_every.map(Duration::from_secs_f64);
+        let solve_pair = |k: usize, (a, b): (u32, u32)| -> Result<PairModel> {
+            // Several classes: class a's rows, then class b's (LIBSVM's order of a pair problem,
+            // and the layout of the shared store's segments).
+            let rows: Vec<usize> = if n_pairs == 1 {
+                (0..n).collect()
+            } else {
+                let of = |c: u32| (0..n).filter(move |&i| y[i] == c);
+                of(a).chain(of(b)).collect()
+            };
+            let labels: Vec<f64> = rows
+                .iter()
+                .map(|&i| if y[i] == a { 1.0 } else { -1.0 })
+                .collect();
+            let sub_norms: Vec<f64> = rows.iter().map(|&i| norms[i]).collect();
+            let sub = SubsetRows::new(x, &rows)?;
+            let template = Progress {
+                epoch: k + 1,
+                epochs: n_pairs,
+                ..Progress::default()
+            };
+            let mut reporter = Reporter::new(&monitor, template, report_every);
+            let segments = match &store {
+                Some(store) => {
+                    RowSource::Segments(PairSegments::new(store, (a, b), &rows, y, &rank)?)
                 }
-                sol.rho /= r;
-                sol.objective /= r * r;
+                None => own_rows(source.as_ref(), p.cache_bytes),
+            };
+            let diag = sub_norms.iter().map(|&q| p.kernel.self_value(q)).collect();
+            let row_weights = rows.iter().map(|&i| weights.map_or(1.0, |w| w[i]));
+            let problem = pair_problem(formulation, p.c, labels, row_weights, diag);
+            let mut sol = solve_dual(&sub, sub_norms, problem, params, segments, &mut reporter)?;
+            if let SvcFormulation::Nu(_) = formulation {
+                // LIBSVM's nu-SVC solution over r is the C-SVC one of C = 1 / r. r is the mean
+                // gradient of the free variables, or the middle of an interval without them.
+                let r = sol.r;
+                if !r.is_finite() {
+                    // nu at the pair's largest feasible value (nu = 1 for classes of equal
+                    // weight) puts every variable of a label at its bound, and that interval is
+                    // unbounded.
+                    return Err(SvmError::invalid_input(format!(
+                        "The dual coefficients or intercepts are not finite: nu-SVC of classes {a} \
+                         and {b} ended with r = {r} (every variable of a label at a bound, as nu \
+                         at its largest feasible value for the pair, 2 min(n_a, n_b) / (n_a + \
+                         n_b), gives), so a / r is not a model; use a smaller nu"
+                    )));
+                }
+                // r is known to within the stopping tolerance (the KKT gap of the free
+                // variables' gradients). Inside it, r is a margin of 0 (rows the kernel cannot
+                // separate at this nu, e.g. random labels): any positive scale predicts alike,
+                // and dividing by rounding noise of either sign would blow the values up or flip
+                // them, so the coefficients stay unscaled (`ExactModel::r` reports r). Beyond it,
+                // r is the problem's: a negative r (a kernel that is not positive
+                // semi-definite) is divided by as LIBSVM divides, or every prediction would be
+                // flipped against NuSVC's.
+                if r > 0.0 || r < -p.tol {
+                    for v in &mut sol.alpha {
+                        *v /= r;
+                    }
+                    sol.rho /= r;
+                    sol.objective /= r * r;
+                }
             }
-        }
-        Ok(PairModel {
-            classes: (a, b),
-            model: ExactModel::from_solution(sol, &rows, rows.len()),
-        })
-    };
-    parallel::install_with(p.n_threads, || {
-        if n_pairs == 1 {
-            Ok(vec![solve_pair(0, pairs[0])?])
-        } else {
-            pairs
-                .par_iter()
-                .enumerate()
-                .map(|(k, &pair)| solve_pair(k, pair))
-                .collect::<Result<Vec<_>>>()
-        }
-    })?
+            Ok(PairModel {
+                classes: (a, b),
+                model: ExactModel::from_solution(sol, &rows, rows.len()),
+            })
+        };
+        parallel::install_with(p.n_threads, || {
+            if n_pairs == 1 {
+                Ok(vec![solve_pair(0, pairs[0])?])
+            } else {
+                pairs
+                    .par_iter()
+                    .enumerate()
+                    .map(|(k, &pair)| solve_pair(k, pair))
+                    .collect::<Result<Vec<_>>>()
+            }
+        })?
+    }
 }
 
 /// The row weights' checks and the monitor's plumbing every single-problem fit shares: solves
@@ -611,15 +709,15 @@ fn fit_single<R: Rows>(
     };
     let report_every = p.report_every.map(Duration::from_secs_f64);
     let mut reporter = Reporter::new(&monitor, template, report_every);
-    let sol = parallel::install_with(p.n_threads, || {
-        solve_dual(
-            &sub,
-            sub_norms,
-            problem,
-            params,
-            from.own_rows(p.cache_bytes),
-            &mut reporter,
-        )
+    let upper_max = problem.upper.iter().fold(0.0f64, |m, &c| m.max(c));
+    let precision = from.precision(x, params, &problem.diag, upper_max);
+    let sol = parallel::install_with(p.n_threads, || match precision {
+        RowPrecision::F32 => {
+            solve_alone::<_, f32>(&sub, sub_norms, problem, params, from, &mut reporter)
+        }
+        RowPrecision::F64 => {
+            solve_alone::<_, f64>(&sub, sub_norms, problem, params, from, &mut reporter)
+        }
     })??;
     // A paired solution comes back as LIBSVM's variables (a, a*): each position twice.
     let rows = if paired {
@@ -628,6 +726,28 @@ fn fit_single<R: Rows>(
         rows
     };
     Ok(ExactModel::from_solution(sol, &rows, x.n_rows()))
+}
+
+/// `solve_dual` for the one problem of a fit: its rows its own, or from the fit's store of a
+/// producer's rows.
+fn solve_alone<R: Rows, T: RowValue>(
+    x: &R,
+    sq_norms: Vec<f64>,
+    problem: DualProblem,
+    params: &ValidExactParams,
+    from: KernelFrom<'_>,
+    reporter: &mut Reporter<'_, '_>,
+) -> Result<DualSolution> {
+    let bytes = params.0.cache_bytes;
+    let store = from.store::<T>(bytes);
+    solve_dual(
+        x,
+        sq_norms,
+        problem,
+        params,
+        own_rows(store.as_ref(), bytes),
+        reporter,
+    )
 }
 
 /// What is left of a sum to spread over variables in order, each taking up to its bound: the
@@ -921,13 +1041,13 @@ mod tests {
     }
 
     /// A callable kernel's path: every problem gathers its rows from a store of rows by data
-    /// row (here produced from features, a budget of a few rows: evictions, shrinking's
-    /// moves, SVR's two variables per row), the kernel precomputed with the store's diagonal:
-    /// the models of the same kernel computed from the features.
+    /// row (here produced from features, a budget of a few rows, `cache_bytes`: evictions,
+    /// shrinking's moves, SVR's two variables per row), the kernel precomputed with the
+    /// producer's diagonal: the models of the same kernel computed from the features.
     #[test]
     fn stored_kernel_rows_train_the_models_of_the_features() {
         use crate::core::data::rows::finite_sq_norms;
-        use crate::core::kernels::source_rows::{DataRowProducer, SourceKernelRows};
+        use crate::core::kernels::source_rows::DataRowProducer;
         let mut rng = Rng::new(33);
         let (n, d) = (180, 3);
         let xs: Vec<f64> = (0..n * d).map(|_| rng.next_f64() * 2.0 - 1.0).collect();
@@ -966,9 +1086,8 @@ mod tests {
             let producer =
                 DataRowProducer::new(&x, Kernel::rbf(gamma), finite_sq_norms(&x, "X").unwrap())
                     .unwrap();
-            let store = SourceKernelRows::new(producer, 7 * n * 4);
-            let from = KernelFrom::Store {
-                rows: &store,
+            let from = KernelFrom::Producer {
+                rows: &producer,
                 diagonal: &diagonal,
             };
             let want = train_kernel_svc(&x, &ys, None, 3, &own, &mut no_monitor).unwrap();
@@ -1447,5 +1566,111 @@ mod tests {
         }
         assert!(Kernel::parse("sigmoid", 1.0, f64::NAN, 3).is_err());
         assert!(Kernel::parse("poly", 0.0, 1.0, 3).is_err());
+    }
+
+    /// The f64 path: a problem shaped as scikit-learn's polynomial SVR example (40 points in
+    /// [0, 5], the cubic kernel (x x' + 1)^3 up to 1.76e4, C = 100: f32's rounding of a kernel
+    /// value times C is 0.1) takes f64 rows and strides, and both solvers, at tol 1e-3 and
+    /// 1e-5, end within the default cap at a point whose duality gap, from the explicit feature
+    /// map phi(x) = (1, sqrt(3) x, sqrt(3) x^2, x^3), is within tol of the objective. Forced f32
+    /// rows end far from it.
+    #[test]
+    fn a_wide_range_problem_takes_f64_rows_to_its_optimum() {
+        let (n, c, eps) = (40, 100.0, 0.1);
+        let mut rng = Rng::new(2);
+        let mut xs: Vec<f64> = (0..n).map(|_| 5.0 * rng.next_f64()).collect();
+        xs.sort_by(f64::total_cmp);
+        let z: Vec<f64> = (0..n)
+            .map(|i| {
+                let noise = if i % 5 == 0 {
+                    3.0 * (0.5 - rng.next_f64())
+                } else {
+                    0.0
+                };
+                xs[i].sin() + noise
+            })
+            .collect();
+        let x = DenseView::new(&xs, n, 1).unwrap();
+        let kernel = Kernel::Poly {
+            gamma: 1.0,
+            coef0: 1.0,
+            degree: 3,
+        };
+        let phi = |v: f64| [1.0, 3f64.sqrt() * v, 3f64.sqrt() * v * v, v * v * v];
+        // (primal, dual) of a model: 1/2 |w|^2 + C sum max(0, |f - z| - eps) with w = sum
+        // beta_s phi(x_s), and z^T beta - eps |beta|_1 - 1/2 beta^T K beta.
+        let certificate = |m: &ExactModel| {
+            let f = explicit_decision(m, kernel, &xs, 1);
+            let mut w = [0.0; 4];
+            for (&s, &b) in m.support.iter().zip(&m.coef) {
+                for (wk, pk) in w.iter_mut().zip(phi(xs[s])) {
+                    *wk += b * pk;
+                }
+            }
+            let loss: f64 = (0..n).map(|i| ((f[i] - z[i]).abs() - eps).max(0.0)).sum();
+            let primal = 0.5 * w.iter().map(|v| v * v).sum::<f64>() + c * loss;
+            let mut dual = 0.0;
+            for (&s, &b) in m.support.iter().zip(&m.coef) {
+                dual += z[s] * b - eps * b.abs();
+                for (&t, &bt) in m.support.iter().zip(&m.coef) {
+                    dual -= 0.5 * b * bt * explicit_kernel(kernel, &xs[s..s + 1], &xs[t..t + 1]);
+                }
+            }
+            (primal, dual)
+        };
+        for (solver, tol) in [
+            (ExactSolver::Smo, 1e-3),
+            (ExactSolver::Smo, 1e-5),
+            (ExactSolver::Alfpgm, 1e-3),
+            (ExactSolver::Alfpgm, 1e-5),
+        ] {
+            let fit = |row_precision: Option<RowPrecision>| {
+                let params = ExactParams {
+                    c,
+                    kernel,
+                    tol,
+                    solver,
+                    row_precision,
+                    ..Default::default()
+                }
+                .check()
+                .unwrap();
+                train_kernel_svr(&x, &z, None, eps, &params, &mut no_monitor).unwrap()
+            };
+            let m = fit(None);
+            assert_eq!(m.cache.value_bytes, 8, "{solver:?} at {tol}: f64 rows");
+            assert!(
+                m.converged && m.iterations < default_max_iter(n),
+                "{solver:?} at {tol}"
+            );
+            assert!(m.strides > 0);
+            let (primal, dual) = certificate(&m);
+            assert!(
+                primal - dual < tol * primal,
+                "{solver:?} at {tol}: primal {primal}, dual {dual}"
+            );
+            let f32_rows = fit(Some(RowPrecision::F32));
+            assert_eq!(f32_rows.cache.value_bytes, 4);
+            let (primal, dual) = certificate(&f32_rows);
+            assert!(
+                primal - dual > 1e-3 * primal,
+                "{solver:?} at {tol}: f32 rows"
+            );
+        }
+    }
+
+    /// f32 rows unless their rounding, times C, exceeds tol, and not beyond f64's reach.
+    #[test]
+    fn rows_are_f64_in_the_band_where_f32_fails_and_f64_holds() {
+        use RowPrecision::{F32, F64};
+        // Gaussian kernel (K_max = 1): f32 up to C = tol 2^24.
+        assert_eq!(RowPrecision::needed(1.0, 1.0, 1e-3), F32);
+        assert_eq!(RowPrecision::needed(1.0, 16_000.0, 1e-3), F32);
+        assert_eq!(RowPrecision::needed(1.0, 17_000.0, 1e-3), F64);
+        assert_eq!(RowPrecision::needed(1.0, 100.0, 1e-7), F64);
+        // scikit-learn's polynomial SVR example, and a kernel of 10^12 that neither holds.
+        assert_eq!(RowPrecision::needed(1.76e4, 100.0, 1e-3), F64);
+        assert_eq!(RowPrecision::needed(1.76e4, 100.0, 1e-5), F64);
+        assert_eq!(RowPrecision::needed(9.8e11, 1.0, 1e-3), F32);
     }
 }

@@ -22,6 +22,7 @@ use crate::core::common::parallel;
 use crate::core::data::rows::Rows;
 use crate::core::exact::dual::{label_index, DualState, Reporter};
 use crate::core::kernels::kernel_cache::{CachedRows, KernelRowCache};
+use crate::core::simd::RowValue;
 
 /// Variable pairs moved between two shrinking passes (LIBSVM: min(n, 1000) SMO steps).
 const SHRINK_EVERY: usize = 1000;
@@ -75,11 +76,11 @@ impl Shrinking {
     /// Counts `pairs` moved variable pairs; when a pass is due, shrinks and returns the position
     /// swaps made (already applied to `state` and `cache`; the caller swaps its own per-position
     /// arrays the same way).
-    pub fn after_step<R: Rows>(
+    pub fn after_step<R: Rows, T: RowValue>(
         &mut self,
         pairs: usize,
         state: &mut DualState,
-        cache: &mut KernelRowCache<'_, R>,
+        cache: &mut KernelRowCache<'_, R, T>,
         tol: f64,
         reporter: &mut Reporter<'_, '_>,
     ) -> Result<&[(usize, usize)]> {
@@ -98,10 +99,10 @@ impl Shrinking {
     /// Called when the active set looks optimal: reconstructs the gradient and makes every
     /// variable active. Returns whether anything had been shrunk (then the optimality test must
     /// be repeated on all variables, and the next step shrinks again).
-    pub fn unshrink<R: Rows>(
+    pub fn unshrink<R: Rows, T: RowValue>(
         &mut self,
         state: &mut DualState,
-        cache: &mut KernelRowCache<'_, R>,
+        cache: &mut KernelRowCache<'_, R, T>,
         reporter: &mut Reporter<'_, '_>,
     ) -> Result<bool> {
         if state.active == state.n() {
@@ -117,11 +118,11 @@ impl Shrinking {
     /// Keeps G_bar current after a step: `moved` lists (position, its `DualState::bound_part`
     /// before the step) of the positions the step changed. Variables that reached or left their upper bound add or
     /// remove C_t Q_t. from G_bar, from their full kernel rows (one batch).
-    pub fn record_moves<R: Rows>(
+    pub fn record_moves<R: Rows, T: RowValue>(
         &mut self,
         moved: &[(usize, f64)],
         state: &mut DualState,
-        cache: &mut KernelRowCache<'_, R>,
+        cache: &mut KernelRowCache<'_, R, T>,
     ) -> Result<()> {
         if !self.enabled {
             return Ok(());
@@ -144,10 +145,10 @@ impl Shrinking {
     }
 
     /// LIBSVM's `do_shrinking`.
-    fn shrink<R: Rows>(
+    fn shrink<R: Rows, T: RowValue>(
         &mut self,
         state: &mut DualState,
-        cache: &mut KernelRowCache<'_, R>,
+        cache: &mut KernelRowCache<'_, R, T>,
         tol: f64,
         reporter: &mut Reporter<'_, '_>,
     ) -> Result<()> {
@@ -214,10 +215,10 @@ impl Shrinking {
     /// G_t for the shrunk positions t from G_bar and the free variables, LIBSVM's
     /// `reconstruct_gradient`: by the rows of the shrunk variables (active prefix) or by the full
     /// rows of the free ones, whichever needs fewer kernel values; Ctrl-C between batches.
-    fn reconstruct_gradient<R: Rows>(
+    fn reconstruct_gradient<R: Rows, T: RowValue>(
         &mut self,
         state: &mut DualState,
-        cache: &mut KernelRowCache<'_, R>,
+        cache: &mut KernelRowCache<'_, R, T>,
         reporter: &mut Reporter<'_, '_>,
     ) -> Result<()> {
         let (n, active) = (state.n(), state.active);
@@ -252,7 +253,7 @@ impl Shrinking {
                             .row(k)
                             .iter()
                             .zip(acc)
-                            .map(|(&kv, &c)| c * f64::from(kv))
+                            .map(|(&kv, &c)| c * kv.widen())
                             .sum();
                         *g += y[k] * sum;
                     })
@@ -279,12 +280,12 @@ impl Shrinking {
 /// target[t] += y[t] sum_k coef[k] K_k[first + t] for every t, `rows` holding the K_k: blocks of
 /// target in parallel, each adding the rows in order (the same values on any number of
 /// threads). Also the start's gradient (`smo::start_state`).
-pub(crate) fn add_scaled_rows(
+pub(crate) fn add_scaled_rows<T: RowValue>(
     target: &mut [f64],
     y: &[f64],
     first: usize,
     coef: &[f64],
-    rows: &CachedRows<'_>,
+    rows: &CachedRows<'_, T>,
 ) {
     parallel::install(|| {
         let block = parallel::item_len(target.len(), 512, BLOCK);
@@ -297,7 +298,7 @@ pub(crate) fn add_scaled_rows(
                 for (k, &c) in coef.iter().enumerate() {
                     let row = &rows.row(k)[k0..k0 + g.len()];
                     for ((g, &yv), &kv) in g.iter_mut().zip(yb).zip(row) {
-                        *g += c * yv * f64::from(kv);
+                        *g += c * yv * kv.widen();
                     }
                 }
             })

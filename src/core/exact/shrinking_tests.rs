@@ -17,7 +17,7 @@ fn solve(
     shrinking: Option<usize>,
     cache_bytes: usize,
 ) -> DualSolution {
-    let mut cache = KernelRowCache::new(x, Kernel::rbf(1.5), cache_bytes).unwrap();
+    let mut cache = KernelRowCache::<_, f32>::new(x, Kernel::rbf(1.5), cache_bytes).unwrap();
     let problem = rbf_svc(y.to_vec(), c.to_vec());
     let run = ExactRun {
         tol: 1e-4,

@@ -34,13 +34,15 @@ use crate::core::common::error::{Result, SvmError};
 use crate::core::data::rows::Rows;
 use crate::core::exact::dual::{DualProblem, DualSolution, DualState, ExactRun, Reporter};
 use crate::core::exact::shrinking::{add_scaled_rows, Shrinking};
+use crate::core::exact::stride::Stride;
 use crate::core::kernels::kernel_cache::KernelRowCache;
+use crate::core::simd::RowValue;
 
 /// WSS2 SMO on the active positions: the working pair, or None when m - M < tol there.
 /// With a sum per label, LIBSVM's `Solver_NU` selection: an i per label, each j paired with
 /// its own label's i, the best j of both; None when both labels' m - M < tol.
-pub(crate) fn select_pair<R: Rows>(
-    cache: &mut KernelRowCache<'_, R>,
+pub(crate) fn select_pair<R: Rows, T: RowValue>(
+    cache: &mut KernelRowCache<'_, R, T>,
     state: &DualState,
     tol: f64,
 ) -> Result<Option<(usize, usize)>> {
@@ -61,8 +63,8 @@ pub(crate) fn select_pair<R: Rows>(
     }
 }
 
-fn select_pair_per_label<R: Rows>(
-    cache: &mut KernelRowCache<'_, R>,
+fn select_pair_per_label<R: Rows, T: RowValue>(
+    cache: &mut KernelRowCache<'_, R, T>,
     state: &DualState,
     tol: f64,
 ) -> Result<Option<(usize, usize)>> {
@@ -103,8 +105,8 @@ const START_BATCH: usize = 64;
 /// parts cancel (y_t a_t + y_q a_q = 0, and at their bounds together or not at all) take no
 /// row: nu-SVR starts with a_i = a_i* on nu n / 2 rows, and those rows, 2n values each, were a
 /// third of the kernel values of a fit (lowbwt).
-pub(crate) fn start_state<R: Rows>(
-    cache: &mut KernelRowCache<'_, R>,
+pub(crate) fn start_state<R: Rows, T: RowValue>(
+    cache: &mut KernelRowCache<'_, R, T>,
     problem: DualProblem,
     shrinking: Option<usize>,
     reporter: &mut Reporter<'_, '_>,
@@ -152,8 +154,8 @@ pub(crate) fn start_state<R: Rows>(
 }
 
 /// WSS2 SMO until m - M < tol or `max_iter` steps.
-pub fn solve_smo<R: Rows>(
-    cache: &mut KernelRowCache<'_, R>,
+pub fn solve_smo<R: Rows, T: RowValue>(
+    cache: &mut KernelRowCache<'_, R, T>,
     problem: DualProblem,
     run: &ExactRun,
     reporter: &mut Reporter<'_, '_>,
@@ -165,6 +167,8 @@ pub fn solve_smo<R: Rows>(
             "SMO takes nu-SVR in LIBSVM's two variables per row, not paired",
         ));
     }
+    let mut stride = Stride::new(&problem, tol);
+    let mut strode = Vec::new();
     let (mut state, mut shrinker) = start_state(cache, problem, shrinking, reporter)?;
     let mut iter = 0u64;
     let mut converged = false;
@@ -186,6 +190,10 @@ pub fn solve_smo<R: Rows>(
         shrinker.record_moves(&before, &mut state, cache)?;
         shrinker.after_step(1, &mut state, cache, tol, reporter)?;
         iter += 1;
+        strode.clear();
+        if stride.after(iter, &mut state, &mut strode) {
+            shrinker.record_moves(&strode, &mut state, cache)?;
+        }
         // A step whose rows were resident costs microseconds (the clock is read every 1024 of
         // them); one that computed rows can cost a millisecond (30,000 rows of nu-SVR's 2n
         // values), and 1024 of those would leave Ctrl-C unanswered for a second.
@@ -199,6 +207,7 @@ pub fn solve_smo<R: Rows>(
     let mut sol = DualSolution::from_state(state, iter, converged, start);
     sol.cache = cache.stats().clone();
     sol.min_active = shrinker.min_active;
+    sol.strides = stride.taken;
     reporter.finish(&sol)?;
     Ok(sol)
 }
@@ -352,7 +361,7 @@ pub(crate) mod tests {
     ) -> DualSolution {
         let n = y.len();
         let x = DenseView::new(xs, n, d).unwrap();
-        let mut cache = KernelRowCache::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
+        let mut cache = KernelRowCache::<_, f32>::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
         let run = ExactRun {
             tol,
             max_iter: 1_000_000,
@@ -452,7 +461,7 @@ pub(crate) mod tests {
     fn smo_stops_at_the_iteration_cap_and_says_so() {
         let (xs, y) = problem(80, 2, 3);
         let x = DenseView::new(&xs, 80, 2).unwrap();
-        let mut cache = KernelRowCache::new(&x, Kernel::rbf(2.0), 1 << 20).unwrap();
+        let mut cache = KernelRowCache::<_, f32>::new(&x, Kernel::rbf(2.0), 1 << 20).unwrap();
         let run = ExactRun {
             tol: 1e-8,
             max_iter: 3,
@@ -581,7 +590,7 @@ pub(crate) mod tests {
         // LIBSVM's start (a_t = a_t* = C) cancels: no kernel row for the gradient.
         let x: Vec<f64> = (0..4).map(f64::from).collect();
         let x = DenseView::new(&x, 4, 1).unwrap();
-        let mut cache = KernelRowCache::new(&x, Kernel::rbf(1.0), 1 << 20).unwrap();
+        let mut cache = KernelRowCache::<_, f32>::new(&x, Kernel::rbf(1.0), 1 << 20).unwrap();
         let start = DualProblem {
             y: vec![1.0; 4],
             p: vec![-1.0; 4],
@@ -644,7 +653,8 @@ pub(crate) mod tests {
                 tube: None,
                 paired: false,
             };
-            let mut cache = KernelRowCache::new(&sub, Kernel::rbf(gamma), 1 << 20).unwrap();
+            let mut cache =
+                KernelRowCache::<_, f32>::new(&sub, Kernel::rbf(gamma), 1 << 20).unwrap();
             let (state, _) = quietly(|rep| start_state(&mut cache, problem, Some(0), rep)).unwrap();
             for t in 0..2 * n {
                 let mut g = p[t];

@@ -2,9 +2,14 @@
 //! budget, shared by the exact solvers (SMO, ALFPGM).
 //!
 //! Rows are stored as f32, as LIBSVM stores its `Qfloat` rows, so a `cache_size` in MB holds
-//! the same number of rows as scikit-learn's SVC with the same `cache_size`. Values are computed
-//! in f64 through `simd::rbf_from_dots` from dot products and the cached squared norms, then
-//! rounded once. The diagonal is exactly 1.
+//! the same number of rows as scikit-learn's SVC with the same `cache_size`; or as f64 where
+//! f32's rounding is beyond what the solver's tolerance absorbs (`exact::dual::RowPrecision`,
+//! a polynomial kernel's values in the thousands at a large C): the cache is generic over the
+//! element type (`simd::RowValue`), and f64 rows take twice the bytes, so the same budget then
+//! holds half the rows. Values are computed in f64 through `Kernel::from_dots` (the Gaussian
+//! kernel's `simd::rbf_from_dots`) from dot products and the cached squared norms, then rounded
+//! once to the element type. The diagonal is k(x_i, x_i) from the norm (exactly 1 for the
+//! Gaussian kernel).
 //!
 //! `rows(&[i, j, ...])` makes every requested row resident at the same time and computes only
 //! the missing ones, all of them in one parallel batch on the configured pool: the work items
@@ -50,6 +55,7 @@ use crate::core::kernels::kernel::Kernel;
 use crate::core::kernels::kernel_rows::{
     choose_dot_path, DotPath, PairSegments, RowComputer, RowJob, Scratch, SourceRows, BLOCK, NONE,
 };
+use crate::core::simd::RowValue;
 
 /// The blocks `rows_prefix_blocks` visits are this many positions long.
 pub const ROW_BLOCK: usize = BLOCK;
@@ -78,6 +84,8 @@ pub struct CacheStats {
     pub seconds: f64,
     /// Missing rows copied from their twin's resident row instead of computed (SVR).
     pub twin_copies: u64,
+    /// Bytes of one stored kernel value: 4 for f32 rows, 8 for f64 (`RowValue`).
+    pub value_bytes: usize,
 }
 
 /// A doubly linked least-recently-used order over ids 0..len (the cache's slots, the shared
@@ -149,13 +157,13 @@ impl LruOrder {
 
 /// Kernel rows kept by id (a fit row, a data row), least recently used dropped first beyond
 /// a byte budget: the stores of `shared_rows` and `source_rows` keep theirs here.
-pub(crate) struct RowLru {
-    rows: Vec<Option<Arc<[f32]>>>,
+pub(crate) struct RowLru<T> {
+    rows: Vec<Option<Arc<[T]>>>,
     order: LruOrder,
     bytes: usize,
 }
 
-impl RowLru {
+impl<T> RowLru<T> {
     /// Room for ids 0..n, nothing stored.
     pub(crate) fn new(n: usize) -> Self {
         RowLru {
@@ -166,7 +174,7 @@ impl RowLru {
     }
 
     /// The row of `g`, now the most recently used.
-    pub(crate) fn get(&mut self, g: u32) -> Option<Arc<[f32]>> {
+    pub(crate) fn get(&mut self, g: u32) -> Option<Arc<[T]>> {
         let row = self.rows[g as usize].clone();
         if row.is_some() {
             self.order.touch(g);
@@ -181,19 +189,19 @@ impl RowLru {
     /// Stores `row` for `g` (unless a row is stored already: another thread's, the same
     /// values) and drops the least recently used rows beyond `budget` bytes, never `g`'s;
     /// returns how many were dropped.
-    pub(crate) fn insert(&mut self, g: u32, row: &Arc<[f32]>, budget: usize) -> u64 {
+    pub(crate) fn insert(&mut self, g: u32, row: &Arc<[T]>, budget: usize) -> u64 {
         if self.contains(g) {
             return 0;
         }
         self.rows[g as usize] = Some(Arc::clone(row));
         self.order.push_front(g);
-        self.bytes += row.len() * std::mem::size_of::<f32>();
+        self.bytes += row.len() * std::mem::size_of::<T>();
         let mut dropped = 0;
         while self.bytes > budget && self.order.tail() != g {
             let old = self.order.tail();
             self.order.unlink(old);
             if let Some(gone) = self.rows[old as usize].take() {
-                self.bytes -= gone.len() * std::mem::size_of::<f32>();
+                self.bytes -= gone.len() * std::mem::size_of::<T>();
             }
             dropped += 1;
         }
@@ -202,14 +210,14 @@ impl RowLru {
 }
 
 /// The LRU kernel-row cache over the rows of `x`.
-pub struct KernelRowCache<'a, R: Rows> {
+pub struct KernelRowCache<'a, R: Rows, T: RowValue> {
     n: usize,
     /// The data, norms and positions, and the path dot products take.
-    computer: RowComputer<'a, R>,
+    computer: RowComputer<'a, R, T>,
     scratch: Scratch,
     max_slots: usize,
     /// Row storage, one allocation per slot made the first time the slot is used.
-    storage: Vec<Vec<f32>>,
+    storage: Vec<Vec<T>>,
     /// Per slot: the position it holds, or NONE.
     slot_row: Vec<u32>,
     /// Per slot: how many leading entries of its row are valid.
@@ -236,16 +244,16 @@ pub struct KernelRowCache<'a, R: Rows> {
 }
 
 /// The rows of one `rows` request, resident together.
-pub struct CachedRows<'c> {
-    storage: &'c [Vec<f32>],
+pub struct CachedRows<'c, T> {
+    storage: &'c [Vec<T>],
     slots: &'c [u32],
     len: usize,
 }
 
-impl<'c> CachedRows<'c> {
+impl<'c, T> CachedRows<'c, T> {
     /// Kernel row of the k-th requested position, the prefix asked for (length n for `rows`).
     #[inline]
-    pub fn row(&self, k: usize) -> &'c [f32] {
+    pub fn row(&self, k: usize) -> &'c [T] {
         &self.storage[self.slots[k] as usize][..self.len]
     }
 
@@ -258,7 +266,7 @@ impl<'c> CachedRows<'c> {
     }
 }
 
-impl<'a, R: Rows> KernelRowCache<'a, R> {
+impl<'a, R: Rows, T: RowValue> KernelRowCache<'a, R, T> {
     /// A cache of at most `cache_bytes` of rows (at least two rows) over the rows of `x`.
     pub fn new(x: &'a R, kernel: Kernel, cache_bytes: usize) -> Result<Self> {
         let norms = finite_sq_norms(x, "X")?;
@@ -285,7 +293,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
         kernel: Kernel,
         sq_norms: Vec<f64>,
         cache_bytes: usize,
-        segments: PairSegments<'a>,
+        segments: PairSegments<'a, T>,
     ) -> Result<Self> {
         if segments.n_rows() != x.n_rows() || kernel == Kernel::Precomputed {
             return Err(SvmError::invalid_input(
@@ -308,7 +316,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
         kernel: Kernel,
         sq_norms: Vec<f64>,
         cache_bytes: usize,
-        store: &'a dyn SourceRows,
+        store: &'a dyn SourceRows<T>,
     ) -> Result<Self> {
         let source_at: Vec<u32> = (0..x.n_rows()).map(|i| x.source_row(i) as u32).collect();
         if source_at.iter().any(|&g| g as usize >= store.n_sources()) {
@@ -321,9 +329,9 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
         Ok(Self::with_computer(computer, cache_bytes))
     }
 
-    fn with_computer(computer: RowComputer<'a, R>, cache_bytes: usize) -> Self {
+    fn with_computer(computer: RowComputer<'a, R, T>, cache_bytes: usize) -> Self {
         let n = computer.n;
-        let row_bytes = (n * std::mem::size_of::<f32>()).max(1);
+        let row_bytes = (n * std::mem::size_of::<T>()).max(1);
         let max_slots = (cache_bytes / row_bytes).clamp(2, n.max(2));
         KernelRowCache {
             n,
@@ -342,7 +350,10 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
             result: Vec::new(),
             swap_log: Vec::new(),
             swaps_applied: Vec::new(),
-            stats: CacheStats::default(),
+            stats: CacheStats {
+                value_bytes: std::mem::size_of::<T>(),
+                ..CacheStats::default()
+            },
         }
     }
 
@@ -394,7 +405,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
     fn take_slot(&mut self) -> u32 {
         if self.storage.len() < self.max_slots {
             let s = self.storage.len() as u32;
-            self.storage.push(vec![0.0; self.n]);
+            self.storage.push(vec![T::default(); self.n]);
             self.slot_row.push(NONE);
             self.row_len.push(0);
             self.lru.add_id();
@@ -431,13 +442,13 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
 
     /// Makes the full rows of the positions `idx` resident (computing the missing ones in one
     /// parallel batch) and returns them in request order. Repeated indices are allowed.
-    pub fn rows(&mut self, idx: &[usize]) -> Result<CachedRows<'_>> {
+    pub fn rows(&mut self, idx: &[usize]) -> Result<CachedRows<'_, T>> {
         self.rows_prefix(idx, self.n)
     }
 
     /// The same for the first `len` entries of each row (the active positions of a shrunk
     /// problem); rows resident with a shorter prefix get their missing entries computed.
-    pub fn rows_prefix(&mut self, idx: &[usize], len: usize) -> Result<CachedRows<'_>> {
+    pub fn rows_prefix(&mut self, idx: &[usize], len: usize) -> Result<CachedRows<'_, T>> {
         let len = self.plan(idx, len)?;
         if !self.batch_rows.is_empty() {
             self.compute_batch();
@@ -457,18 +468,18 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
     /// visit it: one parallel region instead of two, each block visited while it is still in
     /// its core's cache. Otherwise the rows are computed first. The kernel seconds then count
     /// the visits too.
-    pub fn rows_prefix_blocks<S, T>(
+    pub fn rows_prefix_blocks<S, V>(
         &mut self,
         idx: &[usize],
         len: usize,
         states: &mut [S],
-        visit: impl Fn(usize, &[&[f32]], &mut S) -> T + Sync,
-        identity: impl Fn() -> T + Sync + Send,
-        reduce: impl Fn(T, T) -> T + Sync + Send,
-    ) -> Result<(CachedRows<'_>, T)>
+        visit: impl Fn(usize, &[&[T]], &mut S) -> V + Sync,
+        identity: impl Fn() -> V + Sync + Send,
+        reduce: impl Fn(V, V) -> V + Sync + Send,
+    ) -> Result<(CachedRows<'_, T>, V)>
     where
         S: Send,
-        T: Send,
+        V: Send,
     {
         if idx.len() > VISIT_ROWS {
             return Err(SvmError::invalid_input(format!(
@@ -503,7 +514,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
                             let j0 = k * BLOCK;
                             computer.source_block(&source, pos, xi, j0, out);
                             let out = &*out;
-                            let mut rows: [&[f32]; VISIT_ROWS] = [&[]; VISIT_ROWS];
+                            let mut rows: [&[T]; VISIT_ROWS] = [&[]; VISIT_ROWS];
                             for (r, &s) in rows.iter_mut().zip(slots) {
                                 *r = if s == slot {
                                     out
@@ -535,7 +546,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
                         .map(|(k, state)| {
                             let j0 = k * BLOCK;
                             let j1 = (j0 + BLOCK).min(len);
-                            let mut rows: [&[f32]; VISIT_ROWS] = [&[]; VISIT_ROWS];
+                            let mut rows: [&[T]; VISIT_ROWS] = [&[]; VISIT_ROWS];
                             for (r, &s) in rows.iter_mut().zip(slots) {
                                 *r = &storage[s as usize][j0..j1];
                             }
@@ -642,7 +653,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
         if q < len {
             row.swap(q, i);
         } else if i < len {
-            row[i] = self.computer.kernel.self_value(self.computer.sq_norms[i]) as f32;
+            row[i] = T::narrow(self.computer.kernel.self_value(self.computer.sq_norms[i]));
         }
         self.storage[to] = row;
         self.row_len[to] = len as u32;
@@ -715,7 +726,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
             .map(|(p, &i)| (self.row_slot[i as usize], p as u32))
             .collect();
         by_slot.sort_unstable();
-        let mut jobs: Vec<Option<RowJob<'_>>> = (0..batch_rows.len()).map(|_| None).collect();
+        let mut jobs: Vec<Option<RowJob<'_, T>>> = (0..batch_rows.len()).map(|_| None).collect();
         let mut rest = &mut self.storage[..];
         let mut base = 0;
         for (s, p) in by_slot {
@@ -745,7 +756,7 @@ impl<'a, R: Rows> KernelRowCache<'a, R> {
 
 /// Exchanges the two entries of each pair in a row whose first `len` entries are valid; a pair
 /// with only its lower entry inside cuts the row back to before it. Returns the valid length.
-fn apply_swaps(row: &mut [f32], len: u32, pairs: &[(u32, u32)]) -> u32 {
+fn apply_swaps<T>(row: &mut [T], len: u32, pairs: &[(u32, u32)]) -> u32 {
     let mut valid = len as usize;
     for &(a, b) in pairs {
         let (lo, hi) = (a.min(b) as usize, a.max(b) as usize);
@@ -800,7 +811,7 @@ pub(crate) mod tests {
         let n = x.n_rows();
         let mut full = vec![0.0; n * n];
         kernel_matrix(x, x, gamma, &mut full).unwrap();
-        let mut cache = KernelRowCache::new(x, Kernel::rbf(gamma), cache_bytes).unwrap();
+        let mut cache = KernelRowCache::<_, f32>::new(x, Kernel::rbf(gamma), cache_bytes).unwrap();
         let mut rng = Rng::new(seed);
         for _ in 0..60 {
             let k = 1 + rng.below(6);
@@ -840,7 +851,7 @@ pub(crate) mod tests {
     }
 
     fn check_prefixes<R: Rows>(
-        cache: &mut KernelRowCache<'_, R>,
+        cache: &mut KernelRowCache<'_, R, f32>,
         idx: &[usize],
         len: usize,
         perm: &[usize],
@@ -869,7 +880,7 @@ pub(crate) mod tests {
         let x = DenseView::new(&t.dense, t.n, t.d).unwrap();
         let mut full = vec![0.0; n * n];
         kernel_matrix(&x, &x, 0.5, &mut full).unwrap();
-        let mut cache = KernelRowCache::new(&x, Kernel::rbf(0.5), 1 << 20).unwrap();
+        let mut cache = KernelRowCache::<_, f32>::new(&x, Kernel::rbf(0.5), 1 << 20).unwrap();
         let all: Vec<usize> = (0..n).collect();
         let mut perm: Vec<usize> = (0..n).collect();
         check_prefixes(&mut cache, &all, n, &perm, &full);
@@ -919,8 +930,8 @@ pub(crate) mod tests {
             let mut full = vec![0.0; n * n];
             kernel_matrix(&dense, &dense, 0.7, &mut full).unwrap();
             for bytes in [0, 4 * n * 7, 1 << 24] {
-                let mut a = KernelRowCache::new(&dense, Kernel::rbf(0.7), bytes).unwrap();
-                let mut b = KernelRowCache::new(&csr, Kernel::rbf(0.7), bytes).unwrap();
+                let mut a = KernelRowCache::<_, f32>::new(&dense, Kernel::rbf(0.7), bytes).unwrap();
+                let mut b = KernelRowCache::<_, f32>::new(&csr, Kernel::rbf(0.7), bytes).unwrap();
                 let mut perm: Vec<usize> = (0..n).collect();
                 for _ in 0..40 {
                     let k = 1 + rng.below(4);
@@ -965,8 +976,10 @@ pub(crate) mod tests {
             let csr = CsrView::new(&t.indptr, &t.indices, &t.values, t.d).unwrap();
             let idx: Vec<usize> = (0..19).map(|k| (k * 131 + 7) % n).collect();
             for len in [n, n / 2 + 3] {
-                let mut batch = KernelRowCache::new(&dense, Kernel::rbf(0.3), 1 << 26).unwrap();
-                let mut single = KernelRowCache::new(&csr, Kernel::rbf(0.3), 1 << 26).unwrap();
+                let mut batch =
+                    KernelRowCache::<_, f32>::new(&dense, Kernel::rbf(0.3), 1 << 26).unwrap();
+                let mut single =
+                    KernelRowCache::<_, f32>::new(&csr, Kernel::rbf(0.3), 1 << 26).unwrap();
                 let rows = batch.rows_prefix(&idx, len).unwrap();
                 for (k, &i) in idx.iter().enumerate() {
                     let one = single.rows_prefix(&[i], len).unwrap();
@@ -1002,9 +1015,9 @@ pub(crate) mod tests {
             let copy = || transpose(&dense).map(DotPath::FeatureMajor).unwrap();
             let kernel = Kernel::rbf(0.05);
             let reference = RowComputer::new(&dense, kernel, norms, copy()).unwrap();
-            let mut want = KernelRowCache::with_computer(reference, 1 << 26);
-            let mut bits = KernelRowCache::new(&csr, kernel, 1 << 26).unwrap();
-            let mut bits_dense = KernelRowCache::new(&dense, kernel, 4 * n * 3).unwrap();
+            let mut want = KernelRowCache::<_, f32>::with_computer(reference, 1 << 26);
+            let mut bits = KernelRowCache::<_, f32>::new(&csr, kernel, 1 << 26).unwrap();
+            let mut bits_dense = KernelRowCache::<_, f32>::new(&dense, kernel, 4 * n * 3).unwrap();
             assert!(matches!(bits.computer.path, DotPath::Bits(_)));
             assert!(matches!(bits_dense.computer.path, DotPath::Bits(_)));
             for _ in 0..30 {
@@ -1062,8 +1075,8 @@ pub(crate) mod tests {
     fn check_visits<A: Rows, B: Rows>(x: &A, other: &B, n: usize, seed: u64) {
         {
             let bytes = 5 * n * 4;
-            let mut a = KernelRowCache::new(x, Kernel::rbf(0.4), bytes).unwrap();
-            let mut b = KernelRowCache::new(other, Kernel::rbf(0.4), bytes).unwrap();
+            let mut a = KernelRowCache::<_, f32>::new(x, Kernel::rbf(0.4), bytes).unwrap();
+            let mut b = KernelRowCache::<_, f32>::new(other, Kernel::rbf(0.4), bytes).unwrap();
             let mut rng = Rng::new(seed);
             for step in 0..60 {
                 if step % 17 == 16 {
@@ -1138,8 +1151,8 @@ pub(crate) mod tests {
         }
         let csr = CsrView::new(&indptr, &indices, &values, d).unwrap();
         let narrow = DenseView::new(&dense, n, 8).unwrap();
-        let mut a = KernelRowCache::new(&csr, Kernel::rbf(0.9), 1 << 20).unwrap();
-        let mut b = KernelRowCache::new(&narrow, Kernel::rbf(0.9), 1 << 20).unwrap();
+        let mut a = KernelRowCache::<_, f32>::new(&csr, Kernel::rbf(0.9), 1 << 20).unwrap();
+        let mut b = KernelRowCache::<_, f32>::new(&narrow, Kernel::rbf(0.9), 1 << 20).unwrap();
         let idx: Vec<usize> = (0..n).step_by(97).chain([n - 1]).collect();
         let (ra, rb) = (a.rows(&idx).unwrap(), b.rows(&idx).unwrap());
         for t in 0..idx.len() {
@@ -1154,7 +1167,7 @@ pub(crate) mod tests {
         let t = data(50, 4, 4);
         let x = DenseView::new(&t.dense, t.n, t.d).unwrap();
         // Room for exactly 3 rows.
-        let mut cache = KernelRowCache::new(&x, Kernel::rbf(0.5), 3 * 50 * 4).unwrap();
+        let mut cache = KernelRowCache::<_, f32>::new(&x, Kernel::rbf(0.5), 3 * 50 * 4).unwrap();
         assert_eq!(cache.capacity(), 3);
         cache.rows(&[1, 2]).unwrap();
         assert_eq!((cache.stats().hits, cache.stats().misses), (0, 2));
@@ -1186,7 +1199,7 @@ pub(crate) mod tests {
         let x = CsrView::new(&t.indptr, &t.indices, &t.values, t.d).unwrap();
         let mut full = vec![0.0; 120 * 120];
         kernel_matrix(&x, &x, 0.3, &mut full).unwrap();
-        let mut cache = KernelRowCache::new(&x, Kernel::rbf(0.3), 8 * 120 * 4).unwrap();
+        let mut cache = KernelRowCache::<_, f32>::new(&x, Kernel::rbf(0.3), 8 * 120 * 4).unwrap();
         let mut rng = Rng::new(11);
         // A reference LRU: most recent first.
         let mut order: Vec<usize> = Vec::new();
@@ -1235,11 +1248,11 @@ pub(crate) mod tests {
     fn rejects_bad_gamma_and_overflowing_norms() {
         let v = [1.0, 2.0];
         let x = DenseView::new(&v, 1, 2).unwrap();
-        assert!(KernelRowCache::new(&x, Kernel::rbf(0.0), 100).is_err());
-        assert!(KernelRowCache::new(&x, Kernel::rbf(f64::NAN), 100).is_err());
+        assert!(KernelRowCache::<_, f32>::new(&x, Kernel::rbf(0.0), 100).is_err());
+        assert!(KernelRowCache::<_, f32>::new(&x, Kernel::rbf(f64::NAN), 100).is_err());
         let huge = [1e200, 1.0];
         let x = DenseView::new(&huge, 1, 2).unwrap();
-        assert!(KernelRowCache::new(&x, Kernel::rbf(1.0), 100).is_err());
+        assert!(KernelRowCache::<_, f32>::new(&x, Kernel::rbf(1.0), 100).is_err());
     }
 
     /// SVR's rows twice over (a subset repeating every row): a missing row whose twin is
@@ -1266,8 +1279,8 @@ pub(crate) mod tests {
                 degree: 3,
             },
         ] {
-            let mut a = KernelRowCache::new(&sub, kernel, 12 * 2 * n * 4).unwrap();
-            let mut b = KernelRowCache::new(&plain, kernel, 1 << 20).unwrap();
+            let mut a = KernelRowCache::<_, f32>::new(&sub, kernel, 12 * 2 * n * 4).unwrap();
+            let mut b = KernelRowCache::<_, f32>::new(&plain, kernel, 1 << 20).unwrap();
             for step in 0..600 {
                 if step % 50 == 49 {
                     let (p, q) = (rng.below(2 * n), rng.below(2 * n));

@@ -1,4 +1,5 @@
-//! Kernel rows by position, computed in parallel batches: [`RowComputer`] (the data, the
+//! Kernel rows by position, computed in parallel batches into rows of the caller's element type
+//! (`simd::RowValue`: values from the dots in f64, rounded once): [`RowComputer`] (the data, the
 //! kernel, the squared norms, the positions that shrinking moves, and the path the dot products
 //! take: a feature-major copy, bit sets of 0/1 rows, sparse columns, row-wise dots, a
 //! precomputed Gram matrix, or a one-vs-one pair's [`PairSegments`] of the store shared by all
@@ -14,6 +15,7 @@ use crate::core::common::parallel;
 use crate::core::data::rows::Rows;
 use crate::core::kernels::kernel::Kernel;
 use crate::core::simd;
+use crate::core::simd::RowValue;
 
 pub(crate) const NONE: u32 = u32::MAX;
 /// Columns per parallel work item (and per stack buffer of dot products).
@@ -28,10 +30,10 @@ pub const TRANSPOSE_MAX_COLS: usize = 128;
 pub const TRANSPOSE_MAX_BYTES: usize = 512 << 20;
 
 /// Entries `from..from + out.len()` of the kernel row at position `pos`.
-pub(crate) struct RowJob<'o> {
+pub(crate) struct RowJob<'o, T> {
     pub pos: usize,
     pub from: usize,
-    pub out: &'o mut [f32],
+    pub out: &'o mut [T],
 }
 
 /// Scratch buffers of a computation (kept by their owner between calls).
@@ -44,7 +46,7 @@ pub(crate) struct Scratch {
 }
 
 /// Where a cache's kernel values come from.
-pub(crate) enum DotPath<'a> {
+pub(crate) enum DotPath<'a, T: RowValue> {
     /// A feature-major copy of the data: a block of dot products is one vectorised axpy per
     /// non-zero of x_i.
     FeatureMajor(FeatureMajor),
@@ -62,15 +64,15 @@ pub(crate) enum DotPath<'a> {
     /// the positions are in order; once shrinking has moved them, a row's entries are scattered
     /// over both classes and few, and are computed by the pair's own path, `shrunk`.
     Shared {
-        segments: PairSegments<'a>,
-        shrunk: Box<DotPath<'a>>,
+        segments: PairSegments<'a, T>,
+        shrunk: Box<DotPath<'a, T>>,
     },
     /// Rows gathered from a store of kernel rows by data row ([`SourceRows`]: a callable
     /// kernel's, a one-vs-one pair's rows and SVR's two variables of a row reading the same
     /// stored row); `source_at[p]`, the store's row behind position p, moves with the
     /// positions.
     Sources {
-        store: &'a dyn SourceRows,
+        store: &'a dyn SourceRows<T>,
         source_at: Vec<u32>,
     },
 }
@@ -78,7 +80,7 @@ pub(crate) enum DotPath<'a> {
 /// Kernel values by position for the rows of one matrix: the data, the kernel width, the
 /// squared norms and the rows behind the positions (which move under shrinking), and the path
 /// the dot products take. Shared read-only by the threads of a batch.
-pub(crate) struct RowComputer<'a, R: Rows> {
+pub(crate) struct RowComputer<'a, R: Rows, T: RowValue> {
     pub(crate) x: &'a R,
     pub(crate) kernel: Kernel,
     pub(crate) n: usize,
@@ -92,16 +94,16 @@ pub(crate) struct RowComputer<'a, R: Rows> {
     pub(crate) twin: Vec<u32>,
     /// No positions swapped yet: position p holds row p.
     pub(crate) in_order: bool,
-    pub(crate) path: DotPath<'a>,
+    pub(crate) path: DotPath<'a, T>,
 }
 
-impl<'a, R: Rows> RowComputer<'a, R> {
+impl<'a, R: Rows, T: RowValue> RowComputer<'a, R, T> {
     /// Positions start as the rows' own order. Fails for more rows than a u32 position holds.
     pub(crate) fn new(
         x: &'a R,
         kernel: Kernel,
         sq_norms: Vec<f64>,
-        path: DotPath<'a>,
+        path: DotPath<'a, T>,
     ) -> Result<Self> {
         kernel.check()?;
         let n = x.n_rows();
@@ -193,7 +195,7 @@ impl<'a, R: Rows> RowComputer<'a, R> {
 
     /// Fills the jobs, in parallel on the configured pool; returns the kernel values computed
     /// for them (for shared segments: those computed because this call asked).
-    pub(crate) fn compute(&self, jobs: Vec<RowJob<'_>>, scratch: &mut Scratch) -> u64 {
+    pub(crate) fn compute(&self, jobs: Vec<RowJob<'_, T>>, scratch: &mut Scratch) -> u64 {
         self.compute_by(&self.path, jobs, scratch)
     }
 
@@ -221,7 +223,7 @@ impl<'a, R: Rows> RowComputer<'a, R> {
         i: usize,
         xi: &[f64],
         j0: usize,
-        out: &mut [f32],
+        out: &mut [T],
     ) {
         let (n, norms) = (self.n, &self.sq_norms[..]);
         let mut buf = [0.0f64; BLOCK];
@@ -259,8 +261,8 @@ impl<'a, R: Rows> RowComputer<'a, R> {
 
     pub(crate) fn compute_by(
         &self,
-        path: &DotPath<'_>,
-        mut jobs: Vec<RowJob<'_>>,
+        path: &DotPath<'_, T>,
+        mut jobs: Vec<RowJob<'_, T>>,
         scratch: &mut Scratch,
     ) -> u64 {
         if let DotPath::Shared { segments, shrunk } = path {
@@ -362,7 +364,7 @@ impl<'a, R: Rows> RowComputer<'a, R> {
                 }
                 DotPath::FeatureMajor(xt) => {
                     let source = BlockSource::FeatureMajor(xt);
-                    let block = |i: usize, xi: &[f64], j0: usize, out: &mut [f32]| {
+                    let block = |i: usize, xi: &[f64], j0: usize, out: &mut [T]| {
                         self.source_block(&source, i, xi, j0, out)
                     };
                     if let [job] = &mut jobs[..] {
@@ -387,7 +389,7 @@ impl<'a, R: Rows> RowComputer<'a, R> {
                         .map(|j| (j.from + j.out.len()).div_ceil(BLOCK))
                         .max()
                         .unwrap_or(0);
-                    let mut per_block: Vec<Vec<(usize, usize, &mut [f32])>> =
+                    let mut per_block: Vec<Vec<(usize, usize, &mut [T])>> =
                         (0..blocks).map(|_| Vec::new()).collect();
                     let positions: Vec<usize> = jobs.iter().map(|j| j.pos).collect();
                     for (p, job) in jobs.iter_mut().enumerate() {
@@ -482,10 +484,10 @@ impl<'a, R: Rows> RowComputer<'a, R> {
 
 /// Each job's entries gathered from the stored rows of the data rows behind its position (the
 /// missing ones computed first, in one batch); returns the values computed.
-fn gather_from_sources(
-    store: &dyn SourceRows,
+fn gather_from_sources<T: RowValue>(
+    store: &dyn SourceRows<T>,
     source_at: &[u32],
-    jobs: &mut [RowJob<'_>],
+    jobs: &mut [RowJob<'_, T>],
     scratch: &mut Scratch,
 ) -> u64 {
     let sources: Vec<u32> = jobs.iter().map(|j| source_at[j.pos]).collect();
@@ -518,12 +520,12 @@ fn gather_from_sources(
 
 /// Kernel rows by data row, for problems whose positions are data rows or map onto them (a
 /// pair's subset, SVR's two variables of a row); `source_rows::SourceKernelRows` keeps them.
-pub(crate) trait SourceRows: Sync {
+pub(crate) trait SourceRows<T>: Sync {
     /// The data rows (the length of a stored row).
     fn n_sources(&self) -> usize;
     /// The kernel rows of the data rows `sources`, k(x_g, x_h) for every data row h (stored,
     /// or computed now in one batch), in request order, and the kernel values computed.
-    fn rows(&self, sources: &[u32], scratch: &mut Scratch) -> (Vec<Arc<[f32]>>, u64);
+    fn rows(&self, sources: &[u32], scratch: &mut Scratch) -> (Vec<Arc<[T]>>, u64);
 }
 
 /// Per row of `x`, its twin (the other row with the same source row), or empty when every
@@ -561,12 +563,12 @@ fn twin_rows<R: Rows>(x: &R) -> Vec<u32> {
 /// parallel blocks of at most `BLOCK`: `dots(j0, buf)` writes the dot products (the Gram
 /// entries of a precomputed kernel) of the block from position j0 into the zeroed `buf`.
 #[inline(always)]
-fn fill_in_blocks(
+fn fill_in_blocks<T: RowValue>(
     kernel: Kernel,
     norms: &[f64],
     i: usize,
     from: usize,
-    out: &mut [f32],
+    out: &mut [T],
     dots: impl Fn(usize, &mut [f64]) + Sync,
 ) {
     out.par_chunks_mut(BLOCK)
@@ -582,24 +584,24 @@ fn fill_in_blocks(
 }
 
 /// Kernel values of the row at position i (squared norm sq_i) with the positions
-/// j0..j0 + out.len() from their dot products, rounded once to the cache's f32. The diagonal is
+/// j0..j0 + out.len() from their dot products, rounded once to the rows' type. The diagonal is
 /// k(x_i, x_i) from the norm alone (exactly 1 for the Gaussian kernel), the value the solvers'
 /// K_ii is.
 #[inline]
-fn kernel_values(
+fn kernel_values<T: RowValue>(
     kernel: Kernel,
     (i, sq_i): (usize, f64),
     j0: usize,
     sq_j: &[f64],
     dots: &mut [f64],
-    out: &mut [f32],
+    out: &mut [T],
 ) {
     kernel.from_dots(sq_i, sq_j, dots);
-    for (o, v) in out.iter_mut().zip(dots.iter()) {
-        *o = *v as f32;
+    for (o, &v) in out.iter_mut().zip(dots.iter()) {
+        *o = T::narrow(v);
     }
     if (j0..j0 + out.len()).contains(&i) {
-        out[i - j0] = kernel.self_value(sq_i) as f32;
+        out[i - j0] = T::narrow(kernel.self_value(sq_i));
     }
 }
 
@@ -626,7 +628,7 @@ const NS_GATHER: f64 = 1.3;
 /// average sum_c len_c^2 / n), or else the row-wise dots (dense SIMD dots, or CSR gathers of
 /// nnz(X)). Data wider than `DENSIFY_MAX_COLS` always scatter. A failed allocation of a copy
 /// falls back to the row-wise dots (no abort).
-pub(crate) fn choose_dot_path<'a, R: Rows>(x: &R) -> DotPath<'a> {
+pub(crate) fn choose_dot_path<'a, R: Rows, T: RowValue>(x: &R) -> DotPath<'a, T> {
     let (n, width) = (x.n_rows(), x.n_cols());
     if n == 0 || width == 0 {
         return DotPath::RowWise;
@@ -923,21 +925,21 @@ impl SparseColumns {
 }
 
 /// Kernel values of the fit's rows against the rows of one class, by request.
-pub trait SegmentSource: Sync {
+pub trait SegmentSource<T>: Sync {
     /// The own-class segment of fit row g: k(x_g, x_h) for the rows h of g's class in class
     /// order, and how many values were computed to answer (0 when it was stored); None when
     /// the store does not keep segments of g's class (they were seldom asked for again), and
     /// the caller computes what it needs.
-    fn own_segment(&self, g: usize) -> Option<(Arc<[f32]>, u64)>;
+    fn own_segment(&self, g: usize) -> Option<(Arc<[T]>, u64)>;
     /// Writes k(x_g, x_h) for the rows h of `class` from its `from`-th row on into `out`
     /// (nothing stored); returns the values computed.
-    fn compute(&self, g: usize, class: u32, from: usize, out: &mut [f32]) -> u64;
+    fn compute(&self, g: usize, class: u32, from: usize, out: &mut [T]) -> u64;
 }
 
 /// The rows of one pair problem (a, b) on the shared store: class a's rows and then class
 /// b's, each in class order.
-pub struct PairSegments<'a> {
-    pub(crate) source: &'a dyn SegmentSource,
+pub struct PairSegments<'a, T> {
+    pub(crate) source: &'a dyn SegmentSource<T>,
     pub(crate) classes: [u32; 2],
     /// Per row of the pair problem: the fit's row behind it.
     pub(crate) global: Vec<u32>,
@@ -945,12 +947,12 @@ pub struct PairSegments<'a> {
     pub(crate) first: usize,
 }
 
-impl<'a> PairSegments<'a> {
+impl<'a, T: RowValue> PairSegments<'a, T> {
     /// `rows`: the fit's rows of the pair problem, class a's (`class_of` each row's class)
     /// and then class b's, each class in the order of the store's segments (`rank_in_class`:
     /// each fit row's place among the rows of its class).
     pub fn new(
-        source: &'a dyn SegmentSource,
+        source: &'a dyn SegmentSource<T>,
         classes: (u32, u32),
         rows: &[usize],
         class_of: &[u32],
@@ -992,7 +994,7 @@ impl<'a> PairSegments<'a> {
 
     /// Fills each job (a row of the pair problem at a position; positions in order, `perm` the
     /// identity); returns the values computed for it.
-    pub(crate) fn fill(&self, jobs: &mut [RowJob<'_>], perm: &[u32]) -> u64 {
+    pub(crate) fn fill(&self, jobs: &mut [RowJob<'_, T>], perm: &[u32]) -> u64 {
         let (n, first) = (self.global.len(), self.first);
         jobs.par_iter_mut()
             .map(|job| {

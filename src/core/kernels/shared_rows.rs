@@ -26,6 +26,7 @@ use crate::core::data::rows::Rows;
 use crate::core::kernels::kernel::Kernel;
 use crate::core::kernels::kernel_cache::RowLru;
 use crate::core::kernels::kernel_rows::{RowComputer, RowJob, Scratch, SegmentSource, NONE};
+use crate::core::simd::RowValue;
 
 /// Counters of a shared store's life.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -41,8 +42,8 @@ pub struct SegmentStats {
 }
 
 /// The stored own-class segments by fit row, least recently used last.
-struct Lru {
-    segments: RowLru,
+struct Lru<T> {
+    segments: RowLru<T>,
     stats: SegmentStats,
     /// Per class: segments stored, and segments found stored.
     class_stored: Vec<u64>,
@@ -52,7 +53,7 @@ struct Lru {
 /// Bytes of a class's segments stored before their reuse is judged.
 const TRIAL_BYTES: u64 = 1 << 20;
 
-impl Lru {
+impl<T> Lru<T> {
     /// Whether new segments of class c (of `len` values) are worth storing: storing costs an
     /// allocation, its first touch and a copy into the pair's row, and the traffic pushes the
     /// solver's arrays out of cache (shuttle's large class, segments of 34,108 values seldom
@@ -60,7 +61,7 @@ impl Lru {
     /// `TRIAL_BYTES` a class is stored only while at least a quarter of its stored segments are
     /// found again.
     fn keeps(&self, c: usize, len: usize) -> bool {
-        let bytes = (len * std::mem::size_of::<f32>()) as u64;
+        let bytes = (len * std::mem::size_of::<T>()) as u64;
         let trial = self.class_stored[c] * bytes < TRIAL_BYTES;
         trial || 4 * self.class_hits[c] >= self.class_stored[c]
     }
@@ -68,16 +69,16 @@ impl Lru {
 
 /// The store of a one-vs-one fit: the rows grouped by class, their own-class segments computed
 /// on demand and kept least-recently-used within a byte budget.
-pub struct SharedKernelRows<'s, R: Rows> {
+pub struct SharedKernelRows<'s, R: Rows, T: RowValue> {
     /// Kernel values over the class-grouped rows (positions never move).
-    computer: RowComputer<'s, R>,
+    computer: RowComputer<'s, R, T>,
     /// Class c's rows sit at grouped positions class_start[c]..class_start[c + 1].
     class_start: Vec<usize>,
     /// Per fit row: its grouped position, and its class.
     position: Vec<u32>,
     class_of: Vec<u32>,
     budget_bytes: usize,
-    lru: Mutex<Lru>,
+    lru: Mutex<Lru<T>>,
     /// Kernel values computed (kept apart from the LRU's lock).
     values: AtomicU64,
 }
@@ -87,7 +88,7 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::default();
 }
 
-impl<'s, R: Rows> SharedKernelRows<'s, R> {
+impl<'s, R: Rows, T: RowValue> SharedKernelRows<'s, R, T> {
     /// `grouped`: the fit's rows ordered by class (class c's rows at
     /// `class_start[c]..class_start[c + 1]`, in their order), `sq_norms` theirs in that order,
     /// `position[g]`: where fit row g sits in `grouped`.
@@ -140,14 +141,14 @@ impl<'s, R: Rows> SharedKernelRows<'s, R> {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Lru> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Lru<T>> {
         // A panic elsewhere cannot leave the list half-updated in a way that matters here: at
         // worst a segment is computed again.
         self.lru.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Kernel values of row g against class `class`'s rows from its `from`-th on, into `out`.
-    fn compute_values(&self, g: usize, class: u32, from: usize, out: &mut [f32]) -> u64 {
+    fn compute_values(&self, g: usize, class: u32, from: usize, out: &mut [T]) -> u64 {
         let job = RowJob {
             pos: self.position[g] as usize,
             from: self.class_start[class as usize] + from,
@@ -164,8 +165,8 @@ impl<'s, R: Rows> SharedKernelRows<'s, R> {
     }
 }
 
-impl<R: Rows> SegmentSource for SharedKernelRows<'_, R> {
-    fn own_segment(&self, g: usize) -> Option<(Arc<[f32]>, u64)> {
+impl<R: Rows, T: RowValue> SegmentSource<T> for SharedKernelRows<'_, R, T> {
+    fn own_segment(&self, g: usize) -> Option<(Arc<[T]>, u64)> {
         let class = self.class_of[g];
         let len = self.class_start[class as usize + 1] - self.class_start[class as usize];
         {
@@ -181,7 +182,7 @@ impl<R: Rows> SegmentSource for SharedKernelRows<'_, R> {
         }
         // Computed outside the lock: other pairs go on meanwhile (two pairs asking for the same
         // missing segment at once both compute it, with the same values).
-        let mut values: Arc<[f32]> = std::iter::repeat_n(0.0f32, len).collect();
+        let mut values: Arc<[T]> = std::iter::repeat_n(T::default(), len).collect();
         let computed = match Arc::get_mut(&mut values) {
             Some(out) => self.compute_values(g, class, 0, out),
             None => 0,
@@ -195,7 +196,7 @@ impl<R: Rows> SegmentSource for SharedKernelRows<'_, R> {
         Some((values, computed))
     }
 
-    fn compute(&self, g: usize, class: u32, from: usize, out: &mut [f32]) -> u64 {
+    fn compute(&self, g: usize, class: u32, from: usize, out: &mut [T]) -> u64 {
         self.compute_values(g, class, from, out)
     }
 }
@@ -238,9 +239,15 @@ mod tests {
         let (order, start, position, rank) = group(y, k);
         let grouped = SubsetRows::new(x, &order).unwrap();
         let norms = finite_sq_norms(&grouped, "X").unwrap();
-        let store =
-            SharedKernelRows::new(&grouped, Kernel::rbf(gamma), norms, start, position, budget)
-                .unwrap();
+        let store = SharedKernelRows::<_, f32>::new(
+            &grouped,
+            Kernel::rbf(gamma),
+            norms,
+            start,
+            position,
+            budget,
+        )
+        .unwrap();
         let mut rng = Rng::new(seed);
         let mut computed = 0;
         let mut asked = 0;
@@ -252,7 +259,7 @@ mod tests {
                 let sub = SubsetRows::new(x, &rows).unwrap();
                 let segments = PairSegments::new(&store, (a, b), &rows, y, &rank).unwrap();
                 let norms = finite_sq_norms(&sub, "X").unwrap();
-                let mut cache = KernelRowCache::with_segments(
+                let mut cache = KernelRowCache::<_, f32>::with_segments(
                     &sub,
                     Kernel::rbf(gamma),
                     norms,
@@ -315,9 +322,15 @@ mod tests {
         let (order, start, position, rank) = group(&y, k);
         let grouped = SubsetRows::new(&x, &order).unwrap();
         let norms = finite_sq_norms(&grouped, "X").unwrap();
-        let store =
-            SharedKernelRows::new(&grouped, Kernel::rbf(1.0), norms, start, position, 1 << 20)
-                .unwrap();
+        let store = SharedKernelRows::<_, f32>::new(
+            &grouped,
+            Kernel::rbf(1.0),
+            norms,
+            start,
+            position,
+            1 << 20,
+        )
+        .unwrap();
         // Row 0 (class 0) in pairs (0, 1) and (0, 2): its class-0 segment is computed once.
         for b in [1u32, 2] {
             let y = &y;
@@ -326,9 +339,14 @@ mod tests {
             let segments = PairSegments::new(&store, (0, b), &rows, y, &rank).unwrap();
             let sub = SubsetRows::new(&x, &rows).unwrap();
             let norms = finite_sq_norms(&sub, "X").unwrap();
-            let mut cache =
-                KernelRowCache::with_segments(&sub, Kernel::rbf(1.0), norms, 1 << 20, segments)
-                    .unwrap();
+            let mut cache = KernelRowCache::<_, f32>::with_segments(
+                &sub,
+                Kernel::rbf(1.0),
+                norms,
+                1 << 20,
+                segments,
+            )
+            .unwrap();
             cache.rows(&[0]).unwrap();
         }
         let stats = store.stats();
@@ -342,7 +360,7 @@ mod tests {
         let xs = [0.0, 1.0, 2.0];
         let x = DenseView::new(&xs, 3, 1).unwrap();
         let norms = vec![0.0, 1.0, 4.0];
-        let bad_start = SharedKernelRows::new(
+        let bad_start = SharedKernelRows::<_, f32>::new(
             &x,
             Kernel::rbf(1.0),
             norms.clone(),
@@ -351,10 +369,16 @@ mod tests {
             1,
         );
         assert!(bad_start.is_err());
-        let bad_pos =
-            SharedKernelRows::new(&x, Kernel::rbf(1.0), norms, vec![0, 1, 3], vec![0, 1, 3], 1);
+        let bad_pos = SharedKernelRows::<_, f32>::new(
+            &x,
+            Kernel::rbf(1.0),
+            norms,
+            vec![0, 1, 3],
+            vec![0, 1, 3],
+            1,
+        );
         assert!(bad_pos.is_err());
-        let store = SharedKernelRows::new(
+        let store = SharedKernelRows::<_, f32>::new(
             &x,
             Kernel::rbf(1.0),
             vec![0.0, 1.0, 4.0],

@@ -8,15 +8,19 @@
 //! rows the solver works with, as for any problem. So the kernel is never asked for more than
 //! the rows the solvers need, and never for the whole n x n matrix at once.
 //!
-//! A producer that fails (the Python function raised) is asked nothing more: the store answers
-//! with rows of zeros from then on and keeps the error for the caller, who stops the solver
-//! (the binding's monitor) and raises it.
+//! A producer gives its values in f64 and the store keeps them in the type of the fit's kernel
+//! rows (`RowValue`: f32 unless the problem needs f64, `exact::dual::RowPrecision`), so the
+//! fit makes the store once it has chosen that type. A producer that fails (the Python
+//! function raised) is asked nothing more: the store answers with rows of zeros from then on,
+//! and the producer keeps the error for the caller, who stops the solver (the binding's
+//! monitor) and raises it.
 
 use std::sync::{Arc, Mutex};
 
 use crate::core::common::error::Result;
 use crate::core::kernels::kernel_cache::RowLru;
 use crate::core::kernels::kernel_rows::{Scratch, SourceRows};
+use crate::core::simd::RowValue;
 
 /// Where a store's rows come from.
 pub(crate) trait RowProducer: Sync {
@@ -24,7 +28,7 @@ pub(crate) trait RowProducer: Sync {
     fn n(&self) -> usize;
     /// Writes the kernel rows of the data rows `rows` into `out` (one n-long slice each, in
     /// the same order); returns the kernel values computed.
-    fn produce(&self, rows: &[u32], out: &mut [&mut [f32]], scratch: &mut Scratch) -> Result<u64>;
+    fn produce(&self, rows: &[u32], out: &mut [&mut [f64]], scratch: &mut Scratch) -> Result<u64>;
 }
 
 /// Counters of a store's life.
@@ -39,23 +43,23 @@ pub struct SourceStats {
 }
 
 /// The stored rows by data row, and the producer's failure.
-struct SourceLru {
-    rows: RowLru,
+struct SourceLru<T> {
+    rows: RowLru<T>,
     stats: SourceStats,
     /// Set once the producer failed (its error is the producer's to report).
     failed: bool,
 }
 
 /// The store (module doc).
-pub(crate) struct SourceKernelRows<P: RowProducer> {
-    producer: P,
+pub(crate) struct SourceKernelRows<'p, T> {
+    producer: &'p dyn RowProducer,
     budget_bytes: usize,
-    lru: Mutex<SourceLru>,
+    lru: Mutex<SourceLru<T>>,
 }
 
-impl<P: RowProducer> SourceKernelRows<P> {
+impl<'p, T: RowValue> SourceKernelRows<'p, T> {
     /// A store of at most `budget_bytes` of rows (always the rows of the request being served).
-    pub(crate) fn new(producer: P, budget_bytes: usize) -> Self {
+    pub(crate) fn new(producer: &'p dyn RowProducer, budget_bytes: usize) -> Self {
         let n = producer.n();
         SourceKernelRows {
             producer,
@@ -74,28 +78,25 @@ impl<P: RowProducer> SourceKernelRows<P> {
     }
 
     /// Whether the producer failed (it is then asked nothing more).
-    pub(crate) fn failed(&self) -> bool {
+    #[cfg(test)]
+    fn failed(&self) -> bool {
         self.lock().failed
     }
 
-    pub(crate) fn producer(&self) -> &P {
-        &self.producer
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, SourceLru> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, SourceLru<T>> {
         // At worst a row is produced again after a panic elsewhere.
         self.lru.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-impl<P: RowProducer> SourceRows for SourceKernelRows<P> {
+impl<T: RowValue> SourceRows<T> for SourceKernelRows<'_, T> {
     fn n_sources(&self) -> usize {
         self.producer.n()
     }
 
-    fn rows(&self, sources: &[u32], scratch: &mut Scratch) -> (Vec<Arc<[f32]>>, u64) {
+    fn rows(&self, sources: &[u32], scratch: &mut Scratch) -> (Vec<Arc<[T]>>, u64) {
         let n = self.producer.n();
-        let mut found: Vec<Option<Arc<[f32]>>> = Vec::with_capacity(sources.len());
+        let mut found: Vec<Option<Arc<[T]>>> = Vec::with_capacity(sources.len());
         let mut missing: Vec<u32> = Vec::new();
         let failed = {
             let mut lru = self.lock();
@@ -112,16 +113,21 @@ impl<P: RowProducer> SourceRows for SourceKernelRows<P> {
         };
         let mut computed = 0;
         if !missing.is_empty() {
-            let mut fresh: Vec<Arc<[f32]>> = missing
-                .iter()
-                .map(|_| std::iter::repeat_n(0.0f32, n).collect())
-                .collect();
-            let outcome = if failed {
+            let mut wide = vec![0.0f64; missing.len() * n];
+            let outcome = if failed || n == 0 {
                 Ok(0)
             } else {
-                let mut out: Vec<&mut [f32]> = fresh.iter_mut().filter_map(Arc::get_mut).collect();
+                let mut out: Vec<&mut [f64]> = wide.chunks_mut(n).collect();
                 self.producer.produce(&missing, &mut out, scratch)
             };
+            let fresh: Vec<Arc<[T]>> = (0..missing.len())
+                .map(|k| {
+                    wide[k * n..(k + 1) * n]
+                        .iter()
+                        .map(|&v| T::narrow(v))
+                        .collect()
+                })
+                .collect();
             let mut lru = self.lock();
             match outcome {
                 Ok(values) => computed = values,
@@ -148,7 +154,7 @@ impl<P: RowProducer> SourceRows for SourceKernelRows<P> {
 /// Rows computed from the data rows' features (the tests' producer).
 #[cfg(test)]
 pub(crate) struct DataRowProducer<'s, R: crate::core::data::rows::Rows> {
-    computer: crate::core::kernels::kernel_rows::RowComputer<'s, R>,
+    computer: crate::core::kernels::kernel_rows::RowComputer<'s, R, f64>,
 }
 
 #[cfg(test)]
@@ -172,7 +178,7 @@ impl<R: crate::core::data::rows::Rows> RowProducer for DataRowProducer<'_, R> {
         self.computer.n
     }
 
-    fn produce(&self, rows: &[u32], out: &mut [&mut [f32]], scratch: &mut Scratch) -> Result<u64> {
+    fn produce(&self, rows: &[u32], out: &mut [&mut [f64]], scratch: &mut Scratch) -> Result<u64> {
         let jobs = rows
             .iter()
             .zip(out.iter_mut())
@@ -210,11 +216,16 @@ mod tests {
         let sub_norms: Vec<f64> = rows.iter().map(|&i| norms[i]).collect();
         let kernel = Kernel::rbf(gamma);
         let producer = DataRowProducer::new(x, kernel, norms).unwrap();
-        let store = SourceKernelRows::new(producer, budget_rows * n * 4);
+        let store = SourceKernelRows::<f32>::new(&producer, budget_rows * n * 4);
         // The problem's own cache holds three of its rows: most requests reach the store.
-        let mut cache =
-            KernelRowCache::with_source_rows(&sub, kernel, sub_norms, 3 * 2 * n * 4, &store)
-                .unwrap();
+        let mut cache = KernelRowCache::<_, f32>::with_source_rows(
+            &sub,
+            kernel,
+            sub_norms,
+            3 * 2 * n * 4,
+            &store,
+        )
+        .unwrap();
         let mut perm: Vec<usize> = (0..2 * n).collect();
         let mut rng = Rng::new(seed);
         for step in 0..40 {
@@ -255,7 +266,7 @@ mod tests {
         fn n(&self) -> usize {
             self.n
         }
-        fn produce(&self, rows: &[u32], out: &mut [&mut [f32]], _: &mut Scratch) -> Result<u64> {
+        fn produce(&self, rows: &[u32], out: &mut [&mut [f64]], _: &mut Scratch) -> Result<u64> {
             if self
                 .calls
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -264,7 +275,7 @@ mod tests {
                 return Err(SvmError::invalid_input("the kernel function failed"));
             }
             for (row, &g) in out.iter_mut().zip(rows) {
-                row.fill(g as f32);
+                row.fill(f64::from(g));
             }
             Ok((rows.len() * self.n) as u64)
         }
@@ -272,13 +283,11 @@ mod tests {
 
     #[test]
     fn a_failed_producer_is_asked_nothing_more_and_its_error_kept() {
-        let store = SourceKernelRows::new(
-            Failing {
-                n: 5,
-                calls: Default::default(),
-            },
-            1 << 20,
-        );
+        let failing = Failing {
+            n: 5,
+            calls: Default::default(),
+        };
+        let store = SourceKernelRows::<f32>::new(&failing, 1 << 20);
         let mut scratch = Scratch::default();
         let (rows, computed) = store.rows(&[3, 1, 3], &mut scratch);
         assert_eq!(computed, 10);
@@ -289,13 +298,7 @@ mod tests {
         assert!(store.failed());
         // Asked once more: no call (the count stays at two), stored rows still served.
         let (rows, _) = store.rows(&[2, 3], &mut scratch);
-        assert_eq!(
-            store
-                .producer()
-                .calls
-                .load(std::sync::atomic::Ordering::Relaxed),
-            2
-        );
+        assert_eq!(failing.calls.load(std::sync::atomic::Ordering::Relaxed), 2);
         assert!(rows[1].iter().all(|&v| v == 3.0) && rows[0].iter().all(|&v| v == 0.0));
     }
 

@@ -16,7 +16,7 @@ mod x86;
 /// The vector levels as generic code sees them, and the exponential's core (the benchmark of the
 /// arithmetic floor writes its loops with them too).
 #[cfg(target_arch = "x86_64")]
-pub use x86::{exp_in_range, Avx2, Avx512, Simd};
+pub use x86::{exp_in_range, Avx2, Avx512, ScanLanes, Simd};
 
 /// The instruction sets the kernel loops can use, from the least to the best.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -650,9 +650,9 @@ fn scan_candidates_portable(
 
 /// One run of WSS2's j candidates for an i (ALFPGM's pWSS, `alfpgm::pick_pairs`): the
 /// candidates' look-ahead values `v` at positions `t` (increasing), all of the run's kernel rows
-/// starting at position `j0`.
+/// (of element type `T`, `RowValue`) starting at position `j0`.
 #[derive(Clone, Copy)]
-pub struct JScanInput<'a> {
+pub struct JScanInput<'a, T: RowValue> {
     pub t: &'a [u32],
     /// K_tt of every position.
     pub diag: &'a [f64],
@@ -662,9 +662,9 @@ pub struct JScanInput<'a> {
     /// i's position, its value (the largest look-ahead violation) and its kernel row from j0.
     pub i: usize,
     pub vi: f64,
-    pub row_i: &'a [f32],
+    pub row_i: &'a [T],
     /// The previous pair's look-ahead update, v -= (K_ti' - K_tj') step: their rows from j0.
-    pub update: Option<(&'a [f32], &'a [f32], f64)>,
+    pub update: Option<(&'a [T], &'a [T], f64)>,
     /// With a sum per label: the labels and i's (other labels' candidates do not count).
     pub label: Option<(&'a [f64], f64)>,
     /// The curvature that replaces a_it <= 0.
@@ -695,8 +695,8 @@ impl Default for JScan {
 
 /// a_it = K_ii + K_tt - 2 K_it, `tau` where that is not positive.
 #[inline(always)]
-fn pair_curvature(k_ii: f64, k_tt: f64, k_it: f32, tau: f64) -> f64 {
-    let a = k_ii + k_tt - 2.0 * f64::from(k_it);
+fn pair_curvature<T: RowValue>(k_ii: f64, k_tt: f64, k_it: T, tau: f64) -> f64 {
+    let a = k_ii + k_tt - 2.0 * k_it.widen();
     if a > 0.0 {
         a
     } else {
@@ -708,7 +708,7 @@ fn pair_curvature(k_ii: f64, k_tt: f64, k_it: f32, tau: f64) -> f64 {
 /// same result and the same values (AVX-512 and AVX2: eight or four candidates at a time, the
 /// lanes merged by the same tie rules; AVX-512 without the portable loop's product test before
 /// the division, AVX2 with it).
-pub fn j_scan(level: Level, v: &mut [f64], input: &JScanInput<'_>) -> JScan {
+pub fn j_scan<T: RowValue>(level: Level, v: &mut [f64], input: &JScanInput<'_, T>) -> JScan {
     assert_eq!(
         v.len(),
         input.t.len(),
@@ -730,7 +730,12 @@ pub fn j_scan(level: Level, v: &mut [f64], input: &JScanInput<'_>) -> JScan {
 }
 
 /// The j scan from place `from` on, continuing the result `out` of the places before it.
-fn j_scan_portable(v: &mut [f64], input: &JScanInput<'_>, from: usize, mut out: JScan) -> JScan {
+fn j_scan_portable<T: RowValue>(
+    v: &mut [f64],
+    input: &JScanInput<'_, T>,
+    from: usize,
+    mut out: JScan,
+) -> JScan {
     let &JScanInput {
         t,
         diag,
@@ -747,7 +752,7 @@ fn j_scan_portable(v: &mut [f64], input: &JScanInput<'_>, from: usize, mut out: 
     for k in from..v.len() {
         let tk = t[k] as usize;
         if let Some((ri, rj, step)) = update {
-            v[k] -= (f64::from(ri[tk - j0]) - f64::from(rj[tk - j0])) * step;
+            v[k] -= (ri[tk - j0].widen() - rj[tk - j0].widen()) * step;
         }
         if label.is_some_and(|(y, yi)| y[tk] != yi) {
             continue;
@@ -1059,6 +1064,37 @@ impl ColumnValue for F16 {
         unsafe { s.load_lanes_f16(ptr, lanes) }
     }
 }
+
+/// The element type of the exact solvers' kernel rows (`kernels::kernel_cache`): f32, as
+/// LIBSVM's `Qfloat`, or f64 where f32's rounding of the kernel values is larger than the
+/// solver's tolerance can absorb (`exact::dual::RowPrecision`). The cache, the stores and the
+/// solvers are generic over it and compiled once for each, so no loop over a row asks which.
+pub trait RowValue: ColumnValue + ScanLanes + Default + PartialEq + std::fmt::Debug {
+    /// `v` rounded to this type (to nearest).
+    fn narrow(v: f64) -> Self;
+}
+
+impl RowValue for f32 {
+    #[inline(always)]
+    fn narrow(v: f64) -> f32 {
+        v as f32
+    }
+}
+
+impl RowValue for f64 {
+    #[inline(always)]
+    fn narrow(v: f64) -> f64 {
+        v
+    }
+}
+
+/// What `j_scan`'s vector levels need of a row's element type (nothing off x86-64).
+#[cfg(not(target_arch = "x86_64"))]
+pub trait ScanLanes {}
+#[cfg(not(target_arch = "x86_64"))]
+impl ScanLanes for f32 {}
+#[cfg(not(target_arch = "x86_64"))]
+impl ScanLanes for f64 {}
 
 /// Rows of a `product_tile`.
 pub const PRODUCT_TILE_ROWS: usize = 6;

@@ -9,8 +9,8 @@
 
 use super::{
     pair_curvature, CandidateFilter, ColumnValue, EightRows, FusedRow, JScan, JScanInput, Level,
-    ProductTile, ProductTileF32, BLOCK_ROWS, EXP_MIN_ARG, F16, INV_FACT, LN2_HI, LN2_LO, LOG2E,
-    PRODUCT_TILE_ROWS, SHIFTER, SINGLE_DEGREE,
+    ProductTile, ProductTileF32, RowValue, BLOCK_ROWS, EXP_MIN_ARG, F16, INV_FACT, LN2_HI, LN2_LO,
+    LOG2E, PRODUCT_TILE_ROWS, SHIFTER, SINGLE_DEGREE,
 };
 use std::arch::x86_64::*;
 
@@ -1341,7 +1341,7 @@ pub unsafe fn scan_candidates_avx512(
 /// The CPU must support AVX-512F; `v` and `input.t` have the same length; the positions lie
 /// within `input.diag`, the labels and, from `input.j0`, the rows.
 #[target_feature(enable = "avx512f")]
-pub unsafe fn j_scan_avx512(v: &mut [f64], input: &JScanInput<'_>) -> JScan {
+pub unsafe fn j_scan_avx512<T: RowValue>(v: &mut [f64], input: &JScanInput<'_, T>) -> JScan {
     let n = v.len();
     let whole = n - n % 8;
     let JScanInput {
@@ -1399,28 +1399,15 @@ pub unsafe fn j_scan_avx512(v: &mut [f64], input: &JScanInput<'_>) -> JScan {
         // all inside the rows.
         let rel = || _mm512_sub_epi32(off, _mm512_set1_epi32(first_off as i32));
         let near_mask = || !0u32 >> (31 - span.min(31));
-        let row_lanes = |row: &[f32], mask: __mmask8| -> __m512d {
-            // SAFETY: offsets within the row (the caller's contract), lanes outside the masks
-            // not read.
-            _mm512_cvtps_pd(_mm512_castps512_ps256(unsafe {
-                let p = row.as_ptr().add(first_off);
-                if span == 7 {
-                    _mm512_maskz_loadu_ps(__mmask16::from(mask), p)
-                } else if span < 32 {
-                    let m = near_mask();
-                    let lo = _mm512_maskz_loadu_ps(m as __mmask16, p);
-                    let hi = _mm512_maskz_loadu_ps((m >> 16) as __mmask16, p.add(16));
-                    _mm512_permutex2var_ps(lo, rel(), hi)
-                } else {
-                    _mm512_mask_i32gather_ps::<4>(
-                        _mm512_setzero_ps(),
-                        __mmask16::from(mask),
-                        off,
-                        row.as_ptr(),
-                    )
-                }
-            }))
+        let at = Near512 {
+            first_off,
+            span,
+            off,
+            rel: rel(),
         };
+        // SAFETY: offsets within the rows (the caller's contract), lanes outside the masks not
+        // read.
+        let row_lanes = |row: &[T], mask: __mmask8| unsafe { T::lanes_512(row, &at, mask) };
         // SAFETY: as `row_lanes`, for a per-position array of f64 from j0.
         let f64_lanes = |from_j0: *const f64, mask: __mmask8| -> __m512d {
             unsafe {
@@ -1501,14 +1488,14 @@ pub unsafe fn j_scan_avx512(v: &mut [f64], input: &JScanInput<'_>) -> JScan {
 /// seconds and the other lanes' firsts, the best j the least objective (the latest place of
 /// equal ones) with its b and a again from its place by the same operations. A lane's place
 /// is negative where it found none.
-fn merged_j_lanes(
+fn merged_j_lanes<T: RowValue>(
     fv: &[f64],
     fk: &[i64],
     sv: &[f64],
     bo: &[f64],
     bk: &[i64],
     v: &[f64],
-    input: &JScanInput<'_>,
+    input: &JScanInput<'_, T>,
 ) -> JScan {
     let mut out = JScan::default();
     let mut at = usize::MAX;
@@ -1568,7 +1555,7 @@ pub unsafe fn and_popcounts_popcnt(a: &[u64], rows: &[u64], out: &mut [f64]) {
 /// # Safety
 /// The CPU must support AVX2; the contract of `j_scan_avx512`.
 #[target_feature(enable = "avx2")]
-pub unsafe fn j_scan_avx2(v: &mut [f64], input: &JScanInput<'_>) -> JScan {
+pub unsafe fn j_scan_avx2<T: RowValue>(v: &mut [f64], input: &JScanInput<'_, T>) -> JScan {
     let n = v.len();
     let whole = n - n % 4;
     let JScanInput {
@@ -1616,22 +1603,15 @@ pub unsafe fn j_scan_avx2(v: &mut [f64], input: &JScanInput<'_>) -> JScan {
         // inside the rows) and a permute instead of a gather.
         let near = _mm256_cmpgt_epi32(_mm256_set1_epi32(span as i32 + 1), lane_index);
         let rel = _mm256_castsi128_si256(_mm_sub_epi32(off, _mm_set1_epi32(first_off as i32)));
-        let row_lanes = |row: &[f32]| -> __m256d {
-            // SAFETY: offsets within the row, lanes outside `near` not read.
-            _mm256_cvtps_pd(unsafe {
-                let p = row.as_ptr().add(first_off);
-                if dense {
-                    _mm_loadu_ps(p)
-                } else if span < 8 {
-                    _mm256_castps256_ps128(_mm256_permutevar8x32_ps(
-                        _mm256_maskload_ps(p, near),
-                        rel,
-                    ))
-                } else {
-                    _mm_i32gather_ps::<4>(row.as_ptr(), off)
-                }
-            })
+        let at = Near256 {
+            first_off,
+            span,
+            near,
+            rel,
+            off,
         };
+        // SAFETY: offsets within the rows, lanes outside `near` not read.
+        let row_lanes = |row: &[T]| unsafe { T::lanes_256(row, &at) };
         let mut vv = unsafe { _mm256_loadu_pd(pv.add(k)) };
         if let Some((ri, rj, step)) = update {
             let d = _mm256_sub_pd(row_lanes(ri), row_lanes(rj));
@@ -1711,4 +1691,120 @@ pub unsafe fn j_scan_avx2(v: &mut [f64], input: &JScanInput<'_>) -> JScan {
         out = merged_j_lanes(&fv, &fk, &sv, &bo, &bk, v, input);
     }
     super::j_scan_portable(v, input, whole, out)
+}
+
+/// Where a vector `j_scan` of AVX-512 reads its eight candidates' entries of a kernel row
+/// (`ScanLanes::lanes_512`): the first candidate's offset from the run's first position, the
+/// span from it to the last (positions increase), the offsets from the run's first position
+/// (`off`, eight i32 lanes) and from the first candidate (`rel`).
+pub struct Near512 {
+    first_off: usize,
+    span: usize,
+    off: __m512i,
+    rel: __m512i,
+}
+
+/// `Near512` for AVX2's four candidates: also the lanes within the span (`near`, i32 lanes) and
+/// the offsets as four i32 (`off`).
+pub struct Near256 {
+    first_off: usize,
+    span: usize,
+    near: __m256i,
+    rel: __m256i,
+    off: __m128i,
+}
+
+/// A kernel row's element type as `j_scan` reads it on the vector levels: the candidates'
+/// entries, widened to f64 (`RowValue`: f32 or f64 rows, one scan compiled for each). Near
+/// candidates are read by plain loads and a permute, far ones gathered.
+pub trait ScanLanes: Sized {
+    /// The eight candidates' entries of `row` (from the run's first position on); lanes
+    /// outside `mask` read as 0 where gathered.
+    ///
+    /// # Safety
+    /// AVX-512F must run here; the offsets lie within `row`.
+    unsafe fn lanes_512(row: &[Self], at: &Near512, mask: __mmask8) -> __m512d;
+
+    /// The four candidates' entries of `row`.
+    ///
+    /// # Safety
+    /// AVX2 must run here; the offsets lie within `row`.
+    unsafe fn lanes_256(row: &[Self], at: &Near256) -> __m256d;
+}
+
+impl ScanLanes for f32 {
+    #[inline(always)]
+    unsafe fn lanes_512(row: &[f32], at: &Near512, mask: __mmask8) -> __m512d {
+        // SAFETY: the caller's contract; lanes outside the masks are not read.
+        unsafe {
+            let p = row.as_ptr().add(at.first_off);
+            _mm512_cvtps_pd(_mm512_castps512_ps256(if at.span == 7 {
+                _mm512_maskz_loadu_ps(__mmask16::from(mask), p)
+            } else if at.span < 32 {
+                let m = !0u32 >> (31 - at.span.min(31));
+                let lo = _mm512_maskz_loadu_ps(m as __mmask16, p);
+                let hi = _mm512_maskz_loadu_ps((m >> 16) as __mmask16, p.add(16));
+                _mm512_permutex2var_ps(lo, at.rel, hi)
+            } else {
+                _mm512_mask_i32gather_ps::<4>(
+                    _mm512_setzero_ps(),
+                    __mmask16::from(mask),
+                    at.off,
+                    row.as_ptr(),
+                )
+            }))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn lanes_256(row: &[f32], at: &Near256) -> __m256d {
+        // SAFETY: the caller's contract; lanes outside `near` are not read.
+        unsafe {
+            let p = row.as_ptr().add(at.first_off);
+            _mm256_cvtps_pd(if at.span == 3 {
+                _mm_loadu_ps(p)
+            } else if at.span < 8 {
+                _mm256_castps256_ps128(_mm256_permutevar8x32_ps(
+                    _mm256_maskload_ps(p, at.near),
+                    at.rel,
+                ))
+            } else {
+                _mm_i32gather_ps::<4>(row.as_ptr(), at.off)
+            })
+        }
+    }
+}
+
+impl ScanLanes for f64 {
+    #[inline(always)]
+    unsafe fn lanes_512(row: &[f64], at: &Near512, mask: __mmask8) -> __m512d {
+        // SAFETY: the caller's contract; lanes outside the masks are not read.
+        unsafe {
+            let p = row.as_ptr().add(at.first_off);
+            if at.span == 7 {
+                _mm512_maskz_loadu_pd(mask, p)
+            } else if at.span < 16 {
+                let m = !0u32 >> (31 - at.span.min(31));
+                let lo = _mm512_maskz_loadu_pd(m as __mmask8, p);
+                let hi = _mm512_maskz_loadu_pd((m >> 8) as __mmask8, p.add(8));
+                let rel64 = _mm512_cvtepu32_epi64(_mm512_castsi512_si256(at.rel));
+                _mm512_permutex2var_pd(lo, rel64, hi)
+            } else {
+                let off8 = _mm512_castsi512_si256(at.off);
+                _mm512_mask_i32gather_pd::<8>(_mm512_setzero_pd(), mask, off8, row.as_ptr())
+            }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn lanes_256(row: &[f64], at: &Near256) -> __m256d {
+        // SAFETY: the caller's contract.
+        unsafe {
+            if at.span == 3 {
+                _mm256_loadu_pd(row.as_ptr().add(at.first_off))
+            } else {
+                _mm256_i32gather_pd::<8>(row.as_ptr(), at.off)
+            }
+        }
+    }
 }
