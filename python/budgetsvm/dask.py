@@ -699,7 +699,7 @@ _HESSIAN_FREE_FROM: Optional[int] = None
 
 
 def _hessian_free_directions(round_trip, pre, kss, coef, b, live, C, first_norm):
-    """The Hessian-free direction at (coef, b) for the live outputs (``solvers::polish``'s,
+    """The Hessian-free direction at (coef, b) for the live outputs (``budgeted::polish``'s,
     distributed): one round for the gradient and the squared rows' weight, then preconditioned
     conjugate gradients on H x = -g here, each product a round (the workers' sums over the rows
     squared at the point; K_SS's part here). Returns (direction m x q, db, -g.x per output,
@@ -774,7 +774,7 @@ def _hessian_free_directions(round_trip, pre, kss, coef, b, live, C, first_norm)
 
 
 def _distributed_polish(clf, client, x_parts, y_parts, w_parts, targets, C, token):
-    """Newton iterations of the polish (``solvers::polish``), the sums over rows mapped over
+    """Newton iterations of the polish (``budgeted::polish``), the sums over rows mapped over
     the partitions and added here in partition order; the direction the Newton point of the
     system those sums form (below ``_HESSIAN_FREE_FROM`` support vectors) or Hessian-free
     (``_hessian_free_directions``: no m x m system beyond K_SS and the preconditioner's

@@ -65,7 +65,7 @@ impl PolishSettings<'_> {
 /// The polish: the exact solve of a budgeted model's coefficients (and intercepts) over its
 /// support vectors on the training rows `x` with class indices `y` (uint32, smoothed hinge), or
 /// with real targets `y` (float64) and `epsilon` (squared epsilon-insensitive loss; n_classes is
-/// then 0) (`solvers::polish`). The model and settings (`options`) are those of
+/// then 0) (`budgeted::polish`). The model and settings (`options`) are those of
 /// `ExpansionArrays` and `PolishSettings`. Returns a dict: coef (n_sv, n_out), intercept
 /// (n_out), objectives, iterations, statistics.
 #[pyfunction]
@@ -192,7 +192,7 @@ pub fn polish_file<'py>(
 }
 
 /// One partition's rows of a distributed polish, kept on the worker that holds them: their
-/// kernel values against the basis, computed once (`solvers::polish::PartitionRows`).
+/// kernel values against the basis, computed once (`budgeted::polish::PartitionRows`).
 #[pyclass(module = "budgetsvm._budgetsvm")]
 pub struct PolishPartition {
     rows: PartitionRows,

@@ -5,7 +5,7 @@
 //! Both exact solvers take one general problem, LIBSVM's (`DualProblem`):
 //!   min_a f(a) = 1/2 a^T Q a + p^T a   s.t.  y^T a = y^T a0,  0 <= a_t <= C_t,
 //! Q_ts = y_t y_s K_ts, y_t = +-1, started from a feasible a0 (0 unless given). C-SVC, epsilon-SVR
-//! and one-class SVM are small builders of it (`solvers::kernel_svc`): C-SVC p = -e, a0 = 0, C_t = C
+//! and one-class SVM are small builders of it (`exact::machines`): C-SVC p = -e, a0 = 0, C_t = C
 //! times the row's weight; SVR 2n variables over n rows; one-class p = 0, y = e, a0 summing to
 //! nu n. The gradient is G = Q a + p (G = p at a = 0). epsilon-SVR has a second form,
 //! `DualProblem::tube`: one signed variable per data row, whose membership of I_up / I_low and

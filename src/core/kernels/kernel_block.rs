@@ -2,7 +2,7 @@
 //! S (a model's support vectors, the polish's basis, the Y of `kernel_matrix`), and the decision
 //! values of a kernel expansion over S. Written once here and shared by every prediction path
 //! (BudgetSVC, KernelSVC one-vs-one, the Dask and command-line predictions), the polish
-//! (`solvers::polish`) and `kernel_matrix` here.
+//! (`budgeted::polish`) and `kernel_matrix` here.
 //!
 //! S is copied once feature-major (feature c of vector j at `t[c * n + j]`), and a block is
 //! computed a chunk of S at a time, each chunk an L2-sized slice of the copy that all rows of the
