@@ -9,9 +9,11 @@ Profiles (select with the environment variable ``HYPOTHESIS_PROFILE``):
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import threading
 import warnings
 import zipfile
 
@@ -41,6 +43,32 @@ def xor_data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     X = rng.uniform(-1.0, 1.0, size=(n, 2))
     y = (X[:, 0] * X[:, 1] > 0).astype(np.int64)
     return X, y
+
+
+@contextlib.contextmanager
+def fitting_in_another_thread(estimator, fit):
+    """Runs ``fit()`` on a thread of its own and enters once that fit holds ``estimator``
+    (its fit lock is taken); on leaving, waits for the fit and re-raises what it raised."""
+    from budgetsvm._validation import _fit_locks
+
+    errors: list = []
+
+    def run() -> None:
+        try:
+            fit()
+        except BaseException as e:  # pragma: no cover - re-raised below
+            errors.append(e)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    while not (estimator in _fit_locks and _fit_locks[estimator].locked()) and worker.is_alive():
+        pass
+    try:
+        yield
+    finally:
+        worker.join()
+    if errors:
+        raise errors[0]
 
 
 def polish_loss(xi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -13,7 +13,7 @@ import threading
 import numpy as np
 import pytest
 from budgetsvm import BudgetSVC, KernelSVC, get_num_threads, set_num_threads
-from conftest import default_sigint, xor_data
+from conftest import default_sigint, fitting_in_another_thread, xor_data
 from numpy.testing import assert_array_equal
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="fork and SIGINT are POSIX")
@@ -171,28 +171,15 @@ def test_a_failed_fit_leaves_the_previous_model():
 
 
 def test_a_second_fit_from_another_thread_is_refused_and_predict_keeps_working():
-    from budgetsvm._validation import _fit_locks
-
     X, y = xor_data(20_000, 5)
     clf = BudgetSVC(budget=200, epochs=1, random_state=0).fit(X[:500], y[:500])
     before = clf.predict(X[:100])
-    errors: list = []
-
-    def long_fit() -> None:
-        try:
-            clf.partial_fit(np.tile(X, (100, 1)), np.tile(y, 100))  # seconds of work
-        except BaseException as e:  # pragma: no cover - reported below
-            errors.append(e)
-
-    worker = threading.Thread(target=long_fit)
-    worker.start()
-    while not (clf in _fit_locks and _fit_locks[clf].locked()) and worker.is_alive():
-        pass  # until the worker's fit holds the estimator
-    with pytest.raises(RuntimeError, match="being fitted in another thread"):
-        clf.partial_fit(X[:10], y[:10])
-    assert_array_equal(clf.predict(X[:100]), before)  # the previous model, meanwhile
-    worker.join()
-    assert not errors
+    with fitting_in_another_thread(  # seconds of work
+        clf, lambda: clf.partial_fit(np.tile(X, (100, 1)), np.tile(y, 100))
+    ):
+        with pytest.raises(RuntimeError, match="being fitted in another thread"):
+            clf.partial_fit(X[:10], y[:10])
+        assert_array_equal(clf.predict(X[:100]), before)  # the previous model, meanwhile
     clf.partial_fit(X[:10], y[:10])  # free again
 
 

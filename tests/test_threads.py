@@ -21,8 +21,7 @@ from budgetsvm import (
     KernelSVC,
     KernelSVR,
 )
-from budgetsvm._validation import _fit_locks
-from conftest import xor_data
+from conftest import fitting_in_another_thread, xor_data
 from numpy.testing import assert_allclose
 
 ESTIMATORS = {
@@ -88,26 +87,13 @@ def test_set_params_during_a_fit_is_refused_and_the_previous_model_stays():
     clf = BudgetSVC(budget=200, epochs=1, random_state=0).fit(X[:500], y[:500])
     before = clf.decision_function(X[:100])
     pickled_before = pickle.dumps(clf)
-    errors: list = []
-
-    def long_fit() -> None:
-        try:
-            clf.fit(np.tile(X, (10, 1)), np.tile(y, 10))  # seconds of work
-        except BaseException as e:  # pragma: no cover - reported below
-            errors.append(e)
-
-    worker = threading.Thread(target=long_fit)
-    worker.start()
-    while not (clf in _fit_locks and _fit_locks[clf].locked()) and worker.is_alive():
-        pass  # until the worker's fit holds the estimator
-    with pytest.raises(RuntimeError, match="being fitted in another thread"):
-        clf.set_params(C=5.0)
-    assert clf.C == 1.0
-    # Meanwhile the estimator is the previous model in every respect, pickled too.
-    assert_allclose(clf.decision_function(X[:100]), before)
-    assert pickle.dumps(clf) == pickled_before
-    worker.join()
-    assert not errors, errors
+    with fitting_in_another_thread(clf, lambda: clf.fit(np.tile(X, (10, 1)), np.tile(y, 10))):
+        with pytest.raises(RuntimeError, match="being fitted in another thread"):
+            clf.set_params(C=5.0)
+        assert clf.C == 1.0
+        # Meanwhile the estimator is the previous model in every respect, pickled too.
+        assert_allclose(clf.decision_function(X[:100]), before)
+        assert pickle.dumps(clf) == pickled_before
     assert clf.set_params(C=5.0).C == 5.0
     assert not np.allclose(clf.decision_function(X[:100]), before)
 

@@ -111,6 +111,17 @@ impl Stride {
         }
     }
 
+    /// How far variable t (and, paired, its a_t*) moved over the window; None if neither did.
+    fn displacement(&self, state: &DualState, t: usize) -> Option<(f64, f64)> {
+        let da = state.alpha[t] - self.alpha[t];
+        let ds = if state.paired {
+            state.alpha_star[t] - self.alpha_star[t]
+        } else {
+            0.0
+        };
+        (da != 0.0 || ds != 0.0).then_some((da, ds))
+    }
+
     /// The stride along the window's displacement (module doc), if the objective along it
     /// still falls at the first bound or kink and that lies at least `SHORTEST` windows out.
     fn take(&mut self, state: &mut DualState, moved: &mut Vec<(usize, f64)>) -> bool {
@@ -122,15 +133,9 @@ impl Stride {
         let mut curve = 0.0;
         let mut reach = f64::INFINITY;
         for t in 0..m {
-            let da = state.alpha[t] - self.alpha[t];
-            let ds = if paired {
-                state.alpha_star[t] - self.alpha_star[t]
-            } else {
-                0.0
-            };
-            if da == 0.0 && ds == 0.0 {
+            let Some((da, ds)) = self.displacement(state, t) else {
                 continue;
-            }
+            };
             let d = da - ds;
             slope += state.grad[t] * d;
             curve += (state.grad[t] - self.grad[t]) * d;
@@ -163,15 +168,9 @@ impl Stride {
         }
         let s = reach;
         for t in 0..m {
-            let da = state.alpha[t] - self.alpha[t];
-            let ds = if paired {
-                state.alpha_star[t] - self.alpha_star[t]
-            } else {
-                0.0
-            };
-            if da == 0.0 && ds == 0.0 {
+            let Some((da, ds)) = self.displacement(state, t) else {
                 continue;
-            }
+            };
             moved.push((t, state.bound_part(t)));
             let (lo, hi) = (state.lower(t), state.upper[t]);
             let beta = state.alpha[t];
