@@ -233,14 +233,16 @@ def test_multiclass_is_one_vs_rest_on_one_shared_budget():
     centers = rng.normal(scale=3.0, size=(3, 2))
     y = rng.integers(0, 3, 600)
     X = centers[y] + rng.normal(size=(600, 2))
-    kw = dict(C=1.0, gamma=0.5, epochs=4, solver="bsca", random_state=0, average=False, polish=False)
-    clf = BudgetSVC(budget=1000, **kw).fit(X, y)
+    kw = dict(
+        C=1.0, gamma=0.5, epochs=4, solver="bsca", random_state=0, average=False, polish=False
+    )
+    clf = BudgetSVC(budget=1000, multiclass="shared", **kw).fit(X, y)
     assert clf.dual_coef_.shape[0] == 3
     for k in range(3):
         binary = BudgetSVC(budget=1000, **kw).fit(X, y == k)
         assert_allclose(clf.decision_function(X)[:, k], binary.decision_function(X), atol=1e-9)
     # With a budget, it bounds the whole model (every SV carries three coefficients).
-    small = BudgetSVC(budget=25, **kw).fit(X, y)
+    small = BudgetSVC(budget=25, multiclass="shared", **kw).fit(X, y)
     assert small.support_vectors_.shape[0] <= 25
     assert small.score(X, y) > 0.85
 
@@ -283,7 +285,13 @@ def test_history_records_every_epoch(solver, n_classes):
     X_val, y_val = X[:100] + 0.01, y[:100]
     # The history describes the budgeted pass; without the polish its last entry is the model.
     clf = BudgetSVC(
-        budget=15, epochs=4, solver=solver, record_history=True, random_state=0, polish=False
+        budget=15,
+        epochs=4,
+        solver=solver,
+        record_history=True,
+        random_state=0,
+        polish=False,
+        multiclass="shared",
     )
     clf.fit(X, y, eval_set=(X_val, y_val))
     h = clf.history_

@@ -87,7 +87,8 @@ def test_default_model_path_and_every_solver_option(files, tmp_path, monkeypatch
 
 def test_stream_training_equals_in_memory(files, tmp_path):
     train, test = files
-    common = ["-q", "-g", 4, "-B", 30, "-e", 2, "--no-shuffle"]
+    # --stream is one budgeted run: in memory the same with several classes.
+    common = ["-q", "-g", 4, "-B", 30, "-e", 2, "--no-shuffle", "--multiclass", "shared"]
     cli("train", *common, train, tmp_path / "mem.model")
     cli("train", *common, "--stream", "--chunk-rows", 300, train, tmp_path / "stream.model")
     a, b = BudgetSVC.load(tmp_path / "mem.model"), BudgetSVC.load(tmp_path / "stream.model")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import pickle
 
 import numpy as np
@@ -16,6 +17,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
+from sklearn.utils.multiclass import _ovr_decision_function
 
 MAINTENANCE = ("merge", "remove", "project")
 MERGES = ("lookup-wd", "lookup-h", "gss", "gss-precise")
@@ -45,8 +47,20 @@ def decision_in_numpy(clf: BudgetSVC, X) -> np.ndarray:
     """sum_j dual_coef_[k, j] exp(-gamma_ |sv_j - x|^2) + intercept_[k], computed directly (no
     norm expansion)."""
     Xd = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
-    diff = Xd[:, None, :] - clf.support_vectors_[None, :, :]
+    sv = clf.support_vectors_
+    sv = sv.toarray() if sp.issparse(sv) else sv
+    diff = Xd[:, None, :] - sv[None, :, :]
     K = np.exp(-clf.gamma_ * np.sum(diff**2, axis=2))
+    if clf.n_support_per_pair_ is not None:
+        # One-vs-one: each pair's value from its own vectors, then scikit-learn's vote.
+        starts = np.r_[0, np.cumsum(clf.n_support_per_pair_)]
+        pairs = np.column_stack(
+            [
+                K[:, a:b] @ clf.dual_coef_[0, a:b] + clf.intercept_[p]
+                for p, (a, b) in enumerate(zip(starts[:-1], starts[1:]))
+            ]
+        )
+        return _ovr_decision_function(pairs < 0, -pairs, len(clf.classes_))
     values = K @ clf.dual_coef_.T + clf.intercept_
     return values[:, 0] if clf.dual_coef_.shape[0] == 1 else values
 
@@ -141,8 +155,10 @@ def test_multiclass_accuracy():
 def test_average_changes_only_the_coefficients(params, n_classes):
     # With the polish (the default) merges are placed for the last iterate, averaging or not.
     X, y = blobs(600, n_classes, 2, seed=31)
-    avg = BudgetSVC(budget=20, epochs=3, random_state=0, **params).fit(X, y)
-    last = BudgetSVC(budget=20, epochs=3, average=False, random_state=0, **params).fit(X, y)
+    # One budgeted run (with three classes one-vs-one polishes each pair to the same optimum).
+    kw = dict(budget=20, epochs=3, random_state=0, multiclass="shared", **params)
+    avg = BudgetSVC(**kw).fit(X, y)
+    last = BudgetSVC(average=False, **kw).fit(X, y)
     assert avg.get_params()["average"] is True  # the default
     assert_array_equal(avg.support_vectors_, last.support_vectors_)
     if params.get("maintenance") == "remove":
@@ -166,28 +182,42 @@ def test_average_changes_only_the_coefficients(params, n_classes):
     variant=st.sampled_from(SOLVER_VARIANTS),
     sparse=st.booleans(),
     seed=st.integers(0, 2**31 - 1),
+    multiclass=st.sampled_from(["auto", "shared"]),
 )
-def test_budget_respected(n, n_features, n_classes, budget, epochs, variant, sparse, seed):
+def test_budget_respected(
+    n, n_features, n_classes, budget, epochs, variant, sparse, seed, multiclass
+):
     rng = np.random.default_rng(seed)
     n = max(n, n_classes)
     X = rng.normal(size=(n, n_features)).round(1)  # rounding makes duplicate rows likely
     y = rng.integers(0, n_classes, n)
     y[:n_classes] = np.arange(n_classes)
     Xin = sp.csr_matrix(X) if sparse else X
-    clf = BudgetSVC(budget=budget, epochs=epochs, random_state=seed, **variant).fit(Xin, y)
+    n_pairs = n_classes * (n_classes - 1) // 2
+    one_vs_one = n_classes > 2 and multiclass == "auto"
+    clf = BudgetSVC(
+        budget=budget, epochs=epochs, random_state=seed, multiclass=multiclass, **variant
+    )
+    if one_vs_one and budget < 2 * n_pairs:
+        with pytest.raises(ValueError, match="class pairs"):
+            clf.fit(Xin, y)
+        return
+    clf.fit(Xin, y)
     n_sv = clf.support_vectors_.shape[0]
     k = 1 if n_classes == 2 else n_classes
-    # The budget bounds the whole model for every solver (BSCA's one-vs-rest problems share it).
+    # The budget bounds the whole model for every solver and design.
     assert n_sv <= budget
     assert clf.support_vectors_.shape == (n_sv, n_features)
-    assert clf.dual_coef_.shape == (k, n_sv)
+    assert clf.dual_coef_.shape == (1 if one_vs_one else k, n_sv)
+    assert clf.intercept_.shape == (n_pairs if one_vs_one else k,)
     assert np.all(np.isfinite(clf.support_vectors_))
     assert np.all(np.isfinite(clf.dual_coef_))
     values = clf.decision_function(Xin)
     assert values.shape == ((n,) if k == 1 else (n, k))
     assert np.all(np.isfinite(values))
     stats = clf.fit_stats_
-    assert stats["iterations"] == epochs * n
+    # One-vs-one visits each row once per pair it is in (n_classes - 1 of them).
+    assert stats["iterations"] == epochs * n * (n_classes - 1 if one_vs_one else 1)
     assert n_sv == stats["insertions"] - stats["maintenance_events"] - stats.get("dropped_svs", 0)
 
 
@@ -336,7 +366,9 @@ def test_label_types(labels):
         assert_array_equal(pred == clf.classes_[1], values > 0)
     else:
         assert values.shape == (240, n_classes)
-        assert clf.dual_coef_.shape == (n_classes, clf.support_vectors_.shape[0])
+        # One-vs-one: each vector's coefficient in its own pair's value.
+        assert clf.dual_coef_.shape == (1, clf.support_vectors_.shape[0])
+        assert clf.intercept_.shape == (n_classes * (n_classes - 1) // 2,)
 
 
 def test_list_input():
@@ -517,7 +549,6 @@ def test_fit_does_not_modify_inputs():
     assert_array_equal(clf.support_vectors_, ref.support_vectors_)
 
 
-
 @pytest.mark.parametrize("solver", ["bsgd", "bsca"])
 @pytest.mark.parametrize("n_classes", [2, 3])
 @pytest.mark.parametrize("sparse", [False, True])
@@ -536,8 +567,15 @@ def test_support_vectors_never_outnumber_the_distinct_rows(solver, n_classes, sp
     clf.fit(sp.csr_matrix(X) if sparse else X, y)
     sv = clf.support_vectors_
     sv = sv.toarray() if sp.issparse(sv) else sv
-    assert len(np.unique(sv, axis=0)) == len(sv)
-    assert len(sv) <= len(np.unique(X, axis=0))
+    # One-vs-one: within each pair (a row serves every pair of its class).
+    counts = [len(sv)] if clf.n_support_per_pair_ is None else clf.n_support_per_pair_
+    pairs = [None] if n_classes == 2 else list(itertools.combinations(range(n_classes), 2))
+    starts = np.r_[0, np.cumsum(counts)]
+    for (first, last), pair in zip(zip(starts[:-1], starts[1:]), pairs):
+        group = sv[first:last]
+        rows = X if pair is None else X[np.isin(y, pair)]
+        assert len(np.unique(group, axis=0)) == len(group)
+        assert len(group) <= len(np.unique(rows, axis=0))
 
 
 def test_a_row_stepped_on_again_takes_the_step_in_its_coefficients():

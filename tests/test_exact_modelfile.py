@@ -273,7 +273,7 @@ def test_bit_flips_give_the_documented_error_or_a_working_model(saved, tmp_path)
 def test_an_older_budgetsvm_refuses_version_5(saved, tmp_path):
     """A version-4 reader would take a KernelSVC file for a Gaussian BudgetSVC: the version
     number is what stops it (readers refuse versions above theirs)."""
-    path = rewrite(saved, tmp_path / "v6", header_edit(lambda h: h.update(version=6)))
+    path = rewrite(saved, tmp_path / "v7", header_edit(lambda h: h.update(version=7)))
     with pytest.raises(ModelFormatError, match="newer budgetsvm"):
         load_model(path)
 

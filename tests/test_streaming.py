@@ -42,6 +42,8 @@ def test_partial_fit_over_chunks_equals_fit_on_concatenation(maintenance, n_clas
         maintenance=maintenance,
         random_state=3,
         lam=1e-3 if use_lam else None,
+        # One budgeted run, which a stream on an unfitted estimator is for several classes too.
+        multiclass="shared",
     )
     whole = BudgetSVC(**params, polish=False).fit(X, y)
     stream = BudgetSVC(**params)
@@ -173,7 +175,15 @@ def test_file_training_equals_in_memory_training(tmp_path, compress, epochs):
     X, y = three_classes(700, 9)
     X[:, 1] = np.where(np.abs(X[:, 1]) < 0.2, 0.0, X[:, 1])  # some sparsity
     path = write_libsvm(tmp_path / f"train.{compress}", X, y, compress)
-    params = dict(C=5.0, gamma=2.0, budget=25, epochs=epochs, shuffle=False, random_state=1)
+    params = dict(
+        C=5.0,
+        gamma=2.0,
+        budget=25,
+        epochs=epochs,
+        shuffle=False,
+        random_state=1,
+        multiclass="shared",  # fit_file's one run
+    )
     X_mem, y_mem = load_svmlight_file(path)
     in_memory = BudgetSVC(**params).fit(X_mem, y_mem)
     from_file = BudgetSVC(**params).fit_file(path, chunk_rows=64)

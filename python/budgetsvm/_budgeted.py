@@ -335,12 +335,15 @@ class BudgetedMachine(FitGuardedParams, ModelFileMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C", reset=False)
         intercept = getattr(self, "intercept_", None)
+        # A one-vs-one model (BudgetSVC) holds its vectors grouped by class pair.
+        groups = getattr(self, "n_support_per_pair_", None)
         return _budgetsvm.decision_function(
             to_native(self.support_vectors_),
-            np.ascontiguousarray(self.dual_coef_.T),
+            np.ascontiguousarray(self.dual_coef_ if groups is not None else self.dual_coef_.T),
             self.gamma_,
             to_native(X),
             n_threads=check_n_jobs(self.n_jobs),
+            group_counts=None if groups is None else np.asarray(groups, dtype=np.int64),
             intercept=None if intercept is None else np.ascontiguousarray(intercept, np.float64),
         )
 

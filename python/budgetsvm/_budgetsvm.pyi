@@ -280,6 +280,7 @@ def decision_function(
     *,
     n_threads: Optional[int] = None,
     class_counts: Optional[npt.NDArray[np.int64]] = None,
+    group_counts: Optional[npt.NDArray[np.int64]] = None,
     intercept: Optional[npt.NDArray[np.float64]] = None,
     kernel: str = "rbf",
     coef0: float = 0.0,

@@ -187,6 +187,7 @@ def _budgeted_only(args: argparse.Namespace) -> List[str]:
         ("-M/--merge", args.merge),
         ("-L/--lambda", args.lam),
         ("--dual-step", args.dual_step),
+        ("--multiclass", args.multiclass),
     ):
         if value is not None:
             given.append(option)
@@ -263,8 +264,10 @@ def _budgeted_estimator(args: argparse.Namespace, task: str, solver: str, gamma:
         verbose=args.verbose,
     )
     if task == "regression":
+        if args.multiclass is not None:
+            raise ValueError("--multiclass is for classification")
         return BudgetSVR(epsilon=args.epsilon, **params)
-    return BudgetSVC(average=not args.no_average, **params)
+    return BudgetSVC(average=not args.no_average, multiclass=args.multiclass or "auto", **params)
 
 
 def _exact_estimator(args: argparse.Namespace, task: str, solver: str, gamma: Any) -> Any:
@@ -691,9 +694,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "-r", "--coef0", type=float, default=0.0, help="poly / sigmoid kernel coef0 (default 0)"
     )
-    g.add_argument(
-        "-B", "--budget", type=int, help="budgeted: support vectors kept (default 100)"
-    )
+    g.add_argument("-B", "--budget", type=int, help="budgeted: support vectors kept (default 100)")
     g = train.add_argument_group("solver")
     g.add_argument(
         "-A",
@@ -732,6 +733,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="BSCA: 1/epoch of the coordinate step (default, stable) or the paper's full step",
     )
     g.add_argument(
+        "--multiclass",
+        choices=("auto", "ovo", "shared"),
+        help="budgeted, three classes or more: one model per class pair (ovo; auto's choice "
+        "in memory) or one run whose support vectors every class shares (shared; auto's "
+        "choice with --stream)",
+    )
+    g.add_argument(
         "--stream",
         action="store_true",
         help="BSGD: read the file in chunks, never whole (memory: one chunk + the budget)",
@@ -746,13 +754,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="exact: kernel-row cache in MB (default: the estimator's)",
     )
     g.add_argument("--no-shrinking", action="store_true", help="exact: no shrinking")
-    g.add_argument(
-        "-v", "--verbose", action="store_true", help="print the solver's progress lines"
-    )
+    g.add_argument("-v", "--verbose", action="store_true", help="print the solver's progress lines")
     _common_io(train)
 
     predict = _command(
-        sub, "predict", _predict, "predict labels or decision values", PREDICT_HELP, PREDICT_EXAMPLES
+        sub,
+        "predict",
+        _predict,
+        "predict labels or decision values",
+        PREDICT_HELP,
+        PREDICT_EXAMPLES,
     )
     predict.add_argument("test_file", metavar="TEST_FILE")
     predict.add_argument("model", metavar="MODEL_FILE")

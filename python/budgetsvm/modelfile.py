@@ -28,8 +28,9 @@ from budgetsvm._validation import fitted_snapshot
 FORMAT_NAME = "budgetsvm-model"
 # Version 2 adds sparse (CSR) support vectors, version 3 an intercept per output (the polish),
 # version 4 regression models (BudgetSVR: "task": "regression", no classes), version 5 the exact
-# kernel machines (any kernel, "support" indices); older files still load.
-FORMAT_VERSION = 5
+# kernel machines (any kernel, "support" indices), version 6 BudgetSVC's one-vs-one layout
+# ("one_vs_one": the support vectors grouped by class pair); older files still load.
+FORMAT_VERSION = 6
 # The estimators a model file holds, by the header's "estimator".
 BUDGETED = {"BudgetSVC": "budgetsvm.budget_svc", "BudgetSVR": "budgetsvm.budget_svr"}
 EXACT = {
@@ -222,6 +223,13 @@ def save_model(clf: Any, path: PathLike) -> None:
     if task == "regression":
         header["version"] = 4
         header["task"] = task
+    pair_groups = getattr(clf, "n_support_per_pair_", None)
+    if pair_groups is not None:
+        # One coefficient row for grouped vectors and an intercept per pair: an older reader
+        # would take the pairs for one output.
+        header["version"] = 6
+        header["intercept"] = [float(v) for v in intercept]
+        header["one_vs_one"] = {"n_support_per_pair": [int(c) for c in pair_groups]}
     if name in EXACT:
         # Another kernel, support indices and the per-pair intercepts: an older reader would
         # take it for a budgeted Gaussian model.
@@ -351,9 +359,15 @@ class SavedModel:
     through the engine directly, without scikit-learn; an exact kernel machine through its
     estimator, made on first use."""
 
-    def __init__(self, header: Dict[str, Any], classes: np.ndarray, support_vectors: Any,
-                 dual_coef: np.ndarray, intercept: np.ndarray,
-                 support: Optional[np.ndarray] = None) -> None:
+    def __init__(
+        self,
+        header: Dict[str, Any],
+        classes: np.ndarray,
+        support_vectors: Any,
+        dual_coef: np.ndarray,
+        intercept: np.ndarray,
+        support: Optional[np.ndarray] = None,
+    ) -> None:
         self.header = header
         #: the labels predict gives (-1 and +1 for novelty detection; none for regression)
         self.classes = np.array([-1, 1]) if TASKS[self.estimator] == "novelty" else classes
@@ -365,6 +379,8 @@ class SavedModel:
         self.support = support
         self.gamma = float(header["kernel"]["gamma"])
         self.n_features = int(header["n_features"])
+        #: BudgetSVC's one-vs-one layout: support vectors per class pair, else None
+        self.pair_groups: Optional[np.ndarray] = None
         self._fitted: Any = None
 
     @property
@@ -406,14 +422,20 @@ class SavedModel:
         from budgetsvm import _budgetsvm
         from budgetsvm._validation import to_native
 
+        groups = self.pair_groups
         values = _budgetsvm.decision_function(
             self.support_vectors,
-            np.ascontiguousarray(self.dual_coef.T),
+            np.ascontiguousarray(self.dual_coef if groups is not None else self.dual_coef.T),
             self.gamma,
             to_native(X),
             n_threads=n_threads,
+            group_counts=groups,
             intercept=self.intercept,
         )
+        if groups is not None:
+            from budgetsvm._one_vs_one import ovr_scores
+
+            return ovr_scores(values, len(self.classes))
         return values[:, 0] if values.shape[1] == 1 else values
 
     def predict(self, X: Any, n_threads: Any = None) -> np.ndarray:
@@ -591,9 +613,22 @@ def _read(z: zipfile.ZipFile, header: Dict[str, Any]) -> SavedModel:
     elif classes.ndim != 1 or len(classes) < 2 or len(np.unique(classes)) != len(classes):
         raise ValueError("classes must be at least two distinct labels")
     else:
-        # The exact SVC's one-vs-one layout has n_classes - 1 rows of coefficients.
+        # The exact SVC's one-vs-one layout has n_classes - 1 rows of coefficients, BudgetSVC's
+        # one row (each vector in its own pair's output).
         n_out = max(len(classes) - 1, 1) if exact else (1 if len(classes) == 2 else len(classes))
     n_sv = coef_shape[1]
+    pair_groups = None
+    if "one_vs_one" in header:
+        if exact or task != "classification" or len(classes) < 3:
+            raise ValueError("one_vs_one is for a BudgetSVC of three classes or more")
+        n_pairs = len(classes) * (len(classes) - 1) // 2
+        counts = header["one_vs_one"].get("n_support_per_pair")
+        if not isinstance(counts, list) or len(counts) != n_pairs:
+            raise ValueError(f"one_vs_one n_support_per_pair must list {n_pairs} counts")
+        pair_groups = np.array([_count(c, "n_support_per_pair") for c in counts], dtype=np.int64)
+        if int(pair_groups.sum()) != n_sv:
+            raise ValueError(f"n_support_per_pair does not add up to the {n_sv} support vectors")
+        n_out = 1
     precomputed = header["kernel"]["name"] == "precomputed"
     # A precomputed kernel's model holds no vectors, only their training rows (support).
     want_sv = (0, 0) if precomputed else (n_sv, n_features)
@@ -611,7 +646,7 @@ def _read(z: zipfile.ZipFile, header: Dict[str, Any]) -> SavedModel:
         raise ValueError(f"unknown support_vectors_format {sv_format!r}")
     dual_coef = _read_array(z, "dual_coef", coef_shape)
     support = None
-    n_intercepts = n_out
+    n_intercepts = n_out if pair_groups is None else len(pair_groups)
     if exact:
         n_intercepts = len(classes) * (len(classes) - 1) // 2 if task == "classification" else 1
         _check_exact(header, classes, n_sv, n_features, n_intercepts)
@@ -621,11 +656,13 @@ def _read(z: zipfile.ZipFile, header: Dict[str, Any]) -> SavedModel:
             raise ValueError(f"support indices out of range [0, {n_rows})")
     if "intercept" in header:
         intercept = _finite_floats(header["intercept"], n_intercepts, "intercept")
-    elif exact:
-        raise ValueError("an exact model's intercept is missing")
+    elif exact or pair_groups is not None:
+        raise ValueError("the model's intercepts are missing")
     else:
         intercept = np.zeros(n_out)
-    return SavedModel(header, classes, support_vectors, dual_coef, intercept, support)
+    saved = SavedModel(header, classes, support_vectors, dual_coef, intercept, support)
+    saved.pair_groups = pair_groups
+    return saved
 
 
 def _check_exact(
@@ -722,6 +759,12 @@ def _estimator(cls: Any, saved: SavedModel) -> Any:
         if saved.task == "novelty":
             clf.offset_ = float(-saved.intercept[0])
         return clf
+    if saved.task == "classification":
+        n_classes = len(classes)
+        clf.multiclass_ = (
+            "binary" if n_classes == 2 else ("ovo" if saved.pair_groups is not None else "shared")
+        )
+        clf.n_support_per_pair_ = saved.pair_groups
     clf.n_iter_ = int(header.get("n_iter", 0))
     if header.get("lambda") is not None:
         clf.lambda_ = float(header["lambda"])

@@ -53,45 +53,65 @@ fn filled(
     Ok(out)
 }
 
-/// A kernel expansion's outputs over `n_sv` vectors from Python's arrays: `coef` n_sv x n_out,
+/// A kernel expansion's outputs over `n_sv` vectors from Python's arrays: `coef` n_sv x n_out;
 /// or with `class_counts` (the vectors grouped by class) (n_classes - 1) x n_sv one-vs-one
-/// coefficients (held row-major, with the class starts), and the optional intercept (n_out).
+/// coefficients (held row-major, with the class starts); or with `group_counts` (the vectors
+/// grouped by output, each used by its own output only) 1 x n_sv; and the optional intercept
+/// (n_out).
 struct Expansion<'a> {
     coef: Vec<f64>,
-    starts: Option<Vec<usize>>,
+    layout: Layout,
     n_cols: usize,
     intercept: Option<&'a [f64]>,
+}
+
+enum Layout {
+    PerVector,
+    OneVsOne(Vec<usize>),
+    Grouped(Vec<usize>),
+}
+
+/// The starts of consecutive groups of the given sizes, ending at the total.
+fn group_starts(counts: &PyReadonlyArray1<'_, i64>, name: &str) -> PyResult<Vec<usize>> {
+    let mut starts = vec![0usize];
+    for &c in slice1(counts)? {
+        let c = usize::try_from(c)
+            .map_err(|_| PyValueError::new_err(format!("{name} must be non-negative")))?;
+        let last = *starts.last().unwrap_or(&0);
+        starts.push(
+            last.checked_add(c)
+                .ok_or_else(|| PyValueError::new_err(format!("{name} overflow")))?,
+        );
+    }
+    Ok(starts)
 }
 
 impl<'a> Expansion<'a> {
     fn new(
         coef: &PyReadonlyArray2<'_, f64>,
         class_counts: Option<&PyReadonlyArray1<'_, i64>>,
+        group_counts: Option<&PyReadonlyArray1<'_, i64>>,
         intercept: Option<&'a PyReadonlyArray1<'_, f64>>,
         n_sv: usize,
     ) -> PyResult<Self> {
         let coef_values: Vec<f64> = row_major(coef);
         check_finite(&coef_values, "coefficients")?;
-        let starts = match class_counts {
-            None => {
+        let layout = match (class_counts, group_counts) {
+            (Some(_), Some(_)) => {
+                return Err(PyValueError::new_err(
+                    "give class_counts (one-vs-one) or group_counts (grouped), not both",
+                ))
+            }
+            (None, None) => {
                 if coef.shape()[0] != n_sv {
                     return Err(PyValueError::new_err(
                         "coef must have one row per support vector",
                     ));
                 }
-                None
+                Layout::PerVector
             }
-            Some(counts) => {
-                let mut starts = vec![0usize];
-                for &c in slice1(counts)? {
-                    let c = usize::try_from(c)
-                        .map_err(|_| PyValueError::new_err("class_counts must be non-negative"))?;
-                    let last = *starts.last().unwrap_or(&0);
-                    starts.push(
-                        last.checked_add(c)
-                            .ok_or_else(|| PyValueError::new_err("class_counts overflow"))?,
-                    );
-                }
+            (Some(counts), None) => {
+                let starts = group_starts(counts, "class_counts")?;
                 if starts.last() != Some(&n_sv) || starts.len() < 3 {
                     return Err(PyValueError::new_err(
                         "class_counts must give at least two classes and add up to the support vectors",
@@ -102,7 +122,21 @@ impl<'a> Expansion<'a> {
                         "one-vs-one coef must be (n_classes - 1) x n_support_vectors",
                     ));
                 }
-                Some(starts)
+                Layout::OneVsOne(starts)
+            }
+            (None, Some(counts)) => {
+                let starts = group_starts(counts, "group_counts")?;
+                if starts.last() != Some(&n_sv) || starts.len() < 2 {
+                    return Err(PyValueError::new_err(
+                        "group_counts must give at least one group and add up to the support vectors",
+                    ));
+                }
+                if coef.shape()[0] != 1 || coef.shape()[1] != n_sv {
+                    return Err(PyValueError::new_err(
+                        "grouped coef must be 1 x n_support_vectors",
+                    ));
+                }
+                Layout::Grouped(starts)
             }
         };
         let intercept = intercept.map(slice1).transpose()?;
@@ -111,19 +145,23 @@ impl<'a> Expansion<'a> {
         }
         Ok(Expansion {
             coef: coef_values,
-            starts,
+            layout,
             n_cols: coef.shape()[1],
             intercept,
         })
     }
 
     fn outputs(&self) -> Outputs<'_> {
-        match &self.starts {
-            None => Outputs::PerVector {
+        match &self.layout {
+            Layout::PerVector => Outputs::PerVector {
                 coef: &self.coef,
                 n_out: self.n_cols,
             },
-            Some(starts) => Outputs::OneVsOne {
+            Layout::OneVsOne(starts) => Outputs::OneVsOne {
+                starts,
+                coef: &self.coef,
+            },
+            Layout::Grouped(starts) => Outputs::Grouped {
                 starts,
                 coef: &self.coef,
             },
@@ -134,10 +172,11 @@ impl<'a> Expansion<'a> {
 /// Decision values of a kernel expansion: (n_rows, n_out), on `n_threads` threads (None: the
 /// process-wide setting, 0: one per core). `coef` is n_sv x n_out (one coefficient per output
 /// and vector), or, with `class_counts` (the vectors grouped by class, LIBSVM's layout),
-/// (n_classes - 1) x n_sv one-vs-one coefficients giving one output per class pair. `intercept`
-/// (n_out) is added. The kernel is scikit-learn's (`kernel`, `gamma`, `coef0`, `degree`).
+/// (n_classes - 1) x n_sv one-vs-one coefficients giving one output per class pair, or, with
+/// `group_counts` (the vectors grouped by output, BudgetSVC's one-vs-one pairs), 1 x n_sv: one
+/// output per group. `intercept` (n_out) is added. The kernel is scikit-learn's (`kernel`, `gamma`, `coef0`, `degree`).
 #[pyfunction]
-#[pyo3(signature = (support_vectors, coef, gamma, x, *, n_threads = None, class_counts = None, intercept = None, kernel = "rbf", coef0 = 0.0, degree = 3))]
+#[pyo3(signature = (support_vectors, coef, gamma, x, *, n_threads = None, class_counts = None, group_counts = None, intercept = None, kernel = "rbf", coef0 = 0.0, degree = 3))]
 #[allow(clippy::too_many_arguments)]
 pub fn decision_function<'py>(
     py: Python<'py>,
@@ -147,6 +186,7 @@ pub fn decision_function<'py>(
     x: &Bound<'py, PyAny>,
     n_threads: Option<usize>,
     class_counts: Option<PyReadonlyArray1<'py, i64>>,
+    group_counts: Option<PyReadonlyArray1<'py, i64>>,
     intercept: Option<PyReadonlyArray1<'py, f64>>,
     kernel: &str,
     coef0: f64,
@@ -154,7 +194,13 @@ pub fn decision_function<'py>(
 ) -> PyResult<Bound<'py, PyArray2<f64>>> {
     let kernel = Kernel::parse(kernel, gamma, coef0, degree)?;
     let (support_vectors, n_sv, dim) = sv_matrix(support_vectors)?;
-    let expansion = Expansion::new(&coef, class_counts.as_ref(), intercept.as_ref(), n_sv)?;
+    let expansion = Expansion::new(
+        &coef,
+        class_counts.as_ref(),
+        group_counts.as_ref(),
+        intercept.as_ref(),
+        n_sv,
+    )?;
     let outputs = expansion.outputs();
     let n_out = outputs.n_out();
     let features = Features::extract(x)?;
@@ -194,7 +240,7 @@ pub fn decision_from_kernel<'py>(
     intercept: Option<PyReadonlyArray1<'py, f64>>,
 ) -> PyResult<Bound<'py, PyArray2<f64>>> {
     let (n, n_sv) = (kernel_values.shape()[0], kernel_values.shape()[1]);
-    let expansion = Expansion::new(&coef, class_counts.as_ref(), intercept.as_ref(), n_sv)?;
+    let expansion = Expansion::new(&coef, class_counts.as_ref(), None, intercept.as_ref(), n_sv)?;
     let outputs = expansion.outputs();
     let n_out = outputs.n_out();
     let k = kernel_values

@@ -508,6 +508,13 @@ pub enum Outputs<'a> {
         starts: &'a [usize],
         coef: &'a [f64],
     },
+    /// One output per group of vectors that no other output uses (BudgetSVC's one-vs-one
+    /// pairs, each with its own support vectors): output o is the sum over the vectors
+    /// `starts[o]..starts[o + 1]` of `coef[j] k_j`. A kernel value costs one multiply-add.
+    Grouped {
+        starts: &'a [usize],
+        coef: &'a [f64],
+    },
 }
 
 impl Outputs<'_> {
@@ -519,6 +526,7 @@ impl Outputs<'_> {
                 let k = starts.len().saturating_sub(1);
                 k * k.saturating_sub(1) / 2
             }
+            Outputs::Grouped { starts, .. } => starts.len().saturating_sub(1),
         }
     }
 
@@ -534,6 +542,13 @@ impl Outputs<'_> {
                     && starts.last() == Some(&n_basis)
                     && starts.windows(2).all(|w| w[0] <= w[1])
                     && Some(coef.len()) == (starts.len() - 2).checked_mul(n_basis)
+            }
+            Outputs::Grouped { starts, coef } => {
+                starts.len() >= 2
+                    && starts[0] == 0
+                    && starts.last() == Some(&n_basis)
+                    && starts.windows(2).all(|w| w[0] <= w[1])
+                    && coef.len() == n_basis
             }
         };
         if ok {
@@ -573,6 +588,14 @@ impl Outputs<'_> {
                         let row = if o > c { o - 1 } else { o };
                         let s = simd::dot(&coef[row * n + a..row * n + b], kv);
                         out[pair_index(c.min(o), c.max(o), classes)] += s;
+                    }
+                }
+            }
+            Outputs::Grouped { starts, coef } => {
+                for (o, group) in out.iter_mut().zip(starts.windows(2)) {
+                    let (a, b) = (group[0].max(part.start), group[1].min(part.end));
+                    if a < b {
+                        *o += simd::dot(&coef[a..b], &k[a - part.start..b - part.start]);
                     }
                 }
             }
@@ -1014,6 +1037,38 @@ mod tests {
                 p += 1;
             }
         }
+        // Grouped: 3 outputs over the vectors 0..25, 25..25 (none) and 25..90.
+        let starts = [0, 25, 25, 90];
+        let grouped = Outputs::Grouped {
+            starts: &starts,
+            coef: &ovo[..m],
+        };
+        assert_eq!(grouped.n_out(), 3);
+        let mut out = vec![0.0; n * 3];
+        decision_values(
+            &blocks,
+            &grouped,
+            Some(&intercept),
+            &x,
+            &norms,
+            &mut out,
+            &|| false,
+        )
+        .unwrap();
+        for i in 0..n {
+            for o in 0..3 {
+                let e: f64 = (starts[o]..starts[o + 1])
+                    .map(|j| ovo[j] * k(i, j))
+                    .sum::<f64>()
+                    + intercept[o];
+                assert!((out[i * 3 + o] - e).abs() < 1e-10, "group {o} row {i}");
+            }
+        }
+        let bad = Outputs::Grouped {
+            starts: &[0, 25, 80],
+            coef: &ovo[..m],
+        };
+        assert!(decision_values(&blocks, &bad, None, &x, &norms, &mut out, &|| false).is_err());
         // Bad shapes are errors, a stop request interrupts.
         let bad = Outputs::OneVsOne {
             starts: &[0, 10, 80],
