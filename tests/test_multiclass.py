@@ -281,3 +281,21 @@ def test_fit_stats_report_every_pair():
     assert stats["iterations"] == sum(p["iterations"] for p in stats["pairs"])
     assert all(p["rows"] > 0 and "polish" in p for p in stats["pairs"])
     assert stats["seconds"] >= stats["pass_seconds"]
+
+
+def test_a_callback_error_in_one_pair_stops_them_all():
+    X, y = blobs(600, 4, 16)
+    clf = BudgetSVC(budget=60, **dict(KW, epochs=3))
+    seen = []
+
+    def on_epoch(info):
+        seen.append((info["pair"], info["epoch"], info["epochs"]))
+        if len(seen) == 4:
+            raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        clf.fit(X, y, _callback=on_epoch)
+    assert not hasattr(clf, "support_vectors_")
+    # The hook sees the epochs done over all pairs, out of pairs x epochs.
+    assert all(total == 6 * 3 for _, _, total in seen)
+    assert [done for _, done, _ in seen] == list(range(1, len(seen) + 1))

@@ -139,25 +139,8 @@ class BudgetedMachine(FitGuardedParams, ModelFileMixin, BaseEstimator):
         n_samples = X_native.shape[0] if hasattr(X_native, "shape") else X_native[2].shape[0] - 1
         C = self._c_for(n_samples)
         self.lambda_ = self._lambda_for(n_samples)
-        common: Dict[str, Any] = dict(
-            c=C,
-            gamma=self.gamma_,
-            budget=int(self.budget),
-            epochs=int(self.epochs),
-            maintenance=self.maintenance,
-            merge=self.merge,
-            seed=seed,
-            compare_with=compare_with,
-            callback=callback,
-            observer=observer,
-            shuffle=bool(self.shuffle),
-            sv_storage=self.sv_storage,
-            sample_weight=weights,
-            epsilon=self._epsilon(),
-            # Merges serve the model returned: the average's placement only when no polish
-            # re-solves the coefficients over the basis (DEVELOPERS.md).
-            average_placement=not self.polish,
-        )
+        common = self._run_settings(C, seed, weights, compare_with)
+        common.update(callback=callback, observer=observer)
         if self.solver == "bsca":
             return _budgetsvm.fit_bsca(
                 X_native,
@@ -174,6 +157,29 @@ class BudgetedMachine(FitGuardedParams, ModelFileMixin, BaseEstimator):
             average=bool(self.average),
             lambda_=None if self.lam is None else float(self.lam),
             **common,
+        )
+
+    def _run_settings(
+        self, C: float, seed: int, weights: Optional[np.ndarray], compare_with: Optional[str]
+    ) -> Dict[str, Any]:
+        """The settings of a budgeted run on rows in memory (``fit_bsgd``, ``fit_bsca``,
+        ``fit_pairs``)."""
+        return dict(
+            c=C,
+            gamma=self.gamma_,
+            budget=int(self.budget),
+            epochs=int(self.epochs),
+            maintenance=self.maintenance,
+            merge=self.merge,
+            seed=seed,
+            compare_with=compare_with,
+            shuffle=bool(self.shuffle),
+            sv_storage=self.sv_storage,
+            sample_weight=weights,
+            epsilon=self._epsilon(),
+            # Merges serve the model returned: the average's placement only when no polish
+            # re-solves the coefficients over the basis (DEVELOPERS.md).
+            average_placement=not self.polish,
         )
 
     def _new_stream(
@@ -431,8 +437,10 @@ def print_epoch(info: Dict[str, Any]) -> None:
             flush=True,
         )
         return
+    # Runs of several class pairs at once (one-vs-one) say whose epoch it is.
+    pair = f"pair {info['pair'] + 1}, " if "pair" in info else ""
     print(
-        f"[budgetsvm] epoch {info['epoch']}/{info['epochs']}: {info['iteration']} steps, "
+        f"[budgetsvm] {pair}epoch {info['epoch']}/{info['epochs']}: {info['iteration']} steps, "
         f"{info['n_sv']} SVs, {info['maintenance_events']} budget maintenance events, "
         f"{info['seconds']:.2f} s",
         file=sys.stdout,

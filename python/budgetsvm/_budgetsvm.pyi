@@ -1,6 +1,6 @@
 """Type stubs of the native module (checked against the binary by mypy.stubtest in CI)."""
 
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -69,6 +69,7 @@ __all__ = [
     "decision_function",
     "feature_variance",
     "fit_bsca",
+    "fit_pairs",
     "fit_bsgd",
     "fit_exact",
     "decision_from_kernel",
@@ -131,6 +132,16 @@ def fit_bsca(
     return_alpha: bool = False,
     **options: Unpack[_FitBscaOptions],
 ) -> Dict[str, Any]: ...
+def fit_pairs(
+    x: _Features,
+    y: npt.NDArray[np.uint32],
+    pairs: Sequence[Tuple[npt.NDArray[np.int64], int, int, float]],
+    *,
+    solver: str,
+    dual_step: str = "decaying",
+    average: bool = True,
+    **options: Unpack[_FitBsgdOptions],
+) -> List[Dict[str, Any]]: ...
 def fit_exact(
     x: _Features,
     target: Optional[npt.NDArray[Any]],

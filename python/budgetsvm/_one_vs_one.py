@@ -64,6 +64,20 @@ def pair_rows(y_index: np.ndarray, n_classes: int) -> List[np.ndarray]:
     return [np.sort(np.concatenate((members[a], members[b]))) for a, b in class_pairs(n_classes)]
 
 
+def pair_progress(callback: Any, n_pairs: int, epochs: int) -> Any:
+    """A caller's per-epoch hook (the command line's progress bar) for the pairs' runs at once:
+    it sees the epochs done over all pairs out of ``n_pairs * epochs``."""
+    if callback is None:
+        return None
+    done = [0] * n_pairs
+
+    def on_epoch(info: Dict[str, Any]) -> None:
+        done[info["pair"]] = info["epoch"]
+        callback(dict(info, epoch=sum(done), epochs=n_pairs * epochs))
+
+    return on_epoch
+
+
 def stack(support_vectors: Sequence[Any]) -> Any:
     """The pairs' support vectors one after the other (CSR when they are sparse)."""
     if sp.issparse(support_vectors[0]):

@@ -13,7 +13,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from budgetsvm import _one_vs_one, _probability
+from budgetsvm import _budgetsvm, _one_vs_one, _probability
 from budgetsvm._budgeted import (
     DUAL_STEPS,
     MAINTENANCE,
@@ -348,6 +348,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         # One budgeted run: the binary model, or the classes sharing its support vectors.
         self.multiclass_ = "binary" if len(self.classes_) == 2 else "shared"
         self.n_support_per_pair_ = None
+        self._pair_streams = None
 
     def _fit_one_vs_one(
         self,
@@ -369,30 +370,69 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         pairs = _probability.class_pairs(n_classes)
         members = _one_vs_one.pair_rows(rows.y_index, n_classes)
         budgets = _one_vs_one.pair_budgets(int(self.budget), [len(m) for m in members])
-        # The pairs share the kernel width of all rows; each is a binary BudgetSVC.
+        # The budgeted passes of all pairs at once (each is sequential: the pairs spread over
+        # the cores), then each pair's polish, which is parallel itself.
+        runs = [
+            (
+                index.astype(np.int64),
+                budget,
+                _one_vs_one.pair_seed(seed, p),
+                self._c_for(len(index)),
+            )
+            for p, (index, budget) in enumerate(zip(members, budgets))
+        ]
+        # (Each run's budget, seed and C replace the settings'.)
+        settings = self._run_settings(
+            self._c_for(rows.X.shape[0]), seed, rows.weights, _compare_with
+        )
+        results = _budgetsvm.fit_pairs(
+            to_native(rows.X),
+            rows.y_index,
+            runs,
+            solver=self.solver,
+            dual_step=self.dual_step,
+            average=bool(self.average),
+            lambda_=None if self.lam is None else float(self.lam),
+            callback=_epoch_callback(
+                self.verbose, _one_vs_one.pair_progress(_callback, len(pairs), int(self.epochs))
+            ),
+            **settings,
+        )
+        # Each pair is a binary BudgetSVC on the kernel width of all rows.
         template = clone(self).set_params(
             probability=False, class_weight=None, record_history=False, gamma=self.gamma_
         )
         support_vectors, coef, intercept, stats, streams = [], [], [], [], []
-        for p, ((a, b), index, budget) in enumerate(zip(pairs, members, budgets)):
+        for (a, b), index, budget, result in zip(pairs, members, budgets, results):
+            pair_started = time.perf_counter()
             model = clone(template).set_params(budget=budget)
             model.classes_ = rows.classes[[a, b]]
             model.class_weight_ = rows.class_weights[[a, b]]
-            pair = TrainingRows(
-                X=rows.X[index],
-                classes=model.classes_,
-                y_index=np.ascontiguousarray(rows.y_index[index] == b, dtype=np.uint32),
-                weights=None if rows.weights is None else rows.weights[index],
-                kept=None,
-                class_weights=model.class_weight_,
-            )
-            pair_started = time.perf_counter()
-            model._fit_rows(pair, _one_vs_one.pair_seed(seed, p), None, _compare_with, _callback)
+            model.gamma_ = self.gamma_
+            model.lambda_ = model._lambda_for(len(index))
+            model.history_ = None
+            model._stream = result.pop("state", None)
+            if _compare_with is not None:
+                compared = result["compared_merges"]
+                result["merge_agreement"] = (
+                    result["agreeing_merges"] / compared if compared else float("nan")
+                )
+            model._set_model(result)
+            if self.polish:
+                model._polish_rows(
+                    to_native(rows.X[index]),
+                    np.ascontiguousarray(rows.y_index[index] == b, dtype=np.uint32),
+                    None if rows.weights is None else rows.weights[index],
+                    self._c_for(len(index)),
+                    _callback,
+                )
             if self.verbose:
                 print(
-                    f"pair {p + 1}/{len(pairs)} ({rows.classes[a]!r}, {rows.classes[b]!r}): "
-                    f"{len(index):,} rows, {model.support_vectors_.shape[0]} of budget {budget} "
-                    f"SVs, {time.perf_counter() - pair_started:.2f} s"
+                    f"pair {len(stats) + 1}/{len(pairs)} ({rows.classes[a]!r}, "
+                    f"{rows.classes[b]!r}): {len(index):,} rows, "
+                    f"{model.support_vectors_.shape[0]} of budget {budget} SVs, budgeted pass "
+                    f"{model.fit_stats_['seconds']:.2f} s, polish "
+                    f"{time.perf_counter() - pair_started:.2f} s"
                 )
             # The binary model is positive for its second class; a pair's value for its first.
             support_vectors.append(model.support_vectors_)

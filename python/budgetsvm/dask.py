@@ -332,7 +332,8 @@ def fit(clf: Any, X: Any, y: Any, sample_weight: Any = None) -> Any:
     1. Every partition (row block) runs the estimator's budgeted pass (``solver``, ``budget``,
        ``epochs``, merging...) on its own rows, in parallel on the workers that hold them, with
        the estimator's C (and ``lam``), a seed derived from ``random_state`` and the partition's
-       index.
+       index. Several classes share the budget (``multiclass='shared'``: one run per partition;
+       one-vs-one is not distributed yet).
     2. The partitions' support vectors are pooled, each model weighted by its share of the rows
        (the average of the partitions' decision functions), and the pool is reduced to
        ``budget`` by the estimator's budget maintenance (merging by weight degradation; with
@@ -541,6 +542,11 @@ def _fit_on_parts(clf, client, x_parts, y_parts, w_parts, columns, start):
     clf.n_iter_ = int(clf.epochs)
     clf.history_ = None
     clf._stream = None
+    if not regression:
+        # One relay of budgeted runs: the shared budget's model, whatever an earlier fit was.
+        clf.multiclass_ = "binary" if len(clf.classes_) == 2 else "shared"
+        clf.n_support_per_pair_ = None
+        clf._pair_streams = None
     stats = dict(
         partitions=len(x_parts),
         **basis,

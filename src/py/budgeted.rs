@@ -4,12 +4,15 @@
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyType};
+use pyo3::types::{PyBytes, PyDict, PyList, PyType};
+use rayon::prelude::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
-use super::convert::{dict, model_arrays, slice1, ExpansionArrays, TargetArray};
+use super::convert::{dict, model_arrays, slice1, ExpansionArrays, Features, TargetArray};
 use super::error::no_panic;
 use super::keywords::{keyword_group, keywords};
-use super::runtime::{detached, run_on_rows, Job};
+use super::runtime::{detached, run_interruptibly, run_on_rows, Job, PythonMonitor};
 use crate::core::budget::maintenance::{reduce_to_budget, Maintenance};
 use crate::core::budget::merge::{search_pair, MergeSearch, MergeTable, DEFAULT_TABLE_SIZE};
 use crate::core::budget::model::{BudgetModel, SvLayout};
@@ -17,7 +20,9 @@ use crate::core::budgeted::bsca::{train_bsca, BscaParams, BscaStart, DualStep};
 use crate::core::budgeted::bsgd::{train_bsgd_state, BsgdParams, BsgdState, TrainStats};
 use crate::core::budgeted::problem::{Targets, Task};
 use crate::core::common::error::SvmError;
-use crate::core::data::rows::{AnyRows, Rows};
+use crate::core::common::parallel;
+use crate::core::common::progress::Progress;
+use crate::core::data::rows::{AnyRows, Rows, SubsetRows};
 
 type ArrayPair<'py> = (Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>);
 
@@ -323,6 +328,236 @@ pub fn fit_bsca<'py>(
         let alpha = numpy::PyArray2::from_vec2(py, &rows)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         out.set_item("alpha", alpha)?;
+    }
+    Ok(out)
+}
+
+/// One class pair's run of `fit_pairs`: its rows (indices into x), their targets (0: the
+/// pair's first class, 1: its second), their weights, and the run's budget, seed and C.
+struct PairRun {
+    rows: Vec<usize>,
+    targets: Vec<u32>,
+    weights: Option<Vec<f64>>,
+    budget: usize,
+    seed: u64,
+    c: f64,
+}
+
+/// What a pair's run returns: BSGD's run (which partial_fit continues), or BSCA's model.
+enum PairResult {
+    Bsgd(Box<BsgdState>),
+    Bsca(BudgetModel, TrainStats, u64, u64),
+}
+
+/// The budgeted passes of one-vs-one training (`BudgetSVC`, `multiclass='ovo'`): for every
+/// class pair (a, b) of `pairs` (tuples of its row indices, budget, seed and C), a binary run
+/// on the rows of x with class index a or b (`y`, uint32), b positive, all pairs on the
+/// thread pool at once (each run is sequential, so the pairs are what spreads over the cores;
+/// each pair's model is the same on any number of threads). `solver` is 'bsgd' or 'bsca'
+/// (with `dual_step` and `average`); the other settings are `BudgetSettings`' (its budget, seed
+/// and c replaced by the pair's) and `FitSettings`' (no observer; the callback's epoch dicts
+/// say whose epoch with "pair", the pair's index). Returns one dict per pair, as `fit_bsgd` /
+/// `fit_bsca` return.
+#[pyfunction]
+#[pyo3(signature = (x, y, pairs, *, solver, dual_step = "decaying", average = true, **options))]
+#[allow(clippy::too_many_arguments)] // the runs' own settings; the rest come as keywords
+pub fn fit_pairs<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    y: PyReadonlyArray1<'py, u32>,
+    pairs: Vec<(PyReadonlyArray1<'py, i64>, usize, u64, f64)>,
+    solver: &str,
+    dual_step: &str,
+    average: bool,
+    options: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyList>> {
+    let (settings, fit, bsgd): (BudgetSettings, FitSettings<'_>, BsgdSettings) =
+        keywords("fit_pairs", options)?;
+    if fit.observer.is_some() {
+        return Err(PyValueError::new_err(
+            "fit_pairs runs its pairs at once: no epoch observer",
+        ));
+    }
+    let bsca = match solver {
+        "bsgd" => false,
+        "bsca" => true,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "solver must be 'bsgd' or 'bsca', got {other:?}"
+            )))
+        }
+    };
+    let y = slice1(&y)?;
+    let weights = fit.sample_weight.as_ref().map(slice1).transpose()?;
+    if weights.is_some_and(|w| w.len() != y.len()) {
+        return Err(PyValueError::new_err("one sample weight per row is needed"));
+    }
+    let mut runs = Vec::with_capacity(pairs.len());
+    for (index, budget, seed, c) in &pairs {
+        let mut rows = Vec::new();
+        for &i in slice1(index)? {
+            match usize::try_from(i) {
+                Ok(i) if i < y.len() => rows.push(i),
+                _ => {
+                    return Err(PyValueError::new_err(format!(
+                        "pair row {i} out of range for {} rows",
+                        y.len()
+                    )))
+                }
+            }
+        }
+        // The pair's second class (the larger index) is the positive one.
+        let second = rows.iter().map(|&i| y[i]).max();
+        let targets = rows
+            .iter()
+            .map(|&i| u32::from(Some(y[i]) == second))
+            .collect();
+        runs.push(PairRun {
+            weights: weights.map(|w| rows.iter().map(|&i| w[i]).collect()),
+            rows,
+            targets,
+            budget: *budget,
+            seed: *seed,
+            c: *c,
+        });
+    }
+    let compare_with = fit.compare_with()?;
+    let mut bsgd_params = bsgd.params(&settings, fit.epochs)?;
+    bsgd_params.average_placement = fit.average_placement;
+    bsgd_params.compare_with = compare_with;
+    let step = DualStep::parse(dual_step)?;
+    let maintenance = settings.maintenance()?;
+    let features = Features::extract(x)?;
+    let x_rows = features.finite_rows()?;
+    if x_rows.n_rows() != y.len() {
+        return Err(PyValueError::new_err(format!(
+            "x has {} rows but y has {}",
+            x_rows.n_rows(),
+            y.len()
+        )));
+    }
+    let layout = settings.layout_for(&x_rows)?;
+    let cancel = AtomicBool::new(false);
+    // One monitor per pair: each reports its run's epochs (with the pair's index), any stops all.
+    let monitors: Vec<Mutex<PythonMonitor<'_>>> = (0..runs.len())
+        .map(|p| {
+            Mutex::new(PythonMonitor::for_pair(
+                py,
+                fit.callback.as_ref(),
+                &cancel,
+                p,
+            ))
+        })
+        .collect();
+    let results = run_interruptibly(py, &cancel, || {
+        no_panic(|| {
+            parallel::install(|| {
+                runs.par_iter()
+                    .zip(&monitors)
+                    .map(|(run, monitor)| -> Result<PairResult, SvmError> {
+                        let rows = SubsetRows::new(&x_rows, &run.rows)?;
+                        let targets = Targets::Classes {
+                            y: &run.targets,
+                            n_classes: 2,
+                        };
+                        let mut monitor = |p: &Progress| {
+                            let checked =
+                                monitor.lock().map_err(|_| SvmError::Interrupted)?.check(p);
+                            if checked.is_err() {
+                                cancel.store(true, Ordering::Relaxed);
+                            }
+                            checked
+                        };
+                        let weights = run.weights.as_deref();
+                        if bsca {
+                            let params = BscaParams {
+                                c: run.c,
+                                gamma: settings.gamma,
+                                budget: run.budget,
+                                epochs: fit.epochs,
+                                maintenance,
+                                seed: run.seed,
+                                compare_with,
+                                shuffle: settings.shuffle,
+                                step,
+                                average,
+                                average_placement: fit.average_placement,
+                                layout,
+                            }
+                            .check(rows.n_rows())?;
+                            let (model, stats) = train_bsca(
+                                &rows,
+                                targets,
+                                weights,
+                                &params,
+                                None,
+                                &mut monitor,
+                                None,
+                            )?;
+                            let shared = TrainStats {
+                                iterations: stats.iterations,
+                                insertions: stats.insertions,
+                                maintenance: stats.maintenance,
+                                seconds: stats.seconds,
+                                epochs: stats.epochs,
+                            };
+                            Ok(PairResult::Bsca(
+                                model,
+                                shared,
+                                stats.updates,
+                                stats.dropped,
+                            ))
+                        } else {
+                            let params = BsgdParams {
+                                c: run.c,
+                                budget: run.budget,
+                                seed: run.seed,
+                                average,
+                                layout,
+                                ..bsgd_params.clone()
+                            }
+                            .check(rows.n_rows())?;
+                            let state = train_bsgd_state(
+                                &rows,
+                                targets,
+                                weights,
+                                &params,
+                                &mut monitor,
+                                None,
+                            )?;
+                            Ok(PairResult::Bsgd(Box::new(state)))
+                        }
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })
+        })
+    });
+    // A callback's error is what stopped the runs: re-raised as it was.
+    let raised = monitors
+        .into_iter()
+        .filter_map(|m| m.into_inner().ok().and_then(|mut m| m.take_error()))
+        .next();
+    let results = match (results, raised) {
+        (Err(_), Some(e)) => return Err(e),
+        (r, _) => r?,
+    };
+    let out = PyList::empty(py);
+    for result in results {
+        let item = match result {
+            PairResult::Bsgd(state) => {
+                let stream = BsgdStream { state: *state };
+                let item = stream.result(py)?;
+                item.set_item("state", Py::new(py, stream)?)?;
+                item
+            }
+            PairResult::Bsca(model, stats, updates, dropped) => {
+                let item = fit_result(py, &model, &stats)?;
+                item.set_item("updates", updates)?;
+                item.set_item("dropped_svs", dropped)?;
+                item
+            }
+        };
+        out.append(item)?;
     }
     Ok(out)
 }

@@ -20,16 +20,38 @@ use crate::core::simd;
 
 /// Calls back into Python from detached training, on whichever thread the solver runs: stops
 /// at the next heartbeat once the calling thread has seen Ctrl-C (`cancel`), and reports each
-/// finished epoch to the optional callback. An error raised by the callback stops training and
-/// is re-raised as it was.
-struct PythonMonitor<'a> {
+/// finished epoch to the optional callback (with `pair`, the index of its run, where several
+/// run at once: `fit_pairs`). An error raised by the callback stops training and is re-raised
+/// as it was.
+pub(super) struct PythonMonitor<'a> {
     callback: Option<Py<PyAny>>,
     error: Option<PyErr>,
     cancel: &'a AtomicBool,
+    pair: Option<usize>,
 }
 
-impl PythonMonitor<'_> {
-    fn check(&mut self, p: &Progress) -> Result<(), SvmError> {
+impl<'a> PythonMonitor<'a> {
+    /// A monitor of run `pair` of several (`fit_pairs`), with its own reference to `callback`.
+    pub(super) fn for_pair(
+        py: Python<'_>,
+        callback: Option<&Py<PyAny>>,
+        cancel: &'a AtomicBool,
+        pair: usize,
+    ) -> Self {
+        PythonMonitor {
+            callback: callback.map(|c| c.clone_ref(py)),
+            error: None,
+            cancel,
+            pair: Some(pair),
+        }
+    }
+
+    /// The callback's error, if it raised one.
+    pub(super) fn take_error(&mut self) -> Option<PyErr> {
+        self.error.take()
+    }
+
+    pub(super) fn check(&mut self, p: &Progress) -> Result<(), SvmError> {
         if self.cancel.load(Ordering::Relaxed) {
             return Err(SvmError::Interrupted);
         }
@@ -56,6 +78,9 @@ impl PythonMonitor<'_> {
                     }
                     if let Some(objective) = p.objective {
                         info.set_item("objective", objective)?;
+                    }
+                    if let Some(pair) = self.pair {
+                        info.set_item("pair", pair)?;
                     }
                     cb.call1(py, (info,))?;
                 }
@@ -197,6 +222,7 @@ pub fn run_monitored<T: Send>(
         callback,
         error: None,
         cancel: &cancel,
+        pair: None,
     };
     let mut observer = observer.map(|callback| PythonObserver {
         callback,
