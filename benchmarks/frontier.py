@@ -14,7 +14,13 @@ For each data set, in one process and one run (so the ratios hold on one machine
   ``--onedal-rows`` (its fit on 200,000 generator rows takes about twice KernelSVC's and 3.6 GB).
 
 Data: the hard generator of ../shared/data/hard10d.py (C = 1, gamma = 0.5; 50,000 test rows) at
-200,000 and 1,000,000 rows, and ijcnn1, a9a, cod-rna (SETTINGS.md's C, gamma and splits).
+200,000 and 1,000,000 rows, and ijcnn1, a9a, cod-rna (SETTINGS.md's C, gamma and splits). The
+multi-class sets (``--sets hardmc-100k hardmc-1M``: ../shared/data/hardmc.py, six classes, C = 1,
+gamma = 0.5, one epoch) add ``BudgetSVC(multiclass='shared')`` (the one budgeted run every class
+shares; up to ``--shared-rows`` rows and ``--shared-budget``, it takes minutes beyond) and
+scikit-learn's
+``OneVsOneClassifier`` around ``BudgetSVC(budget=B / 15)`` (the same total of support vectors,
+each pair predicted on its own); their report is docs/frontier_multiclass.md.
 
     python benchmarks/frontier.py --out docs/frontier.md --plot docs/frontier.svg
     python benchmarks/frontier.py --sets hard-200k --budgets 500 1000 3000    # a part
@@ -39,12 +45,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _data import DATA, SETTINGS, load  # noqa: E402
 from _report import commit, machine, publish  # noqa: E402
 
-ALL_SETS = ["hard-200k", "hard-1M", "ijcnn1", "a9a", "cod-rna"]
+ALL_SETS = ["hard-200k", "hard-1M", "ijcnn1", "a9a", "cod-rna", "hardmc-100k", "hardmc-1M"]
+MULTICLASS_SETS = ("hardmc-100k", "hardmc-1M")
 EXACT_SUBSAMPLES = [50_000, 100_000, 200_000, 500_000, 1_000_000]
 
 
 def data(name: str):
     """(X, y, Xt, yt, C, gamma, epochs) of a data set."""
+    if name.startswith("hardmc-"):
+        sys.path.insert(0, str(DATA))
+        from hardmc import make
+
+        n = {"hardmc-100k": 100_000, "hardmc-1M": 1_000_000}[name]
+        X, y = make(n, seed=0)
+        Xt, yt = make(50_000, seed=1)
+        return X, y, Xt, yt, 1.0, 0.5, 1
     if name.startswith("hard-"):
         sys.path.insert(0, str(DATA))
         from hard10d import make
@@ -66,6 +81,13 @@ def timed_fit(model, X, y):
 
 def accuracy(model, Xt, yt, transform=None):
     return 100.0 * float(np.mean(model.predict(Xt if transform is None else transform(Xt)) == yt))
+
+
+def timed_accuracy(model, Xt, yt):
+    """Test accuracy (%) and the seconds of predicting the test rows."""
+    start = time.perf_counter()
+    predicted = model.predict(Xt)
+    return 100.0 * float(np.mean(predicted == yt)), time.perf_counter() - start
 
 
 def run_set(name: str, args, rows: list, points: dict) -> None:
@@ -117,14 +139,27 @@ def run_set(name: str, args, rows: list, points: dict) -> None:
             fit,
             f"{int(clf.n_support_.sum()):,} SVs",
         )
+    multiclass = name in MULTICLASS_SETS
     for B in args.budgets:
         clf = BudgetSVC(C=C, gamma=gamma, budget=B, epochs=epochs, random_state=0)
         fit = timed_fit(clf, X, y)
+        if multiclass:
+            acc, predict = timed_accuracy(clf, Xt, yt)
+            stats = clf.fit_stats_
+            extra = (
+                f"one-vs-one; passes {stats['pass_seconds']:.1f} s (summed), polishes "
+                f"{stats['polish_seconds']:.1f} s; predict {predict:.2f} s"
+            )
+            add("BudgetSVC (one-vs-one)", f"B = {B:,}", acc, fit, extra)
+            continue
         p = clf.fit_stats_.get("polish") or {}
         extra = (
             f"polish {p.get('seconds', 0):.1f} s, {p.get('iterations', 0)} iterations" if p else ""
         )
         add("BudgetSVC (polished)", f"B = {B:,}", accuracy(clf, Xt, yt), fit, extra)
+    if multiclass:
+        run_multiclass_peers(X, y, Xt, yt, C, gamma, epochs, args, add)
+        return
     for M in args.budgets:
         if n * M * 8 > args.nystroem_gb * 1e9:
             rows.append(
@@ -140,6 +175,46 @@ def run_set(name: str, args, rows: list, points: dict) -> None:
             )
         fit = time.perf_counter() - start
         add("Nystroem + LinearSVC", f"M = {M:,}", accuracy(lin, Xt, yt, feats.transform), fit)
+
+
+def run_multiclass_peers(X, y, Xt, yt, C, gamma, epochs, args, add) -> None:
+    """The multi-class rows besides the one-vs-one BudgetSVC: the shared budget and
+    scikit-learn's one-vs-one wrapper around the binary BudgetSVC at the same total budget."""
+    from budgetsvm import BudgetSVC
+    from sklearn.multiclass import OneVsOneClassifier
+
+    n_pairs = len(np.unique(y)) * (len(np.unique(y)) - 1) // 2
+    for B in args.budgets:
+        if X.shape[0] > args.shared_rows or B > args.shared_budget:
+            continue
+        clf = BudgetSVC(
+            C=C, gamma=gamma, budget=B, epochs=epochs, random_state=0, multiclass="shared"
+        )
+        fit = timed_fit(clf, X, y)
+        acc, predict = timed_accuracy(clf, Xt, yt)
+        polish = (clf.fit_stats_.get("polish") or {}).get("seconds", 0.0)
+        add(
+            "BudgetSVC (shared budget)",
+            f"B = {B:,}",
+            acc,
+            fit,
+            f"polish {polish:.1f} s; predict {predict:.2f} s",
+        )
+    for B in args.budgets:
+        per_pair = max(B // n_pairs, 2)
+        clf = OneVsOneClassifier(
+            BudgetSVC(C=C, gamma=gamma, budget=per_pair, epochs=epochs, random_state=0)
+        )
+        fit = timed_fit(clf, X, y)
+        acc, predict = timed_accuracy(clf, Xt, yt)
+        n_sv = sum(e.support_vectors_.shape[0] for e in clf.estimators_)
+        add(
+            "OneVsOneClassifier(BudgetSVC)",
+            f"B = {per_pair:,} per pair",
+            acc,
+            fit,
+            f"{n_sv:,} SVs; predict {predict:.2f} s (a predict per pair)",
+        )
 
 
 def onedal_svc():
@@ -197,6 +272,18 @@ def main(argv=None) -> None:
     )
     ap.add_argument(
         "--onedal-rows", type=int, default=200_000, help="the largest subsample oneDAL's SVC fits"
+    )
+    ap.add_argument(
+        "--shared-rows",
+        type=int,
+        default=200_000,
+        help="the most rows BudgetSVC(multiclass='shared') fits (multi-class sets)",
+    )
+    ap.add_argument(
+        "--shared-budget",
+        type=int,
+        default=3000,
+        help="the largest budget BudgetSVC(multiclass='shared') fits (multi-class sets)",
     )
     ap.add_argument("--out", type=Path, help="also write the report there (Markdown)")
     ap.add_argument("--plot", type=Path, help="draw the frontier there (SVG or PNG)")
