@@ -62,6 +62,9 @@ class _FitBscaOptions(_BudgetSettings, _FitSettings): ...
 class _StreamOptions(_BudgetSettings, _BsgdSettings): ...
 class _PolishOptions(_ExpansionArrays, _PolishSettings): ...
 
+class _FitPairsOptions(_BudgetSettings, _FitSettings):
+    lambda_: NotRequired[Optional[float]]
+
 __all__ = [
     "BsgdStream",
     "LibsvmChunkReader",
@@ -140,7 +143,7 @@ def fit_pairs(
     solver: str,
     dual_step: str = "decaying",
     average: bool = True,
-    **options: Unpack[_FitBsgdOptions],
+    **options: Unpack[_FitPairsOptions],
 ) -> List[Dict[str, Any]]: ...
 def fit_exact(
     x: _Features,

@@ -331,17 +331,21 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
             observer=recorder,
         )
         self.history_ = recorder.history if recorder is not None else None
-        # BSGD's run, which partial_fit continues; BSCA has none.
+        self._set_run(result, _compare_with)
+        if self.polish:
+            self._polish_rows(X_native, rows.y_index, rows.weights, C, _callback)
+
+    def _set_run(self, result: Dict[str, Any], compare_with: Optional[str]) -> None:
+        """The model of a budgeted run's result, and the run itself (BSGD's, which partial_fit
+        continues; BSCA has none)."""
         self._stream = result.pop("state", None)
-        if _compare_with is not None:
+        if compare_with is not None:
             # NaN when no merge was compared (no merges, or multi-class, where GSS is the only search).
             compared = result["compared_merges"]
             result["merge_agreement"] = (
                 result["agreeing_merges"] / compared if compared else float("nan")
             )
         self._set_model(result)
-        if self.polish:
-            self._polish_rows(X_native, rows.y_index, rows.weights, C, _callback)
 
     def _set_model(self, result: Dict[str, Any], intercept: Any = 0.0) -> None:
         super()._set_model(result, intercept)
@@ -411,13 +415,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
             model.gamma_ = self.gamma_
             model.lambda_ = model._lambda_for(len(index))
             model.history_ = None
-            model._stream = result.pop("state", None)
-            if _compare_with is not None:
-                compared = result["compared_merges"]
-                result["merge_agreement"] = (
-                    result["agreeing_merges"] / compared if compared else float("nan")
-                )
-            model._set_model(result)
+            model._set_run(result, _compare_with)
             if self.polish:
                 model._polish_rows(
                     to_native(rows.X[index]),
@@ -652,6 +650,10 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         n_samples: Optional[int] = None,
     ) -> BudgetSVC:
         """One BSGD pass over a batch of a stream, continuing the run of the previous calls.
+
+        Several classes: a stream started here is one run whose support vectors every class
+        shares (``multiclass='shared'``); after a one-vs-one ``fit`` each pair's run continues
+        on the batch's rows of its two classes (the model is then the pairs' runs, unpolished).
 
         The first call on an unfitted estimator starts a run and needs ``classes``, every
         label of the stream; later calls, and calls after ``fit`` or ``fit_file``, continue

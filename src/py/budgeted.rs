@@ -313,14 +313,7 @@ pub fn fit_bsca<'py>(
             job.observer,
         )
     })?;
-    let shared = TrainStats {
-        iterations: stats.iterations,
-        insertions: stats.insertions,
-        maintenance: stats.maintenance,
-        seconds: stats.seconds,
-        epochs: stats.epochs,
-    };
-    let out = fit_result(py, &model, &shared)?;
+    let out = fit_result(py, &model, &stats.train_stats())?;
     out.set_item("updates", stats.updates)?;
     out.set_item("dropped_svs", stats.dropped)?;
     if return_alpha {
@@ -494,16 +487,9 @@ pub fn fit_pairs<'py>(
                                 &mut monitor,
                                 None,
                             )?;
-                            let shared = TrainStats {
-                                iterations: stats.iterations,
-                                insertions: stats.insertions,
-                                maintenance: stats.maintenance,
-                                seconds: stats.seconds,
-                                epochs: stats.epochs,
-                            };
                             Ok(PairResult::Bsca(
                                 model,
-                                shared,
+                                stats.train_stats(),
                                 stats.updates,
                                 stats.dropped,
                             ))

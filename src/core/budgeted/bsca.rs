@@ -45,6 +45,7 @@ use std::time::{Duration, Instant};
 use crate::core::budget::maintenance::{Maintenance, MaintenanceStats};
 use crate::core::budget::merge::MergeSearch;
 use crate::core::budget::model::{BudgetModel, SupportVectors, SvLayout};
+use crate::core::budgeted::bsgd::TrainStats;
 use crate::core::budgeted::observer::{EpochObserver, EpochSnapshot};
 use crate::core::budgeted::problem::{check_run, check_targets, Targets};
 use crate::core::budgeted::step::{self, Budgeted};
@@ -170,6 +171,19 @@ pub struct BscaStats {
     /// Each problem's dual variables at the end, one per row (a relay's next pass over these
     /// rows starts from them: `BscaStart::alpha`).
     pub alpha: Vec<Vec<f64>>,
+}
+
+impl BscaStats {
+    /// The counts every budgeted run reports.
+    pub fn train_stats(&self) -> TrainStats {
+        TrainStats {
+            iterations: self.iterations,
+            insertions: self.insertions,
+            maintenance: self.maintenance.clone(),
+            seconds: self.seconds,
+            epochs: self.epochs,
+        }
+    }
 }
 
 /// The one-vs-rest dual problems (one for two classes) on one budgeted model: a support vector
