@@ -18,7 +18,8 @@ from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.multiclass import OneVsOneClassifier
 from sklearn.utils.multiclass import _ovr_decision_function
 
-KW = dict(C=1.0, gamma=0.5, epochs=2, random_state=0)
+# 'ovo' asked for: 'auto' takes it only from 500 SVs per pair (test_auto_...).
+KW = dict(C=1.0, gamma=0.5, epochs=2, random_state=0, multiclass="ovo")
 
 
 def blobs(n: int, k: int, seed: int) -> tuple:
@@ -96,16 +97,27 @@ def test_sparse_rows_give_the_dense_model():
 
 def test_two_classes_are_the_binary_model_whatever_multiclass_says():
     X, y = blobs(400, 2, 6)
-    models = [BudgetSVC(budget=40, multiclass=m, **KW).fit(X, y) for m in ("auto", "ovo", "shared")]
+    kw = {k: v for k, v in KW.items() if k != "multiclass"}
+    models = [BudgetSVC(budget=40, multiclass=m, **kw).fit(X, y) for m in ("auto", "ovo", "shared")]
     for m in models:
         assert m.multiclass_ == "binary" and m.n_support_per_pair_ is None
         assert_array_equal(m.dual_coef_, models[0].dual_coef_)
         assert_array_equal(m.support_vectors_, models[0].support_vectors_)
 
 
+def test_auto_is_one_vs_one_from_500_svs_per_pair():
+    X, y = blobs(300, 3, 7)
+    kw = {k: v for k, v in KW.items() if k != "multiclass"}
+    assert BudgetSVC(budget=1499, **kw).fit(X, y).multiclass_ == "shared"
+    assert BudgetSVC(budget=1500, **kw).fit(X, y).multiclass_ == "ovo"
+    assert BudgetSVC(budget=1500, multiclass="shared", **kw).fit(X, y).multiclass_ == "shared"
+    assert BudgetSVC(budget=6, multiclass="ovo", **kw).fit(X, y).multiclass_ == "ovo"
+
+
 def test_shared_keeps_one_budget_with_a_coefficient_per_class():
     X, y = blobs(600, 3, 7)
-    clf = BudgetSVC(budget=50, multiclass="shared", **KW).fit(X, y)
+    kw = {k: v for k, v in KW.items() if k != "multiclass"}
+    clf = BudgetSVC(budget=50, multiclass="shared", **kw).fit(X, y)
     assert clf.multiclass_ == "shared" and clf.n_support_per_pair_ is None
     assert clf.dual_coef_.shape == (3, clf.support_vectors_.shape[0])
     assert clf.score(X, y) > 0.85
@@ -262,9 +274,10 @@ def test_what_the_one_vs_one_model_cannot_do_says_so(tmp_path):
     with pytest.raises(ValueError, match="record_history"):
         BudgetSVC(budget=30, record_history=True, **KW).fit(X, y)
     with pytest.raises(ValueError, match="multiclass"):
-        BudgetSVC(budget=30, multiclass="ovr", **KW).fit(X, y)
+        BudgetSVC(budget=30, **dict(KW, multiclass="ovr")).fit(X, y)
     # A stream on a fresh estimator is one budgeted run: the shared budget.
-    stream = BudgetSVC(budget=30, **KW).partial_fit(X, y, classes=[0, 1, 2])
+    kw = {k: v for k, v in KW.items() if k != "multiclass"}
+    stream = BudgetSVC(budget=30, **kw).partial_fit(X, y, classes=[0, 1, 2])
     assert stream.multiclass_ == "shared"
 
 

@@ -57,7 +57,8 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
     Wang, Crammer & Vucetic 2012) or budgeted stochastic coordinate ascent in the dual
     (``solver='bsca'``: Qaadan, Schüler & Glasmachers 2019), so training and prediction cost
     O(budget) per example however large the data. Two classes give the binary hinge-loss SVM
-    without bias. More classes are trained one-vs-one by default (``multiclass``): one binary
+    without bias. More classes are trained one-vs-one by default where the budget allows 500
+    support vectors per class pair (``multiclass``): one binary
     model per class pair on the rows of its two classes, the budget split over the pairs in
     proportion to their rows, so the model keeps at most ``budget`` support vectors in all and
     predicts from one kernel block over them. With ``multiclass='shared'`` BSGD trains the
@@ -86,7 +87,10 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         classes: what a prediction costs (one kernel value per support vector and row). One-vs-one
         splits it over the class pairs in proportion to their rows (each pair at least one).
     multiclass : {'auto', 'ovo', 'shared'}, default='auto'
-        How ``fit`` trains three classes or more. 'ovo' (and 'auto'): one budgeted model per
+        How ``fit`` trains three classes or more. 'auto': 'ovo' where the budget gives every
+        class pair at least 500 support vectors, 'shared' below (per support vector the shared
+        budget is the more accurate; with enough per pair one-vs-one is as accurate in far less
+        time). 'ovo': one budgeted model per
         class pair, each polished on its two classes' rows; a pair's value is positive for its
         first class, and a row's class is the one with most votes (ties to the larger summed
         values, as SVC's ``decision_function_shape='ovr'``). 'shared': one budgeted run whose
@@ -314,7 +318,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         """The solver's run on the kept rows; sets the model attributes."""
         X = rows.X
         self.gamma_ = resolve_gamma(self.gamma, X)
-        if len(rows.classes) > 2 and self.multiclass in ("auto", "ovo"):
+        if _one_vs_one.one_vs_one_for(self.multiclass, int(self.budget), len(rows.classes)):
             self._fit_one_vs_one(rows, seed, _compare_with, _callback)
             return
         X_native = to_native(X)
