@@ -194,3 +194,35 @@ set_num_threads(0)
 print(json.dumps({"set": a, "default": get_num_threads()}))
 """)
     assert out == {"set": 2, "default": 1}
+
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/task")
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_n_jobs_reaches_the_polish_and_the_class_pairs(n_classes):
+    # With n_jobs the polish (and one-vs-one's pairs) run on a pool made for the fit
+    # ("budgetsvm-fit-*"), without it on the process-wide pool ("budgetsvm-*"): seen from the
+    # callback, which the engine calls on the threads doing the work.
+    from budgetsvm import BudgetSVC
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 3))
+    y = np.digitize(X[:, 0], np.linspace(-0.5, 0.5, n_classes - 1))
+    for n_jobs, fit_pool in [(1, True), (None, False)]:
+        seen = {}
+
+        def callback(info, seen=seen):
+            with open(f"/proc/self/task/{threading.get_native_id()}/comm") as f:
+                name = f.read().strip()
+            seen.setdefault("polish" if info.get("polish") else "pass", set()).add(name)
+
+        callback.wants_polish = True
+        BudgetSVC(budget=6 * n_classes, n_jobs=n_jobs, multiclass="ovo", random_state=0).fit(
+            X, y, _callback=callback
+        )
+        phases = ["polish", "pass"] if n_classes > 2 else ["polish"]  # a binary pass: caller's
+        for phase in phases:
+            assert seen[phase], phase
+            for name in seen[phase]:
+                assert name.startswith("budgetsvm-") and ("-fit-" in name) == fit_pool, (
+                    phase, name)

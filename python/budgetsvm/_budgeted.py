@@ -275,6 +275,7 @@ class BudgetedMachine(FitGuardedParams, ModelFileMixin, BaseEstimator):
             class_weights=class_weights,
             callback=polish_callback(self.verbose, None),
             epsilon=self._epsilon(),
+            n_threads=check_n_jobs(self.n_jobs),
         )
 
     def _set_model(self, result: Dict[str, Any], intercept: Any = 0.0) -> None:
@@ -320,6 +321,7 @@ class BudgetedMachine(FitGuardedParams, ModelFileMixin, BaseEstimator):
             sample_weight=weights,
             callback=callback,
             epsilon=self._epsilon(),
+            n_threads=check_n_jobs(self.n_jobs),
         )
         self._apply_polish(result)
 

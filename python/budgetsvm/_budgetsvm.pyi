@@ -56,6 +56,7 @@ class _PolishSettings(TypedDict):
     intercept: NotRequired[Optional[npt.NDArray[np.float64]]]
     callback: NotRequired[_Callback]
     epsilon: NotRequired[Optional[float]]
+    n_threads: NotRequired[Optional[int]]
 
 class _FitBsgdOptions(_BudgetSettings, _FitSettings, _BsgdSettings): ...
 class _FitBscaOptions(_BudgetSettings, _FitSettings): ...
@@ -143,6 +144,7 @@ def fit_pairs(
     solver: str,
     dual_step: str = "decaying",
     average: bool = True,
+    n_threads: Optional[int] = None,
     **options: Unpack[_FitPairsOptions],
 ) -> List[Dict[str, Any]]: ...
 def fit_exact(

@@ -165,8 +165,8 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         pair on the score differences f_a - f_b, coupled as LIBSVM (Wu, Lin & Weng 2004).
         Seeded by ``random_state``. Not with ``partial_fit`` or ``fit_file``.
     n_jobs : int or None, default=None
-        Threads for this estimator's parallel work (predictions, the polish, the history's
-        kernel values; the budgeted steps themselves are sequential); None uses
+        Threads for this estimator's parallel work (predictions, the polish, the class pairs
+        of one-vs-one, the history's kernel values; one budgeted pass is sequential); None uses
         ``budgetsvm.set_num_threads`` (default all cores), -1 all cores.
     polish : bool, default=True
         After the budgeted pass, solve the coefficients and an intercept exactly over its
@@ -400,6 +400,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
             solver=self.solver,
             dual_step=self.dual_step,
             average=bool(self.average),
+            n_threads=check_n_jobs(self.n_jobs),
             lambda_=None if self.lam is None else float(self.lam),
             callback=_epoch_callback(
                 self.verbose, _one_vs_one.pair_progress(_callback, len(pairs), int(self.epochs))

@@ -349,10 +349,11 @@ enum PairResult {
 /// each pair's model is the same on any number of threads). `solver` is 'bsgd' or 'bsca'
 /// (with `dual_step` and `average`); the other settings are `BudgetSettings`' (its budget, seed
 /// and c replaced by the pair's) and `FitSettings`' (no observer; the callback's epoch dicts
-/// say whose epoch with "pair", the pair's index). Returns one dict per pair, as `fit_bsgd` /
-/// `fit_bsca` return.
+/// say whose epoch with "pair", the pair's index), on `n_threads` threads (None: the
+/// process-wide setting, 0: one per core; the estimator's `n_jobs`). Returns one dict per
+/// pair, as `fit_bsgd` / `fit_bsca` return.
 #[pyfunction]
-#[pyo3(signature = (x, y, pairs, *, solver, dual_step = "decaying", average = true, **options))]
+#[pyo3(signature = (x, y, pairs, *, solver, dual_step = "decaying", average = true, n_threads = None, **options))]
 #[allow(clippy::too_many_arguments)] // the runs' own settings; the rest come as keywords
 pub fn fit_pairs<'py>(
     py: Python<'py>,
@@ -362,6 +363,7 @@ pub fn fit_pairs<'py>(
     solver: &str,
     dual_step: &str,
     average: bool,
+    n_threads: Option<usize>,
     options: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyList>> {
     let (settings, fit, bsgd): (BudgetSettings, FitSettings<'_>, BsgdSettings) =
@@ -444,7 +446,7 @@ pub fn fit_pairs<'py>(
         .collect();
     let results = run_interruptibly(py, &cancel, || {
         no_panic(|| {
-            parallel::install(|| {
+            parallel::install_with(n_threads, || {
                 runs.par_iter()
                     .zip(&monitors)
                     .map(|(run, monitor)| -> Result<PairResult, SvmError> {
@@ -515,7 +517,7 @@ pub fn fit_pairs<'py>(
                         }
                     })
                     .collect::<Result<Vec<_>, _>>()
-            })
+            })?
         })
     });
     // A callback's error is what stopped the runs: re-raised as it was.

@@ -22,6 +22,7 @@ use crate::core::budgeted::polish::{
 };
 use crate::core::budgeted::problem::Targets;
 use crate::core::common::error::SvmError;
+use crate::core::common::parallel;
 use crate::core::data::rows::{check_sq_norms, Rows};
 use crate::core::kernels::kernel::Kernel;
 use crate::core::kernels::kernel_block::KernelBlocks;
@@ -29,7 +30,8 @@ use crate::core::kernels::kernel_block::KernelBlocks;
 keyword_group! {
     /// The settings of a polish (`polish`, `polish_file`): C, the Newton iterations' tolerance
     /// and cap, the kernel cache in MB, the starting intercept (None: zeros), the progress
-    /// callback, and epsilon for a regression.
+    /// callback, epsilon for a regression, and the threads (None: the process-wide setting,
+    /// 0: one per core; an estimator's `n_jobs`).
     struct PolishSettings<'py> {
         c: f64,
         tol: f64 = 1e-5,
@@ -38,6 +40,7 @@ keyword_group! {
         intercept: Option<PyReadonlyArray1<'py, f64>> = None,
         callback: Option<Py<PyAny>> = None,
         epsilon: Option<f64> = None,
+        n_threads: Option<usize> = None,
     }
 }
 
@@ -86,17 +89,20 @@ pub fn polish<'py>(
     let targets = y.targets()?;
     let start = settings.intercept.as_ref().map(slice1).transpose()?;
     let weights = sample_weight.as_ref();
+    let n_threads = settings.n_threads;
     let r = run_on_rows(py, x, weights, settings.callback, None, |job| {
         let mut source = InMemory(*job.rows);
-        polish_solve(
-            &model,
-            start,
-            &mut source,
-            targets,
-            job.weights,
-            &params,
-            job.monitor,
-        )
+        parallel::install_with(n_threads, || {
+            polish_solve(
+                &model,
+                start,
+                &mut source,
+                targets,
+                job.weights,
+                &params,
+                job.monitor,
+            )
+        })?
     })?;
     polish_result(py, &r, n_sv, model.n_out)
 }
@@ -165,28 +171,31 @@ pub fn polish_file<'py>(
         ));
     }
     let start = settings.intercept.as_ref().map(slice1).transpose()?;
+    let n_threads = settings.n_threads;
     let r = run_monitored(py, settings.callback, None, |monitor, _| {
-        if let Some(epsilon) = epsilon {
-            let (mut source, z) = LibsvmFileRows::open_values(&path, chunk_rows, width)?;
-            let targets = Targets::Values { y: &z, epsilon };
-            return polish_solve(&model, start, &mut source, targets, None, &params, monitor);
-        }
-        let (mut source, y) = LibsvmFileRows::open(&path, chunk_rows, width, classes)?;
-        let weights: Option<Vec<f64>> =
-            class_weights.map(|w| y.iter().map(|&k| w[k as usize]).collect());
-        let targets = Targets::Classes {
-            y: &y,
-            n_classes: classes.len(),
-        };
-        polish_solve(
-            &model,
-            start,
-            &mut source,
-            targets,
-            weights.as_deref(),
-            &params,
-            monitor,
-        )
+        parallel::install_with(n_threads, || {
+            if let Some(epsilon) = epsilon {
+                let (mut source, z) = LibsvmFileRows::open_values(&path, chunk_rows, width)?;
+                let targets = Targets::Values { y: &z, epsilon };
+                return polish_solve(&model, start, &mut source, targets, None, &params, monitor);
+            }
+            let (mut source, y) = LibsvmFileRows::open(&path, chunk_rows, width, classes)?;
+            let weights: Option<Vec<f64>> =
+                class_weights.map(|w| y.iter().map(|&k| w[k as usize]).collect());
+            let targets = Targets::Classes {
+                y: &y,
+                n_classes: classes.len(),
+            };
+            polish_solve(
+                &model,
+                start,
+                &mut source,
+                targets,
+                weights.as_deref(),
+                &params,
+                monitor,
+            )
+        })?
     })?;
     polish_result(py, &r, model.n_sv(), model.n_out)
 }
