@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from budgetsvm._budgetsvm import __version__, get_num_threads, set_num_threads, simd_level
     from budgetsvm.budget_svc import BudgetSVC
     from budgetsvm.budget_svr import BudgetSVR
+    from budgetsvm.kernel_cv import KernelSVCCV, KernelSVRCV
     from budgetsvm.kernel_nu_svc import KernelNuSVC
     from budgetsvm.kernel_nu_svr import KernelNuSVR
     from budgetsvm.kernel_one_class import KernelOneClassSVM
@@ -28,7 +29,9 @@ _WHERE = {
     "KernelNuSVR": "budgetsvm.kernel_nu_svr",
     "KernelOneClassSVM": "budgetsvm.kernel_one_class",
     "KernelSVC": "budgetsvm.kernel_svc",
+    "KernelSVCCV": "budgetsvm.kernel_cv",
     "KernelSVR": "budgetsvm.kernel_svr",
+    "KernelSVRCV": "budgetsvm.kernel_cv",
     "ModelFormatError": "budgetsvm.modelfile",
     "load_model": "budgetsvm.modelfile",
     "save_model": "budgetsvm.modelfile",
@@ -45,7 +48,9 @@ __all__ = [
     "KernelNuSVR",
     "KernelOneClassSVM",
     "KernelSVC",
+    "KernelSVCCV",
     "KernelSVR",
+    "KernelSVRCV",
     "ModelFormatError",
     "__version__",
     "get_num_threads",

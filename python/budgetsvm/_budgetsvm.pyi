@@ -188,6 +188,7 @@ def fit_exact(
     kernel_rows: Optional[Callable[[npt.NDArray[np.int64]], npt.NDArray[np.float64]]] = None,
     diagonal: Optional[npt.NDArray[np.float64]] = None,
     row_precision: str = "auto",
+    cs: Optional[Sequence[float]] = None,
 ) -> List[Dict[str, Any]]: ...
 def polish(
     x: _Features,

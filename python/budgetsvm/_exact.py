@@ -7,6 +7,7 @@ parameters, its ``fit`` and the attributes scikit-learn gives it.
 
 from __future__ import annotations
 
+import copy
 import math
 import numbers
 import sys
@@ -505,6 +506,30 @@ class SingleOutputMachine(ExactKernelMachine):
             if target is not None:
                 target = target[kept]
         [r] = self._fit_native(X, target, weights, **problem)
+        self._set_single(X, kept, r)
+
+    def _fit_single_path(
+        self, X: Any, target: Any, sample_weight: Any, cs: Any, **problem: Any
+    ) -> List[Any]:
+        """``_fit_single`` for every C of ``cs`` (fitted copies, in that order): the Cs solved
+        in increasing order over one kernel-row cache, each from the last one's solution
+        (``fit_exact(cs=...)``)."""
+        weights, kept = weighted_rows(sample_weight, X.shape[0])
+        if kept is not None:
+            X, target = X[kept], target[kept]
+        order = sorted(set(float(c) for c in cs))
+        results = self._fit_native(X, target, weights, **dict(problem, cs=order))
+        models = {}
+        for c, r in zip(order, results):
+            model = copy.copy(self)
+            model.C = c
+            model._set_single(X, kept, r)
+            models[c] = model
+        return [models[float(c)] for c in cs]
+
+    def _set_single(self, X: Any, kept: Optional[np.ndarray], r: Dict[str, Any]) -> None:
+        """The fitted attributes from the problem's solution ``r`` over the rows ``X`` (the
+        rows of the training set ``kept``, or all)."""
         support = r["support"]
         self.support_vectors_ = self._support_vectors(X, support)
         self.support_ = (support if kept is None else kept[support]).astype(np.int32)

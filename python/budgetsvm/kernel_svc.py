@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any, Dict, List, TypeVar
 
@@ -97,6 +98,35 @@ class ExactClassifier(ProbabilityMixin, ClassifierMixin, ExactKernelMachine):
             gram = {"kernel": "precomputed"} if callable(self.kernel) else {}
             self._fit_probability(rows, seed, **gram)
         return self
+
+    def _fit_path(self: _Classifier, X: Any, y: Any, sample_weight: Any, cs: Any) -> List[_Classifier]:
+        """Fitted copies of this estimator, one per C of ``cs`` (in that order), each the
+        model ``fit`` gives at that C (no probabilities): the Cs solved in increasing order
+        over one kernel-row cache per class pair, each from the last one's solution
+        (``fit_exact(cs=...)``). What the CV estimators' search fits; string kernels only."""
+        native_params = self._check_params()
+        X, y = self._validate_fit(X, y)
+        rows = self._training_rows(X, y, sample_weight)
+        self.classes_ = rows.classes
+        self.class_weight_ = rows.class_weights
+        order = sorted(set(float(c) for c in cs))
+        results = self._fit_native(
+            rows.X,
+            rows.y_index,
+            rows.weights,
+            n_classes=len(rows.classes),
+            **dict(native_params, cs=order),
+        )
+        n_pairs = len(results) // len(order)
+        models = {}
+        for k, c in enumerate(order):
+            model = copy.copy(self)
+            model.C = c
+            model._assemble(rows.X, rows.y_index, results[k * n_pairs : (k + 1) * n_pairs])
+            if rows.kept is not None:
+                model.support_ = rows.kept[model.support_].astype(np.int32)
+            models[c] = model
+        return [models[float(c)] for c in cs]
 
     def _fit_rows(self, rows: TrainingRows, native_params: Dict[str, Any]) -> None:
         pairs = self._fit_native(

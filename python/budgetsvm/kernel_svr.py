@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, List, TypeVar
 
 import numpy as np
 from sklearn.base import RegressorMixin
@@ -49,6 +49,15 @@ class ExactRegressor(RegressorMixin, SingleOutputMachine):
         y = np.ascontiguousarray(y, dtype=np.float64)
         self._fit_single(X, y, sample_weight, **params)
         return self
+
+    def _fit_path(self: _Regressor, X: Any, y: Any, sample_weight: Any, cs: Any) -> List[_Regressor]:
+        """Fitted copies of this estimator, one per C of ``cs`` (in that order), each the
+        model ``fit`` gives at that C, solved along the path (``_fit_single_path``; epsilon-SVR
+        only): what the CV estimators' search fits; string kernels only."""
+        params = self._check_params()
+        X, y = self._validate_fit(X, y, y_numeric=True)
+        y = np.ascontiguousarray(y, dtype=np.float64)
+        return self._fit_single_path(X, y, sample_weight, cs, **params)
 
     @rows_doc(rows_note="(n_samples, n_train) kernel values for a precomputed kernel.")
     @fitted_snapshot

@@ -16,8 +16,8 @@ use crate::core::data::rows::{AnyRows, Rows};
 use crate::core::exact::alfpgm::{AlfpgmParams, InnerSolver};
 use crate::core::exact::dual::RowPrecision;
 use crate::core::exact::machines::{
-    train_one_class, train_one_vs_one, train_regression, ExactModel, ExactParams, ExactSolver,
-    KernelFrom, SvcFormulation, SvrFormulation,
+    train_one_class, train_one_vs_one_path, train_regression_path, ExactModel, ExactParams,
+    ExactSolver, KernelFrom, SvcFormulation, SvrFormulation,
 };
 use crate::core::kernels::kernel::Kernel;
 use crate::core::kernels::kernel_cache::KernelRowCache;
@@ -117,12 +117,18 @@ impl RowProducer for PythonKernelRows {
     }
 }
 
+/// A problem solved by `fit_exact`: its C, its pair's classes (C-SVC, nu-SVC), its model.
+type SolvedProblem = (f64, Option<(u32, u32)>, ExactModel);
+
 /// Trains an exact kernel machine (ALFPGM or SMO on one dual problem): `problem` 'svc' or
 /// 'nu_svc' (target: uint32 class indices in 0..n_classes, one-vs-one pairs), 'svr' or 'nu_svr'
 /// (target: float64 values) or 'one_class' (no target). A precomputed kernel takes x as the dense n x n Gram matrix. Returns
-/// one dict per problem solved (one per class pair for 'svc', with its "classes").
+/// one dict per problem solved (one per class pair for 'svc', with its "classes"). With `cs`
+/// ('svc' and 'svr' only), a C path: the problems solved for every C of `cs` in turn, each
+/// warm-started from the last C's solution over one kernel-row cache (`c` is then unused);
+/// the dicts come C after C, each with its "c".
 #[pyfunction]
-#[pyo3(signature = (x, target, *, problem, n_classes = 0, c = 1.0, epsilon = 0.1, nu = 0.5, kernel = "rbf", gamma = 1.0, coef0 = 0.0, degree = 3, solver = "alfpgm", shrinking = true, shared_rows = true, tol = 1e-3, cache_size = 200.0, max_iter = 0, n_threads = None, n_pairs = 50, min_alpha_opt = 5, max_alpha_opt = 500, min_alpha_check = 0, pair_ratio = 0.5, alpha_delta_threshold = 1e-5, al_penalty = 0.0, al_max_iter = 20, fista_max_iter = 500, inner_tol_factor = 0.1, inner_rel = 0.1, power_iters = 8, lipschitz_safety = 1.1, restart = true, inner = "smo", report_every = None, callback = None, sample_weight = None, kernel_rows = None, diagonal = None, row_precision = "auto"))]
+#[pyo3(signature = (x, target, *, problem, n_classes = 0, c = 1.0, epsilon = 0.1, nu = 0.5, kernel = "rbf", gamma = 1.0, coef0 = 0.0, degree = 3, solver = "alfpgm", shrinking = true, shared_rows = true, tol = 1e-3, cache_size = 200.0, max_iter = 0, n_threads = None, n_pairs = 50, min_alpha_opt = 5, max_alpha_opt = 500, min_alpha_check = 0, pair_ratio = 0.5, alpha_delta_threshold = 1e-5, al_penalty = 0.0, al_max_iter = 20, fista_max_iter = 500, inner_tol_factor = 0.1, inner_rel = 0.1, power_iters = 8, lipschitz_safety = 1.1, restart = true, inner = "smo", report_every = None, callback = None, sample_weight = None, kernel_rows = None, diagonal = None, row_precision = "auto", cs = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn fit_exact<'py>(
     py: Python<'py>,
@@ -165,6 +171,7 @@ pub fn fit_exact<'py>(
     kernel_rows: Option<Py<PyAny>>,
     diagonal: Option<PyReadonlyArray1<'py, f64>>,
     row_precision: &str,
+    cs: Option<Vec<f64>>,
 ) -> PyResult<Bound<'py, PyList>> {
     if !(cache_size.is_finite() && cache_size > 0.0) {
         return Err(PyValueError::new_err(format!(
@@ -237,7 +244,15 @@ pub fn fit_exact<'py>(
         _ => KernelFrom::Features,
     };
     let store = function.as_ref();
-    let models: Vec<(Option<(u32, u32)>, ExactModel)> = match problem {
+    let path = cs.is_some();
+    if path && !matches!(problem, "svc" | "svr") {
+        return Err(PyValueError::new_err(format!(
+            "a C path (cs) is for problem 'svc' or 'svr', not {problem:?}"
+        )));
+    }
+    let cs = cs.unwrap_or_else(|| vec![c]);
+    // C after C.
+    let models: Vec<SolvedProblem> = match problem {
         "svc" | "nu_svc" => {
             let y: PyReadonlyArray1<'py, u32> = need_target("class indices")?.extract()?;
             let y = slice1(&y)?;
@@ -246,12 +261,17 @@ pub fn fit_exact<'py>(
             } else {
                 SvcFormulation::Nu(nu)
             };
-            run_watched(py, x, weights, callback, store, |rows, w, m| {
-                train_one_vs_one(rows, y, w, n_classes, formulation, &valid, from, m)
-            })?
-            .into_iter()
-            .map(|p| (Some(p.classes), p.model))
-            .collect()
+            let by_c = run_watched(py, x, weights, callback, store, |rows, w, m| {
+                train_one_vs_one_path(rows, y, w, n_classes, formulation, &cs, &valid, from, m)
+            })?;
+            cs.iter()
+                .zip(by_c)
+                .flat_map(|(&c, pairs)| {
+                    pairs
+                        .into_iter()
+                        .map(move |p| (c, Some(p.classes), p.model))
+                })
+                .collect()
         }
         "svr" | "nu_svr" => {
             let z: PyReadonlyArray1<'py, f64> = need_target("targets")?.extract()?;
@@ -261,16 +281,19 @@ pub fn fit_exact<'py>(
             } else {
                 SvrFormulation::Nu(nu)
             };
-            let model = run_watched(py, x, weights, callback, store, |rows, w, m| {
-                train_regression(rows, z, w, formulation, &valid, from, m)
+            let by_c = run_watched(py, x, weights, callback, store, |rows, w, m| {
+                train_regression_path(rows, z, w, formulation, &cs, &valid, from, m)
             })?;
-            vec![(None, model)]
+            cs.iter()
+                .zip(by_c)
+                .map(|(&c, model)| (c, None, model))
+                .collect()
         }
         "one_class" => {
             let model = run_watched(py, x, weights, callback, store, |rows, w, m| {
                 train_one_class(rows, w, nu, &valid, from, m)
             })?;
-            vec![(None, model)]
+            vec![(c, None, model)]
         }
         other => {
             return Err(PyValueError::new_err(format!(
@@ -279,10 +302,13 @@ pub fn fit_exact<'py>(
         }
     };
     let out = PyList::empty(py);
-    for (classes, p) in models {
+    for (c, classes, p) in models {
         let d = PyDict::new(py);
         if let Some((a, b)) = classes {
             d.set_item("classes", (a, b))?;
+        }
+        if path {
+            d.set_item("c", c)?;
         }
         let support: Vec<i64> = p.support.iter().map(|&i| i as i64).collect();
         let d = dict!(d, {

@@ -1960,6 +1960,7 @@ mod tests {
                 sum_per_label: true,
                 tube: None,
                 paired: false,
+                start_gradient: None,
             };
             let f = |a: &[f64]| {
                 let quad: f64 = (0..n)
@@ -2146,6 +2147,7 @@ mod tests {
                 sum_per_label: false,
                 tube: Some(eps),
                 paired: false,
+                start_gradient: None,
             };
             let mut cache = KernelRowCache::<_, f32>::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
             let tube = quietly(|rep| solve_smo(&mut cache, one.clone(), &run, rep)).unwrap();
@@ -2170,6 +2172,7 @@ mod tests {
                 sum_per_label: false,
                 tube: None,
                 paired: false,
+                start_gradient: None,
             };
             let mut cache =
                 KernelRowCache::<_, f32>::new(&sub, Kernel::rbf(gamma), 1 << 20).unwrap();
@@ -2240,6 +2243,7 @@ mod tests {
                 sum_per_label: true,
                 tube: None,
                 paired: true,
+                start_gradient: None,
             };
             let params = AlfpgmParams {
                 n_pairs: [1, 4, 30][trial % 3],
@@ -2263,6 +2267,7 @@ mod tests {
                 sum_per_label: true,
                 tube: None,
                 paired: false,
+                start_gradient: None,
             };
             let mut cache =
                 KernelRowCache::<_, f32>::new(&sub, Kernel::rbf(gamma), 1 << 20).unwrap();
@@ -2379,6 +2384,7 @@ mod tests {
                     sum_per_label: false,
                     tube: Some(eps),
                     paired: false,
+                    start_gradient: None,
                 };
                 let run = ExactRun {
                     tol: 1e-9,

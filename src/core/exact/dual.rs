@@ -46,6 +46,10 @@ pub struct DualProblem {
     /// Both labels' violation value at t is -F_t; a pair step moves two variables of one label.
     /// y is all +1 (the positions'); `start` holds (a, a*), 2n long. ALFPGM only.
     pub paired: bool,
+    /// The gradient of `start` and its G_bar (`DualState::grad_bar`, empty when not kept),
+    /// when the caller knows them: a start derived from another solution of the same rows
+    /// (`StartFrom`) skips the kernel rows that `smo::start_state` would compute for Q a0.
+    pub start_gradient: Option<(Vec<f64>, Vec<f64>)>,
 }
 
 impl DualProblem {
@@ -61,6 +65,7 @@ impl DualProblem {
             sum_per_label: false,
             tube: None,
             paired: false,
+            start_gradient: None,
         }
     }
 
@@ -218,6 +223,7 @@ impl DualState {
             sum_per_label,
             tube,
             paired,
+            start_gradient: _,
         } = problem;
         let n = y.len();
         let (alpha, alpha_star) = match (start, paired) {
@@ -927,6 +933,10 @@ pub struct DualSolution {
     pub min_active: usize,
     /// Strides taken (`stride`).
     pub strides: u64,
+    /// The gradient at the solution and G_bar (empty when not shrinking), in the variables'
+    /// order: what a start derived from this solution needs (`DualProblem::start_gradient`).
+    pub grad: Vec<f64>,
+    pub grad_bar: Vec<f64>,
 }
 
 impl DualSolution {
@@ -934,11 +944,15 @@ impl DualSolution {
     /// original order.
     pub fn from_state(state: DualState, iterations: u64, converged: bool, start: Instant) -> Self {
         debug_assert_eq!(state.active, state.n());
-        let state = state.into_original_order();
+        let mut state = state.into_original_order();
         let gap = state.gap();
         let (rho, r) = state.rho_and_r();
         let objective = state.objective();
         let positions = state.n();
+        let (grad, grad_bar) = (
+            std::mem::take(&mut state.grad),
+            std::mem::take(&mut state.grad_bar),
+        );
         let (alpha, y) = if state.paired {
             // LIBSVM's variables: (a, a*) with labels (+1, -1).
             let n = state.n();
@@ -963,6 +977,8 @@ impl DualSolution {
             strides: 0,
             alpha,
             y,
+            grad,
+            grad_bar,
         }
     }
 

@@ -107,7 +107,7 @@ const START_BATCH: usize = 64;
 /// third of the kernel values of a fit (lowbwt).
 pub(crate) fn start_state<R: Rows, T: RowValue>(
     cache: &mut KernelRowCache<'_, R, T>,
-    problem: DualProblem,
+    mut problem: DualProblem,
     shrinking: Option<usize>,
     reporter: &mut Reporter<'_, '_>,
 ) -> Result<(DualState, Shrinking)> {
@@ -119,9 +119,23 @@ pub(crate) fn start_state<R: Rows, T: RowValue>(
             cache.n()
         )));
     }
+    let known = problem.start_gradient.take();
     let mut state = DualState::new(problem);
     let shrinker = Shrinking::new(shrinking, &mut state);
     let keeps_bar = !state.grad_bar.is_empty();
+    if let Some((grad, grad_bar)) = known {
+        let n = state.n();
+        if grad.len() != n || (keeps_bar && grad_bar.len() != n) {
+            return Err(SvmError::invalid_input(
+                "a start's gradient (and G_bar, when shrinking) needs one value per variable",
+            ));
+        }
+        state.grad = grad;
+        if keeps_bar {
+            state.grad_bar = grad_bar;
+        }
+        return Ok((state, shrinker));
+    }
     let part = |t: usize| {
         let bar = if keeps_bar { state.bound_part(t) } else { 0.0 };
         (state.coefficient(t), bar)
@@ -569,6 +583,7 @@ pub(crate) mod tests {
             sum_per_label: true,
             tube: None,
             paired: true,
+            start_gradient: None,
         };
         problem.check().unwrap();
         let state = DualState::new(problem);
@@ -600,6 +615,7 @@ pub(crate) mod tests {
             sum_per_label: true,
             tube: None,
             paired: true,
+            start_gradient: None,
         };
         let (state, _) = quietly(|rep| start_state(&mut cache, start, Some(0), rep)).unwrap();
         assert_eq!(cache.stats().misses, 0);
@@ -652,6 +668,7 @@ pub(crate) mod tests {
                 sum_per_label: true,
                 tube: None,
                 paired: false,
+                start_gradient: None,
             };
             let mut cache =
                 KernelRowCache::<_, f32>::new(&sub, Kernel::rbf(gamma), 1 << 20).unwrap();

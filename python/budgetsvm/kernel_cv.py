@@ -1,0 +1,430 @@
+"""The exact SVMs with C and gamma (and epsilon) chosen by cross-validation: ``KernelSVCCV`` and
+``KernelSVRCV``, scikit-learn's *CV convention (``LogisticRegressionCV``, ``RidgeCV``).
+
+The search is GridSearchCV's (the same grid, folds and scores, up to the solvers' tolerance)
+without its cold fits: on each fold and for each gamma (and epsilon), the Cs are solved in
+increasing order over one kernel-row cache, each from the last one's solution scaled to its box
+(``fit_exact(cs=...)``, ``machines::solve_dual_path``). Then the best point is fitted on all rows,
+and the estimator predicts with that model (``best_estimator_``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+from scipy.stats import rankdata
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
+from sklearn.metrics import check_scoring
+from sklearn.model_selection import check_cv
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from budgetsvm._exact import check_c, check_epsilon
+from budgetsvm._validation import (
+    FitGuardedParams,
+    check_choice,
+    fit_guard,
+    resolve_gamma,
+    shown,
+)
+from budgetsvm.kernel_svc import KernelSVC
+from budgetsvm.kernel_svr import KernelSVR
+
+__all__ = ["KernelSVCCV", "KernelSVRCV", "DEFAULT_CS", "DEFAULT_GAMMA_FACTORS"]
+
+#: The Cs searched when ``Cs`` is None: 2^-2 ... 2^6, a factor 4 apart (LIBSVM's grid.py steps
+#: by 4 too).
+DEFAULT_CS = (0.25, 1.0, 4.0, 16.0, 64.0)
+#: The gammas searched when ``gammas`` is None, as multiples of gamma='scale' on the training
+#: rows (1 / (n_features X.var())), the kernel width that suits standardised features.
+DEFAULT_GAMMA_FACTORS = (0.25, 1.0, 4.0)
+#: The kernels whose parameters a search takes (a precomputed or callable kernel has no gamma
+#: to search, and its matrix is not the features the folds split).
+SEARCH_KERNELS = ("rbf", "linear", "poly", "sigmoid")
+
+
+def _values(name: str, given: Any, default: Sequence[Any], check: Any) -> List[Any]:
+    """A grid axis: the given values (a non-empty sequence, each checked) or the default."""
+    if given is None:
+        return list(default)
+    if isinstance(given, (str, bytes)) or not hasattr(given, "__len__"):
+        raise ValueError(f"{name} must be a list of values, got {shown(given)}")
+    values = list(given)
+    if not values:
+        raise ValueError(f"{name} must hold at least one value")
+    for v in values:
+        check(v)
+    return values  # as given: best_params_ and cv_results_ show them as GridSearchCV does
+
+
+def _positive_finite_c(value: Any) -> float:
+    """A C of the search: > 0 and finite (a path scales by the ratio of two Cs)."""
+    c = check_c(value)
+    if not np.isfinite(c):
+        raise ValueError("Cs must be finite (inf, the hard margin, has no path); got inf")
+    return c
+
+
+def _gamma(value: Any) -> Any:
+    if isinstance(value, str):
+        check_choice("gammas", value, ("scale", "auto"))
+        return value
+    if isinstance(value, bool) or not np.isscalar(value) or not np.isfinite(value) or value <= 0:
+        raise ValueError(f"gammas must be numbers > 0, 'scale' or 'auto', got {shown(value)}")
+    return float(value)
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class _ExactSearchCV(FitGuardedParams, BaseEstimator):
+    """What ``KernelSVCCV`` and ``KernelSVRCV`` share: the grid, the folds, the search along
+    C, the results in GridSearchCV's format, the refit and the predictions through it."""
+
+    Cs: Optional[Sequence[float]] = None
+    gammas: Optional[Sequence[Any]] = None
+    cv: Any = None
+    scoring: Any = None
+    refit: bool = True
+    kernel: str = "rbf"
+    degree: int = 3
+    coef0: float = 0.0
+    shrinking: bool = True
+    tol: float = 1e-3
+    cache_size: float = 1000
+    verbose: bool = False
+    max_iter: int = -1
+    solver: str = "alfpgm"
+    n_jobs: Optional[int] = None
+    solver_options: Optional[Dict[str, Any]] = None
+
+    #: The estimator the search fits (a subclass sets it).
+    _estimator: ClassVar[Any] = None
+
+    def _estimator_params(self) -> Dict[str, Any]:
+        """The parameters of the estimator searched that are this one's."""
+        names = (
+            "kernel degree coef0 shrinking tol cache_size verbose max_iter solver n_jobs "
+            "solver_options"
+        ).split()
+        return {name: getattr(self, name) for name in names}
+
+    def _grid_axes(self, X: Any) -> Dict[str, List[Any]]:
+        """The grid's axes by parameter name (the subclass adds its own)."""
+        if self.gammas is None:
+            scale = resolve_gamma("scale", X)
+            gammas = [scale * f for f in DEFAULT_GAMMA_FACTORS]
+        else:
+            gammas = _values("gammas", self.gammas, (), _gamma)
+        if self.kernel == "linear":
+            gammas = gammas[:1]  # unused by the linear kernel: one point per C
+        return {"C": _values("Cs", self.Cs, DEFAULT_CS, _positive_finite_c), "gamma": gammas}
+
+    @fit_guard
+    def fit(self, X: Any, y: Any, sample_weight: Any = None, groups: Any = None) -> Any:
+        """Search the grid by cross-validation, then (``refit``) fit the best point on all
+        rows.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Passed to every fit (each fold's on its training rows).
+        groups : array-like of shape (n_samples,), default=None
+            For a group splitter given as ``cv``.
+
+        Returns
+        -------
+        self
+        """
+        check_choice("kernel", self.kernel, SEARCH_KERNELS)
+        check_choice("refit", self.refit, (True, False))
+        template = self._estimator(**self._estimator_params())
+        template._check_params()  # the estimator's own parameters, before any data
+        regression = not isinstance(template, ClassifierMixin)
+        X, y = validate_data(
+            self, X, y, accept_sparse="csr", dtype=np.float64, order="C", y_numeric=regression
+        )
+        if not regression:
+            check_classification_targets(y)
+        weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        if weights is not None and weights.shape != (X.shape[0],):
+            raise ValueError(
+                f"sample_weight has shape {weights.shape}; one weight per row of X "
+                f"({X.shape[0]}) is needed"
+            )
+        axes = self._grid_axes(X)
+        candidates, paths = _grid(axes)
+        splits = list(check_cv(self.cv, y, classifier=not regression).split(X, y, groups))
+        scorer = check_scoring(template, scoring=self.scoring)
+        # The validation rows' weights weigh their scores where the scoring takes them
+        # (GridSearchCV's rule without metadata routing).
+        weigh_scores = weights is not None and _accepts_weights(scorer)
+        scores = np.full((len(candidates), len(splits)), np.nan)
+        fit_times = np.zeros_like(scores)
+        score_times = np.zeros_like(scores)
+        for k, (train, test) in enumerate(splits):
+            w = None if weights is None else weights[train]
+            for fixed, members in paths:
+                started = time.perf_counter()
+                estimator = clone(template).set_params(**fixed, C=members[0][0])
+                models = estimator._fit_path(X[train], y[train], w, [c for c, _ in members])
+                # The path's time shared by its Cs (GridSearchCV times each fit).
+                share = (time.perf_counter() - started) / len(members)
+                for (_, i), model in zip(members, models):
+                    scored = time.perf_counter()
+                    scores[i, k] = _score(
+                        scorer, model, X[test], y[test], weights[test] if weigh_scores else None
+                    )
+                    score_times[i, k] = time.perf_counter() - scored
+                    fit_times[i, k] = share
+                if self.verbose:
+                    print(
+                        f"[budgetsvm] fold {k + 1}/{len(splits)}, {fixed}: C "
+                        f"{[c for c, _ in members]} scored "
+                        f"{[round(float(scores[i, k]), 4) for _, i in members]} in "
+                        f"{share * len(members):.2f} s",
+                        flush=True,
+                    )
+        self.cv_results_ = _cv_results(candidates, scores, fit_times, score_times)
+        self.best_index_ = int(np.argmin(self.cv_results_["rank_test_score"]))
+        self.best_params_ = dict(candidates[self.best_index_])
+        self.best_score_ = float(self.cv_results_["mean_test_score"][self.best_index_])
+        self.n_splits_ = len(splits)
+        self.scorer_ = scorer
+        self.multimetric_ = False
+        self.__dict__.pop("best_estimator_", None)
+        if self.refit:
+            started = time.perf_counter()
+            best = clone(template).set_params(**self.best_params_)
+            self.best_estimator_ = best.fit(X, y, sample_weight=weights)
+            self.refit_time_ = time.perf_counter() - started
+        return self
+
+    # Predictions: the refitted model's.
+
+    def _best(self) -> Any:
+        check_is_fitted(self, "best_params_")
+        best = self.__dict__.get("best_estimator_")
+        if best is None:
+            raise AttributeError(
+                f"this {type(self).__name__} was fitted with refit=False: it has no model to "
+                "predict with (best_params_ says what to fit)"
+            )
+        return best
+
+    def __getattr__(self, name: str) -> Any:
+        # The refitted model's learned attributes (support_vectors_, dual_coef_, classes_...).
+        if name.endswith("_") and not name.startswith("__"):
+            best = self.__dict__.get("best_estimator_")
+            if best is not None and name in vars(best):
+                return getattr(best, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The refitted model's predictions."""
+        return self._best().predict(X)
+
+    def save(self, path: Any) -> None:
+        """Write the refitted model to a model file (``budgetsvm.save_model``); it loads as
+        the estimator searched (``KernelSVC`` or ``KernelSVR``)."""
+        self._best().save(path)
+
+
+def _accepts_weights(scorer: Any) -> bool:
+    """Whether GridSearchCV would pass the validation rows' weights to this scorer: where it
+    takes ``sample_weight`` (scikit-learn's scorers say; a function's signature does), in the
+    scikit-learn versions that have the rule (``BaseSearchCV._check_scorers_accept_sample_weight``),
+    never in those before it."""
+    from sklearn.model_selection import GridSearchCV
+
+    if not hasattr(GridSearchCV, "_check_scorers_accept_sample_weight"):
+        return False
+    accepts = getattr(scorer, "_accept_sample_weight", None)
+    if accepts is not None:
+        return bool(accepts())
+    return "sample_weight" in inspect.signature(scorer).parameters
+
+
+def _score(scorer: Any, model: Any, X: Any, y: Any, weights: Optional[np.ndarray]) -> float:
+    try:
+        if weights is not None:
+            return float(scorer(model, X, y, sample_weight=weights))
+        return float(scorer(model, X, y))
+    except AttributeError as e:
+        raise ValueError(
+            f"the scoring {shown(scorer)} needs what the search's models do not have ({e}); "
+            "the search fits no probabilities: use a scoring on predictions or decision values"
+        ) from None
+
+
+def _grid(
+    axes: Dict[str, List[Any]],
+) -> Tuple[List[Dict[str, Any]], List[Tuple[Dict[str, Any], List[Tuple[float, int]]]]]:
+    """The candidates in ParameterGrid's order (names sorted, the last one varying fastest),
+    and the paths: for each value of the other parameters, its Cs with their candidates'
+    indices."""
+    names = sorted(axes)
+    shape = [len(axes[name]) for name in names]
+    candidates = []
+    paths: Dict[Tuple[int, ...], List[Tuple[float, int]]] = {}
+    for i, at in enumerate(np.ndindex(*shape)):
+        point = {name: axes[name][j] for name, j in zip(names, at)}
+        candidates.append(point)
+        others = tuple(j for name, j in zip(names, at) if name != "C")
+        paths.setdefault(others, []).append((point["C"], i))
+    fixed = [name for name in names if name != "C"]
+    return candidates, [
+        ({name: axes[name][j] for name, j in zip(fixed, key)}, members)
+        for key, members in paths.items()
+    ]
+
+
+def _cv_results(
+    candidates: List[Dict[str, Any]],
+    scores: np.ndarray,
+    fit_times: np.ndarray,
+    score_times: np.ndarray,
+) -> Dict[str, Any]:
+    """GridSearchCV's ``cv_results_`` (test scores only): its keys, dtypes and ranks."""
+    results: Dict[str, Any] = {
+        "mean_fit_time": fit_times.mean(axis=1),
+        "std_fit_time": fit_times.std(axis=1),
+        "mean_score_time": score_times.mean(axis=1),
+        "std_score_time": score_times.std(axis=1),
+    }
+    for name in sorted(candidates[0]):
+        values = np.ma.MaskedArray(np.empty(len(candidates), dtype=object), mask=False)
+        for i, point in enumerate(candidates):
+            values[i] = point[name]
+        results[f"param_{name}"] = values
+    results["params"] = candidates
+    for k in range(scores.shape[1]):
+        results[f"split{k}_test_score"] = scores[:, k]
+    mean = scores.mean(axis=1)
+    results["mean_test_score"] = mean
+    results["std_test_score"] = scores.std(axis=1)
+    results["rank_test_score"] = rankdata(-mean, method="min").astype(np.int32)
+    return results
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class KernelSVCCV(ClassifierMixin, _ExactSearchCV):
+    """``KernelSVC`` with C and gamma chosen by cross-validation.
+
+    Searches the grid ``Cs`` x ``gammas`` as scikit-learn's ``GridSearchCV(KernelSVC(), ...)``
+    does (the same folds, scores and ``cv_results_``, up to the solvers' tolerance), but
+    without one cold fit per point and fold: on each fold and for each gamma the Cs are
+    solved in increasing order over one kernel-row cache, each started from the last one's
+    solution scaled to its box (its gradient follows without a kernel row). Then the best
+    point is fitted on all rows (``refit``) and the estimator predicts with that model.
+
+    Parameters
+    ----------
+    Cs : list of float, default=None
+        The Cs searched (each finite and > 0); None: ``DEFAULT_CS`` (0.25, 1, 4, 16, 64).
+    gammas : list of {float, 'scale', 'auto'}, default=None
+        The kernel widths searched; None: 1/4, 1 and 4 times gamma='scale' of the training
+        rows (``DEFAULT_GAMMA_FACTORS``). 'scale' and 'auto' are resolved on each fold's rows,
+        as GridSearchCV resolves them. The linear kernel searches C only.
+    cv : int, cross-validation generator or iterable, default=None
+        As GridSearchCV's: None is 5-fold, an int k-fold (stratified for classes).
+    scoring : str, callable or None, default=None
+        As GridSearchCV's single scoring; None: accuracy (``score``). The search fits no
+        probabilities, so scorings that need ``predict_proba`` are refused.
+    refit : bool, default=True
+        Fit the best point on all rows (``best_estimator_``), which the predictions use.
+    kernel, degree, coef0, shrinking, tol, max_iter, solver, solver_options, class_weight,
+    probability, decision_function_shape, break_ties, random_state :
+        As ``KernelSVC``'s, for every fit of the search and the refit (probabilities: the
+        refit's only).
+    cache_size : float, default=1000
+        MB of kernel rows each fit keeps (``KernelSVC``'s default is 200): the Cs of a path
+        reuse the rows the cache holds.
+    n_jobs : int or None, default=None
+        Threads of each fit (the folds and grid points run one after another); None:
+        ``budgetsvm.set_num_threads``, -1 all cores.
+    verbose : bool, default=False
+        A line per fold and gamma.
+
+    Attributes
+    ----------
+    cv_results_ : dict
+        GridSearchCV's: ``params``, ``param_C``, ``param_gamma``, ``split{k}_test_score``,
+        ``mean_test_score``, ``std_test_score``, ``rank_test_score`` and the fit and score
+        times (each C's fit time is its path's shared equally).
+    best_params_, best_score_, best_index_ :
+        The point ranked first (the first of ties), its mean test score, its index.
+    best_estimator_ : KernelSVC
+        The refitted model; its learned attributes (``classes_``, ``support_vectors_``,
+        ``dual_coef_``, ``intercept_``...) read through this estimator.
+    n_splits_, refit_time_, scorer_ :
+        As GridSearchCV's.
+    """
+
+    class_weight: Any = None
+    probability: bool = False
+    decision_function_shape: str = "ovr"
+    break_ties: bool = False
+    random_state: Any = None
+
+    _estimator = KernelSVC
+
+    def _estimator_params(self) -> Dict[str, Any]:
+        names = "class_weight probability decision_function_shape break_ties random_state"
+        return {
+            **super()._estimator_params(),
+            **{name: getattr(self, name) for name in names.split()},
+        }
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """The refitted model's decision values."""
+        return self._best().decision_function(X)
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """The refitted model's probabilities (``probability=True``)."""
+        return self._best().predict_proba(X)
+
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        """The refitted model's log-probabilities (``probability=True``)."""
+        return self._best().predict_log_proba(X)
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class KernelSVRCV(RegressorMixin, _ExactSearchCV):
+    """``KernelSVR`` with C, gamma (and epsilon) chosen by cross-validation.
+
+    ``KernelSVCCV``'s search (see there) for epsilon-SVR: the grid ``Cs`` x ``gammas`` x
+    ``epsilons``, the Cs of each (gamma, epsilon) solved along one path per fold; scored by
+    R^2 unless ``scoring`` says otherwise (the default 5 folds are plain k-fold).
+
+    Parameters
+    ----------
+    Cs, gammas, cv, scoring, refit, kernel, degree, coef0, shrinking, tol, cache_size,
+    verbose, max_iter, solver, n_jobs, solver_options :
+        As ``KernelSVCCV``'s.
+    epsilon : float, default=0.1
+        The tube's half width when ``epsilons`` is None.
+    epsilons : list of float, default=None
+        The widths searched (each >= 0); None: ``[epsilon]``.
+
+    Attributes
+    ----------
+    As ``KernelSVCCV``'s; ``best_estimator_`` is a ``KernelSVR``.
+    """
+
+    epsilon: float = 0.1
+    epsilons: Optional[Sequence[float]] = None
+
+    _estimator = KernelSVR
+
+    def _grid_axes(self, X: Any) -> Dict[str, List[Any]]:
+        axes = super()._grid_axes(X)
+        axes["epsilon"] = _values("epsilons", self.epsilons, [self.epsilon], check_epsilon)
+        return axes
+
+    def _estimator_params(self) -> Dict[str, Any]:
+        return {**super()._estimator_params(), "epsilon": check_epsilon(self.epsilon)}
