@@ -23,6 +23,7 @@ from sklearn.model_selection import check_cv
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from budgetsvm._docstrings import rows_doc
 from budgetsvm._exact import check_c, check_epsilon
 from budgetsvm._validation import (
     FitGuardedParams,
@@ -224,13 +225,20 @@ class _ExactSearchCV(FitGuardedParams, BaseEstimator):
                 return getattr(best, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
+    @rows_doc()
     def predict(self, X: Any) -> np.ndarray:
         """The refitted model's predictions."""
         return self._best().predict(X)
 
     def save(self, path: Any) -> None:
         """Write the refitted model to a model file (``budgetsvm.save_model``); it loads as
-        the estimator searched (``KernelSVC`` or ``KernelSVR``)."""
+        the estimator searched (``KernelSVC`` or ``KernelSVR``).
+
+        Parameters
+        ----------
+        path : str or path-like
+            Where to write; an existing file is replaced.
+        """
         self._best().save(path)
 
 
@@ -337,10 +345,10 @@ class KernelSVCCV(ClassifierMixin, _ExactSearchCV):
         probabilities, so scorings that need ``predict_proba`` are refused.
     refit : bool, default=True
         Fit the best point on all rows (``best_estimator_``), which the predictions use.
-    kernel, degree, coef0, shrinking, tol, max_iter, solver, solver_options, class_weight,
-    probability, decision_function_shape, break_ties, random_state :
-        As ``KernelSVC``'s, for every fit of the search and the refit (probabilities: the
-        refit's only).
+    kernel, degree, coef0, shrinking, tol, max_iter, solver, solver_options :
+        As ``KernelSVC``'s, for every fit of the search and the refit.
+    class_weight, probability, decision_function_shape, break_ties, random_state :
+        As ``KernelSVC``'s (probabilities: the refit's only).
     cache_size : float, default=1000
         MB of kernel rows each fit keeps (``KernelSVC``'s default is 200): the Cs of a path
         reuse the rows the cache holds.
@@ -380,14 +388,17 @@ class KernelSVCCV(ClassifierMixin, _ExactSearchCV):
             **{name: getattr(self, name) for name in names.split()},
         }
 
+    @rows_doc("ndarray", "As ``KernelSVC.decision_function``.")
     def decision_function(self, X: Any) -> np.ndarray:
         """The refitted model's decision values."""
         return self._best().decision_function(X)
 
+    @rows_doc("ndarray of shape (n_samples, n_classes)")
     def predict_proba(self, X: Any) -> np.ndarray:
         """The refitted model's probabilities (``probability=True``)."""
         return self._best().predict_proba(X)
 
+    @rows_doc("ndarray of shape (n_samples, n_classes)")
     def predict_log_proba(self, X: Any) -> np.ndarray:
         """The refitted model's log-probabilities (``probability=True``)."""
         return self._best().predict_log_proba(X)
@@ -403,9 +414,10 @@ class KernelSVRCV(RegressorMixin, _ExactSearchCV):
 
     Parameters
     ----------
-    Cs, gammas, cv, scoring, refit, kernel, degree, coef0, shrinking, tol, cache_size,
-    verbose, max_iter, solver, n_jobs, solver_options :
-        As ``KernelSVCCV``'s.
+    Cs, gammas, cv, scoring, refit, cache_size, n_jobs, verbose :
+        As ``KernelSVCCV``'s (scoring None: R^2).
+    kernel, degree, coef0, shrinking, tol, max_iter, solver, solver_options :
+        As ``KernelSVR``'s, for every fit of the search and the refit.
     epsilon : float, default=0.1
         The tube's half width when ``epsilons`` is None.
     epsilons : list of float, default=None
