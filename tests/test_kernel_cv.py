@@ -35,9 +35,9 @@ def test_the_search_is_grid_search_cvs(k):
     reference = GridSearchCV(KernelSVC(tol=1e-6), grid, cv=folds).fit(
         X, y, sample_weight=weights
     )
-    cv = KernelSVCCV(Cs=grid["C"], gammas=grid["gamma"], cv=folds, tol=1e-6).fit(
-        X, y, sample_weight=weights
-    )
+    cv = KernelSVCCV(
+        Cs=grid["C"], gammas=grid["gamma"], cv=folds, tol=1e-6, search="grid"
+    ).fit(X, y, sample_weight=weights)
     assert list(cv.cv_results_) == list(reference.cv_results_)
     assert cv.cv_results_["params"] == reference.cv_results_["params"]
     for key in ("param_C", "param_gamma"):
@@ -58,7 +58,12 @@ def test_the_regression_search_is_grid_search_cvs_with_epsilons():
     grid = {"C": [0.3, 3.0], "epsilon": [0.05, 0.3], "gamma": [0.05, 0.2]}
     reference = GridSearchCV(KernelSVR(tol=1e-6), grid, cv=folds).fit(X, y)
     cv = KernelSVRCV(
-        Cs=grid["C"], gammas=grid["gamma"], epsilons=grid["epsilon"], cv=folds, tol=1e-6
+        Cs=grid["C"],
+        gammas=grid["gamma"],
+        epsilons=grid["epsilon"],
+        cv=folds,
+        tol=1e-6,
+        search="grid",
     ).fit(X, y)
     assert cv.cv_results_["params"] == reference.cv_results_["params"]
     assert_allclose(cv.cv_results_["mean_test_score"], reference.cv_results_["mean_test_score"],
@@ -84,7 +89,7 @@ def test_no_validation_row_reaches_its_folds_fits(monkeypatch):
 
     monkeypatch.setattr(budgetsvm._budgetsvm, "fit_exact", recording)
     folds = list(StratifiedKFold(3, shuffle=True, random_state=0).split(X, y))
-    KernelSVCCV(Cs=[1.0, 4.0], gammas=[0.1, 0.3], cv=folds).fit(X, y)
+    KernelSVCCV(Cs=[1.0, 4.0], gammas=[0.1, 0.3], cv=folds, search="grid").fit(X, y)
     assert len(seen) == 3 * 2 + 1  # a path per fold and gamma, then the refit
     for k, (train, test) in enumerate(folds):
         for rows in seen[2 * k : 2 * k + 2]:
@@ -160,3 +165,49 @@ def test_bad_input_is_named():
         KernelSVCCV(cv=3).fit(np.full_like(X, np.nan), y)
     with pytest.raises(ValueError, match="epsilon"):
         KernelSVRCV(cv=3, epsilons=[-0.1]).fit(*regression(60))
+
+
+def test_halving_rounds_shrink_the_candidates_and_grow_the_rows():
+    fractions = budgetsvm.kernel_cv._halving_fractions
+    assert fractions(12, 100_000, "grid") == [1.0]
+    assert fractions(12, 1_000, "auto") == [1.0]  # below HALVING_FROM_ROWS
+    assert fractions(12, 30_000, "auto") == [1 / 27, 1 / 9, 1 / 3, 1.0]  # 12 -> 4 -> 2 -> 1
+    assert fractions(12, 1_000, "halving") == [1 / 3, 1.0]  # each round >= 300 rows
+    assert fractions(1, 30_000, "halving") == [1.0]
+
+
+def test_halving_ends_with_the_grid_searchs_score_of_its_choice(monkeypatch):
+    X, y = classes(3000, k=2, seed=3)
+    folds = list(StratifiedKFold(3, shuffle=True, random_state=0).split(X, y))
+    grid = dict(Cs=[0.25, 1.0, 4.0, 16.0], gammas=[0.02, 0.1, 0.5], cv=folds, tol=1e-6)
+    seen = []
+    fit_exact = budgetsvm._budgetsvm.fit_exact
+
+    def recording(x, *args, **kwargs):
+        seen.append(np.asarray(x).copy())
+        return fit_exact(x, *args, **kwargs)
+
+    monkeypatch.setattr(budgetsvm._budgetsvm, "fit_exact", recording)
+    halving = KernelSVCCV(search="halving", random_state=0, **grid).fit(X, y)
+    monkeypatch.undo()
+    results = halving.cv_results_
+    # 2,000 training rows a fold: two rounds (a third of them is the fewest above 300).
+    assert halving.n_candidates_ == [12, 4]
+    assert halving.n_resources_ == [667, 2000]
+    assert list(results["iter"]) == [0] * 12 + [1] * 4
+    assert list(results["n_resources"]) == [667] * 12 + [2000] * 4
+    last = results["mean_test_score"][12:]
+    assert halving.best_index_ == 12 + int(np.argmax(last))
+    # Every fit trained on rows of its fold's training set only.
+    rows = {tuple(r): i for i, r in enumerate(X)}
+    for x in seen[:-1]:
+        ids = {rows[tuple(r)] for r in x}
+        assert any(ids <= set(train) for train, _ in folds)
+    assert {rows[tuple(r)] for r in seen[-1]} == set(range(len(y)))  # the refit
+    # The last round is the grid search's cross-validation of the choice.
+    full = KernelSVCCV(search="grid", **grid).fit(X, y)
+    at = full.cv_results_["params"].index(halving.best_params_)
+    assert halving.best_score_ == pytest.approx(full.cv_results_["mean_test_score"][at])
+    assert halving.best_score_ >= full.best_score_ - 0.01
+    again = KernelSVCCV(search="halving", random_state=0, **grid).fit(X, y)
+    assert_allclose(again.cv_results_["mean_test_score"], results["mean_test_score"])

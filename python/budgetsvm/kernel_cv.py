@@ -4,8 +4,10 @@
 The search is GridSearchCV's (the same grid, folds and scores, up to the solvers' tolerance)
 without its cold fits: on each fold and for each gamma (and epsilon), the Cs are solved in
 increasing order over one kernel-row cache, each from the last one's solution scaled to its box
-(``fit_exact(cs=...)``, ``machines::solve_dual_path``). Then the best point is fitted on all rows,
-and the estimator predicts with that model (``best_estimator_``).
+(``fit_exact(cs=...)``, ``machines::solve_dual_path``); from 2,000 training rows a fold, by
+successive halving over rows (the points on growing subsamples, a third kept each round, the
+last one cross-validated on all rows). Then the best point is fitted on all rows, and the
+estimator predicts with that model (``best_estimator_``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
 from sklearn.metrics import check_scoring
 from sklearn.model_selection import check_cv
+from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -46,6 +49,16 @@ DEFAULT_GAMMA_FACTORS = (0.25, 1.0, 4.0)
 #: The kernels whose parameters a search takes (a precomputed or callable kernel has no gamma
 #: to search, and its matrix is not the features the folds split).
 SEARCH_KERNELS = ("rbf", "linear", "poly", "sigmoid")
+#: How the grid is searched: every point on all folds ('grid', GridSearchCV's), successive
+#: halving over rows ('halving', HalvingGridSearchCV's idea), or halving from
+#: ``HALVING_FROM_ROWS`` training rows per fold ('auto').
+SEARCHES = ("auto", "grid", "halving")
+#: Each halving round keeps a third of the candidates and trains on three times the rows.
+HALVING_FACTOR = 3
+#: Training rows per fold from which search='auto' halves.
+HALVING_FROM_ROWS = 2_000
+#: The fewest training rows a halving round's subsample takes.
+HALVING_MIN_ROWS = 300
 
 
 def _values(name: str, given: Any, default: Sequence[Any], check: Any) -> List[Any]:
@@ -100,6 +113,8 @@ class _ExactSearchCV(FitGuardedParams, BaseEstimator):
     solver: str = "alfpgm"
     n_jobs: Optional[int] = None
     solver_options: Optional[Dict[str, Any]] = None
+    search: str = "auto"
+    random_state: Any = None
 
     #: The estimator the search fits (a subclass sets it).
     _estimator: ClassVar[Any] = None
@@ -111,6 +126,10 @@ class _ExactSearchCV(FitGuardedParams, BaseEstimator):
             "solver_options"
         ).split()
         return {name: getattr(self, name) for name in names}
+
+    def _seed(self) -> int:
+        """The seed of the halving rounds' subsamples (the same on every round and fold)."""
+        return int(check_random_state(self.random_state).randint(0, 2**31 - 1))
 
     def _grid_axes(self, X: Any) -> Dict[str, List[Any]]:
         """The grid's axes by parameter name (the subclass adds its own)."""
@@ -159,40 +178,82 @@ class _ExactSearchCV(FitGuardedParams, BaseEstimator):
             )
         axes = self._grid_axes(X)
         candidates, paths = _grid(axes)
+        check_choice("search", self.search, SEARCHES)
         splits = list(check_cv(self.cv, y, classifier=not regression).split(X, y, groups))
         scorer = check_scoring(template, scoring=self.scoring)
         # The validation rows' weights weigh their scores where the scoring takes them
         # (GridSearchCV's rule without metadata routing).
         weigh_scores = weights is not None and _accepts_weights(scorer)
-        scores = np.full((len(candidates), len(splits)), np.nan)
-        fit_times = np.zeros_like(scores)
-        score_times = np.zeros_like(scores)
-        for k, (train, test) in enumerate(splits):
-            w = None if weights is None else weights[train]
-            for fixed, members in paths:
-                started = time.perf_counter()
-                estimator = clone(template).set_params(**fixed, C=members[0][0])
-                models = estimator._fit_path(X[train], y[train], w, [c for c, _ in members])
-                # The path's time shared by its Cs (GridSearchCV times each fit).
-                share = (time.perf_counter() - started) / len(members)
-                for (_, i), model in zip(members, models):
-                    scored = time.perf_counter()
-                    scores[i, k] = _score(
-                        scorer, model, X[test], y[test], weights[test] if weigh_scores else None
-                    )
-                    score_times[i, k] = time.perf_counter() - scored
-                    fit_times[i, k] = share
-                if self.verbose:
-                    print(
-                        f"[budgetsvm] fold {k + 1}/{len(splits)}, {fixed}: C "
-                        f"{[c for c, _ in members]} scored "
-                        f"{[round(float(scores[i, k]), 4) for _, i in members]} in "
-                        f"{share * len(members):.2f} s",
-                        flush=True,
-                    )
-        self.cv_results_ = _cv_results(candidates, scores, fit_times, score_times)
-        self.best_index_ = int(np.argmin(self.cv_results_["rank_test_score"]))
-        self.best_params_ = dict(candidates[self.best_index_])
+
+        def run_round(alive: List[int], fraction: float) -> Tuple[np.ndarray, ...]:
+            """The candidates ``alive`` on every fold, trained on the first ``fraction`` of
+            each fold's training rows (in a seeded order), scored on all its validation rows:
+            scores, fit and score times (candidates x folds, NaN where not run)."""
+            scores = np.full((len(candidates), len(splits)), np.nan)
+            fit_times = np.zeros_like(scores)
+            score_times = np.zeros_like(scores)
+            rng = np.random.default_rng(self._seed())
+            for k, (train, test) in enumerate(splits):
+                if fraction < 1.0:
+                    train = rng.permutation(train)[: max(2, int(np.ceil(fraction * len(train))))]
+                w = None if weights is None else weights[train]
+                for fixed, members in paths:
+                    members = [(c, i) for c, i in members if i in alive]
+                    if not members:
+                        continue
+                    started = time.perf_counter()
+                    estimator = clone(template).set_params(**fixed, C=members[0][0])
+                    models = estimator._fit_path(X[train], y[train], w, [c for c, _ in members])
+                    # The path's time shared by its Cs (GridSearchCV times each fit).
+                    share = (time.perf_counter() - started) / len(members)
+                    for (_, i), model in zip(members, models):
+                        scored = time.perf_counter()
+                        scores[i, k] = _score(
+                            scorer,
+                            model,
+                            X[test],
+                            y[test],
+                            weights[test] if weigh_scores else None,
+                        )
+                        score_times[i, k] = time.perf_counter() - scored
+                        fit_times[i, k] = share
+                    if self.verbose:
+                        print(
+                            f"[budgetsvm] fold {k + 1}/{len(splits)} on {len(train):,} rows, "
+                            f"{fixed}: C {[c for c, _ in members]} scored "
+                            f"{[round(float(scores[i, k]), 4) for _, i in members]} in "
+                            f"{share * len(members):.2f} s",
+                            flush=True,
+                        )
+            return scores, fit_times, score_times
+
+        n_train = min(len(train) for train, _ in splits)
+        fractions = _halving_fractions(len(candidates), n_train, self.search)
+        alive = list(range(len(candidates)))
+        rounds = []
+        for r, fraction in enumerate(fractions):
+            scores, fit_times, score_times = run_round(alive, fraction)
+            rounds.append((list(alive), fraction, scores, fit_times, score_times))
+            if r + 1 < len(fractions):
+                mean = scores[alive].mean(axis=1)
+                keep = -(-len(alive) // HALVING_FACTOR)
+                # The best by mean score (ties: the earlier candidate, as rankdata's min).
+                order = sorted(range(len(alive)), key=lambda j: (-mean[j], alive[j]))
+                alive = sorted(alive[j] for j in order[:keep])
+        if len(rounds) == 1:
+            _, _, scores, fit_times, score_times = rounds[0]
+            self.cv_results_ = _cv_results(candidates, scores, fit_times, score_times)
+            self.best_index_ = int(np.argmin(self.cv_results_["rank_test_score"]))
+            self.best_params_ = dict(candidates[self.best_index_])
+        else:
+            self.cv_results_ = _halving_results(candidates, rounds, n_train)
+            last = np.flatnonzero(self.cv_results_["iter"] == len(rounds) - 1)
+            means = self.cv_results_["mean_test_score"][last]
+            self.best_index_ = int(last[np.argmax(means)])
+            self.best_params_ = dict(self.cv_results_["params"][self.best_index_])
+            self.n_iterations_ = len(rounds)
+            self.n_candidates_ = [len(alive) for alive, *_ in rounds]
+            self.n_resources_ = [int(np.ceil(f * n_train)) for _, f, *_ in rounds]
         self.best_score_ = float(self.cv_results_["mean_test_score"][self.best_index_])
         self.n_splits_ = len(splits)
         self.scorer_ = scorer
@@ -269,6 +330,50 @@ def _score(scorer: Any, model: Any, X: Any, y: Any, weights: Optional[np.ndarray
         ) from None
 
 
+def _halving_fractions(n_candidates: int, n_train: int, search: str) -> List[float]:
+    """The share of each fold's training rows every round trains on: one round of all rows
+    for 'grid' (and 'auto' below ``HALVING_FROM_ROWS`` training rows), else rounds that keep a
+    third of the candidates each, until one is left, on three times the rows each, the last
+    on all rows (it gives the choice its score); the first on at least ``HALVING_MIN_ROWS``
+    rows (fewer rounds, more candidates in the last, where the rows are too few)."""
+    if search == "grid" or (search == "auto" and n_train < HALVING_FROM_ROWS):
+        return [1.0]
+    rounds, left = 1, n_candidates
+    while left > 1:
+        left = -(-left // HALVING_FACTOR)
+        rounds += 1
+    while rounds > 1 and n_train / HALVING_FACTOR ** (rounds - 1) < HALVING_MIN_ROWS:
+        rounds -= 1
+    return [float(HALVING_FACTOR) ** -(rounds - 1 - r) for r in range(rounds)]
+
+
+def _halving_results(
+    candidates: List[Dict[str, Any]], rounds: List[Tuple[Any, ...]], n_train: int
+) -> Dict[str, Any]:
+    """HalvingGridSearchCV's ``cv_results_``: GridSearchCV's keys over the rounds' entries
+    (each round's candidates in grid order), with ``iter`` and ``n_resources``."""
+    parts = []
+    for r, (alive, fraction, scores, fit_times, score_times) in enumerate(rounds):
+        part = _cv_results(
+            [candidates[i] for i in alive], scores[alive], fit_times[alive], score_times[alive]
+        )
+        part["iter"] = np.full(len(alive), r)
+        part["n_resources"] = np.full(len(alive), int(np.ceil(fraction * n_train)))
+        parts.append(part)
+    results: Dict[str, Any] = {}
+    for key in parts[0]:
+        if key == "params":
+            results[key] = [p for part in parts for p in part[key]]
+        elif key.startswith("param_"):
+            results[key] = np.ma.concatenate([part[key] for part in parts])
+        elif key != "rank_test_score":
+            results[key] = np.concatenate([part[key] for part in parts])
+    # Ranked over all entries, as HalvingGridSearchCV ranks (the choice is the last round's).
+    mean = results["mean_test_score"]
+    results["rank_test_score"] = rankdata(-mean, method="min").astype(np.int32)
+    return {key: results[key] for key in list(parts[0]) + ["iter", "n_resources"]}
+
+
 def _grid(
     axes: Dict[str, List[Any]],
 ) -> Tuple[List[Dict[str, Any]], List[Tuple[Dict[str, Any], List[Tuple[float, int]]]]]:
@@ -324,11 +429,13 @@ class KernelSVCCV(ClassifierMixin, _ExactSearchCV):
     """``KernelSVC`` with C and gamma chosen by cross-validation.
 
     Searches the grid ``Cs`` x ``gammas`` as scikit-learn's ``GridSearchCV(KernelSVC(), ...)``
-    does (the same folds, scores and ``cv_results_``, up to the solvers' tolerance), but
-    without one cold fit per point and fold: on each fold and for each gamma the Cs are
-    solved in increasing order over one kernel-row cache, each started from the last one's
-    solution scaled to its box (its gradient follows without a kernel row). Then the best
-    point is fitted on all rows (``refit``) and the estimator predicts with that model.
+    does (``search='grid'``: the same folds, scores and ``cv_results_``, up to the solvers'
+    tolerance), but without one cold fit per point and fold: on each fold and for each gamma
+    the Cs are solved in increasing order over one kernel-row cache, each started from the
+    last one's solution scaled to its box (its gradient follows without a kernel row). On
+    more rows (``search='auto'``) the points compete on growing subsamples first
+    (successive halving). Then the best point is fitted on all rows (``refit``) and the
+    estimator predicts with that model.
 
     Parameters
     ----------
@@ -357,15 +464,29 @@ class KernelSVCCV(ClassifierMixin, _ExactSearchCV):
         ``budgetsvm.set_num_threads``, -1 all cores.
     verbose : bool, default=False
         A line per fold and gamma.
+    search : {'auto', 'grid', 'halving'}, default='auto'
+        'grid': every point on all folds, GridSearchCV's search. 'halving': successive
+        halving over rows (scikit-learn's HalvingGridSearchCV's idea): every point is trained
+        on a subsample of each fold's training rows and scored on all its validation rows,
+        the best third goes on to three times the rows, until one point is left, which the
+        last round cross-validates on all rows (its ``best_score_`` is GridSearchCV's for that
+        point); the first round takes at least 300 rows a fold. 'auto': halving from 2,000
+        training rows a fold, the grid below.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the halving rounds' subsamples (and ``KernelSVC``'s probability folds).
 
     Attributes
     ----------
     cv_results_ : dict
         GridSearchCV's: ``params``, ``param_C``, ``param_gamma``, ``split{k}_test_score``,
         ``mean_test_score``, ``std_test_score``, ``rank_test_score`` and the fit and score
-        times (each C's fit time is its path's shared equally).
+        times (each C's fit time is its path's shared equally). After halving,
+        HalvingGridSearchCV's: every round's points, with ``iter`` and ``n_resources``.
     best_params_, best_score_, best_index_ :
-        The point ranked first (the first of ties), its mean test score, its index.
+        The point ranked first (the first of ties; after halving, the last round's), its mean
+        test score, its index.
+    n_iterations_, n_candidates_, n_resources_ :
+        After halving: the rounds, the points and training rows a fold in each.
     best_estimator_ : KernelSVC
         The refitted model; its learned attributes (``classes_``, ``support_vectors_``,
         ``dual_coef_``, ``intercept_``...) read through this estimator.
@@ -377,7 +498,6 @@ class KernelSVCCV(ClassifierMixin, _ExactSearchCV):
     probability: bool = False
     decision_function_shape: str = "ovr"
     break_ties: bool = False
-    random_state: Any = None
 
     _estimator = KernelSVC
 
@@ -414,7 +534,7 @@ class KernelSVRCV(RegressorMixin, _ExactSearchCV):
 
     Parameters
     ----------
-    Cs, gammas, cv, scoring, refit, cache_size, n_jobs, verbose :
+    Cs, gammas, cv, scoring, refit, cache_size, n_jobs, verbose, search, random_state :
         As ``KernelSVCCV``'s (scoring None: R^2).
     kernel, degree, coef0, shrinking, tol, max_iter, solver, solver_options :
         As ``KernelSVR``'s, for every fit of the search and the refit.
