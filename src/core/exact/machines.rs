@@ -887,33 +887,12 @@ fn fit_single_path<R: Rows>(
     let report_every = p.report_every.map(Duration::from_secs_f64);
     let mut reporter = Reporter::new(&monitor, template, report_every);
     let precision = from.precision(x, params, &diag, upper_max);
-    let bytes = p.cache_bytes;
     let solutions = parallel::install_with(p.n_threads, || match precision {
         RowPrecision::F32 => {
-            let store = from.store::<f32>(bytes);
-            let source = own_rows(store.as_ref(), bytes);
-            solve_dual_path(
-                &sub,
-                sub_norms,
-                cs,
-                problem_at,
-                params,
-                source,
-                &mut reporter,
-            )
+            solve_own_path::<_, f32>(&sub, sub_norms, cs, problem_at, params, from, &mut reporter)
         }
         RowPrecision::F64 => {
-            let store = from.store::<f64>(bytes);
-            let source = own_rows(store.as_ref(), bytes);
-            solve_dual_path(
-                &sub,
-                sub_norms,
-                cs,
-                problem_at,
-                params,
-                source,
-                &mut reporter,
-            )
+            solve_own_path::<_, f64>(&sub, sub_norms, cs, problem_at, params, from, &mut reporter)
         }
     })??;
     // A paired solution comes back as LIBSVM's variables (a, a*): each position twice.
@@ -929,6 +908,23 @@ fn fit_single_path<R: Rows>(
         .into_iter()
         .map(|sol| ExactModel::from_solution(sol, &rows, x.n_rows()))
         .collect())
+}
+
+/// `solve_dual_path` for the problems of a fit that are not one-vs-one pairs: their rows their
+/// own, or from the fit's store of a producer's rows, in rows of type T.
+fn solve_own_path<R: Rows, T: RowValue>(
+    x: &R,
+    sq_norms: Vec<f64>,
+    cs: &[f64],
+    problem_at: &mut (dyn FnMut(f64) -> DualProblem + Send),
+    params: &ValidExactParams,
+    from: KernelFrom<'_>,
+    reporter: &mut Reporter<'_, '_>,
+) -> Result<Vec<DualSolution>> {
+    let bytes = params.0.cache_bytes;
+    let store = from.store::<T>(bytes);
+    let source = own_rows(store.as_ref(), bytes);
+    solve_dual_path(x, sq_norms, cs, problem_at, params, source, reporter)
 }
 
 /// What is left of a sum to spread over variables in order, each taking up to its bound: the
