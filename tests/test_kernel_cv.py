@@ -211,3 +211,18 @@ def test_halving_ends_with_the_grid_searchs_score_of_its_choice(monkeypatch):
     assert halving.best_score_ >= full.best_score_ - 0.01
     again = KernelSVCCV(search="halving", random_state=0, **grid).fit(X, y)
     assert_allclose(again.cv_results_["mean_test_score"], results["mean_test_score"])
+
+
+def test_halving_keeps_a_rare_class_in_every_subsample():
+    # 3 rows of a third class among 3,000: a subsample of a ninth of a fold would miss it by
+    # chance and leave rounds with fewer classes (or one, which no classifier fits).
+    X, y = classes(3000, k=2, seed=4)
+    y = y.copy()
+    y[:3] = 2
+    cv = KernelSVCCV(Cs=[1.0, 4.0, 16.0], gammas=[0.1, 0.3, 1.0], cv=3, search="halving",
+                     random_state=0).fit(X, y)
+    assert list(cv.classes_) == [0, 1, 2]
+    sub = budgetsvm.kernel_cv._subsample(np.arange(3000), y, 1 / 27, True)
+    assert set(y[sub]) == {0, 1, 2}
+    assert abs(len(sub) - 3000 / 27) <= 4
+    assert sorted(sub) == sorted(set(sub))

@@ -195,7 +195,7 @@ class _ExactSearchCV(FitGuardedParams, BaseEstimator):
             rng = np.random.default_rng(self._seed())
             for k, (train, test) in enumerate(splits):
                 if fraction < 1.0:
-                    train = rng.permutation(train)[: max(2, int(np.ceil(fraction * len(train))))]
+                    train = _subsample(rng.permutation(train), y, fraction, not regression)
                 w = None if weights is None else weights[train]
                 for fixed, members in paths:
                     members = [(c, i) for c, i in members if i in alive]
@@ -345,6 +345,21 @@ def _halving_fractions(n_candidates: int, n_train: int, search: str) -> List[flo
     while rounds > 1 and n_train / HALVING_FACTOR ** (rounds - 1) < HALVING_MIN_ROWS:
         rounds -= 1
     return [float(HALVING_FACTOR) ** -(rounds - 1 - r) for r in range(rounds)]
+
+
+def _subsample(order: np.ndarray, y: np.ndarray, fraction: float, by_class: bool) -> np.ndarray:
+    """The first ``fraction`` of the rows ``order`` (a seeded permutation of a fold's training
+    rows, the same in every round, so the subsamples are nested); of each class on its own
+    where ``by_class``, at least one row of every class the fold has (a rare class would
+    otherwise leave a round's subsample with one class, which no classifier fits)."""
+    if not by_class:
+        return order[: max(2, int(np.ceil(fraction * len(order))))]
+    labels = y[order]
+    keep = np.zeros(len(order), dtype=bool)
+    for label in np.unique(labels):
+        rows = np.flatnonzero(labels == label)
+        keep[rows[: max(1, int(np.ceil(fraction * len(rows))))]] = True
+    return order[keep]
 
 
 def _halving_results(
