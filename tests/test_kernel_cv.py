@@ -211,6 +211,23 @@ def test_halving_ends_with_the_grid_searchs_score_of_its_choice(monkeypatch):
     assert halving.best_score_ >= full.best_score_ - 0.01
     again = KernelSVCCV(search="halving", random_state=0, **grid).fit(X, y)
     assert_allclose(again.cv_results_["mean_test_score"], results["mean_test_score"])
+    # Nested: a round's training rows hold the round's before (one seed for all rounds,
+    # whatever random_state is: None draws it once). 3,000 rows a fold: three rounds.
+    X, y = classes(4500, k=2, seed=5)
+    rows = {tuple(r): i for i, r in enumerate(X)}
+    seen.clear()
+    monkeypatch.setattr(budgetsvm._budgetsvm, "fit_exact", recording)
+    nested = KernelSVCCV(search="halving", random_state=None, **dict(grid, cv=3)).fit(X, y)
+    monkeypatch.undo()
+    assert nested.n_resources_ == [334, 1000, 3000]
+    by_call = [{rows[tuple(r)] for r in x} for x in seen[:-1]]
+    first, second = by_call[:9], by_call[9:]  # 3 folds x 3 gammas, then the survivors'
+    for later in second:
+        if len(later) < 3000:
+            assert any(earlier < later for earlier in first)
+    # A grid search after a halving one keeps none of the halving's attributes.
+    halving.set_params(search="grid").fit(X, y)
+    assert not hasattr(halving, "n_iterations_")
 
 
 def test_halving_keeps_a_rare_class_in_every_subsample():

@@ -128,7 +128,7 @@ class _ExactSearchCV(FitGuardedParams, BaseEstimator):
         return {name: getattr(self, name) for name in names}
 
     def _seed(self) -> int:
-        """The seed of the halving rounds' subsamples (the same on every round and fold)."""
+        """The seed of the halving rounds' subsamples (drawn once a fit)."""
         return int(check_random_state(self.random_state).randint(0, 2**31 - 1))
 
     def _grid_axes(self, X: Any) -> Dict[str, List[Any]]:
@@ -184,6 +184,9 @@ class _ExactSearchCV(FitGuardedParams, BaseEstimator):
         # The validation rows' weights weigh their scores where the scoring takes them
         # (GridSearchCV's rule without metadata routing).
         weigh_scores = weights is not None and _accepts_weights(scorer)
+        # One seed for all rounds: each fold's order is the same in every round, so its
+        # subsamples are nested.
+        seed = self._seed()
 
         def run_round(alive: List[int], fraction: float) -> Tuple[np.ndarray, ...]:
             """The candidates ``alive`` on every fold, trained on the first ``fraction`` of
@@ -192,7 +195,7 @@ class _ExactSearchCV(FitGuardedParams, BaseEstimator):
             scores = np.full((len(candidates), len(splits)), np.nan)
             fit_times = np.zeros_like(scores)
             score_times = np.zeros_like(scores)
-            rng = np.random.default_rng(self._seed())
+            rng = np.random.default_rng(seed)
             for k, (train, test) in enumerate(splits):
                 if fraction < 1.0:
                     train = _subsample(rng.permutation(train), y, fraction, not regression)
@@ -240,6 +243,8 @@ class _ExactSearchCV(FitGuardedParams, BaseEstimator):
                 # The best by mean score (ties: the earlier candidate, as rankdata's min).
                 order = sorted(range(len(alive)), key=lambda j: (-mean[j], alive[j]))
                 alive = sorted(alive[j] for j in order[:keep])
+        for name in ("n_iterations_", "n_candidates_", "n_resources_"):
+            self.__dict__.pop(name, None)  # a halving search's, from an earlier fit
         if len(rounds) == 1:
             _, _, scores, fit_times, score_times = rounds[0]
             self.cv_results_ = _cv_results(candidates, scores, fit_times, score_times)
