@@ -283,6 +283,7 @@ def test_bad_data_are_clear_errors():
         BudgetSVR(random_state=0),
         BudgetSVR(solver="bsgd", random_state=0),
         BudgetSVR(maintenance="remove", polish=False, random_state=0),
+        BudgetSVR(budget="auto", random_state=0),
     ],
     expected_failed_checks=expected_failures,
 )

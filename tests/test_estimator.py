@@ -98,6 +98,7 @@ def sparse_data(n: int, seed: int):
         BudgetSVC(solver="bsca", merge="gss", random_state=0),
         BudgetSVC(probability=True, class_weight="balanced", random_state=0),
         BudgetSVC(solver="bsca", probability=True, n_jobs=1, random_state=0),
+        BudgetSVC(budget="auto", random_state=0),
     ],
     expected_failed_checks=expected_failures,
 )

@@ -85,7 +85,10 @@ class BudgetedMachine(FitGuardedParams, ModelFileMixin, BaseEstimator):
             check_positive("gamma", self.gamma)
         if self.lam is not None:
             check_positive("lam", self.lam)
-        check_positive("budget", self.budget, integer=True, minimum=2)
+        if isinstance(self.budget, str):
+            check_choice("budget", self.budget, ("auto",))
+        else:
+            check_positive("budget", self.budget, integer=True, minimum=2)
         check_positive("epochs", self.epochs, integer=True, minimum=1)
         check_choice("solver", self.solver, SOLVERS)
         check_choice("maintenance", self.maintenance, MAINTENANCE)
@@ -97,6 +100,38 @@ class BudgetedMachine(FitGuardedParams, ModelFileMixin, BaseEstimator):
         check_n_jobs(self.n_jobs)
         check_choice("polish", self.polish, (True, False))
         self._check_polish_params()
+
+    def _streams(self, use: str) -> bool:
+        """Whether ``use`` (partial_fit, fit_file: a BSGD run continued batch by batch) exists
+        for these settings; with ``budget='auto'`` it says why not (available_if's message)."""
+        if isinstance(self.budget, str):
+            raise AttributeError(
+                f"{use} needs an integer budget: budget='auto' chooses one by fitting on rows "
+                "in memory (fit); set budget to a number (e.g. budget_ of such a fit)"
+            )
+        return self.solver == "bsgd"
+
+    def _fit_auto_budget(
+        self,
+        X: Any,
+        y: np.ndarray,
+        weights: Optional[np.ndarray],
+        seed: int,
+        classify: bool,
+        fit_params: Dict[str, Any],
+    ) -> None:
+        """``budget='auto'`` on validated rows (those of weight 0 left out) and their weights
+        (``budgetsvm._budget_search``): the chosen fit's attributes become this estimator's,
+        ``budget_`` its budget, and ``fit_stats_['budget_search']`` records the search."""
+        from budgetsvm._budget_search import search_budget
+
+        chosen, record = search_budget(self, X, y, weights, seed, classify, fit_params)
+        params = set(self.get_params())
+        for name, value in vars(chosen).items():
+            if name not in params:
+                setattr(self, name, value)
+        self.budget_ = record["budget"]
+        self.fit_stats_ = {**self.fit_stats_, "budget_search": record}
 
     def _check_polish_params(self) -> None:
         check_nonnegative("polish_tol", self.polish_tol)

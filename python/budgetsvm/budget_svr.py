@@ -69,8 +69,9 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
         Half-width of the tube in which errors cost nothing (as SVR's).
     gamma : {'scale', 'auto'} or float, default='scale'
         Kernel width in exp(-gamma ||x - x'||^2); 'scale' is 1 / (n_features * X.var()).
-    budget : int, default=100
-        Maximum number of support vectors: what a prediction costs.
+    budget : int or 'auto', default=100
+        Maximum number of support vectors: what a prediction costs. 'auto': chosen by ``fit``
+        as ``BudgetSVC``'s, the held-out score R^2 (a doubling must promise 0.0025).
     solver : {'bsca', 'bsgd'}, default='bsca'
     maintenance : {'merge', 'remove', 'project'}, default='merge'
     merge : {'lookup-wd', 'lookup-h', 'gss', 'gss-precise'}, default='lookup-wd'
@@ -108,12 +109,15 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
     intercept_ : ndarray of shape (1,)
         ``predict(x) = dual_coef_ . k(support_vectors_, x) + intercept_``.
     gamma_ : float
+    budget_ : int
+        The budget of the model: ``budget``, or the one ``budget='auto'`` chose.
     lambda_ : float
     n_features_in_ : int
     n_iter_ : int
         Epochs run.
     fit_stats_ : dict
-        As ``BudgetSVC``'s, with the polish's under ``'polish'``.
+        As ``BudgetSVC``'s, with the polish's under ``'polish'`` and ``budget='auto'``'s search
+        under ``'budget_search'``.
 
     Examples
     --------
@@ -175,7 +179,12 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
         self : BudgetSVR
         """
         self._check_params()
+        if self.budget == "auto":
+            X, y, weights = self._rows(X, y, sample_weight, reset=True)
+            self._fit_auto_budget(X, y, weights, self._seed(), False, {})
+            return self
         X, y, weights = self._rows(X, y, sample_weight, reset=True)
+        self.budget_ = int(self.budget)
         self.gamma_ = resolve_gamma(self.gamma, X)
         warn_about_extreme_targets(y, self.polish)
         offset = target_offset(y, weights)
@@ -255,7 +264,7 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
         self._polish_native(to_native(X), y, 0, weights, self._c_for(X.shape[0]))
         return self
 
-    @available_if(lambda self: self.solver == "bsgd")
+    @available_if(lambda self: self._streams("partial_fit"))
     @fit_guard
     def partial_fit(
         self, X: Any, y: Any, sample_weight: Any = None, *, n_samples: Optional[int] = None
@@ -304,7 +313,7 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
         self._set_model(stream.result(), intercept=self._y_offset)
         return self
 
-    @available_if(lambda self: self.solver == "bsgd")
+    @available_if(lambda self: self._streams("fit_file"))
     @fit_guard
     def fit_file(
         self,

@@ -394,6 +394,11 @@ def fit(clf: Any, X: Any, y: Any, sample_weight: Any = None) -> Any:
             f"budgetsvm.dask.fit trains a BudgetSVC or a BudgetSVR, not {type(clf).__name__}"
         )
     clf._check_params()
+    if isinstance(clf.budget, str):
+        raise ValueError(
+            "budget='auto' chooses the budget by fitting on rows in memory (BudgetSVC.fit); "
+            "budgetsvm.dask.fit needs an integer budget"
+        )
     if getattr(clf, "probability", False):
         raise ValueError(
             "probability=True needs its cross-validation on rows in one process; fit with "

@@ -766,6 +766,11 @@ def _estimator(cls: Any, saved: SavedModel) -> Any:
         )
         clf.n_support_per_pair_ = saved.pair_groups
     clf.n_iter_ = int(header.get("n_iter", 0))
+    search = clf.fit_stats_.get("budget_search")
+    # A fit with budget='auto' recorded its choice; a file from before budget_ has the number.
+    clf.budget_ = int(search["budget"]) if isinstance(search, dict) else (
+        int(clf.budget) if not isinstance(clf.budget, str) else int(sv.shape[0])
+    )
     if header.get("lambda") is not None:
         clf.lambda_ = float(header["lambda"])
     clf.history_ = None
