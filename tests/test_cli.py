@@ -357,3 +357,15 @@ def test_train_option_errors(files, tmp_path):
     assert "invalid choice" in error("-k", "laplacian")
     assert "invalid choice" in error("-T", "ranking")
     assert not model.exists()
+
+
+def test_train_with_budget_auto(files, tmp_path):
+    train, test = files
+    model = tmp_path / "auto.model"
+    cli("train", "-q", "-c", 10, "-g", 4, "-B", "auto", "-e", 1, "-s", 1, train, model)
+    clf = BudgetSVC.load(model)
+    assert clf.budget == "auto"
+    assert clf.budget_ == clf.fit_stats_["budget_search"]["budget"]
+    for bad, says in (("-B x", "integer or 'auto'"), ("--stream -B auto", "--stream needs")):
+        r = cli("train", "-q", *bad.split(), train, tmp_path / "bad.model", ok=False)
+        assert r.returncode != 0 and says in r.stderr

@@ -168,7 +168,7 @@ def test_bad_input_is_named():
 
 
 def test_halving_rounds_shrink_the_candidates_and_grow_the_rows():
-    fractions = budgetsvm.kernel_cv._halving_fractions
+    fractions = budgetsvm._search_cv._halving_fractions
     assert fractions(12, 100_000, "grid") == [1.0]
     assert fractions(12, 1_000, "auto") == [1.0]  # below HALVING_FROM_ROWS
     assert fractions(12, 30_000, "auto") == [1 / 27, 1 / 9, 1 / 3, 1.0]  # 12 -> 4 -> 2 -> 1
@@ -239,7 +239,7 @@ def test_halving_keeps_a_rare_class_in_every_subsample():
     cv = KernelSVCCV(Cs=[1.0, 4.0, 16.0], gammas=[0.1, 0.3, 1.0], cv=3, search="halving",
                      random_state=0).fit(X, y)
     assert list(cv.classes_) == [0, 1, 2]
-    sub = budgetsvm.kernel_cv._subsample(np.arange(3000), y, 1 / 27, True)
+    sub = budgetsvm._search_cv._subsample(np.arange(3000), y, 1 / 27, True)
     assert set(y[sub]) == {0, 1, 2}
     assert abs(len(sub) - 3000 / 27) <= 4
     assert sorted(sub) == sorted(set(sub))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from budgetsvm._budgetsvm import __version__, get_num_threads, set_num_threads, simd_level
+    from budgetsvm.budget_cv import BudgetSVCCV, BudgetSVRCV
     from budgetsvm.budget_svc import BudgetSVC
     from budgetsvm.budget_svr import BudgetSVR
     from budgetsvm.kernel_cv import KernelSVCCV, KernelSVRCV
@@ -24,7 +25,9 @@ if TYPE_CHECKING:
 
 _WHERE = {
     "BudgetSVC": "budgetsvm.budget_svc",
+    "BudgetSVCCV": "budgetsvm.budget_cv",
     "BudgetSVR": "budgetsvm.budget_svr",
+    "BudgetSVRCV": "budgetsvm.budget_cv",
     "KernelNuSVC": "budgetsvm.kernel_nu_svc",
     "KernelNuSVR": "budgetsvm.kernel_nu_svr",
     "KernelOneClassSVM": "budgetsvm.kernel_one_class",
@@ -43,7 +46,9 @@ _WHERE = {
 
 __all__ = [
     "BudgetSVC",
+    "BudgetSVCCV",
     "BudgetSVR",
+    "BudgetSVRCV",
     "KernelNuSVC",
     "KernelNuSVR",
     "KernelOneClassSVM",

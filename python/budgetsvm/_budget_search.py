@@ -86,6 +86,25 @@ def predicted_budget(budgets: List[int], gains: List[float]) -> float:
     return rate_at * 2.0 ** (math.log(GAIN_TOL / gain) / math.log(GAIN_RATIO))
 
 
+def next_budget(budgets: List[int], scores: List[float], most: int) -> Optional[Tuple[int, bool]]:
+    """What follows the steps ``budgets`` that scored ``scores``: None to stop (keep the best
+    score; the first of equal ones, the smaller budget), or the next budget and whether it is
+    the last step (the predicted budget, below twice the last one). No budget exceeds ``most``
+    (the rows fitted on: beyond them nothing is merged)."""
+    budget = budgets[-1]
+    gains = [b - a for a, b in zip(scores, scores[1:])]
+    if budget >= most or (gains and gains[-1] < GAIN_TOL):
+        return None
+    if not gains:
+        return min(2 * budget, most), False
+    target = predicted_budget(budgets, gains)
+    if target < KEEP_SHARE * budget:
+        return None  # the last step scored best: every gain so far reached GAIN_TOL
+    if target < 2 * budget:
+        return int(round(min(target, most))), True
+    return min(2 * budget, most), False
+
+
 def search_budget(
     estimator: Any,
     X: Any,
@@ -129,22 +148,17 @@ def search_budget(
                 f"({steps[-1]['seconds']:.2f} s)",
                 flush=True,
             )
-        scores = [s["held_out_score"] for s in steps]
-        gains = [b - a for a, b in zip(scores, scores[1:])]
-        if budget >= len(train) or (gains and gains[-1] < GAIN_TOL):
-            kept = int(np.argmax(scores))  # the first of equal scores: the smaller budget
+        decision = next_budget(
+            [s["budget"] for s in steps], [s["held_out_score"] for s in steps], len(train)
+        )
+        if decision is None:
+            kept = int(np.argmax([s["held_out_score"] for s in steps]))
             break
-        target = predicted_budget([s["budget"] for s in steps], gains) if gains else math.inf
-        if target < KEEP_SHARE * budget:
-            kept = len(models) - 1
-            break
-        if target < 2 * budget:
+        budget, last = decision
+        if last:
             # The last step: every row, the estimator's own polish tolerance.
-            chosen = _step(
-                steps, template, int(round(min(target, n))), X, y, sample_weight, fit_params
-            )
+            chosen = _step(steps, template, min(budget, n), X, y, sample_weight, fit_params)
             return chosen, _record(steps, len(held), started)
-        budget = min(2 * budget, len(train))
     if wants_probability:
         # The steps fitted no probabilities: the kept budget again, with them, on every row.
         chosen = _step(steps, template, steps[kept]["budget"], X, y, sample_weight, fit_params)

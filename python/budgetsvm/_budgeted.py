@@ -42,31 +42,38 @@ Callback = Optional[Callable[[Dict[str, Any]], Any]]
 
 
 @dataclass(kw_only=True, eq=False, repr=False)
-class BudgetedMachine(FitGuardedParams, ModelFileMixin, BaseEstimator):
-    """Base of the budgeted estimators (not for direct use), with the parameters of the
-    budgeted pass and of the polish as keyword-only dataclass fields (as ``ExactKernelMachine``
-    explains); a subclass adds its own and may change a default (BudgetSVR: BSCA, no
-    averaging)."""
+class BudgetedRunParams:
+    """The parameters of the budgeted pass and of the polish, as keyword-only dataclass fields
+    (as ``ExactKernelMachine`` explains): the budgeted estimators' and, for every fit of their
+    searches, ``BudgetSVCCV``'s and ``BudgetSVRCV``'s."""
 
-    C: float = 1.0
-    gamma: Any = "scale"
-    budget: int = 100
     solver: str = "bsgd"
     maintenance: str = "merge"
     merge: str = "lookup-wd"
     epochs: int = 5
     average: bool = True
-    random_state: Any = None
-    verbose: bool = False
     lam: Optional[float] = None
     shuffle: bool = True
     dual_step: str = "decaying"
     sv_storage: str = "auto"
-    n_jobs: Optional[int] = None
     polish: bool = True
     polish_tol: float = 1e-5
     polish_max_iter: int = 50
     polish_cache_size: float = 1024.0
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class BudgetedMachine(BudgetedRunParams, FitGuardedParams, ModelFileMixin, BaseEstimator):
+    """Base of the budgeted estimators (not for direct use): the model's C, gamma and budget
+    and the run's parameters; a subclass adds its own and may change a default (BudgetSVR:
+    BSCA, no averaging)."""
+
+    C: float = 1.0
+    gamma: Any = "scale"
+    budget: Any = 100
+    random_state: Any = None
+    verbose: bool = False
+    n_jobs: Optional[int] = None
 
     # Regression passes its epsilon to the engine; classification None.
     def _epsilon(self) -> Optional[float]:

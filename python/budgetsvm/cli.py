@@ -177,6 +177,16 @@ def _gamma(args: argparse.Namespace) -> Any:
         ) from None
 
 
+def _budget_arg(text: str) -> Any:
+    """-B/--budget: an integer, or 'auto'."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer or 'auto', got {text!r}") from None
+
+
 def _budgeted_only(args: argparse.Namespace) -> List[str]:
     """The budgeted options given on the command line (an exact solver takes none)."""
     given = []
@@ -238,6 +248,11 @@ def _estimator(args: argparse.Namespace) -> Any:
                 )
             if args.stream and solver != "bsgd":
                 raise ValueError("--stream trains BSGD only (BSCA keeps one variable per row)")
+            if args.stream and args.budget == "auto":
+                raise ValueError(
+                    "-B auto chooses the budget by fitting on rows in memory; --stream needs "
+                    "a number for -B/--budget"
+                )
             clf = _budgeted_estimator(args, task, solver, gamma)
             clf._check_params()
     except ValueError as e:
@@ -694,7 +709,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "-r", "--coef0", type=float, default=0.0, help="poly / sigmoid kernel coef0 (default 0)"
     )
-    g.add_argument("-B", "--budget", type=int, help="budgeted: support vectors kept (default 100)")
+    g.add_argument(
+        "-B",
+        "--budget",
+        type=_budget_arg,
+        help="budgeted: support vectors kept (default 100), or 'auto': chosen by fitting "
+        "budgets 250, 500, ... on all but a held-out tenth of the rows",
+    )
     g = train.add_argument_group("solver")
     g.add_argument(
         "-A",
