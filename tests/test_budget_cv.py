@@ -14,12 +14,15 @@ from budgetsvm import (
     BudgetSVCCV,
     BudgetSVR,
     BudgetSVRCV,
+    KernelSVC,
     KernelSVCCV,
     KernelSVRCV,
     _budget_search,
     load_model,
 )
 from budgetsvm.budget_cv import ROUND_ROWS_PER_SV
+from hypothesis import given
+from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.datasets import make_classification, make_regression
 from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold, cross_val_score
@@ -64,6 +67,40 @@ def test_a_fixed_budget_grid_is_grid_search_cvs(k):
     assert_array_equal(cv.cv_results_["budget"], 40)
     assert cv.best_budget_ == 40 and cv.budget_ == 40
     assert_allclose(cv.decision_function(X), reference.best_estimator_.decision_function(X))
+
+
+GRIDS = dict(
+    Cs=st.lists(st.sampled_from([0.1, 0.5, 2.0, 8.0, 32.0]), min_size=1, max_size=3, unique=True),
+    gammas=st.lists(
+        st.sampled_from([0.02, 0.1, 0.5, "scale"]), min_size=1, max_size=2, unique=True
+    ),
+    n_folds=st.integers(2, 4),
+    k=st.integers(2, 3),
+    seed=st.integers(0, 2**16),
+)
+
+
+@given(**GRIDS)
+def test_any_grid_and_folds_score_as_grid_search_cv(Cs, gammas, n_folds, k, seed):
+    # Cs in any order (the exact search solves them increasing along a path, then puts each
+    # score back at its point), any folds, two or three classes.
+    X, y = classes(150, k=k, seed=seed)
+    folds = list(StratifiedKFold(n_folds, shuffle=True, random_state=seed).split(X, y))
+    grid = {"C": Cs, "gamma": gammas}
+    exact = GridSearchCV(KernelSVC(tol=1e-6), grid, cv=folds).fit(X, y)
+    ours = KernelSVCCV(Cs=Cs, gammas=gammas, cv=folds, tol=1e-6, search="grid").fit(X, y)
+    assert ours.cv_results_["params"] == exact.cv_results_["params"]
+    # Solved to 1e-6 both: at most a validation row apart.
+    one_row = 1.5 / min(len(test) for _, test in folds)
+    for j in range(n_folds):
+        key = f"split{j}_test_score"
+        assert_allclose(ours.cv_results_[key], exact.cv_results_[key], atol=one_row)
+    budgeted = GridSearchCV(BudgetSVC(budget=20, **RUN), grid, cv=folds).fit(X, y)
+    ours = BudgetSVCCV(Cs=Cs, gammas=gammas, budgets=20, cv=folds, search="grid", **RUN).fit(X, y)
+    # The same fits (seeded): the same scores, choice and refitted model.
+    assert_allclose(ours.cv_results_["mean_test_score"], budgeted.cv_results_["mean_test_score"])
+    assert ours.best_params_ == budgeted.best_params_
+    assert_allclose(ours.decision_function(X), budgeted.decision_function(X))
 
 
 def test_the_regression_search_with_epsilons():
