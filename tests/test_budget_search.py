@@ -232,6 +232,14 @@ def test_an_integer_budget_is_budget_():
     X, y = data(500)
     assert BudgetSVC(budget=30, epochs=1, random_state=0).fit(X, y).budget_ == 30
     assert BudgetSVR(budget=30, random_state=0).fit(X, y.astype(float)).budget_ == 30
+    # Every way to a model says its budget: a stream, a file.
+    assert BudgetSVC(budget=30).partial_fit(X, y, classes=np.unique(y)).budget_ == 30
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "rows.svm")
+        with open(path, "w") as f:
+            for row, label in zip(X, y):
+                f.write(f"{label} " + " ".join(f"{j + 1}:{float(v)!r}" for j, v in enumerate(row)) + "\n")
+        assert BudgetSVC(budget=30, epochs=1).fit_file(path).budget_ == 30
 
 
 @pytest.mark.parametrize("budget", ["big", "Auto", 1, 2.5, None])

@@ -216,8 +216,22 @@ def r2_of(r):
 def test_train_regression_every_solver(regression_files, tmp_path, solver, options, kind):
     train, test = regression_files
     model = tmp_path / "reg.model"
-    r = cli("train", "-T", "regression", "-A", solver, "-c", 10, "-g", 0.5, "-p", 0.05,
-            *options, train, model)
+    r = cli(
+        "train",
+        "-T",
+        "regression",
+        "-A",
+        solver,
+        "-c",
+        10,
+        "-g",
+        0.5,
+        "-p",
+        0.05,
+        *options,
+        train,
+        model,
+    )
     assert "regression" in r.stdout and solver.upper() in r.stdout
     clf = load_model(model)
     assert type(clf).__name__ == kind
@@ -249,12 +263,37 @@ def test_train_exact_classifier_with_each_kernel(files, tmp_path):
     Xt, yt = load_svmlight_file(test, n_features=2)
     for kernel in ("rbf", "linear", "poly", "sigmoid"):
         model = tmp_path / f"{kernel}.model"
-        r = cli("train", "-A", "smo", "-k", kernel, "-g", 2, "-c", 3, "-d", 2, "-r", 0.5,
-                "--cache-size", 10, train, model)
+        r = cli(
+            "train",
+            "-A",
+            "smo",
+            "-k",
+            kernel,
+            "-g",
+            2,
+            "-c",
+            3,
+            "-d",
+            2,
+            "-r",
+            0.5,
+            "--cache-size",
+            10,
+            train,
+            model,
+        )
         assert f"kernel {kernel}" in r.stdout
         clf = KernelSVC.load(model)
-        direct = KernelSVC(C=3, kernel=kernel, gamma=2.0, degree=2, coef0=0.5, solver="smo",
-                           cache_size=10, random_state=0).fit(X, y)
+        direct = KernelSVC(
+            C=3,
+            kernel=kernel,
+            gamma=2.0,
+            degree=2,
+            coef0=0.5,
+            solver="smo",
+            cache_size=10,
+            random_state=0,
+        ).fit(X, y)
         assert_array_equal(clf.predict(Xt), direct.predict(Xt))
         r = cli("predict", "-d", test, model)
         values = np.array([line.split() for line in r.stdout.splitlines()], dtype=float)
@@ -344,8 +383,9 @@ def test_train_option_errors(files, tmp_path):
 
     assert "novelty detection is exact only" in error("-T", "novelty", "-A", "bsgd")
     assert "Gaussian (rbf) kernels only" in error("-k", "poly")
-    assert "-B/--budget, --no-polish: only the budgeted" in error("-A", "smo", "-B", 10,
-                                                                   "--no-polish")
+    assert "-B/--budget, --no-polish: only the budgeted" in error(
+        "-A", "smo", "-B", 10, "--no-polish"
+    )
     assert "epsilon" in error("-T", "regression", "-p", -1)
     assert "epsilon" in error("-T", "regression", "-A", "alfpgm", "-p", -1)
     assert "nu" in error("-T", "novelty", "-n", 1.5)
@@ -367,5 +407,42 @@ def test_train_with_budget_auto(files, tmp_path):
     assert clf.budget == "auto"
     assert clf.budget_ == clf.fit_stats_["budget_search"]["budget"]
     for bad, says in (("-B x", "integer or 'auto'"), ("--stream -B auto", "--stream needs")):
+        r = cli("train", "-q", *bad.split(), train, tmp_path / "bad.model", ok=False)
+        assert r.returncode != 0 and says in r.stderr
+
+
+def test_train_search_writes_the_refitted_model(files, tmp_path):
+    train, test = files
+    model = tmp_path / "search.model"
+    r = cli(
+        "train",
+        "--search",
+        "--Cs",
+        "1,10",
+        "--gammas",
+        "2,scale",
+        "--folds",
+        2,
+        "-e",
+        1,
+        "-s",
+        3,
+        "--progress",
+        train,
+        model,
+    )
+    assert "search: 4 points, 2 folds; best C" in r.stdout and "budget" in r.stdout
+    assert "fits" in r.stderr  # the bar counts the search's fits
+    clf = BudgetSVC.load(model)
+    assert clf.C in (1, 10) and clf.budget == clf.budget_
+    exact = tmp_path / "exact.model"
+    r = cli("train", "-q", "--search", "-A", "smo", "--Cs", "1", "--gammas", "1,4", train, exact)
+    assert load_model(exact).gamma in (1.0, 4.0)
+    for bad, says in (
+        ("--search --stream", "--search cross-validates"),
+        ("--search --folds 1", "--folds"),
+        ("--Cs 1,2", "grid of --search"),
+        ("--search --Cs 1,x", "comma-separated numbers"),
+    ):
         r = cli("train", "-q", *bad.split(), train, tmp_path / "bad.model", ok=False)
         assert r.returncode != 0 and says in r.stderr

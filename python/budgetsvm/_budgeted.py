@@ -331,6 +331,7 @@ class BudgetedMachine(BudgetedRunParams, FitGuardedParams, ModelFileMixin, BaseE
         self.dual_coef_ = np.ascontiguousarray(result.pop("coef").T)
         self.intercept_ = np.full(self.dual_coef_.shape[0], float(intercept))
         self.n_iter_ = result["epochs"]
+        self.budget_ = int(self.budget)
         events = result["maintenance_events"]
         result["mean_weight_degradation"] = (
             result["total_weight_degradation"] / events if events else 0.0

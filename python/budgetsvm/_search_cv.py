@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import time
 from dataclasses import dataclass
-from typing import Any, ClassVar, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, ClassVar, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 from scipy.stats import rankdata
@@ -177,7 +177,15 @@ class SearchCV(FitGuardedParams, BaseEstimator):
         entry's candidate index and training rows a fold (its round's ``n_resources``)."""
 
     @fit_guard
-    def fit(self, X: Any, y: Any, sample_weight: Any = None, groups: Any = None) -> Any:
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        sample_weight: Any = None,
+        groups: Any = None,
+        *,
+        _callback: Optional[Callable[[int, int], Any]] = None,
+    ) -> Any:
         """Search the grid by cross-validation, then (``refit``) fit the best point on all
         rows.
 
@@ -193,6 +201,12 @@ class SearchCV(FitGuardedParams, BaseEstimator):
         Returns
         -------
         self
+
+        Other Parameters
+        ----------------
+        _callback : callable, default=None
+            For the command line: called with (fits done, fits planned) after each fit of the
+            search (the plan grows where a budget search adds steps).
         """
         check_choice("refit", self.refit, (True, False))
         self._check_search_params()
@@ -254,6 +268,7 @@ class SearchCV(FitGuardedParams, BaseEstimator):
                     models = self._fit_members(template, fixed, [c for c, _ in members], fold)
                     # The path's time shared by its Cs (GridSearchCV times each fit).
                     share = (time.perf_counter() - started) / len(members)
+                    progress.advance(len(members))
                     for (_, i), (value, seconds) in zip(members, score_fold(models, test)):
                         scores[i, k], score_times[i, k], fit_times[i, k] = value, seconds, share
                     if self.verbose:
@@ -276,10 +291,12 @@ class SearchCV(FitGuardedParams, BaseEstimator):
                 model.fit(X[train], y[train], sample_weight=w)
                 result[1, k] = time.perf_counter() - started
                 result[0, k], result[2, k] = score_fold([model], test)[0]
+                progress.advance(1)
             return result[0], result[1], result[2]
 
         n_train = min(len(train) for train, _ in splits)
         fractions = _halving_fractions(len(candidates), n_train, self.search)
+        progress = _FitCount(_callback, len(splits), len(candidates), len(fractions))
         self._before_search(n_train)
         alive = list(range(len(candidates)))
         rounds = []
@@ -377,6 +394,24 @@ class EpsilonSearch:
         axes = super()._grid_axes(X)  # type: ignore[misc]
         axes["epsilon"] = _values("epsilons", self.epsilons, [self.epsilon], check_epsilon)
         return axes
+
+
+class _FitCount:
+    """The search's progress for ``fit(_callback=...)``: fits done of those planned (every
+    round's points on every fold, a third of the points kept each round; a budget search's
+    steps beyond its first join the plan as they come)."""
+
+    def __init__(self, callback: Any, n_folds: int, n_candidates: int, n_rounds: int) -> None:
+        self.callback, self.n_folds, self.done, self.planned = callback, n_folds, 0, 0
+        for _ in range(n_rounds):
+            self.planned += n_candidates * n_folds
+            n_candidates = -(-n_candidates // HALVING_FACTOR)
+
+    def advance(self, fits: int) -> None:
+        self.done += fits
+        self.planned = max(self.planned, self.done)
+        if self.callback is not None:
+            self.callback(self.done, self.planned)
 
 
 class SearchClassifierMixin(ClassifierMixin):

@@ -320,7 +320,6 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
             fit_params = dict(eval_set=eval_set, _compare_with=_compare_with, _callback=_callback)
             self._fit_auto_budget(X, y, weights, seed, True, fit_params)
             return self
-        self.budget_ = int(self.budget)
         self._fit_rows(rows, seed, eval_set, _compare_with, _callback)
         if self.probability:
             self._fit_probability(rows, seed, record_history=False)
@@ -488,6 +487,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
     ) -> None:
         """The one-vs-one model from its pairs' vectors, coefficients (positive for each pair's
         first class) and intercepts, and ``fit_stats_`` from their figures."""
+        self.budget_ = int(self.budget)
         self.support_vectors_ = _one_vs_one.stack(support_vectors)
         self.dual_coef_ = np.ascontiguousarray(np.concatenate(coef)[None, :])
         self.intercept_ = np.asarray(intercept, dtype=np.float64)

@@ -184,7 +184,6 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
             self._fit_auto_budget(X, y, weights, self._seed(), False, {})
             return self
         X, y, weights = self._rows(X, y, sample_weight, reset=True)
-        self.budget_ = int(self.budget)
         self.gamma_ = resolve_gamma(self.gamma, X)
         warn_about_extreme_targets(y, self.polish)
         offset = target_offset(y, weights)

@@ -66,6 +66,8 @@ examples:
   budgetsvm train --solver bsca -c 32 -g 2 -B 500 ijcnn1.bz2
   budgetsvm train --stream --chunk-rows 200000 -L 1e-4 -g 8 -B 500 -e 1 huge.svm.xz huge.model
   budgetsvm train -m project -B 50 -s 7 -j 2 train.svm
+  budgetsvm train -B auto -c 32 -g 2 -e 1 ijcnn1.bz2
+  budgetsvm train --search --Cs 1,4,16,64 --gammas 0.5,2,8 -e 1 ijcnn1.bz2 ijcnn1.model
   budgetsvm train -T regression -c 10 -g 0.1 -p 0.1 -B 500 fried.train fried.model
   budgetsvm train -T regression -A alfpgm -c 10 -g 0.1 fried.train fried-exact.model
   budgetsvm train -T novelty -n 0.1 -g 0.5 ijcnn1.bz2 ijcnn1-novelty.model
@@ -123,6 +125,7 @@ class Progress:
     def __init__(self, what: str, enabled: bool) -> None:
         self.what = what
         self.enabled = enabled
+        self.unit = "rows"
         self.start = time.perf_counter()
         self.last = 0.0
         self.shown = False
@@ -138,9 +141,9 @@ class Progress:
         if total:
             frac = min(done / total, 1.0)
             bar = "#" * int(30 * frac) + "." * (30 - int(30 * frac))
-            text = f"{self.what} [{bar}] {100 * frac:5.1f}% {done:,}/{total:,} rows {elapsed:.1f} s"
+            text = f"{self.what} [{bar}] {100 * frac:5.1f}% {done:,}/{total:,} {self.unit} {elapsed:.1f} s"
         else:
-            text = f"{self.what}: {done:,} rows {elapsed:.1f} s"
+            text = f"{self.what}: {done:,} {self.unit} {elapsed:.1f} s"
         sys.stderr.write("\r" + text)
         sys.stderr.flush()
         self.shown = True
@@ -185,6 +188,62 @@ def _budget_arg(text: str) -> Any:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be an integer or 'auto', got {text!r}") from None
+
+
+def _number_list(text: str) -> List[float]:
+    """--Cs: comma-separated numbers."""
+    try:
+        return [float(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be comma-separated numbers, got {text!r}") from None
+
+
+def _gamma_list(text: str) -> List[Any]:
+    """--gammas: comma-separated numbers, 'scale' or 'auto'."""
+    values: List[Any] = []
+    for v in text.split(","):
+        try:
+            values.append(v if v in ("scale", "auto") else float(v))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"must be comma-separated numbers, 'scale' or 'auto', got {text!r}"
+            ) from None
+    return values
+
+
+def _search_estimator(args: argparse.Namespace, base: Any) -> Any:
+    """--search: the cross-validated estimator of ``base``'s kind with ``base``'s settings
+    (those not at their defaults), searching --Cs x --gammas (and the budget) over --folds."""
+    from budgetsvm import BudgetSVCCV, BudgetSVRCV, KernelSVCCV, KernelSVRCV
+
+    if args.stream or args.task == "novelty" or args.nu_svm or args.kernel == "precomputed":
+        raise ValueError(
+            "--search cross-validates C-SVC or epsilon-SVR on rows in memory; it takes no "
+            "--stream, -T novelty, --nu-svm or -k precomputed"
+        )
+    if args.folds < 2:
+        raise ValueError(f"--folds must be at least 2, got {args.folds}")
+    cls = {
+        "BudgetSVC": BudgetSVCCV,
+        "BudgetSVR": BudgetSVRCV,
+        "KernelSVC": KernelSVCCV,
+        "KernelSVR": KernelSVRCV,
+    }[type(base).__name__]
+    defaults = type(base)().get_params()
+    accepted = cls().get_params()
+    params = {
+        k: v
+        for k, v in base.get_params().items()
+        if k in accepted and k not in ("C", "gamma") and v != defaults[k]
+    }
+    if "budgets" in accepted:
+        params["budgets"] = "auto" if args.budget is None else args.budget
+    from sklearn.model_selection import KFold, StratifiedKFold
+
+    # Shuffled folds, as LIBSVM's grid.py (svm-train -v): a file's rows are often in order.
+    splitter = StratifiedKFold if args.task == "classification" else KFold
+    folds = splitter(args.folds, shuffle=True, random_state=args.seed or 0)
+    return cls(Cs=args.Cs, gammas=args.gammas, cv=folds, **params)
 
 
 def _budgeted_only(args: argparse.Namespace) -> List[str]:
@@ -255,6 +314,10 @@ def _estimator(args: argparse.Namespace) -> Any:
                 )
             clf = _budgeted_estimator(args, task, solver, gamma)
             clf._check_params()
+        if args.search:
+            clf = _search_estimator(args, clf)
+        elif args.Cs is not None or args.gammas is not None:
+            raise ValueError("--Cs and --gammas are the grid of --search")
     except ValueError as e:
         raise CliError(str(e), EXIT_USAGE) from None
     return clf
@@ -358,6 +421,9 @@ def _train(args: argparse.Namespace) -> int:
                 X = _precomputed_rows(X, n_rows, args.train_file)
             if args.task == "novelty":
                 clf.fit(X)
+            elif args.search:
+                bar.what, bar.unit = "searching", "fits"
+                clf.fit(X, y, _callback=bar.update)
             elif args.task == "classification" and args.solver in BUDGETED_SOLVERS:
 
                 def on_epoch(info: Any) -> None:
@@ -371,8 +437,24 @@ def _train(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     clf.save(model_path)
     if not args.quiet:
+        if args.search:
+            print(_search_summary(clf))
+            clf = clf.best_estimator_
         print(f"{_summary(args, clf, n_rows)}, {seconds:.2f} s; model written to {model_path}")
     return EXIT_OK
+
+
+def _search_summary(cv: Any) -> str:
+    """--search: what it chose, and its cross-validated score."""
+    best = ", ".join(
+        f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}" for k, v in cv.best_params_.items()
+    )
+    budget = f", budget {cv.best_budget_}" if hasattr(cv, "best_budget_") else ""
+    return (
+        f"search: {len({str(p) for p in cv.cv_results_['params']})} points, "
+        f"{cv.n_splits_} folds; best "
+        f"{best}{budget}; cross-validated score {cv.best_score_:.6g}"
+    )
 
 
 def _precomputed_rows(X: Any, n_rows: int, path: str) -> Any:
@@ -403,7 +485,7 @@ def _summary(args: argparse.Namespace, clf: Any, n_rows: int) -> str:
         f"{n_sv} support vectors"
     )
     if args.solver in BUDGETED_SOLVERS:
-        text += f" (budget {clf.budget}), {clf.n_iter_} epochs, gamma {clf.gamma_:.6g}"
+        text += f" (budget {clf.budget_}), {clf.n_iter_} epochs, gamma {clf.gamma_:.6g}"
     else:
         text += f", kernel {clf.kernel}"
         if clf.kernel not in ("linear", "precomputed"):
@@ -776,6 +858,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--no-shrinking", action="store_true", help="exact: no shrinking")
     g.add_argument("-v", "--verbose", action="store_true", help="print the solver's progress lines")
+    g = train.add_argument_group("search")
+    g.add_argument(
+        "--search",
+        action="store_true",
+        help="choose C and gamma (and the budget: -B auto, the default with --search) by "
+        "cross-validation, then train the best on all rows (BudgetSVCCV, KernelSVCCV, ...)",
+    )
+    g.add_argument(
+        "--Cs",
+        type=_number_list,
+        metavar="LIST",
+        help="--search: the Cs, comma-separated (default 0.25,1,4,16,64; -c is not used)",
+    )
+    g.add_argument(
+        "--gammas",
+        type=_gamma_list,
+        metavar="LIST",
+        help="--search: the gammas, comma-separated numbers, scale or auto (default 1/4, 1 "
+        "and 4 times gamma='scale'; -g is not used)",
+    )
+    g.add_argument(
+        "--folds", type=int, default=3, help="--search: cross-validation folds (default 3)"
+    )
     _common_io(train)
 
     predict = _command(

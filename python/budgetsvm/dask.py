@@ -545,6 +545,7 @@ def _fit_on_parts(clf, client, x_parts, y_parts, w_parts, columns, start):
     clf.dual_coef_ = np.ascontiguousarray(np.asarray(coef).T)
     clf.intercept_ = np.full(clf.dual_coef_.shape[0], offset)
     clf.n_iter_ = int(clf.epochs)
+    clf.budget_ = int(clf.budget)
     clf.history_ = None
     clf._stream = None
     if not regression:
