@@ -220,7 +220,7 @@ class BudgetedMachine(BudgetedRunParams, FitGuardedParams, ModelFileMixin, BaseE
             sample_weight=weights,
             epsilon=self._epsilon(),
             # Merges serve the model returned: the average's placement only when no polish
-            # re-solves the coefficients over the basis (DEVELOPERS.md).
+            # re-solves the coefficients over the basis (docs/architecture.md).
             average_placement=not self.polish,
         )
 

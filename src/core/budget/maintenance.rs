@@ -276,7 +276,7 @@ impl BudgetMaintainer {
     /// iterate's, which takes its best coefficient at that z. Placed for the current
     /// coefficients, a fresh SV (no average yet) drags its partner's average towards itself at
     /// every merge, and where the kernel is narrow the average ends far from the iterates'
-    /// (checkerboard stream: 63% against 95%; DEVELOPERS.md, "Averaging with merging"). With
+    /// (checkerboard stream: 63% against 95%; docs/architecture.md, "Averaging with merging"). With
     /// a polish, which keeps only the basis, leave it off: placed for the average, the basis
     /// stops following the data during the averaging window.
     pub fn set_average_placement(&mut self, on: bool) {
