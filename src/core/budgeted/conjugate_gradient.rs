@@ -1,5 +1,5 @@
-//! The polish's Hessian-free direction (`../shared/POLISH.md`, FALKON: Rudi, Carratino &
-//! Rosasco 2017): the Newton system H x = -g solved by preconditioned conjugate gradients,
+//! The polish's Hessian-free direction (`polish.rs`; FALKON: Rudi, Carratino & Rosasco
+//! 2017): the Newton system H x = -g solved by preconditioned conjugate gradients,
 //! H applied as products with the squared rows' kernel values (never formed), and the dense
 //! Cholesky factorisations both the Newton system and the preconditioner need.
 //!

@@ -1,6 +1,6 @@
-//! The polish: the exact solve of a budgeted model's coefficients over its basis S
-//! (`../shared/POLISH.md`). The budgeted pass chooses S well and its coefficients poorly; the
-//! polish keeps S and solves, for each output,
+//! The polish: the exact solve of a budgeted model's coefficients over its basis S (design
+//! notes: `docs/polish_notes.md`). The budgeted pass chooses S well and its coefficients
+//! poorly; the polish keeps S and solves, for each output,
 //!
 //!   min_{beta, b}  1/2 beta^T K_SS beta + C sum_i w_i loss_i(k_i . beta + b)
 //!

@@ -26,7 +26,7 @@ pub(crate) fn check_run(gamma: f64, n_samples: usize, budget: usize, epochs: usi
 
 /// Where the polish's classification loss turns from the square to its tangent: margins in
 /// (1 - HINGE_BEND, 1) are squared, lower ones linear. Measured on the hard generator
-/// (`../shared/data/hard10d.py`, 100,000 and 200,000 rows, B = 3,000): the squared hinge
+/// (the hard10d generator, 100,000 and 200,000 rows, B = 3,000): the squared hinge
 /// everywhere 90.47% / 91.07%, this bend at 0.5 91.16% / 91.80%, at 0.2 91.07% / 91.77% (the
 /// exact SVM 91.87% at 200,000): the square lets the 5% flipped labels, far on the wrong
 /// side, pull the boundary. At 0.5 the two pieces meet with slope -1 and the square is the

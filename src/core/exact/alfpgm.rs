@@ -1,5 +1,5 @@
-//! ALFPGM with pWSS (Aregbesola & Griva, paper 003; the method as restated in
-//! `../shared/ALFPGM.md`): an exact solver of the dual C-SVC that optimises p pairs of variables
+//! ALFPGM with pWSS (Aregbesola & Griva, paper 003; the method as built and the choices made:
+//! `docs/alfpgm_notes.md`): an exact solver of the dual C-SVC that optimises p pairs of variables
 //! per decomposition step.
 //!
 //! The problem is `smo.rs`'s (`DualProblem`: min 1/2 a^T Q a + p^T a, y^T a fixed, a box per
