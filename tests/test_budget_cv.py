@@ -14,6 +14,10 @@ from budgetsvm import (
     BudgetSVCCV,
     BudgetSVR,
     BudgetSVRCV,
+    KernelNuSVC,
+    KernelNuSVCCV,
+    KernelNuSVR,
+    KernelNuSVRCV,
     KernelSVC,
     KernelSVCCV,
     KernelSVRCV,
@@ -101,6 +105,31 @@ def test_any_grid_and_folds_score_as_grid_search_cv(Cs, gammas, n_folds, k, seed
     assert_allclose(ours.cv_results_["mean_test_score"], budgeted.cv_results_["mean_test_score"])
     assert ours.best_params_ == budgeted.best_params_
     assert_allclose(ours.decision_function(X), budgeted.decision_function(X))
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_the_nu_searches_are_grid_search_cvs(k):
+    X, y = classes(300, k=k)
+    folds = StratifiedKFold(3, shuffle=True, random_state=0)
+    grid = {"gamma": [0.1, 0.5], "nu": [0.2, 0.4]}
+    reference = GridSearchCV(KernelNuSVC(tol=1e-6), grid, cv=folds).fit(X, y)
+    cv = KernelNuSVCCV(nus=grid["nu"], gammas=grid["gamma"], cv=folds, tol=1e-6, search="grid")
+    cv.fit(X, y)
+    assert cv.cv_results_["params"] == reference.cv_results_["params"]
+    assert_allclose(cv.cv_results_["mean_test_score"], reference.cv_results_["mean_test_score"])
+    assert cv.best_params_ == reference.best_params_
+    assert_array_equal(cv.predict(X), reference.predict(X))
+    with pytest.raises(ValueError, match="nu-SVC has no C"):
+        KernelNuSVCCV(Cs=[1.0], cv=3).fit(X, y)
+    X, y = regression(300)
+    folds = KFold(3, shuffle=True, random_state=0)
+    grid = {"C": [1.0, 4.0], "gamma": [0.1], "nu": [0.2, 0.5]}
+    reference = GridSearchCV(KernelNuSVR(tol=1e-6), grid, cv=folds).fit(X, y)
+    cv = KernelNuSVRCV(
+        Cs=grid["C"], gammas=grid["gamma"], nus=grid["nu"], cv=folds, tol=1e-6, search="grid"
+    ).fit(X, y)
+    assert_allclose(cv.cv_results_["mean_test_score"], reference.cv_results_["mean_test_score"])
+    assert cv.best_params_ == reference.best_params_
 
 
 def test_the_regression_search_with_epsilons():
@@ -223,6 +252,8 @@ SMALL = dict(Cs=[1.0, 4.0], gammas=["scale"], cv=3)
     [
         KernelSVCCV(**SMALL),
         KernelSVRCV(**SMALL),
+        KernelNuSVCCV(nus=[0.1, 0.2], gammas=["scale"], cv=3),
+        KernelNuSVRCV(**SMALL, nus=[0.1, 0.2]),
         BudgetSVCCV(**SMALL, budgets=30, random_state=0),
         BudgetSVCCV(**SMALL, random_state=0),
         BudgetSVRCV(**SMALL, budgets=30, random_state=0),
@@ -232,6 +263,11 @@ SMALL = dict(Cs=[1.0, 4.0], gammas=["scale"], cv=3)
         "the optimum, and repeated rows change the folds",
         "check_sample_weight_equivalence_on_sparse_data": "weights equal repetition only at "
         "the optimum, and repeated rows change the folds",
+        **(
+            {"check_class_weight_classifiers": "class_weight is ignored, as in NuSVC"}
+            if isinstance(est, KernelNuSVCCV)
+            else {}
+        ),
     },
 )
 def test_sklearn_compatible(estimator, check):
@@ -239,5 +275,5 @@ def test_sklearn_compatible(estimator, check):
 
 
 def test_cv_estimators_are_exported():
-    for name in ("BudgetSVCCV", "BudgetSVRCV"):
+    for name in ("BudgetSVCCV", "BudgetSVRCV", "KernelNuSVCCV", "KernelNuSVRCV"):
         assert name in budgetsvm.__all__ and getattr(budgetsvm, name).__name__ == name

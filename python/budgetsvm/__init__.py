@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from budgetsvm.budget_cv import BudgetSVCCV, BudgetSVRCV
     from budgetsvm.budget_svc import BudgetSVC
     from budgetsvm.budget_svr import BudgetSVR
-    from budgetsvm.kernel_cv import KernelSVCCV, KernelSVRCV
+    from budgetsvm.kernel_cv import KernelNuSVCCV, KernelNuSVRCV, KernelSVCCV, KernelSVRCV
     from budgetsvm.kernel_nu_svc import KernelNuSVC
     from budgetsvm.kernel_nu_svr import KernelNuSVR
     from budgetsvm.kernel_one_class import KernelOneClassSVM
@@ -29,7 +29,9 @@ _WHERE = {
     "BudgetSVR": "budgetsvm.budget_svr",
     "BudgetSVRCV": "budgetsvm.budget_cv",
     "KernelNuSVC": "budgetsvm.kernel_nu_svc",
+    "KernelNuSVCCV": "budgetsvm.kernel_cv",
     "KernelNuSVR": "budgetsvm.kernel_nu_svr",
+    "KernelNuSVRCV": "budgetsvm.kernel_cv",
     "KernelOneClassSVM": "budgetsvm.kernel_one_class",
     "KernelSVC": "budgetsvm.kernel_svc",
     "KernelSVCCV": "budgetsvm.kernel_cv",
@@ -50,7 +52,9 @@ __all__ = [
     "BudgetSVR",
     "BudgetSVRCV",
     "KernelNuSVC",
+    "KernelNuSVCCV",
     "KernelNuSVR",
+    "KernelNuSVRCV",
     "KernelOneClassSVM",
     "KernelSVC",
     "KernelSVCCV",

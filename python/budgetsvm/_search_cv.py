@@ -530,14 +530,16 @@ def _grid(
     indices."""
     names = sorted(axes)
     shape = [len(axes[name]) for name in names]
+    # A grid without C (nu-SVC) has a path per point, its C None.
+    along = "C" if "C" in axes else None
     candidates = []
-    paths: Dict[Tuple[int, ...], List[Tuple[float, int]]] = {}
+    paths: Dict[Tuple[int, ...], List[Tuple[Any, int]]] = {}
     for i, at in enumerate(np.ndindex(*shape)):
         point = {name: axes[name][j] for name, j in zip(names, at)}
         candidates.append(point)
-        others = tuple(j for name, j in zip(names, at) if name != "C")
-        paths.setdefault(others, []).append((point["C"], i))
-    fixed = [name for name in names if name != "C"]
+        others = tuple(j for name, j in zip(names, at) if name != along)
+        paths.setdefault(others, []).append((point.get("C"), i))
+    fixed = [name for name in names if name != along]
     return candidates, [
         ({name: axes[name][j] for name, j in zip(fixed, key)}, members)
         for key, members in paths.items()

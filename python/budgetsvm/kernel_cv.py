@@ -13,11 +13,11 @@ estimator predicts with that model (``best_estimator_``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from sklearn.base import RegressorMixin, clone
 
-from budgetsvm._exact import check_epsilon
+from budgetsvm._exact import check_epsilon, check_nu
 from budgetsvm._search_cv import (
     DEFAULT_CS,
     DEFAULT_GAMMA_FACTORS,
@@ -25,12 +25,22 @@ from budgetsvm._search_cv import (
     FoldRows,
     SearchClassifierMixin,
     SearchCV,
+    _values,
 )
 from budgetsvm._validation import check_choice
+from budgetsvm.kernel_nu_svc import KernelNuSVC
+from budgetsvm.kernel_nu_svr import KernelNuSVR
 from budgetsvm.kernel_svc import KernelSVC
 from budgetsvm.kernel_svr import KernelSVR
 
-__all__ = ["KernelSVCCV", "KernelSVRCV", "DEFAULT_CS", "DEFAULT_GAMMA_FACTORS"]
+__all__ = [
+    "KernelNuSVCCV",
+    "KernelNuSVRCV",
+    "KernelSVCCV",
+    "KernelSVRCV",
+    "DEFAULT_CS",
+    "DEFAULT_GAMMA_FACTORS",
+]
 
 #: The kernels whose parameters a search takes (a precomputed or callable kernel has no gamma
 #: to search, and its matrix is not the features the folds split).
@@ -76,7 +86,48 @@ class _ExactSearchCV(SearchCV):
 
 
 @dataclass(kw_only=True, eq=False, repr=False)
-class KernelSVCCV(SearchClassifierMixin, _ExactSearchCV):
+class _ExactClassifierSearch(_ExactSearchCV):
+    """The exact classifiers' own parameters, passed to every fit (probabilities: the refit's)."""
+
+    class_weight: Any = None
+    probability: bool = False
+    decision_function_shape: str = "ovr"
+    break_ties: bool = False
+
+    def _estimator_params(self) -> Dict[str, Any]:
+        names = "class_weight probability decision_function_shape break_ties random_state"
+        return {
+            **super()._estimator_params(),
+            **{name: getattr(self, name) for name in names.split()},
+        }
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class _NuGrid:
+    """The nu axis (``nus``, or ``[nu]``) of the nu machines' searches, whose points are fitted
+    cold (the C path is C-SVC's and epsilon-SVR's)."""
+
+    nu: float = 0.5
+    nus: Optional[Sequence[float]] = None
+
+    def _grid_axes(self, X: Any) -> Dict[str, List[Any]]:
+        axes = super()._grid_axes(X)  # type: ignore[misc]
+        axes["nu"] = _values("nus", self.nus, [self.nu], check_nu)
+        return axes
+
+    def _fit_members(
+        self, template: Any, fixed: Dict[str, Any], Cs: List[float], fold: FoldRows
+    ) -> List[Any]:
+        return [
+            clone(template)
+            .set_params(**fixed, **({} if c is None else {"C": c}))
+            .fit(fold.X, fold.y, sample_weight=fold.weights)
+            for c in Cs
+        ]
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class KernelSVCCV(SearchClassifierMixin, _ExactClassifierSearch):
     """``KernelSVC`` with C and gamma chosen by cross-validation.
 
     Searches the grid ``Cs`` x ``gammas`` as scikit-learn's ``GridSearchCV(KernelSVC(), ...)``
@@ -145,19 +196,7 @@ class KernelSVCCV(SearchClassifierMixin, _ExactSearchCV):
         As GridSearchCV's.
     """
 
-    class_weight: Any = None
-    probability: bool = False
-    decision_function_shape: str = "ovr"
-    break_ties: bool = False
-
     _estimator = KernelSVC
-
-    def _estimator_params(self) -> Dict[str, Any]:
-        names = "class_weight probability decision_function_shape break_ties random_state"
-        return {
-            **super()._estimator_params(),
-            **{name: getattr(self, name) for name in names.split()},
-        }
 
 
 @dataclass(kw_only=True, eq=False, repr=False)
@@ -188,3 +227,71 @@ class KernelSVRCV(RegressorMixin, EpsilonSearch, _ExactSearchCV):
 
     def _estimator_params(self) -> Dict[str, Any]:
         return {**super()._estimator_params(), "epsilon": check_epsilon(self.epsilon)}
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class KernelNuSVCCV(SearchClassifierMixin, _NuGrid, _ExactClassifierSearch):
+    """``KernelNuSVC`` with nu and gamma chosen by cross-validation.
+
+    ``KernelSVCCV``'s search (see there) over ``nus`` x ``gammas``, each point fitted cold (a
+    change of nu moves the whole dual polytope: there is no path to share), with successive
+    halving over rows from 2,000 training rows a fold (``search='auto'``).
+
+    Parameters
+    ----------
+    nus : list of float, default=None
+        The nus searched (each in (0, 1]); None: ``[nu]``.
+    nu : float, default=0.5
+        The nu when ``nus`` is None.
+    gammas, cv, scoring, refit, cache_size, n_jobs, verbose, search, random_state :
+        As ``KernelSVCCV``'s.
+    Cs : None
+        Must be None: nu-SVC has no C.
+    kernel, degree, coef0, shrinking, tol, max_iter, solver, solver_options :
+        As ``KernelNuSVC``'s, for every fit of the search and the refit.
+    class_weight, probability, decision_function_shape, break_ties :
+        As ``KernelNuSVC``'s (probabilities: the refit's only).
+
+    Attributes
+    ----------
+    As ``KernelSVCCV``'s; ``best_params_`` holds gamma and nu, ``best_estimator_`` is a
+    ``KernelNuSVC``.
+    """
+
+    _estimator = KernelNuSVC
+
+    def _check_search_params(self) -> None:
+        super()._check_search_params()
+        if self.Cs is not None:
+            raise ValueError("Cs must be None: nu-SVC has no C (KernelNuSVCCV searches nus)")
+
+    def _grid_axes(self, X: Any) -> Dict[str, List[Any]]:
+        axes = super()._grid_axes(X)
+        del axes["C"]
+        return axes
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class KernelNuSVRCV(RegressorMixin, _NuGrid, _ExactSearchCV):
+    """``KernelNuSVR`` with C, nu and gamma chosen by cross-validation.
+
+    ``KernelSVRCV``'s search (see there) over ``Cs`` x ``gammas`` x ``nus``, each point
+    fitted cold.
+
+    Parameters
+    ----------
+    Cs, gammas, cv, scoring, refit, cache_size, n_jobs, verbose, search, random_state :
+        As ``KernelSVRCV``'s.
+    nus : list of float, default=None
+        The nus searched (each in (0, 1]); None: ``[nu]``.
+    nu : float, default=0.5
+        The nu when ``nus`` is None.
+    kernel, degree, coef0, shrinking, tol, max_iter, solver, solver_options :
+        As ``KernelNuSVR``'s, for every fit of the search and the refit.
+
+    Attributes
+    ----------
+    As ``KernelSVCCV``'s; ``best_estimator_`` is a ``KernelNuSVR``.
+    """
+
+    _estimator = KernelNuSVR
