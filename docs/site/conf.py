@@ -51,6 +51,14 @@ sphinx_gallery_conf = {
 
 templates_path: list = []
 exclude_patterns = ["_build", "auto_examples/*.ipynb", "auto_examples/*.py", "auto_examples/*.zip"]
-html_theme = "alabaster"
-html_theme_options = {"description": "Gaussian-kernel SVMs on a budget", "fixed_sidebar": True}
+# The theme of scikit-learn's and numpy's sites, which the users of this one know.
+html_theme = "pydata_sphinx_theme"
+html_title = "budgetsvm"
+html_theme_options = {
+    "navbar_align": "left",
+    "show_toc_level": 2,
+    "secondary_sidebar_items": ["page-toc"],
+    "footer_start": ["copyright"],
+    "footer_end": ["sphinx-version"],
+}
 html_static_path: list = []
