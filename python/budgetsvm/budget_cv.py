@@ -87,64 +87,64 @@ class _BudgetSearchCV(BudgetedRunParams, SearchCV):
     def _last_round(self, last: LastRound) -> Optional[RoundResult]:
         if not isinstance(self.budgets, str):
             return None
-        template, candidates, alive, cross_validate, rows = last
-        earlier = [b for r, b in self._budget_of_rows.items() if r < rows]
-        start = max([_budget_search.START] + earlier)
-        step_tol = max(float(self.polish_tol), _budget_search.STEP_POLISH_TOL)
-        n_folds = None
-        out: Optional[List[np.ndarray]] = None
-        for i in alive:
-            steps: List[Dict[str, Any]] = []
-            budget = min(start, rows)
-            while True:
-                steps.append(self._ladder_step(cross_validate, candidates[i], budget, step_tol))
-                if self.verbose:
-                    print(
-                        f"[budgetsvm] {candidates[i]} at budget {budget}: mean score "
-                        f"{steps[-1]['mean_test_score']:.5f} ({float(np.sum(steps[-1]['fit_times'])):.2f} s)",
-                        flush=True,
-                    )
-                decision = _budget_search.next_budget(
-                    [s["budget"] for s in steps], [s["mean_test_score"] for s in steps], rows
-                )
-                if decision is None:
-                    break
-                budget, last = decision
-                if last:
-                    steps.append(self._ladder_step(cross_validate, candidates[i], budget, step_tol))
-                    break
+        earlier = [b for r, b in self._budget_of_rows.items() if r < last.rows]
+        start = min(max([_budget_search.START] + earlier), last.rows)
+        results = []
+        for i in last.alive:
+            steps = self._budget_ladder(last, last.candidates[i], start)
             best = steps[int(np.argmax([s["mean_test_score"] for s in steps]))]
             self._chosen_budgets[i] = best["budget"]
             self._ladders[i] = [
                 {"budget": s["budget"], "mean_test_score": s["mean_test_score"]} for s in steps
             ]
-            if out is None:
-                n_folds = len(best["test_scores"])
-                out = [np.full((len(candidates), n_folds), np.nan) for _ in range(3)]
-                out[1][:] = 0.0
-                out[2][:] = 0.0
-            out[0][i] = best["test_scores"]
-            # The whole search's time a fold, as the point's fit time.
-            out[1][i] = np.sum([s["fit_times"] for s in steps], axis=0)
-            out[2][i] = best["score_times"]
-        assert out is not None and n_folds is not None
-        return out[0], out[1], out[2]
+            # The point's fit time a fold: its whole budget search's.
+            results.append((i, best, np.sum([s["fit_times"] for s in steps], axis=0)))
+        n_folds = len(results[0][1]["test_scores"])
+        scores = np.full((len(last.candidates), n_folds), np.nan)
+        fit_times, score_times = np.zeros_like(scores), np.zeros_like(scores)
+        for i, best, seconds in results:
+            scores[i], fit_times[i], score_times[i] = (
+                best["test_scores"],
+                seconds,
+                best["score_times"],
+            )
+        return scores, fit_times, score_times
 
-    @staticmethod
-    def _ladder_step(
-        cross_validate: Any, point: Dict[str, Any], budget: int, tol: float
-    ) -> Dict[str, Any]:
-        """One point cross-validated at ``budget`` (polished to ``tol``)."""
-        scores, fit_times, score_times = cross_validate(
-            point, {"budget": budget, "polish_tol": tol}
-        )
-        return {
-            "budget": budget,
-            "mean_test_score": float(np.mean(scores)),
-            "test_scores": scores,
-            "fit_times": fit_times,
-            "score_times": score_times,
-        }
+    def _budget_ladder(
+        self, last: LastRound, point: Dict[str, Any], start: int
+    ) -> List[Dict[str, Any]]:
+        """``budget='auto'``'s steps (``_budget_search.next_budget``) for one point, each a
+        cross-validation whose score is the mean over the folds."""
+        tol = max(float(self.polish_tol), _budget_search.STEP_POLISH_TOL)
+        steps: List[Dict[str, Any]] = []
+        budget, final = start, False
+        while True:
+            scores, fit_times, score_times = last.cross_validate(
+                point, {"budget": budget, "polish_tol": tol}
+            )
+            steps.append(
+                {
+                    "budget": budget,
+                    "mean_test_score": float(np.mean(scores)),
+                    "test_scores": scores,
+                    "fit_times": fit_times,
+                    "score_times": score_times,
+                }
+            )
+            if self.verbose:
+                print(
+                    f"[budgetsvm] {point} at budget {budget}: mean score "
+                    f"{steps[-1]['mean_test_score']:.5f} ({float(np.sum(fit_times)):.2f} s)",
+                    flush=True,
+                )
+            if final:
+                return steps
+            decision = _budget_search.next_budget(
+                [s["budget"] for s in steps], [s["mean_test_score"] for s in steps], last.rows
+            )
+            if decision is None:
+                return steps
+            budget, final = decision
 
     def _refit_params(self) -> Dict[str, Any]:
         return {"budget": self.best_budget_}
