@@ -5,8 +5,8 @@ The budget buys accuracy with time: every doubling costs a little more than twic
 gains less than the doubling before (hard10d, 200,000 rows: 1.4, 1.2, 0.6, 0.3 points from
 B = 250 to 4,000; ijcnn1: 0.3 points from 250 to 500, nothing beyond). So the search fits
 budgets 250, 500, 1,000, ... on the rows outside a held-out part and scores each there; from the
-last two gains it predicts where one more doubling would gain less than ``GAIN_TOL`` (the gains
-shrink by about half per doubling, ``GAIN_RATIO``) and stops there:
+last gains (up to ``GAINS_USED``) it predicts where one more doubling would gain less than
+``GAIN_TOL`` (the gains shrink by about half per doubling, ``GAIN_RATIO``) and stops there:
 
 - where the last doubling gained less than ``GAIN_TOL``, the best budget fitted so far is kept
   (the step past the knee is already paid; a smaller budget predicts faster);
@@ -124,7 +124,7 @@ def search_budget(
     steps: List[Dict[str, Any]] = []
     if len(train) < LADDER_ROWS or len(held) == 0:
         chosen = _step(steps, template, min(n, START), X, y, sample_weight, fit_params)
-        return chosen, _record(steps, 0, started)
+        return chosen, _record(steps, 0, 0, started)
     X_train, y_train = X[train], y[train]
     w_train = None if sample_weight is None else sample_weight[train]
     X_held, y_held = X[held], y[held]
@@ -157,15 +157,13 @@ def search_budget(
         budget, last = decision
         if last:
             # The last step: every row, the estimator's own polish tolerance.
-            chosen = _step(steps, template, min(budget, n), X, y, sample_weight, fit_params)
-            return chosen, _record(steps, len(held), started)
+            chosen = _step(steps, template, budget, X, y, sample_weight, fit_params)
+            return chosen, _record(steps, len(steps) - 1, len(held), started)
     if wants_probability:
         # The steps fitted no probabilities: the kept budget again, with them, on every row.
         chosen = _step(steps, template, steps[kept]["budget"], X, y, sample_weight, fit_params)
-        return chosen, _record(steps, len(held), started)
-    for i, s in enumerate(steps):
-        s["kept"] = i == kept
-    return models[kept], _record(steps, len(held), started)
+        return chosen, _record(steps, len(steps) - 1, len(held), started)
+    return models[kept], _record(steps, kept, len(held), started)
 
 
 def _step(
@@ -177,9 +175,7 @@ def _step(
     w: Any,
     fit_params: Dict[str, Any],
 ) -> Any:
-    """One fit of the search at ``budget``, recorded in ``steps`` (kept until a later one is)."""
-    for s in steps:
-        s["kept"] = False
+    """One fit of the search at ``budget``, recorded in ``steps``."""
     t = time.perf_counter()
     model = clone(template).set_params(budget=int(max(budget, 2)))
     model.fit(X, y, sample_weight=w, **fit_params)
@@ -189,17 +185,20 @@ def _step(
             "rows": int(X.shape[0]),
             "held_out_score": None,
             "seconds": time.perf_counter() - t,
-            "kept": True,
         }
     )
     return model
 
 
-def _record(steps: List[Dict[str, Any]], held_out_rows: int, started: float) -> Dict[str, Any]:
-    """``fit_stats_['budget_search']``: the steps, the kept one's budget, the time in all."""
-    budget = next(s["budget"] for s in steps if s["kept"])
+def _record(
+    steps: List[Dict[str, Any]], kept: int, held_out_rows: int, started: float
+) -> Dict[str, Any]:
+    """``fit_stats_['budget_search']``: the steps (step ``kept`` the model's), its budget, the
+    held-out rows and the time in all."""
+    for i, step in enumerate(steps):
+        step["kept"] = i == kept
     return {
-        "budget": budget,
+        "budget": steps[kept]["budget"],
         "steps": steps,
         "held_out_rows": held_out_rows,
         "seconds": time.perf_counter() - started,

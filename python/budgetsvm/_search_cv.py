@@ -92,13 +92,12 @@ class FoldRows(NamedTuple):
 
 
 class LastRound(NamedTuple):
-    """What a subclass's last round (``SearchCV._last_round``) works with: the template
-    estimator, the grid's candidates, the indices of those left, ``cross_validate(point,
+    """What a subclass's last round (``SearchCV._last_round``) works with: the grid's
+    candidates, the indices of those left, ``cross_validate(point,
     extra)`` (one point, with the parameters ``extra`` added, fitted on every fold's training
     rows: its scores, fit times and score times, one per fold) and the fewest training rows of
     a fold."""
 
-    template: Any
     candidates: List[Dict[str, Any]]
     alive: List[int]
     cross_validate: Any
@@ -304,9 +303,7 @@ class SearchCV(FitGuardedParams, BaseEstimator):
             last = r + 1 == len(fractions)
             result = None
             if last:
-                result = self._last_round(
-                    LastRound(template, candidates, alive, cross_validate, n_train)
-                )
+                result = self._last_round(LastRound(candidates, alive, cross_validate, n_train))
             scores, fit_times, score_times = result or run_round(alive, fraction)
             rounds.append((list(alive), fraction, scores, fit_times, score_times))
             if not last:
@@ -402,7 +399,7 @@ class _FitCount:
     steps beyond its first join the plan as they come)."""
 
     def __init__(self, callback: Any, n_folds: int, n_candidates: int, n_rounds: int) -> None:
-        self.callback, self.n_folds, self.done, self.planned = callback, n_folds, 0, 0
+        self.callback, self.done, self.planned = callback, 0, 0
         for _ in range(n_rounds):
             self.planned += n_candidates * n_folds
             n_candidates = -(-n_candidates // HALVING_FACTOR)

@@ -66,16 +66,18 @@ class _BudgetSearchCV(BudgetedRunParams, SearchCV):
             )
 
     def _round_budget(self, rows: int) -> int:
-        """The budget of a round before the last whose folds train on ``rows`` rows."""
+        """The budget of a round whose folds train on ``rows`` rows: an integer ``budgets`` in
+        the last round, else ``ROUND_ROWS_PER_SV`` rows a vector (never above ``budgets``)."""
+        fixed = not isinstance(self.budgets, str)
+        if fixed and rows >= self._last_rows:
+            return int(self.budgets)
         budget = min(max(rows // ROUND_ROWS_PER_SV, ROUND_BUDGET_MIN), rows)
-        return max(2, budget if isinstance(self.budgets, str) else min(budget, self.budgets))
+        return max(2, min(budget, self.budgets) if fixed else budget)
 
     def _fit_members(
         self, template: Any, fixed: Dict[str, Any], Cs: List[float], fold: FoldRows
     ) -> List[Any]:
         budget = self._round_budget(fold.round_rows)
-        if fold.round_rows >= self._last_rows and not isinstance(self.budgets, str):
-            budget = int(self.budgets)  # the last round, at the budget given
         self._budget_of_rows[fold.round_rows] = budget
         return [
             clone(template)
