@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from budgetsvm import BudgetSVC, KernelSVC, load_model
-from budgetsvm._one_vs_one import ovr_scores, pair_budgets, pair_seed
+from budgetsvm._one_vs_one import PolishMethodProbe, ovr_scores, pair_budgets, pair_seed
 from hypothesis import given
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
@@ -29,10 +29,15 @@ def blobs(n: int, k: int, seed: int) -> tuple:
     return centers[y] + rng.normal(size=(n, 3)), y
 
 
-def test_each_pair_is_the_binary_model_on_its_two_classes():
+@pytest.mark.parametrize("probe", [False, True])
+def test_each_pair_is_the_binary_model_on_its_two_classes(probe, monkeypatch):
     # The model is its pairs' binary BudgetSVCs side by side: pair (a, b) trained on the rows of
     # a and b (in their order), with its share of the budget and its own seed; its value is
-    # positive for a.
+    # positive for a. Bit for bit where the pairs' polishes find their directions as the binary
+    # model does (the probe off); with the probe (PolishMethodProbe: Hessian-free after the first
+    # pair) the same optimum to the polish's tolerance.
+    if not probe:
+        monkeypatch.setattr(PolishMethodProbe, "hessian_free_from", lambda self: None)
     X, y = blobs(900, 4, 0)
     labels = np.array(["w", "x", "y", "z"])[y]
     clf = BudgetSVC(budget=120, **KW).fit(X, labels)
@@ -51,9 +56,37 @@ def test_each_pair_is_the_binary_model_on_its_two_classes():
         binary.set_params(gamma=0.5).fit(X[keep], labels[keep])
         group = slice(starts[p], starts[p + 1])
         assert_array_equal(clf.support_vectors_[group], binary.support_vectors_)
+        if probe:
+            objective = clf.fit_stats_["pairs"][p]["polish"]["objective"][0]
+            assert objective == pytest.approx(binary.fit_stats_["polish"]["objective"][0], rel=1e-5)
+            assert_allclose(pair_values[:, p], -binary.decision_function(X), atol=2e-3)
+            continue
         assert_array_equal(clf.dual_coef_[0, group], -binary.dual_coef_[0])
         assert clf.intercept_[p] == -binary.intercept_[0]
         assert_allclose(pair_values[:, p], -binary.decision_function(X), atol=1e-10)
+
+
+def test_the_first_pair_s_polish_chooses_the_others_method():
+    # The rule on the first pair's figures, later pairs' figures ignored.
+    for stats, n_sv, expected in [
+        (dict(system_from=0, cg_products=25), 100, True),
+        (dict(system_from=0, cg_products=26), 100, False),  # more than forming the system
+        (dict(system_from=3, cg_products=5), 100, False),  # it stalled and formed it
+    ]:
+        method = PolishMethodProbe()
+        assert method.hessian_free_from() == 0  # the probe itself runs Hessian-free
+        method.record(stats, n_sv)
+        method.record(dict(system_from=0, cg_products=0), n_sv)
+        assert method.hessian_free is expected
+        assert method.hessian_free_from() == (0 if expected else None)
+    # In a fit: the first pair ran Hessian-free, and where it failed the rule the others formed
+    # the Newton system (no conjugate-gradient products below HESSIAN_FREE_BASIS).
+    X, y = blobs(1500, 4, 3)
+    clf = BudgetSVC(budget=300, **KW).fit(X, y)
+    first, *others = [p["polish"] for p in clf.fit_stats_["pairs"]]
+    assert first["cg_products"] > 0 or first["system_from"] > 0
+    if first["system_from"] > 0 or 4 * first["cg_products"] > clf.n_support_per_pair_[0]:
+        assert all(p["cg_products"] == 0 for p in others)
 
 
 def test_decision_and_predict_follow_scikit_learn_s_vote():

@@ -346,9 +346,11 @@ class BudgetedMachine(BudgetedRunParams, FitGuardedParams, ModelFileMixin, BaseE
         weights: Optional[np.ndarray],
         C: float,
         callback: Callback = None,
+        hessian_free_from: Optional[int] = None,
     ) -> None:
         """The polish of the current model on validated rows (warm start: its coefficients
-        and intercept)."""
+        and intercept); ``hessian_free_from`` overrides the support vectors from which the
+        solve is Hessian-free (one-vs-one's ``PolishMethodProbe``)."""
         result = _budgetsvm.polish(
             X_native,
             targets,
@@ -365,6 +367,7 @@ class BudgetedMachine(BudgetedRunParams, FitGuardedParams, ModelFileMixin, BaseE
             callback=callback,
             epsilon=self._epsilon(),
             n_threads=check_n_jobs(self.n_jobs),
+            hessian_free_from=hessian_free_from,
         )
         self._apply_polish(result)
 

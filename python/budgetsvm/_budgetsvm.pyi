@@ -57,6 +57,7 @@ class _PolishSettings(TypedDict):
     callback: NotRequired[_Callback]
     epsilon: NotRequired[Optional[float]]
     n_threads: NotRequired[Optional[int]]
+    hessian_free_from: NotRequired[Optional[int]]
 
 class _FitBsgdOptions(_BudgetSettings, _FitSettings, _BsgdSettings): ...
 class _FitBscaOptions(_BudgetSettings, _FitSettings): ...

@@ -19,7 +19,7 @@ the shared budget and as accurate as the exact SVM.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -78,6 +78,36 @@ def pair_rows(y_index: np.ndarray, n_classes: int) -> List[np.ndarray]:
     their order in the data."""
     members = [np.flatnonzero(y_index == c) for c in range(n_classes)]
     return [np.sort(np.concatenate((members[a], members[b]))) for a, b in class_pairs(n_classes)]
+
+
+class PolishMethodProbe:
+    """How the pairs' polishes find their Newton directions, decided once for all pairs.
+
+    Below ``HESSIAN_FREE_BASIS`` support vectors a binary polish forms the Newton system, the
+    safe choice on a single problem (where the Hessian-free solve's preconditioner fits the
+    rows badly, as on a9a, conjugate gradients stall and forming the system late costs up to
+    twice the time). The pairs of one data set are alike, so the first pair polished runs
+    Hessian-free from its first iteration (``hessian_free_from=0``, which still forms the
+    system when that stalls) as a probe: if it never formed the system and needed no more
+    products than forming it costs (a quarter of its support vectors, the rule of the polish's
+    own subsample probe), every other pair runs Hessian-free too, else the default. hardmc at
+    100,000 rows (15 pairs of 13,000-56,000 rows, 330-1,350 SVs each): the pairs' polishes
+    4.9 -> 3.7 s at the same objective to 1e-6, a pair's as much as 2x faster.
+    """
+
+    def __init__(self) -> None:
+        self.hessian_free: Optional[bool] = None
+
+    def hessian_free_from(self) -> Optional[int]:
+        """The next pair's ``hessian_free_from``: 0 while probing or when the probe passed."""
+        return None if self.hessian_free is False else 0
+
+    def record(self, polish_stats: Dict[str, Any], n_sv: int) -> None:
+        """Decides from the first pair's ``fit_stats_['polish']``."""
+        if self.hessian_free is None:
+            self.hessian_free = (
+                polish_stats["system_from"] == 0 and 4 * polish_stats["cg_products"] <= n_sv
+            )
 
 
 def pair_progress(callback: Any, n_pairs: int, epochs: int) -> Any:

@@ -430,6 +430,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
             probability=False, class_weight=None, record_history=False, gamma=self.gamma_
         )
         support_vectors, coef, intercept, stats, streams = [], [], [], [], []
+        method = _one_vs_one.PolishMethodProbe()
         for (a, b), index, budget, result in zip(pairs, members, budgets, results):
             pair_started = time.perf_counter()
             model = clone(template).set_params(budget=budget)
@@ -446,7 +447,9 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
                     None if rows.weights is None else rows.weights[index],
                     self._c_for(len(index)),
                     _callback,
+                    method.hessian_free_from(),
                 )
+                method.record(model.fit_stats_["polish"], model.support_vectors_.shape[0])
             if self.verbose:
                 print(
                     f"pair {len(stats) + 1}/{len(pairs)} ({rows.classes[a]!r}, "
@@ -559,6 +562,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         weights: Optional[np.ndarray],
         C: float,
         _callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
+        hessian_free_from: Optional[int] = None,
     ) -> None:
         """Polishes the current model on rows already validated (see ``polish``)."""
         self._polish_native(
@@ -568,6 +572,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
             weights,
             C,
             _polish_callback(self.verbose, _callback),
+            hessian_free_from,
         )
 
     def _polish_pairs(
@@ -586,6 +591,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         coef = self.dual_coef_[0].copy()
         intercept = self.intercept_.copy()
         pairs = list(self.fit_stats_.get("pairs", []))
+        method = _one_vs_one.PolishMethodProbe()
         for p, ((a, b), index) in enumerate(zip(_probability.class_pairs(n_classes), members)):
             if len(index) == 0:
                 continue  # no rows of this pair: its coefficients stay
@@ -604,7 +610,9 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
                 None if weights is None else weights[index],
                 self._c_for(len(index)),
                 _polish_callback(self.verbose, _callback),
+                method.hessian_free_from(),
             )
+            method.record(model.fit_stats_["polish"], model.support_vectors_.shape[0])
             coef[group] = -model.dual_coef_[0]
             intercept[p] = -float(model.intercept_[0])
             if p < len(pairs):

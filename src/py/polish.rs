@@ -30,8 +30,10 @@ use crate::core::kernels::kernel_block::KernelBlocks;
 keyword_group! {
     /// The settings of a polish (`polish`, `polish_file`): C, the Newton iterations' tolerance
     /// and cap, the kernel cache in MB, the starting intercept (None: zeros), the progress
-    /// callback, epsilon for a regression, and the threads (None: the process-wide setting,
-    /// 0: one per core; an estimator's `n_jobs`).
+    /// callback, epsilon for a regression, the threads (None: the process-wide setting,
+    /// 0: one per core; an estimator's `n_jobs`), and the support vectors from which the solve
+    /// is Hessian-free (None: `HESSIAN_FREE_BASIS`; 0: always, forming the Newton system only
+    /// when that stalls).
     struct PolishSettings<'py> {
         c: f64,
         tol: f64 = 1e-5,
@@ -41,6 +43,7 @@ keyword_group! {
         callback: Option<Py<PyAny>> = None,
         epsilon: Option<f64> = None,
         n_threads: Option<usize> = None,
+        hessian_free_from: Option<usize> = None,
     }
 }
 
@@ -59,7 +62,7 @@ impl PolishSettings<'_> {
             max_iter: self.max_iter,
             cache_bytes: cache_bytes(cache_size),
             method: Default::default(),
-            hessian_free_basis: HESSIAN_FREE_BASIS,
+            hessian_free_basis: self.hessian_free_from.unwrap_or(HESSIAN_FREE_BASIS),
             sample_start: true,
         })
     }
