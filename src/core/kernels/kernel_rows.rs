@@ -230,11 +230,24 @@ impl<'a, R: Rows, T: RowValue> RowComputer<'a, R, T> {
         let buf = &mut buf[..out.len()];
         match source {
             BlockSource::FeatureMajor(xt) => {
+                // On the stack for the data `transpose` copies (`TRANSPOSE_MAX_COLS` columns at
+                // most; a copy made otherwise may be wider).
+                let mut stack = [0usize; TRANSPOSE_MAX_COLS];
+                let mut heap = Vec::new();
+                let cols: &mut [usize] = if xi.len() <= TRANSPOSE_MAX_COLS {
+                    &mut stack[..]
+                } else {
+                    heap.resize(xi.len(), 0);
+                    &mut heap
+                };
+                let mut nnz = 0;
                 for (c, &q) in xi.iter().enumerate() {
                     if q != 0.0 {
-                        xt.axpy_column(q, c * n + j0, buf);
+                        cols[nnz] = c;
+                        nnz += 1;
                     }
                 }
+                xt.dots_one_row(xi, &cols[..nnz], j0, n, buf);
             }
             BlockSource::Bits(bits) => bits.dots(i, j0, buf),
         }
@@ -756,18 +769,25 @@ pub(crate) enum FeatureMajor {
 }
 
 impl FeatureMajor {
-    /// buf += q * the values at `start..start + buf.len()` of the copy.
-    #[inline]
-    pub(crate) fn axpy_column(&self, q: f64, start: usize, buf: &mut [f64]) {
-        let end = start + buf.len();
+    /// Dots of the dense row `q` (its non-zero columns `cols`) with the copy's positions
+    /// j0..j0 + buf.len() (`simd::dots_one_row`: the same values as one axpy of the copy per non-zero).
+    pub(crate) fn dots_one_row(
+        &self,
+        q: &[f64],
+        cols: &[usize],
+        j0: usize,
+        n: usize,
+        buf: &mut [f64],
+    ) {
+        let m = buf.len();
         match self {
-            FeatureMajor::F64(t) => simd::axpy(q, &t[start..end], buf),
-            FeatureMajor::F32(t) => simd::axpy_narrow(q, &t[start..end], buf),
+            FeatureMajor::F64(t) => simd::dots_one_row(q, cols, &t[j0..], n, m, buf),
+            FeatureMajor::F32(t) => simd::dots_one_row(q, cols, &t[j0..], n, m, buf),
         }
     }
 
     /// Dots of 8 dense rows `q` (8 x width) with the copy's positions j0..j0 + m
-    /// (`simd::dots_8_rows`: the same values as `axpy_column` row by row).
+    /// (`simd::dots_8_rows`: the same values as `dots_one_row` row by row).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn dots_8_rows(
         &self,
@@ -924,16 +944,40 @@ impl SparseColumns {
     }
 }
 
+/// A pair's request for the kernel values of fit row `g` against the rows of `class` from its
+/// `from`-th on, into `out`.
+pub struct SegmentRequest<'o, T> {
+    pub g: usize,
+    pub class: u32,
+    pub from: usize,
+    pub out: &'o mut [T],
+}
+
+/// What a store holds of a row's own-class segment.
+pub enum OwnSegment<T> {
+    /// Stored: its values.
+    Stored(Arc<[T]>),
+    /// Not stored, and worth storing: the caller computes it whole (`compute_all`) and hands
+    /// it to `keep_segment`.
+    Wanted,
+    /// The store does not keep segments of the row's class (they were seldom asked for
+    /// again): the caller computes only what it needs.
+    NotKept,
+}
+
 /// Kernel values of the fit's rows against the rows of one class, by request.
 pub trait SegmentSource<T>: Sync {
     /// The own-class segment of fit row g: k(x_g, x_h) for the rows h of g's class in class
-    /// order, and how many values were computed to answer (0 when it was stored); None when
-    /// the store does not keep segments of g's class (they were seldom asked for again), and
-    /// the caller computes what it needs.
-    fn own_segment(&self, g: usize) -> Option<(Arc<[T]>, u64)>;
-    /// Writes k(x_g, x_h) for the rows h of `class` from its `from`-th row on into `out`
-    /// (nothing stored); returns the values computed.
-    fn compute(&self, g: usize, class: u32, from: usize, out: &mut [T]) -> u64;
+    /// order.
+    fn own_segment(&self, g: usize) -> OwnSegment<T>;
+    /// Stores row g's own-class segment, computed after `OwnSegment::Wanted`.
+    fn keep_segment(&self, g: usize, values: Arc<[T]>);
+    /// The rows' own-class segments' length (the rows of g's class).
+    fn segment_len(&self, g: usize) -> usize;
+    /// Answers the requests together (nothing stored): rows of a batch that meet the same
+    /// columns share each load of them (the register-blocked dots of `compute`); returns the
+    /// values computed.
+    fn compute_all(&self, requests: &mut [SegmentRequest<'_, T>]) -> u64;
 }
 
 /// The rows of one pair problem (a, b) on the shared store: class a's rows and then class
@@ -993,45 +1037,91 @@ impl<'a, T: RowValue> PairSegments<'a, T> {
     }
 
     /// Fills each job (a row of the pair problem at a position; positions in order, `perm` the
-    /// identity); returns the values computed for it.
+    /// identity); returns the values computed for it. The stored own-class segments are
+    /// copied; everything else (the other class's part, and the own segments to store or not
+    /// kept) is computed in one batch, so that the batch's rows share the loads of the columns
+    /// they meet: one row at a time, dense data of 42 features took twice as long.
     pub(crate) fn fill(&self, jobs: &mut [RowJob<'_, T>], perm: &[u32]) -> u64 {
-        let (n, first) = (self.global.len(), self.first);
-        jobs.par_iter_mut()
+        let (first, [a, b]) = (self.first, self.classes);
+        // Per job: its fit row, whether it is of class a, and what the store has of its own
+        // segment (a row's own part is class a's columns [0, first) for class a's rows).
+        let rows: Vec<(usize, bool)> = jobs
+            .iter()
             .map(|job| {
                 let r = perm[job.pos] as usize;
-                let g = self.global[r] as usize;
-                let (from, len) = (job.from, job.out.len());
-                // The pair row's range [lo, hi) of g's own class, and of the other class.
-                let [a, b] = self.classes;
-                let ((own_lo, own_hi, own_class), (other_lo, other_hi, other_class)) = if r < first
-                {
-                    ((0, first, a), (first, n, b))
-                } else {
-                    ((first, n, b), (0, first, a))
-                };
-                let (own, mut computed) = match self.source.own_segment(g) {
-                    Some((own, computed)) => (Some(own), computed),
-                    None => (None, 0),
-                };
-                // Copy the stored part, compute the rest in place.
-                for (lo, hi, class) in [
-                    (own_lo, own_hi, own_class),
-                    (other_lo, other_hi, other_class),
-                ] {
-                    let (start, end) = (lo.max(from), hi.min(from + len));
-                    if start >= end {
-                        continue;
-                    }
-                    let out = &mut job.out[start - from..end - from];
-                    match &own {
-                        Some(own) if class == own_class => {
-                            out.copy_from_slice(&own[start - lo..end - lo])
-                        }
-                        _ => computed += self.source.compute(g, class, start - lo, out),
-                    }
-                }
-                computed
+                (self.global[r] as usize, r < first)
             })
-            .sum()
+            .collect();
+        let own: Vec<OwnSegment<T>> = rows
+            .iter()
+            .map(|&(g, _)| self.source.own_segment(g))
+            .collect();
+        let mut fresh: Vec<(usize, Arc<[T]>)> = own
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| matches!(o, OwnSegment::Wanted))
+            .map(|(j, _)| {
+                let len = self.source.segment_len(rows[j].0);
+                (j, std::iter::repeat_n(T::default(), len).collect())
+            })
+            .collect();
+        let mut requests: Vec<SegmentRequest<'_, T>> = Vec::new();
+        for (j, arc) in fresh.iter_mut() {
+            let (g, in_a) = rows[*j];
+            if let Some(out) = Arc::get_mut(arc) {
+                let class = if in_a { a } else { b };
+                requests.push(SegmentRequest {
+                    g,
+                    class,
+                    from: 0,
+                    out,
+                });
+            }
+        }
+        // Each job's row split at the classes' border: class a's columns, then class b's.
+        let mut later: Vec<(usize, &mut [T], usize)> = Vec::new();
+        for (j, job) in jobs.iter_mut().enumerate() {
+            let (g, in_a) = rows[j];
+            let from = job.from;
+            let split = first.saturating_sub(from).min(job.out.len());
+            let (left, right) = job.out.split_at_mut(split);
+            for (part, class, offset) in [
+                (left, a, from),
+                (right, b, (from + split).saturating_sub(first)),
+            ] {
+                if part.is_empty() {
+                    continue;
+                }
+                let is_own = (class == a) == in_a;
+                match &own[j] {
+                    OwnSegment::Stored(values) if is_own => {
+                        part.copy_from_slice(&values[offset..offset + part.len()])
+                    }
+                    OwnSegment::Wanted if is_own => later.push((j, part, offset)),
+                    _ => requests.push(SegmentRequest {
+                        g,
+                        class,
+                        from: offset,
+                        out: part,
+                    }),
+                }
+            }
+        }
+        // Requests over the same columns side by side: they are computed together.
+        requests.sort_by_key(|r| (r.class, r.from, r.out.len()));
+        let computed = self.source.compute_all(&mut requests);
+        drop(requests);
+        for (j, part, offset) in later {
+            let values = &fresh
+                .iter()
+                .find(|(k, _)| *k == j)
+                .expect("a fresh segment")
+                .1;
+            part.copy_from_slice(&values[offset..offset + part.len()]);
+        }
+        for (j, values) in fresh {
+            self.source.keep_segment(rows[j].0, values);
+        }
+        computed
     }
 }

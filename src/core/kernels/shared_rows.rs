@@ -25,7 +25,9 @@ use crate::core::common::error::{Result, SvmError};
 use crate::core::data::rows::Rows;
 use crate::core::kernels::kernel::Kernel;
 use crate::core::kernels::kernel_cache::RowLru;
-use crate::core::kernels::kernel_rows::{RowComputer, RowJob, Scratch, SegmentSource, NONE};
+use crate::core::kernels::kernel_rows::{
+    OwnSegment, RowComputer, RowJob, Scratch, SegmentRequest, SegmentSource, NONE,
+};
 use crate::core::simd::RowValue;
 
 /// Counters of a shared store's life.
@@ -146,58 +148,61 @@ impl<'s, R: Rows, T: RowValue> SharedKernelRows<'s, R, T> {
         // worst a segment is computed again.
         self.lru.lock().unwrap_or_else(|e| e.into_inner())
     }
-
-    /// Kernel values of row g against class `class`'s rows from its `from`-th on, into `out`.
-    fn compute_values(&self, g: usize, class: u32, from: usize, out: &mut [T]) -> u64 {
-        let job = RowJob {
-            pos: self.position[g] as usize,
-            from: self.class_start[class as usize] + from,
-            out,
-        };
-        let computed = SCRATCH.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut scratch) => self.computer.compute(vec![job], &mut scratch),
-            // This thread is inside another computation (a task it took over while waiting
-            // in that one's parallel loop): scratch of its own.
-            Err(_) => self.computer.compute(vec![job], &mut Scratch::default()),
-        });
-        self.values.fetch_add(computed, Ordering::Relaxed);
-        computed
-    }
 }
 
 impl<R: Rows, T: RowValue> SegmentSource<T> for SharedKernelRows<'_, R, T> {
-    fn own_segment(&self, g: usize) -> Option<(Arc<[T]>, u64)> {
-        let class = self.class_of[g];
-        let len = self.class_start[class as usize + 1] - self.class_start[class as usize];
-        {
-            let mut lru = self.lock();
-            if let Some(values) = lru.segments.get(g as u32) {
-                lru.stats.hits += 1;
-                lru.class_hits[class as usize] += 1;
-                return Some((values, 0));
-            }
-            if !lru.keeps(class as usize, len) {
-                return None;
-            }
+    fn own_segment(&self, g: usize) -> OwnSegment<T> {
+        let class = self.class_of[g] as usize;
+        let mut lru = self.lock();
+        if let Some(values) = lru.segments.get(g as u32) {
+            lru.stats.hits += 1;
+            lru.class_hits[class] += 1;
+            return OwnSegment::Stored(values);
         }
-        // Computed outside the lock: other pairs go on meanwhile (two pairs asking for the same
-        // missing segment at once both compute it, with the same values).
-        let mut values: Arc<[T]> = std::iter::repeat_n(T::default(), len).collect();
-        let computed = match Arc::get_mut(&mut values) {
-            Some(out) => self.compute_values(g, class, 0, out),
-            None => 0,
-        };
+        if lru.keeps(class, self.segment_len(g)) {
+            OwnSegment::Wanted
+        } else {
+            OwnSegment::NotKept
+        }
+    }
+
+    fn keep_segment(&self, g: usize, values: Arc<[T]>) {
+        // Computed outside the lock: other pairs went on meanwhile (two pairs asking for the
+        // same missing segment at once both computed it, with the same values).
+        let class = self.class_of[g] as usize;
         let mut lru = self.lock();
         lru.stats.misses += 1;
         if !lru.segments.contains(g as u32) {
-            lru.class_stored[class as usize] += 1;
+            lru.class_stored[class] += 1;
         }
         lru.stats.evictions += lru.segments.insert(g as u32, &values, self.budget_bytes);
-        Some((values, computed))
     }
 
-    fn compute(&self, g: usize, class: u32, from: usize, out: &mut [T]) -> u64 {
-        self.compute_values(g, class, from, out)
+    fn segment_len(&self, g: usize) -> usize {
+        let class = self.class_of[g] as usize;
+        self.class_start[class + 1] - self.class_start[class]
+    }
+
+    fn compute_all(&self, requests: &mut [SegmentRequest<'_, T>]) -> u64 {
+        if requests.is_empty() {
+            return 0;
+        }
+        let jobs: Vec<RowJob<'_, T>> = requests
+            .iter_mut()
+            .map(|r| RowJob {
+                pos: self.position[r.g] as usize,
+                from: self.class_start[r.class as usize] + r.from,
+                out: &mut *r.out,
+            })
+            .collect();
+        let computed = SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut scratch) => self.computer.compute(jobs, &mut scratch),
+            // This thread is inside another computation (a task it took over while waiting
+            // in that one's parallel loop): scratch of its own.
+            Err(_) => self.computer.compute(jobs, &mut Scratch::default()),
+        });
+        self.values.fetch_add(computed, Ordering::Relaxed);
+        computed
     }
 }
 

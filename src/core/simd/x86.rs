@@ -9,8 +9,8 @@
 
 use super::{
     pair_curvature, CandidateFilter, ColumnValue, EightRows, FusedRow, JScan, JScanInput, Level,
-    ProductTile, ProductTileF32, RowValue, BLOCK_ROWS, EXP_MIN_ARG, F16, INV_FACT, LN2_HI, LN2_LO,
-    LOG2E, PRODUCT_TILE_ROWS, SHIFTER, SINGLE_DEGREE,
+    OneRow, ProductTile, ProductTileF32, RowValue, BLOCK_ROWS, EXP_MIN_ARG, F16, INV_FACT, LN2_HI,
+    LN2_LO, LOG2E, PRODUCT_TILE_ROWS, SHIFTER, SINGLE_DEGREE,
 };
 use std::arch::x86_64::*;
 
@@ -763,6 +763,51 @@ unsafe fn dots_8_rows_on<S: Simd, T: ColumnValue>(s: S, block: EightRows<'_, T>,
     }
 }
 
+/// Vectors of `dots_one_row`'s sums held in registers (32 f64 lanes on AVX-512, 16 on AVX2).
+const ONE_ROW_VECTORS: usize = 4;
+
+/// `dots_one_row`: `ONE_ROW_VECTORS` vectors of sums held in registers across the columns, the
+/// last block's lanes masked on load and store.
+///
+/// # Safety
+/// The bounds checked by `dots_one_row`.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+unsafe fn dots_one_row_on<S: Simd, T: ColumnValue>(s: S, row: OneRow<'_, T>, dots: &mut [f64]) {
+    let OneRow(q, cols, xt, stride, m) = row;
+    let w = S::LANES;
+    let (px, pd) = (xt.as_ptr(), dots.as_mut_ptr());
+    let mut k = 0;
+    // SAFETY: column c's lanes k..k + lanes lie within xt (checked by the caller), the outputs
+    // within dots.
+    unsafe {
+        while k + ONE_ROW_VECTORS * w <= m {
+            let mut acc = [s.zero(); ONE_ROW_VECTORS];
+            for &c in cols {
+                let qc = s.splat(q[c]);
+                let x = px.add(c * stride + k);
+                for u in 0..ONE_ROW_VECTORS {
+                    acc[u] = s.fmadd(qc, T::load(s, x.add(u * w), w), acc[u]);
+                }
+            }
+            for u in 0..ONE_ROW_VECTORS {
+                s.store(pd.add(k + u * w), acc[u]);
+            }
+            k += ONE_ROW_VECTORS * w;
+        }
+        while k < m {
+            let lanes = (m - k).min(w);
+            let mut acc = s.zero();
+            for &c in cols {
+                let x = T::load(s, px.add(c * stride + k), lanes);
+                acc = s.fmadd(s.splat(q[c]), x, acc);
+            }
+            s.store_column(pd.add(k), lanes, acc);
+            k += lanes;
+        }
+    }
+}
+
 /// `product_tile`: `PRODUCT_TILE_ROWS` x 2 vectors of sums held in registers (12 of AVX2's 16),
 /// each step over k two loads of the packed panel and one broadcast per row.
 ///
@@ -918,6 +963,9 @@ levels! {
     /// Dot products of 8 rows with m of a feature-major copy (`dots_8_rows_on`).
     fn dots_8_rows<T: ColumnValue>(block: EightRows<'_, T>, dots: &mut [f64])
         = dots_8_rows_on in dots_8_rows_avx2, dots_8_rows_avx512;
+    /// Dot products of one row with m of a feature-major copy (`dots_one_row_on`).
+    fn dots_one_row<T: ColumnValue>(row: OneRow<'_, T>, dots: &mut [f64])
+        = dots_one_row_on in dots_one_row_avx2, dots_one_row_avx512;
 }
 
 // The loops below have no second level: `dot` is AVX2's on every vector level (the summation
