@@ -171,6 +171,11 @@ class SearchCV(FitGuardedParams, BaseEstimator):
     def _before_search(self, n_train: int) -> None:
         """Called before the first round (``n_train``: the fewest training rows of a fold)."""
 
+    def _round_started(self, rows: int) -> None:
+        """Called in this process before a round's fits (``rows``: each fold's training rows
+        in it): what ``_fit_members`` needs to know of the rounds is recorded here, since its
+        fits may run elsewhere (``budgetsvm.dask.search``)."""
+
     def _after_search(self, entries: List[Tuple[int, int]]) -> None:
         """Called once ``cv_results_`` and ``best_index_`` are set, before the refit, with each
         entry's candidate index and training rows a fold (its round's ``n_resources``)."""
@@ -184,6 +189,7 @@ class SearchCV(FitGuardedParams, BaseEstimator):
         groups: Any = None,
         *,
         _callback: Optional[Callable[[int, int], Any]] = None,
+        _map: Optional[TaskMap] = None,
     ) -> Any:
         """Search the grid by cross-validation, then (``refit``) fit the best point on all
         rows.
@@ -206,6 +212,9 @@ class SearchCV(FitGuardedParams, BaseEstimator):
         _callback : callable, default=None
             For the command line: called with (fits done, fits planned) after each fit of the
             search (the plan grows where a budget search adds steps).
+        _map : TaskMap, default=None
+            Where the search's fits run (``budgetsvm.dask.search``: on a cluster); None: here,
+            one after another.
         """
         check_choice("refit", self.refit, (True, False))
         self._check_search_params()
@@ -235,62 +244,67 @@ class SearchCV(FitGuardedParams, BaseEstimator):
         # subsamples are nested.
         seed = self._seed()
 
-        def score_fold(models: List[Any], test: np.ndarray) -> List[Tuple[float, float]]:
-            """Each model's score on a fold's validation rows, and the seconds it took."""
-            out = []
-            for model in models:
-                scored = time.perf_counter()
-                value = _score(
-                    scorer, model, X[test], y[test], weights[test] if weigh_scores else None
-                )
-                out.append((value, time.perf_counter() - scored))
-            return out
+        tasks = _map or LocalMap()
+        data = tasks.put(X, y, weights)
 
         def run_round(alive: List[int], fraction: float) -> RoundResult:
             """The candidates ``alive`` on every fold, trained on the first ``fraction`` of
-            each fold's training rows (in a seeded order), scored on all its validation rows."""
+            each fold's training rows (in a seeded order), scored on all its validation rows:
+            one task per fold and path."""
             scores = np.full((len(candidates), len(splits)), np.nan)
             fit_times = np.zeros_like(scores)
             score_times = np.zeros_like(scores)
             rng = np.random.default_rng(seed)
             rows = int(np.ceil(fraction * n_train))
+            self._round_started(rows)
+            jobs, where = [], []
             for k, (train, test) in enumerate(splits):
                 if fraction < 1.0:
                     train = _subsample(rng.permutation(train), y, fraction, not regression)
-                w = None if weights is None else weights[train]
                 for fixed, members in paths:
                     members = [(c, i) for c, i in members if i in alive]
-                    if not members:
-                        continue
-                    started = time.perf_counter()
-                    fold = FoldRows(X[train], y[train], w, rows)
-                    models = self._fit_members(template, fixed, [c for c, _ in members], fold)
-                    # The path's time shared by its Cs (GridSearchCV times each fit).
-                    share = (time.perf_counter() - started) / len(members)
-                    progress.advance(len(members))
-                    for (_, i), (value, seconds) in zip(members, score_fold(models, test)):
-                        scores[i, k], score_times[i, k], fit_times[i, k] = value, seconds, share
-                    if self.verbose:
-                        print(
-                            f"[budgetsvm] fold {k + 1}/{len(splits)} on {len(train):,} rows, "
-                            f"{fixed}: C {[c for c, _ in members]} scored "
-                            f"{[round(float(scores[i, k]), 4) for _, i in members]} in "
-                            f"{share * len(members):.2f} s",
-                            flush=True,
+                    if members:
+                        Cs = [c for c, _ in members]
+                        jobs.append(
+                            (
+                                self,
+                                template,
+                                fixed,
+                                Cs,
+                                train,
+                                test,
+                                rows,
+                                scorer,
+                                weigh_scores,
+                                *data,
+                            )
                         )
+                        where.append((k, len(train), fixed, members))
+            done = tasks.map(_fit_path, jobs, lambda j: progress.advance(len(where[j][3])))
+            for (k, n_rows, fixed, members), (scored, seconds) in zip(where, done):
+                # The path's time shared by its Cs (GridSearchCV times each fit).
+                share = seconds / len(members)
+                for (_, i), (value, score_seconds) in zip(members, scored):
+                    scores[i, k], score_times[i, k], fit_times[i, k] = value, score_seconds, share
+                if self.verbose:
+                    print(
+                        f"[budgetsvm] fold {k + 1}/{len(splits)} on {n_rows:,} rows, "
+                        f"{fixed}: C {[c for c, _ in members]} scored "
+                        f"{[round(float(scores[i, k]), 4) for _, i in members]} in "
+                        f"{seconds:.2f} s",
+                        flush=True,
+                    )
             return scores, fit_times, score_times
 
         def cross_validate(point: Dict[str, Any], extra: Dict[str, Any]) -> RoundResult:
-            """One point on every fold's training rows (``extra``: more parameters)."""
-            result = np.zeros((3, len(splits)))
-            for k, (train, test) in enumerate(splits):
-                w = None if weights is None else weights[train]
-                started = time.perf_counter()
-                model = clone(template).set_params(**point, **extra)
-                model.fit(X[train], y[train], sample_weight=w)
-                result[1, k] = time.perf_counter() - started
-                result[0, k], result[2, k] = score_fold([model], test)[0]
-                progress.advance(1)
+            """One point on every fold's training rows (``extra``: more parameters): one task
+            per fold."""
+            model = clone(template).set_params(**point, **extra)
+            jobs = [(model, train, test, scorer, weigh_scores, *data) for train, test in splits]
+            done = tasks.map(_fit_point, jobs, lambda _: progress.advance(1))
+            result = np.array(
+                [[value, seconds, score_seconds] for value, seconds, score_seconds in done]
+            ).T
             return result[0], result[1], result[2]
 
         n_train = min(len(train) for train, _ in splits)
@@ -458,6 +472,96 @@ def _score(scorer: Any, model: Any, X: Any, y: Any, weights: Optional[np.ndarray
             f"the scoring {shown(scorer)} needs what the search's models do not have ({e}); "
             "the search fits no probabilities: use a scoring on predictions or decision values"
         ) from None
+
+
+def _score_models(
+    models: List[Any], scorer: Any, X: Any, y: Any, weights: Optional[np.ndarray]
+) -> List[Tuple[float, float]]:
+    """Each model's score on validation rows, and the seconds it took."""
+    out = []
+    for model in models:
+        started = time.perf_counter()
+        value = _score(scorer, model, X, y, weights)
+        out.append((value, time.perf_counter() - started))
+    return out
+
+
+def _fit_path(
+    search: SearchCV,
+    template: Any,
+    fixed: Dict[str, Any],
+    Cs: List[float],
+    train: np.ndarray,
+    test: np.ndarray,
+    rows: int,
+    scorer: Any,
+    weigh_scores: bool,
+    X: Any,
+    y: Any,
+    weights: Optional[np.ndarray],
+) -> Tuple[List[Tuple[float, float]], float]:
+    """A search task: one path (the parameters ``fixed``, its ``Cs``) fitted on a fold's
+    training rows ``train`` and scored on its validation rows ``test``; the scores with their
+    seconds, and the path's fit seconds. Only the indices travel: the rows are sliced where the
+    task runs."""
+    started = time.perf_counter()
+    w = None if weights is None else weights[train]
+    models = search._fit_members(template, fixed, Cs, FoldRows(X[train], y[train], w, rows))
+    seconds = time.perf_counter() - started
+    test_w = weights[test] if weigh_scores and weights is not None else None
+    return _score_models(models, scorer, X[test], y[test], test_w), seconds
+
+
+def _fit_point(
+    model: Any,
+    train: np.ndarray,
+    test: np.ndarray,
+    scorer: Any,
+    weigh_scores: bool,
+    X: Any,
+    y: Any,
+    weights: Optional[np.ndarray],
+) -> Tuple[float, float, float]:
+    """A search task: one unfitted ``model`` fitted on a fold's training rows and scored on its
+    validation rows: the score, the fit's seconds and the score's."""
+    started = time.perf_counter()
+    model = clone(model).fit(
+        X[train], y[train], sample_weight=None if weights is None else weights[train]
+    )
+    seconds = time.perf_counter() - started
+    test_w = weights[test] if weigh_scores and weights is not None else None
+    ((value, score_seconds),) = _score_models([model], scorer, X[test], y[test], test_w)
+    return value, seconds, score_seconds
+
+
+class TaskMap:
+    """Where a search's tasks run: ``put`` hands the data to it once (what the tasks then get
+    in its place), ``map`` runs ``fn(*args)`` for each of ``jobs`` and returns the results in
+    order, calling ``done(j)`` as job j finishes."""
+
+    def put(self, X: Any, y: Any, weights: Optional[np.ndarray]) -> Tuple[Any, Any, Any]:
+        raise NotImplementedError
+
+    def map(
+        self, fn: Callable[..., Any], jobs: List[tuple], done: Callable[[int], Any]
+    ) -> List[Any]:
+        raise NotImplementedError
+
+
+class LocalMap(TaskMap):
+    """The tasks in this process, one after another, in order."""
+
+    def put(self, X: Any, y: Any, weights: Optional[np.ndarray]) -> Tuple[Any, Any, Any]:
+        return X, y, weights
+
+    def map(
+        self, fn: Callable[..., Any], jobs: List[tuple], done: Callable[[int], Any]
+    ) -> List[Any]:
+        out = []
+        for j, args in enumerate(jobs):
+            out.append(fn(*args))
+            done(j)
+        return out
 
 
 def _halving_fractions(n_candidates: int, n_train: int, search: str) -> List[float]:

@@ -74,11 +74,13 @@ class _BudgetSearchCV(BudgetedRunParams, SearchCV):
         budget = min(max(rows // ROUND_ROWS_PER_SV, ROUND_BUDGET_MIN), rows)
         return max(2, min(budget, self.budgets) if fixed else budget)
 
+    def _round_started(self, rows: int) -> None:
+        self._budget_of_rows[rows] = self._round_budget(rows)
+
     def _fit_members(
         self, template: Any, fixed: Dict[str, Any], Cs: List[float], fold: FoldRows
     ) -> List[Any]:
         budget = self._round_budget(fold.round_rows)
-        self._budget_of_rows[fold.round_rows] = budget
         return [
             clone(template)
             .set_params(**fixed, C=c, budget=budget)

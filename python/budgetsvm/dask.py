@@ -23,6 +23,9 @@ epsilon-insensitive loss).
 order, has the cluster compute (load, preprocess) each chunk, and feeds it to
 ``BudgetSVC.partial_fit`` in this process (dask-ml's ``Incremental`` pattern): one core trains,
 and the result is the model that ``partial_fit`` over the same chunks in the same order gives.
+
+:func:`search` fits a cross-validated estimator (``KernelSVCCV``, ``BudgetSVCCV``, ...) with the
+fits of its search spread over the cluster, each round's at once (``_dask_search``).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
         "(dask[array,dataframe,distributed])"
     ) from e
 
+from budgetsvm._dask_search import search
 from budgetsvm._dask_tasks import (
     PolishActor,
     _block_facts,
@@ -50,7 +54,7 @@ from budgetsvm._dask_tasks import (
 )
 from budgetsvm._validation import fit_guard
 
-__all__ = ["decision_function", "fit", "fit_incremental", "predict"]
+__all__ = ["decision_function", "fit", "fit_incremental", "predict", "search"]
 
 
 def _rows_only(X: Any) -> Any:
