@@ -1,10 +1,23 @@
+use super::copies::SquaredRows;
+use super::gather::{gather_pass, step_pass, Gathered, ShortStep};
+use super::line_search::{line_search, WALK_FIRST};
+use super::memory::polish_bytes;
+use super::objective::{objective, quad_form, scale_start, SUM_CHUNK};
+use super::output::{stops_after, Output};
+use super::sample::{in_sample, SAMPLE_STEP};
+use super::segments::{segment_rows, Segments};
+use super::solve::SCALED_START_GAIN;
 use super::*;
 use crate::core::budgeted::problem::HINGE_BEND;
-use crate::core::common::progress::no_monitor;
+use crate::core::common::memory::check_fits;
+use crate::core::common::parallel;
+use crate::core::common::progress::{no_monitor, Progress};
 use crate::core::common::rng::Rng;
-use crate::core::data::rows::DenseView;
+use crate::core::data::rows::{AnyRows, CsrView, DenseView};
 use crate::core::data::sv_matrix::SvMatrix;
+use crate::core::kernels::kernel::Kernel;
 use crate::core::kernels::kernel_block::kernel_matrix;
+use crate::core::kernels::kernel_block::KernelBlocks;
 
 /// A small binary problem: rows in [-1, 1]^2 labelled by a circle, and a basis of rows.
 fn problem(seed: u64, n: usize, m: usize, n_classes: usize) -> (Vec<f64>, Vec<u32>, BudgetModel) {
