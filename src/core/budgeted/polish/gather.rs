@@ -6,13 +6,10 @@ use std::ops::Range;
 
 use crate::core::budgeted::problem::{Targets, Term};
 use crate::core::common::error::Result;
-use crate::core::common::progress::{Monitor, Progress};
-use crate::core::kernels::kernel_block::KernelBlocks;
 
 use super::copies::{Member, RowCopies, SquaredRow, SquaredRows};
 use super::output::Output;
-use super::rows::RowSource;
-use super::segments::{segment_pass, RowsNeeded, SegmentValues, Segments};
+use super::segments::{segment_pass, Passes, RowsNeeded, SegmentValues};
 
 /// Per segment, the rows whose loss term is squared for some output of `live` at its f.
 pub(super) fn squared_per_segment(
@@ -108,6 +105,22 @@ impl Gathered {
     }
 }
 
+/// What a gather pass collects, and where: the outputs (their f is the current point) and the
+/// live ones among them, the trial point if any (per live output its coefficients and
+/// intercept), the copies' precision (halves or f32), per segment the squared rows expected
+/// (the copies' capacity) and the copies it may make, and the rows' terms and weights.
+#[derive(Clone, Copy)]
+pub(super) struct Gather<'a> {
+    pub(super) outputs: &'a [Output],
+    pub(super) live: &'a [usize],
+    pub(super) trial: Option<&'a [(Vec<f64>, f64)]>,
+    pub(super) half: bool,
+    pub(super) squared: &'a (dyn Fn(usize) -> usize + Sync),
+    pub(super) copy_limit: &'a (dyn Fn(usize) -> usize + Sync),
+    pub(super) term: &'a (dyn Fn(usize, usize, f64) -> Term + Sync),
+    pub(super) weight: &'a (dyn Fn(usize) -> f64 + Sync),
+}
+
 /// One pass over the rows for `Gathered`, segments in parallel, their parts added in row order.
 /// At the current point (`trial` None) a row's value is read from the outputs' f and rows with
 /// a zero term are skipped; at a trial point (per live output its coefficients and intercept)
@@ -115,24 +128,21 @@ impl Gathered {
 /// output: one pass gives both the values a line search needs and, when the full step is
 /// taken, the next direction's gradient and squared rows (the product K d and the gather were
 /// two passes over the rows per iteration).
-#[allow(clippy::too_many_arguments)]
 pub(super) fn gather_pass(
-    blocks: &KernelBlocks,
-    source: &mut dyn RowSource,
-    segments: &mut Segments,
-    outputs: &[Output],
-    live: &[usize],
-    trial: Option<&[(Vec<f64>, f64)]>,
-    half: bool,
-    squared: &(dyn Fn(usize) -> usize + Sync),
-    copy_limit: &(dyn Fn(usize) -> usize + Sync),
-    term: &(dyn Fn(usize, usize, f64) -> Term + Sync),
-    weight: &(dyn Fn(usize) -> f64 + Sync),
-    passes: &mut usize,
-    monitor: Monitor<'_>,
-    progress: &Progress,
+    passes: &mut Passes<'_>,
+    at: &Gather<'_>,
 ) -> Result<(Gathered, Vec<Vec<f64>>)> {
-    let m = blocks.n_basis();
+    let Gather {
+        outputs,
+        live,
+        trial,
+        half,
+        squared,
+        copy_limit,
+        term,
+        weight,
+    } = *at;
+    let m = passes.blocks.n_basis();
     let q = live.len();
     let mut out = Gathered::new(live, m, half, trial.is_some());
     // Rows with a zero term for every output add nothing.
@@ -208,12 +218,10 @@ pub(super) fn gather_pass(
         }
         (part, start, values)
     };
-    let n = source.n_rows();
+    let n = passes.source.n_rows();
     let mut values = vec![vec![0.0; if trial.is_some() { n } else { 0 }]; q];
     segment_pass(
-        blocks,
-        source,
-        segments,
+        passes,
         None,
         trial.is_none().then_some(&needed as &RowsNeeded<'_>),
         &work,
@@ -248,9 +256,6 @@ pub(super) fn gather_pass(
             }
             Ok(())
         },
-        passes,
-        monitor,
-        progress,
     )?;
     Ok((out, values))
 }
@@ -272,23 +277,17 @@ pub(super) struct ShortStep {
 /// at the full step, and they are squared rows at t where their piece is. Their copies take
 /// the places of the copies no output reads any more, then what the budget leaves (segment by
 /// segment in row order, whatever the threads); the rest are computed again by each product.
-#[allow(clippy::too_many_arguments)]
+/// The budget is the segments' (`Segments::budget`).
 pub(super) fn step_pass(
-    blocks: &KernelBlocks,
-    source: &mut dyn RowSource,
-    segments: &mut Segments,
+    passes: &mut Passes<'_>,
     mut gathered: Gathered,
     outputs: &[Output],
     steps: &[ShortStep],
-    budget: usize,
     term: &(dyn Fn(usize, usize, f64) -> Term + Sync),
     weight: &(dyn Fn(usize) -> f64 + Sync),
-    passes: &mut usize,
-    monitor: Monitor<'_>,
-    progress: &Progress,
 ) -> Result<Gathered> {
-    let m = blocks.n_basis();
-    let n = source.n_rows();
+    let m = passes.blocks.n_basis();
+    let n = passes.source.n_rows();
     // f at a step's end as `advance` computes it, and whether the row changed piece.
     let at = |s: &ShortStep, i: usize, t: f64| s.f_before[i] + t * outputs[s.output].delta[i];
     let flips: Vec<Vec<bool>> = steps
@@ -326,7 +325,10 @@ pub(super) fn step_pass(
         let rows: Vec<usize> = (0..rows.len()).filter(|&r| !rows[r]).collect();
         rows.into_iter().map(move |row| SquaredRow { part, row })
     });
-    let mut room = budget.saturating_sub(segments.held_bytes(m) + gathered.copied_bytes());
+    let segments = &passes.segments;
+    let mut room = segments
+        .budget
+        .saturating_sub(segments.held_bytes(m) + gathered.copied_bytes());
     let row_bytes = m * if matches!(gathered.copies, RowCopies::Half(_)) {
         2
     } else {
@@ -384,9 +386,7 @@ pub(super) fn step_pass(
     let mut extra = RowCopies::empty(half);
     let first_extra = gathered.copies.parts();
     segment_pass(
-        blocks,
-        source,
-        segments,
+        passes,
         Some(&wanted),
         Some(&needed),
         &work,
@@ -426,9 +426,6 @@ pub(super) fn step_pass(
             }
             Ok(())
         },
-        passes,
-        monitor,
-        progress,
     )?;
     gathered.copies.append(&mut extra);
     for (si, s) in steps.iter().enumerate() {

@@ -11,8 +11,7 @@ use crate::core::kernels::kernel_block::{BlockScratch, KernelBlocks};
 use crate::core::simd;
 
 use super::copies::SquaredRows;
-use super::rows::RowSource;
-use super::segments::segment_rows;
+use super::segments::{segment_rows, Passes};
 
 /// Squared rows per chunk of a Hessian product (fixed: the sums do not depend on threads).
 pub(super) const PRODUCT_CHUNK: usize = 2048;
@@ -87,19 +86,24 @@ pub(super) fn hessian_product(
 /// in f32 as the gather computes them, rounded to halves when the copies are, so a row adds
 /// the same whether it was copied or not. Parts of `PRODUCT_CHUNK` rows in parallel (kernel
 /// blocks of `segment_rows` within, for L2 as a pass's segments), added in order: the same sums on any thread count.
-/// In waves of whole chunks (`RECOMPUTED_WAVE_VALUES`, the same number per thread), `check`
-/// (Ctrl-C) before each.
-#[allow(clippy::too_many_arguments)]
+/// In waves of whole chunks (`RECOMPUTED_WAVE_VALUES`, the same number per thread), the
+/// monitor (Ctrl-C) before each.
 pub(super) fn recomputed_product(
-    blocks: &KernelBlocks,
-    source: &mut dyn RowSource,
+    passes: &mut Passes<'_>,
     rows: &[(usize, f64)],
     half: bool,
     c: f64,
     v: &[f64],
     out: &mut [f64],
-    check: conjugate_gradient::Check<'_>,
 ) -> Result<()> {
+    let Passes {
+        blocks,
+        source,
+        monitor,
+        progress,
+        ..
+    } = passes;
+    let blocks: &KernelBlocks = blocks;
     let m = blocks.n_basis();
     if m == 0 || rows.is_empty() {
         return Ok(());
@@ -110,6 +114,13 @@ pub(super) fn recomputed_product(
     let threads = rayon::current_num_threads().max(1);
     let chunks = RECOMPUTED_WAVE_VALUES.div_ceil(PRODUCT_CHUNK * m);
     let wave = PRODUCT_CHUNK * chunks.next_multiple_of(threads);
+    let product = Product {
+        half,
+        c,
+        vbeta,
+        v32: &v32,
+        vb,
+    };
     let mut next = 0;
     source.pass(&mut |first, block| {
         let end = first + block.n_rows();
@@ -117,25 +128,39 @@ pub(super) fn recomputed_product(
         let mine = &rows[next..next + count];
         next += count;
         for mine in mine.chunks(wave) {
-            check()?;
-            recomputed_wave(blocks, block, first, mine, half, c, (vbeta, &v32, vb), out);
+            monitor(progress)?;
+            recomputed_wave(blocks, block, first, mine, &product, out);
         }
         Ok(())
     })
 }
 
+/// The direction a product of recomputed rows multiplies: v_beta (in f64, and in f32 for rows
+/// in halves), v_b, the C of 2C, and whether the rows are rounded to halves as the copies are.
+struct Product<'a> {
+    half: bool,
+    c: f64,
+    vbeta: &'a [f64],
+    v32: &'a [f32],
+    vb: f64,
+}
+
 /// `recomputed_product`'s terms of the rows `mine` (of the block whose first row is `first`).
-#[allow(clippy::too_many_arguments)]
 fn recomputed_wave(
     blocks: &KernelBlocks,
     block: &AnyRows<'_>,
     first: usize,
     mine: &[(usize, f64)],
-    half: bool,
-    c: f64,
-    (vbeta, v32, vb): (&[f64], &[f32], f64),
+    product: &Product<'_>,
     out: &mut [f64],
 ) {
+    let Product {
+        half,
+        c,
+        vbeta,
+        v32,
+        vb,
+    } = *product;
     let m = blocks.n_basis();
     let parts: Vec<Vec<f64>> = parallel::install(|| {
         mine.par_chunks(PRODUCT_CHUNK)

@@ -208,7 +208,6 @@ pub struct PolishResult {
 /// None) as the warm start) on the rows of
 /// `source` with labels `y` (class indices) and optional row weights. Returns the coefficients
 /// and intercepts; the model is not changed.
-#[allow(clippy::too_many_arguments)]
 pub fn polish(
     model: &BudgetModel,
     start_intercept: Option<&[f64]>,

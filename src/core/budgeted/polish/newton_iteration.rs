@@ -6,13 +6,10 @@ use std::ops::Range;
 use crate::core::budgeted::conjugate_gradient;
 use crate::core::budgeted::problem::Term;
 use crate::core::common::error::Result;
-use crate::core::common::progress::{Monitor, Progress};
-use crate::core::kernels::kernel_block::KernelBlocks;
 
 use super::newton::{newton_point, Staging};
 use super::output::Output;
-use super::rows::RowSource;
-use super::segments::{segment_pass, SegmentValues, Segments};
+use super::segments::{segment_pass, Passes, SegmentValues};
 
 /// The ridge over `RIDGE` once a Newton direction did not descend: cod-rna at B = 500 from a
 /// rescaled start stalled at 156,654 (the optimum 155,764) with `RIDGE` alone, and ends at
@@ -36,23 +33,18 @@ struct ChangedRows {
 
 /// Updates every live output's M, s, u, sw, swy by its changed rows (entering: +, leaving: -),
 /// in row order.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn gram_pass(
-    blocks: &KernelBlocks,
-    source: &mut dyn RowSource,
-    segments: &mut Segments,
+    passes: &mut Passes<'_>,
     outputs: &mut [Output],
     changed: &[Vec<Change>],
     weight: &(dyn Fn(usize) -> f64 + Sync),
-    passes: &mut usize,
-    monitor: Monitor<'_>,
-    progress: &Progress,
 ) -> Result<()> {
-    let m = blocks.n_basis();
+    let m = passes.blocks.n_basis();
     if m == 0 || changed.iter().all(|c| c.is_empty()) {
         return Ok(());
     }
     // Segments holding changed rows, found after the first pass laid them out.
+    let segments = &passes.segments;
     let n_seg = segments.spans.len();
     let mut wanted = vec![false; n_seg];
     let seg_of = |i: usize, spans: &[Range<usize>]| spans.partition_point(|s| s.end <= i);
@@ -94,9 +86,7 @@ pub(super) fn gram_pass(
     // until the pass ended took (changed rows) x m x 8 bytes, all active rows in the first
     // iteration (1,000,000 rows at B = 10,000: tens of GB).
     segment_pass(
-        blocks,
-        source,
-        segments,
+        passes,
         Some(&wanted),
         Some(&needed),
         &work,
@@ -114,9 +104,6 @@ pub(super) fn gram_pass(
             }
             Ok(())
         },
-        passes,
-        monitor,
-        progress,
     )?;
     for (k, st) in staged.iter_mut().enumerate() {
         st.flush(&mut outputs[k].sums.gram, m);

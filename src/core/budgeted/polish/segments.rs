@@ -185,25 +185,40 @@ impl<'a> SegmentValues<'a> {
     }
 }
 
+/// What every pass over the rows works with: the basis's kernel blocks, the rows, their
+/// segments (and what the cache holds), the passes made so far, and the monitor (Ctrl-C
+/// between waves) with the progress it is shown.
+pub(super) struct Passes<'a> {
+    pub(super) blocks: &'a KernelBlocks,
+    pub(super) source: &'a mut dyn RowSource,
+    pub(super) segments: Segments,
+    pub(super) count: usize,
+    pub(super) monitor: Monitor<'a>,
+    pub(super) progress: Progress,
+}
+
 /// Visits the segments wanted (all with `None`) in parallel, block by block of the source:
 /// `work(segment, rows, kernel_values)` on each, then `collect` on the results in segment
 /// order. Kernel values come from the cache or are computed (and cached on the first pass
 /// while the cache has room); with `needed`, a segment computed (not cached) gets the values
 /// of the rows it names only, the others' left 0 (`work` must not read them).
-#[allow(clippy::too_many_arguments)]
 pub(super) fn segment_pass<T: Send>(
-    blocks: &KernelBlocks,
-    source: &mut dyn RowSource,
-    segments: &mut Segments,
+    passes: &mut Passes<'_>,
     wanted: Option<&[bool]>,
     needed: Option<&RowsNeeded<'_>>,
     work: &SegmentWork<'_, T>,
     collect: &mut dyn FnMut(usize, T) -> Result<()>,
-    passes: &mut usize,
-    monitor: Monitor<'_>,
-    progress: &Progress,
 ) -> Result<()> {
-    *passes += 1;
+    let Passes {
+        blocks,
+        source,
+        segments,
+        count,
+        monitor,
+        progress,
+    } = passes;
+    let blocks: &KernelBlocks = blocks;
+    *count += 1;
     let m = blocks.n_basis();
     let first_pass = segments.spans.is_empty();
     let segment = segment_rows(m, segments.single);
@@ -366,18 +381,9 @@ pub(super) fn segment_pass<T: Send>(
 }
 
 /// K v for each of the vectors `v` (one per listed output): one n-vector per output.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn matvec_pass(
-    blocks: &KernelBlocks,
-    source: &mut dyn RowSource,
-    segments: &mut Segments,
-    v: &[&[f64]],
-    passes: &mut usize,
-    monitor: Monitor<'_>,
-    progress: &Progress,
-) -> Result<Vec<Vec<f64>>> {
-    let n = source.n_rows();
-    let m = blocks.n_basis();
+pub(super) fn matvec_pass(passes: &mut Passes<'_>, v: &[&[f64]]) -> Result<Vec<Vec<f64>>> {
+    let n = passes.source.n_rows();
+    let m = passes.blocks.n_basis();
     let q = v.len();
     // Vector-major m x q, for one weighted sum per row.
     let mut coef = vec![0.0; m * q];
@@ -400,23 +406,12 @@ pub(super) fn matvec_pass(
         r
     };
     let mut results: Vec<(usize, Vec<f64>)> = Vec::new();
-    segment_pass(
-        blocks,
-        source,
-        segments,
-        None,
-        None,
-        &work,
-        &mut |s, r| {
-            results.push((s, r));
-            Ok(())
-        },
-        passes,
-        monitor,
-        progress,
-    )?;
+    segment_pass(passes, None, None, &work, &mut |s, r| {
+        results.push((s, r));
+        Ok(())
+    })?;
     for (s, r) in results {
-        let span = segments.spans[s].clone();
+        let span = passes.segments.spans[s].clone();
         for (t, i) in span.enumerate() {
             for k in 0..q {
                 out[k][i] = r[t * q + k];

@@ -14,7 +14,7 @@ use crate::core::kernels::kernel_block::{sv_rows, BlockScratch, KernelBlocks};
 use crate::core::simd;
 
 use super::copies::RowCopies;
-use super::gather::{gather_pass, squared_per_segment, step_pass, Gathered, ShortStep};
+use super::gather::{gather_pass, squared_per_segment, step_pass, Gather, Gathered, ShortStep};
 use super::hessian::{hessian_product, recomputed_product};
 use super::line_search::line_search;
 use super::memory::{copy_share, first_pass_room, polish_bytes};
@@ -26,7 +26,7 @@ use super::rows::{InMemory, RowSource};
 use super::sample::{
     in_sample, RowSample, PROBE_ROWS_PER_SV, SAMPLE_ROWS_PER_SV, SAMPLE_STEP, SAMPLE_TOL,
 };
-use super::segments::{matvec_pass, segment_rows, Segments};
+use super::segments::{matvec_pass, segment_rows, Passes, Segments};
 use super::{PolishMethod, PolishParams, PolishResult};
 
 /// A line-search step below this share of the Newton step cannot end the solve (`polish_on`).
@@ -276,13 +276,20 @@ pub(super) fn polish_on(
         }
         sample_seconds = started.elapsed().as_secs_f64();
     }
-    let mut passes = 0;
-    let mut progress = Progress {
+    let progress = Progress {
         epochs: params.max_iter,
         n_sv: m,
         polish: true,
         rows: n,
         ..Progress::default()
+    };
+    let mut passes = Passes {
+        blocks: &blocks,
+        source,
+        segments,
+        count: 0,
+        monitor,
+        progress,
     };
 
     let objective_of = |k: usize, o: &Output| {
@@ -309,27 +316,24 @@ pub(super) fn polish_on(
     if hessian_free {
         let all: Vec<usize> = (0..n_out).collect();
         let points: Vec<(Vec<f64>, f64)> = outputs.iter().map(|o| (o.beta.clone(), o.b)).collect();
-        segments.cache_left = first_pass_room(params.cache_bytes, n, m, squared_share);
+        passes.segments.cache_left = first_pass_room(params.cache_bytes, n, m, squared_share);
         let rows = segment_rows(m, true);
         let reserve = (squared_share * rows as f64).ceil() as usize;
         let expected = reserve * n.div_ceil(rows);
         let first_limit = copy_share(expected, m, 2, params.cache_bytes).limit(reserve);
         let t_gram = Instant::now();
         let (gathered, values) = gather_pass(
-            &blocks,
-            source,
-            &mut segments,
-            &outputs,
-            &all,
-            Some(&points),
-            true,
-            &|_| reserve,
-            &|_| first_limit,
-            &|k, i, f| targets.term(k, i, f),
-            &weight,
             &mut passes,
-            monitor,
-            &progress,
+            &Gather {
+                outputs: &outputs,
+                live: &all,
+                trial: Some(&points),
+                half: true,
+                squared: &|_| reserve,
+                copy_limit: &|_| first_limit,
+                term: &|k, i, f| targets.term(k, i, f),
+                weight: &weight,
+            },
         )?;
         gram_seconds += t_gram.elapsed().as_secs_f64();
         // The start's best multiple where it gains enough to pay for gathering the rows
@@ -344,15 +348,7 @@ pub(super) fn polish_on(
         pending = (!rescaled).then_some(gathered);
     } else {
         let starts: Vec<&[f64]> = outputs.iter().map(|o| &o.beta[..]).collect();
-        let values = matvec_pass(
-            &blocks,
-            source,
-            &mut segments,
-            &starts,
-            &mut passes,
-            monitor,
-            &progress,
-        )?;
+        let values = matvec_pass(&mut passes, &starts)?;
         for (k, o) in outputs.iter_mut().enumerate() {
             let b = o.b;
             o.f.iter_mut().zip(&values[k]).for_each(|(f, v)| *f = v + b);
@@ -428,18 +424,14 @@ pub(super) fn polish_on(
             iterations += 1;
             // A pass at the current point (no points) or at trial points; the cache takes what
             // the squared rows' copies leave of the budget, each copy sized for its segment's
-            // squared rows (counted at the current f). The source and the monitor are lent
-            // per call: the Hessian products between the passes read the source too.
-            let mut gather = |source: &mut dyn RowSource,
-                              monitor: Monitor<'_>,
-                              segments: &mut Segments,
+            // squared rows (counted at the current f). The passes are lent per call: the
+            // Hessian products between the passes read the source too.
+            let mut gather = |passes: &mut Passes<'_>,
                               outputs: &[Output],
                               live: &[usize],
-                              points: Option<&[(Vec<f64>, f64)]>,
-                              passes: &mut usize,
-                              progress: &Progress| {
+                              points: Option<&[(Vec<f64>, f64)]>| {
                 let t_gram = Instant::now();
-                let squared = squared_per_segment(&segments.spans, outputs, live, &targets);
+                let squared = squared_per_segment(&passes.segments.spans, outputs, live, &targets);
                 let copy_bytes = if half_rows { 2 } else { 4 };
                 let share = copy_share(squared.iter().sum(), m, copy_bytes, params.cache_bytes);
                 let limits: Vec<usize> = squared.iter().map(|&q| share.limit(q)).collect();
@@ -448,45 +440,30 @@ pub(super) fn polish_on(
                     .zip(&limits)
                     .map(|(&q, &l)| q.min(l))
                     .collect();
-                segments.plan_budget(&planned, m, copy_bytes);
+                passes.segments.plan_budget(&planned, m, copy_bytes);
                 let result = gather_pass(
-                    &blocks,
-                    source,
-                    segments,
-                    outputs,
-                    live,
-                    points,
-                    half_rows,
-                    &|s| squared.get(s).copied().unwrap_or(0),
-                    &|s| limits.get(s).copied().unwrap_or(0),
-                    &|k, i, f| targets.term(k, i, f),
-                    &weight,
                     passes,
-                    monitor,
-                    progress,
+                    &Gather {
+                        outputs,
+                        live,
+                        trial: points,
+                        half: half_rows,
+                        squared: &|s| squared.get(s).copied().unwrap_or(0),
+                        copy_limit: &|s| limits.get(s).copied().unwrap_or(0),
+                        term: &|k, i, f| targets.term(k, i, f),
+                        weight: &weight,
+                    },
                 );
                 gram_seconds += t_gram.elapsed().as_secs_f64();
                 result
             };
             let gathered = match pending.take() {
                 Some(gathered) => gathered,
-                None => {
-                    gather(
-                        &mut *source,
-                        &mut *monitor,
-                        &mut segments,
-                        &outputs,
-                        &live,
-                        None,
-                        &mut passes,
-                        &progress,
-                    )?
-                    .0
-                }
+                None => gather(&mut passes, &outputs, &live, None)?.0,
             };
             squared_rows = squared_rows.max(gathered.n_rows);
             recomputed_rows = recomputed_rows.max(gathered.n_recomputed);
-            kept_bytes = kept_bytes.max(segments.held_bytes(m) + gathered.copied_bytes());
+            kept_bytes = kept_bytes.max(passes.segments.held_bytes(m) + gathered.copied_bytes());
             let t_solve = Instant::now();
             // One preconditioner for all outputs; K_SS's factor once, the scale's factor again
             // when the squared rows' weight moved by more than `RESCALE_FACTOR` (a follows it).
@@ -503,7 +480,7 @@ pub(super) fn polish_on(
                 )
             };
             // Ctrl-C between the factorisations' blocks: tens of seconds at m = 10,000.
-            let mut check = || monitor(&progress);
+            let mut check = || (passes.monitor)(&passes.progress);
             if basis.preconditioner.is_none() {
                 let built = Preconditioner::new(&kss, m, ridge, &mut check)?;
                 basis.preconditioner = Some(built.ok_or_else(failed)?);
@@ -555,22 +532,12 @@ pub(super) fn polish_on(
                     // Ctrl-C before each product (up to `MAX_CG_PRODUCTS` of them, a tenth of
                     // a second each over a gigabyte of copies) and between the waves of one
                     // that computes its rows again.
-                    let mut check = || monitor(&progress);
-                    check()?;
+                    (passes.monitor)(&passes.progress)?;
                     hessian_product(&kss_f32, ridge, c, &rows, m, v, out);
                     if recomputed.is_empty() {
                         return Ok(());
                     }
-                    recomputed_product(
-                        &blocks,
-                        &mut *source,
-                        recomputed,
-                        half,
-                        c,
-                        v,
-                        out,
-                        &mut check,
-                    )
+                    recomputed_product(&mut passes, recomputed, half, c, v, out)
                 };
                 let (x, products) = conjugate_gradient::solve(
                     &mut hv,
@@ -605,16 +572,7 @@ pub(super) fn polish_on(
                         (beta, o.b + o.db)
                     })
                     .collect();
-                let (at_full_step, values) = gather(
-                    &mut *source,
-                    &mut *monitor,
-                    &mut segments,
-                    &outputs,
-                    &live,
-                    Some(&points),
-                    &mut passes,
-                    &progress,
-                )?;
+                let (at_full_step, values) = gather(&mut passes, &outputs, &live, Some(&points))?;
                 let mut short_steps: Vec<ShortStep> = Vec::new();
                 for (&k, full) in live.iter().zip(values) {
                     let o = &mut outputs[k];
@@ -673,31 +631,18 @@ pub(super) fn polish_on(
                     recomputed_rows = recomputed_rows.max(at_full_step.n_recomputed);
                     let t_gram = Instant::now();
                     let at_steps = step_pass(
-                        &blocks,
-                        &mut *source,
-                        &mut segments,
+                        &mut passes,
                         at_full_step,
                         &outputs,
                         &short_steps,
-                        params.cache_bytes,
                         &|k, i, f| targets.term(k, i, f),
                         &weight,
-                        &mut passes,
-                        &mut *monitor,
-                        &progress,
                     )?;
                     gram_seconds += t_gram.elapsed().as_secs_f64();
                     at_steps
                 });
             }
-            report(
-                &mut progress,
-                monitor,
-                start,
-                iterations,
-                &outputs,
-                active_changes,
-            )?;
+            report(&mut passes, start, iterations, &outputs, active_changes)?;
             continue;
         } else {
             // Rows whose active term differs from what M counts.
@@ -732,17 +677,7 @@ pub(super) fn polish_on(
                 active_changes += changed[k].len() as u64;
             }
             let t_gram = Instant::now();
-            gram_pass(
-                &blocks,
-                source,
-                &mut segments,
-                &mut outputs,
-                &changed,
-                &weight,
-                &mut passes,
-                monitor,
-                &progress,
-            )?;
+            gram_pass(&mut passes, &mut outputs, &changed, &weight)?;
             gram_seconds += t_gram.elapsed().as_secs_f64();
             let live: Vec<usize> = (0..n_out).filter(|&k| !outputs[k].done).collect();
             if live.is_empty() {
@@ -751,7 +686,8 @@ pub(super) fn polish_on(
             iterations += 1;
             let t_solve = Instant::now();
             for &k in &live {
-                newton_direction(&kss, &mut outputs[k], c, m, &mut || monitor(&progress))?;
+                let mut check = || (passes.monitor)(&passes.progress);
+                newton_direction(&kss, &mut outputs[k], c, m, &mut check)?;
             }
             solve_seconds += t_solve.elapsed().as_secs_f64();
             live
@@ -760,15 +696,7 @@ pub(super) fn polish_on(
             break;
         }
         let dirs: Vec<&[f64]> = live.iter().map(|&k| &outputs[k].d[..]).collect();
-        let values = matvec_pass(
-            &blocks,
-            source,
-            &mut segments,
-            &dirs,
-            &mut passes,
-            monitor,
-            &progress,
-        )?;
+        let values = matvec_pass(&mut passes, &dirs)?;
         for (&k, v) in live.iter().zip(values) {
             let o = &mut outputs[k];
             let db = o.db;
@@ -800,15 +728,9 @@ pub(super) fn polish_on(
             o.full_step = t == 1.0;
             advance(k, o, t, false, may_stop);
         }
-        report(
-            &mut progress,
-            monitor,
-            start,
-            iterations,
-            &outputs,
-            active_changes,
-        )?;
+        report(&mut passes, start, iterations, &outputs, active_changes)?;
     }
+    let segments = &passes.segments;
     let converged = outputs.iter().all(|o| o.done);
     basis.kss = Some(kss);
     let mut coef = vec![0.0; m * n_out];
@@ -831,7 +753,7 @@ pub(super) fn polish_on(
             .filter(|(c, _)| c.is_some())
             .map(|(_, s)| s.len())
             .sum(),
-        passes,
+        passes: passes.count,
         active_changes,
         cg_products,
         system_from,
@@ -849,13 +771,15 @@ pub(super) fn polish_on(
 
 /// Reports an iteration's end to the monitor (progress, and Ctrl-C).
 fn report(
-    progress: &mut Progress,
-    monitor: Monitor<'_>,
+    passes: &mut Passes<'_>,
     start: Instant,
     iterations: usize,
     outputs: &[Output],
     active_changes: u64,
 ) -> Result<()> {
+    let Passes {
+        monitor, progress, ..
+    } = passes;
     progress.epoch = iterations;
     progress.epoch_done = true;
     progress.objective = Some(outputs.iter().map(|o| o.objective).sum());

@@ -1,11 +1,11 @@
 use super::copies::SquaredRows;
-use super::gather::{gather_pass, step_pass, Gathered, ShortStep};
+use super::gather::{gather_pass, step_pass, Gather, Gathered, ShortStep};
 use super::line_search::{line_search, WALK_FIRST};
 use super::memory::polish_bytes;
 use super::objective::{objective, quad_form, scale_start, SUM_CHUNK};
 use super::output::{stops_after, Output};
 use super::sample::{in_sample, SAMPLE_STEP};
-use super::segments::{segment_rows, Segments};
+use super::segments::{segment_rows, Passes, Segments};
 use super::solve::SCALED_START_GAIN;
 use super::*;
 use crate::core::budgeted::problem::HINGE_BEND;
@@ -659,13 +659,20 @@ fn a_short_step_gathers_what_a_pass_at_its_point_does() {
         {
             let view = DenseView::new(&x, n, 2).unwrap();
             let mut source = InMemory(AnyRows::Dense(view));
-            let mut segments = Segments {
-                spans: Vec::new(),
-                cache: Vec::new(),
-                cache_left,
-                budget,
-                single: true,
-                kernel_seconds: 0.0,
+            let mut passes = Passes {
+                blocks: &blocks,
+                source: &mut source,
+                segments: Segments {
+                    spans: Vec::new(),
+                    cache: Vec::new(),
+                    cache_left,
+                    budget,
+                    single: true,
+                    kernel_seconds: 0.0,
+                },
+                count: 0,
+                monitor: &mut no_monitor,
+                progress: Progress::default(),
             };
             let mut outputs: Vec<Output> = (0..q)
                 .map(|k| Output {
@@ -675,41 +682,25 @@ fn a_short_step_gathers_what_a_pass_at_its_point_does() {
                 })
                 .collect();
             let all: Vec<usize> = (0..q).collect();
-            let mut passes = 0;
             let copies = if budget == 0 { 0 } else { usize::MAX };
-            let gather = |source: &mut InMemory<'_>,
-                          segments: &mut Segments,
-                          passes: &mut usize,
+            let gather = |passes: &mut Passes<'_>,
                           outputs: &[Output],
                           points: Option<&[(Vec<f64>, f64)]>| {
-                gather_pass(
-                    &blocks,
-                    source,
-                    segments,
+                let at = Gather {
                     outputs,
-                    &all,
-                    points,
+                    live: &all,
+                    trial: points,
                     half,
-                    &|_| 0,
-                    &|_| copies,
-                    &term,
-                    &weight,
-                    passes,
-                    &mut no_monitor,
-                    &Progress::default(),
-                )
-                .unwrap()
+                    squared: &|_| 0,
+                    copy_limit: &|_| copies,
+                    term: &term,
+                    weight: &weight,
+                };
+                gather_pass(passes, &at).unwrap()
             };
             let here: Vec<(Vec<f64>, f64)> =
                 outputs.iter().map(|o| (o.beta.clone(), o.b)).collect();
-            let values = gather(
-                &mut source,
-                &mut segments,
-                &mut passes,
-                &outputs,
-                Some(&here),
-            )
-            .1;
+            let values = gather(&mut passes, &outputs, Some(&here)).1;
             for (o, f) in outputs.iter_mut().zip(values) {
                 o.f = f;
             }
@@ -722,13 +713,7 @@ fn a_short_step_gathers_what_a_pass_at_its_point_does() {
                     )
                 })
                 .collect();
-            let (at_full, values) = gather(
-                &mut source,
-                &mut segments,
-                &mut passes,
-                &outputs,
-                Some(&full),
-            );
+            let (at_full, values) = gather(&mut passes, &outputs, Some(&full));
             // Output 0 steps 0.4 of the way, the last one (of three) 0.7, the rest fully.
             let mut steps = Vec::new();
             for (k, (o, v)) in outputs.iter_mut().zip(values).enumerate() {
@@ -754,22 +739,9 @@ fn a_short_step_gathers_what_a_pass_at_its_point_does() {
                 .filter(|&i| term(0, i, steps[0].f_before[i]) != term(0, i, outputs[0].f[i]))
                 .count();
             assert!(flips > 10, "seed {seed}: {flips} rows change piece");
-            let stepped = step_pass(
-                &blocks,
-                &mut source,
-                &mut segments,
-                at_full,
-                &outputs,
-                &steps,
-                budget,
-                &term,
-                &weight,
-                &mut passes,
-                &mut no_monitor,
-                &Progress::default(),
-            )
-            .unwrap();
-            let (fresh, _) = gather(&mut source, &mut segments, &mut passes, &outputs, None);
+            let stepped =
+                step_pass(&mut passes, at_full, &outputs, &steps, &term, &weight).unwrap();
+            let (fresh, _) = gather(&mut passes, &outputs, None);
             assert_eq!(stepped.n_rows, fresh.n_rows, "seed {seed}");
             assert_eq!(stepped.n_recomputed, fresh.n_recomputed, "seed {seed}");
             for k in 0..q {
