@@ -51,24 +51,29 @@
 //! depend on the number of threads.
 //!
 //! The files, in the order a solve uses them:
+//! - `solve`: the driver (`polish_on`): the checks, the subsample's start, the first pass and
+//!   the iterations, over a `state::Solve` (what the iterations read, what they change);
 //! - `rows`: the training rows as a `RowSource` read in the same blocks on every pass (in
 //!   memory, or a LIBSVM file read again in chunks); `sample`: the subsample a solve on many
 //!   rows starts from;
-//! - `segments`: K(X, S) in segments, cached or computed, and the pass that visits them;
-//!   `memory`: the peak bytes and how the cache and the squared rows' copies share the budget;
-//! - `newton`: the Newton system (the active-set sums, their Gram updates, the ridge, the
-//!   factorised solve); `output`: one output's state and its stopping rule; `objective`: the
-//!   objective and the start's best multiple; `line_search`: the exact step along a direction;
-//! - `newton_iteration`: the Newton system's iteration (the Gram pass over the rows that
-//!   changed piece, the direction);
-//! - `gather`, `copies`, `hessian`: the Hessian-free solve's passes, the squared rows' copies
-//!   and the products with them;
-//! - `solve`: the driver (`polish_on`); `partition`: the distributed polish's parts (their
-//!   Gram factors are the Newton system's); `tests`: the tests of all of them.
+//! - `segments`: K(X, S) in segments, cached or computed, and the pass that visits them
+//!   (`Passes`: what every pass works with); `memory`: the peak bytes and how the cache and
+//!   the squared rows' copies share the budget;
+//! - `newton_iteration`: the Newton system's solve (the Gram pass over the rows that changed
+//!   piece, the direction, the step); `newton`: the system itself (the active-set sums, their
+//!   Gram updates, the ridge, the factorised solve);
+//! - `hessian_free`: the Hessian-free solve (directions by conjugate gradients, the step from
+//!   one pass at the full step's point); `gather`, `copies`, `hessian`: its passes, the
+//!   squared rows' copies and the products with them;
+//! - `output`: one output's state and its stopping rule; `objective`: the objective and the
+//!   start's best multiple; `line_search`: the exact step along a direction;
+//! - `partition`: the distributed polish's parts (their Gram factors are the Newton
+//!   system's); `tests`: the tests of all of them.
 
 mod copies;
 mod gather;
 mod hessian;
+mod hessian_free;
 mod line_search;
 mod memory;
 mod newton;
@@ -80,20 +85,22 @@ mod rows;
 mod sample;
 mod segments;
 mod solve;
+mod state;
 
 use crate::core::budget::model::BudgetModel;
 use crate::core::budgeted::problem::Targets;
 use crate::core::common::checks::check_positive_finite;
 use crate::core::common::error::{Result, SvmError};
 use crate::core::common::progress::Monitor;
-use solve::{polish_on, OfTheBasis};
+use solve::{polish_on, Problem};
+use state::OfTheBasis;
 
+pub use hessian_free::{CG_TOL_EARLY, CG_TOL_FLOOR, MAX_CG_PRODUCTS, RESCALE_FACTOR};
 pub use newton::{
     add_gram_factor, preconditioner_ridge, ActiveSums, GramFactor, NO_CURVATURE, RIDGE,
 };
 pub use partition::{LineSums, PartitionGradient, PartitionRows, PartitionSums};
 pub use rows::{InMemory, LibsvmFileRows, RowSource};
-pub use solve::{CG_TOL_EARLY, CG_TOL_FLOOR, MAX_CG_PRODUCTS, RESCALE_FACTOR};
 
 /// The polish's preconditioner, also the distributed polish's (on the driver).
 pub use crate::core::budgeted::conjugate_gradient::Preconditioner;
@@ -217,16 +224,14 @@ pub fn polish(
     params: &PolishParams,
     monitor: Monitor<'_>,
 ) -> Result<PolishResult> {
-    polish_on(
+    let problem = Problem {
         model,
         start_intercept,
-        source,
         targets,
         weights,
         params,
-        monitor,
-        &mut OfTheBasis::default(),
-    )
+    };
+    polish_on(&problem, source, monitor, &mut OfTheBasis::default())
 }
 
 #[cfg(test)]

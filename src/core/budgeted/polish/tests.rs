@@ -1,12 +1,12 @@
 use super::copies::SquaredRows;
 use super::gather::{gather_pass, step_pass, Gather, Gathered, ShortStep};
+use super::hessian_free::SCALED_START_GAIN;
 use super::line_search::{line_search, WALK_FIRST};
 use super::memory::polish_bytes;
 use super::objective::{objective, quad_form, scale_start, SUM_CHUNK};
 use super::output::{stops_after, Output};
 use super::sample::{in_sample, SAMPLE_STEP};
 use super::segments::{segment_rows, Passes, Segments};
-use super::solve::SCALED_START_GAIN;
 use super::*;
 use crate::core::budgeted::problem::HINGE_BEND;
 use crate::core::common::memory::check_fits;
