@@ -288,7 +288,7 @@ pub(super) fn step_pass(
 ) -> Result<Gathered> {
     let m = passes.blocks.n_basis();
     let n = passes.source.n_rows();
-    // f at a step's end as `advance` computes it, and whether the row changed piece.
+    // f at a step's end as `Fixed::advance` computes it, and whether the row changed piece.
     let at = |s: &ShortStep, i: usize, t: f64| s.f_before[i] + t * outputs[s.output].delta[i];
     let flips: Vec<Vec<bool>> = steps
         .iter()

@@ -24,13 +24,13 @@ use super::rows::RowSource;
 /// dear).
 pub(super) const SAMPLE_STEP: usize = 5;
 /// Rows per support vector from which a solve below `hessian_free_basis` probes the
-/// Hessian-free path on its subsample (see `polish_on`). Where the squared rows are many and
-/// the preconditioner good, products are far cheaper than forming the system: hardmc's class
-/// pairs, 158,599 rows at B = 800, 4.9 s -> 1.1 s, 528,459 rows at B = 1,267 the whole
-/// one-vs-one fit on 1,000,000 rows 79 -> 40 s. Where the subsample needs many products the
-/// system stays, but the probe's subsample solve is then spent: a9a and ijcnn1 at B = 500 (65
-/// and 100 rows per vector) 0.56 -> 0.74 s and 0.69 -> 1.04 s with a probe from 50 rows per
-/// vector, so it starts at 200.
+/// Hessian-free path on its subsample (see `solve::sample_start`). Where the squared rows are
+/// many and the preconditioner good, products are far cheaper than forming the system:
+/// hardmc's class pairs, 158,599 rows at B = 800, 4.9 s -> 1.1 s, 528,459 rows at B = 1,267
+/// the whole one-vs-one fit on 1,000,000 rows 79 -> 40 s. Where the subsample needs many
+/// products the system stays, but the probe's subsample solve is then spent: a9a and ijcnn1 at
+/// B = 500 (65 and 100 rows per vector) 0.56 -> 0.74 s and 0.69 -> 1.04 s with a probe from
+/// 50 rows per vector, so it starts at 200.
 pub(super) const PROBE_ROWS_PER_SV: usize = 200;
 pub(super) const SAMPLE_ROWS_PER_SV: usize = 10;
 pub(super) const SAMPLE_TOL: f64 = 1e-3;
