@@ -1,4 +1,4 @@
-//! The polish's Hessian-free direction (`polish.rs`; FALKON: Rudi, Carratino & Rosasco
+//! The polish's Hessian-free direction (`polish/`; FALKON: Rudi, Carratino & Rosasco
 //! 2017): the Newton system H x = -g solved by preconditioned conjugate gradients,
 //! H applied as products with the squared rows' kernel values (never formed), and the dense
 //! Cholesky factorisations both the Newton system and the preconditioner need.
