@@ -315,12 +315,19 @@ impl RowSource for InMemory<'_> {
 }
 
 /// A LIBSVM file read again in chunks of `chunk_rows` lines on every pass (`fit_file`): memory
-/// is one chunk, whatever the file's size. Its rows are `width` features wide.
+/// is one chunk, whatever the file's size. Its rows are `width` features wide. With `keep`
+/// (`open_pair`: one-vs-one's pair of classes) the passes visit the kept rows only, each
+/// chunk's kept rows copied (one chunk at most).
 pub struct LibsvmFileRows {
     path: std::path::PathBuf,
     chunk_rows: usize,
     width: usize,
+    /// Rows visited: the file's, or those kept.
     n_rows: usize,
+    /// Rows of the file.
+    file_rows: usize,
+    /// Per row of the file, whether the passes visit it (None: all).
+    keep: Option<Vec<bool>>,
 }
 
 impl LibsvmFileRows {
@@ -347,6 +354,36 @@ impl LibsvmFileRows {
             }
             Ok(())
         })
+    }
+
+    /// The rows of two of the file's classes, `pair` = (a, b) (indices into the sorted
+    /// `classes`, a != b; a binary polish of one-vs-one's pair): their targets, 0 for class a
+    /// and 1 for b, in the file's order, read in one pass (every label must be one of
+    /// `classes`), and the source whose passes visit those rows only.
+    pub fn open_pair(
+        path: &std::path::Path,
+        chunk_rows: usize,
+        width: usize,
+        classes: &[f64],
+        pair: (u32, u32),
+    ) -> Result<(Self, Vec<u32>)> {
+        let (a, b) = pair;
+        let n_classes = classes.len();
+        if a == b || a as usize >= n_classes || b as usize >= n_classes {
+            return Err(SvmError::invalid_input(format!(
+                "pair ({a}, {b}) must be two distinct class indices below {n_classes}"
+            )));
+        }
+        let (mut source, y) = Self::open(path, chunk_rows, width, classes)?;
+        let keep: Vec<bool> = y.iter().map(|&k| k == a || k == b).collect();
+        let targets: Vec<u32> = y
+            .iter()
+            .filter(|&&k| k == a || k == b)
+            .map(|&k| u32::from(k == b))
+            .collect();
+        source.n_rows = targets.len();
+        source.keep = Some(keep);
+        Ok((source, targets))
     }
 
     /// The file's labels as real targets (regression; each must be finite), read in one pass,
@@ -392,6 +429,8 @@ impl LibsvmFileRows {
             chunk_rows,
             width,
             n_rows: y.len(),
+            file_rows: y.len(),
+            keep: None,
         };
         Ok((source, y))
     }
@@ -406,19 +445,49 @@ impl RowSource for LibsvmFileRows {
     }
     fn pass(&mut self, visit: &mut dyn FnMut(usize, &AnyRows<'_>) -> Result<()>) -> Result<()> {
         let mut chunks = LibsvmChunks::open(&self.path, self.chunk_rows)?;
+        // Rows visited so far, and rows of the file read so far.
         let mut first = 0;
+        let mut read = 0;
+        // The kept rows of a chunk (with `keep`), reused.
+        let (mut indptr, mut indices, mut values) = (Vec::new(), Vec::new(), Vec::new());
         while let Some(data) = chunks.next_chunk()? {
-            if data.n_features > self.width || first + data.n_rows() > self.n_rows {
+            let n = data.n_rows();
+            if data.n_features > self.width || read + n > self.file_rows {
                 return Err(SvmError::invalid_input(format!(
                     "{} changed while it was being read",
                     self.path.display()
                 )));
             }
-            let view = CsrView::new(&data.indptr, &data.indices, &data.values, self.width)?;
-            visit(first, &AnyRows::Csr64(view))?;
-            first += data.n_rows();
+            let kept = self.keep.as_ref().map(|keep| &keep[read..read + n]);
+            read += n;
+            match kept {
+                Some(kept) if !kept.iter().all(|&k| k) => {
+                    indptr.clear();
+                    indices.clear();
+                    values.clear();
+                    indptr.push(0i64);
+                    for (i, _) in kept.iter().enumerate().filter(|(_, &k)| k) {
+                        let span = data.indptr[i] as usize..data.indptr[i + 1] as usize;
+                        indices.extend_from_slice(&data.indices[span.clone()]);
+                        values.extend_from_slice(&data.values[span]);
+                        indptr.push(indices.len() as i64);
+                    }
+                    let rows = indptr.len() - 1;
+                    if rows == 0 {
+                        continue;
+                    }
+                    let view = CsrView::new(&indptr, &indices, &values, self.width)?;
+                    visit(first, &AnyRows::Csr64(view))?;
+                    first += rows;
+                }
+                _ => {
+                    let view = CsrView::new(&data.indptr, &data.indices, &data.values, self.width)?;
+                    visit(first, &AnyRows::Csr64(view))?;
+                    first += n;
+                }
+            }
         }
-        if first != self.n_rows {
+        if read != self.file_rows || first != self.n_rows {
             return Err(SvmError::invalid_input(format!(
                 "{} changed while it was being read",
                 self.path.display()
@@ -4913,6 +4982,65 @@ mod tests {
         assert_eq!(in_memory.sample_rows, from_file.sample_rows);
         // The same optimum; not the same bits: the gather's sums follow the file's blocks.
         assert_same_optimum(&x, &model, &from_file, &in_memory, 41);
+    }
+
+    /// A pair of a file's classes (`open_pair`: one-vs-one's polish in `fit_file`) is polished
+    /// on the rows of its two classes only, targets 0 for its first and 1 for its second: the
+    /// polish of a file holding only those rows, bit for bit while both are one chunk, and the
+    /// same optimum in chunks (whose kept rows are copied per chunk).
+    #[test]
+    fn a_pair_of_classes_is_polished_on_its_rows() {
+        let (n, m) = (3000, 30);
+        let (x, y, _) = problem(47, n, m, 3);
+        let (_, _, model) = problem(47, n, m, 2); // the same rows, a binary model
+        let x: Vec<f64> = x.iter().map(|v| (v * 1000.0).round() / 1000.0).collect();
+        let dir = std::env::temp_dir();
+        let all = dir.join(format!("budgetsvm_pair_all_{}.svm", std::process::id()));
+        let only = dir.join(format!("budgetsvm_pair_only_{}.svm", std::process::id()));
+        let line = |i: usize| format!("{} 1:{:?} 2:{:?}\n", y[i], x[2 * i], x[2 * i + 1]);
+        let pair: Vec<usize> = (0..n).filter(|&i| y[i] != 1).collect();
+        std::fs::write(&all, (0..n).map(line).collect::<String>()).unwrap();
+        std::fs::write(&only, pair.iter().map(|&i| line(i)).collect::<String>()).unwrap();
+        let classes = [0.0, 1.0, 2.0];
+        let mut p = params(2.0);
+        p.method = PolishMethod::HessianFree;
+        let solve = |path: &std::path::Path, chunk: usize, pair_of: Option<(u32, u32)>| {
+            let (mut file, targets) = match pair_of {
+                Some(pair_of) => LibsvmFileRows::open_pair(path, chunk, 2, &classes, pair_of)?,
+                None => LibsvmFileRows::open(path, chunk, 2, &[0.0, 2.0])?,
+            };
+            let r = polish(
+                &model,
+                None,
+                &mut file,
+                Targets::classes(&targets, 2),
+                None,
+                &p,
+                &mut no_monitor,
+            )?;
+            Ok::<_, SvmError>((targets, r))
+        };
+        let whole = solve(&all, n, Some((0, 2)));
+        let alone = solve(&only, n, None);
+        let chunked = solve(&all, 333, Some((0, 2)));
+        let refused = LibsvmFileRows::open_pair(&all, 333, 2, &classes, (2, 2)).err();
+        std::fs::remove_file(&all).unwrap();
+        std::fs::remove_file(&only).unwrap();
+        let ((targets, whole), (alone_targets, alone)) = (whole.unwrap(), alone.unwrap());
+        let expected: Vec<u32> = pair.iter().map(|&i| u32::from(y[i] == 2)).collect();
+        assert_eq!(targets, expected);
+        assert_eq!(alone_targets, expected);
+        assert_eq!(
+            (&whole.coef, &whole.intercept),
+            (&alone.coef, &alone.intercept)
+        );
+        let (_, chunked) = chunked.unwrap();
+        let pair_x: Vec<f64> = pair
+            .iter()
+            .flat_map(|&i| [x[2 * i], x[2 * i + 1]])
+            .collect();
+        assert_same_optimum(&pair_x, &model, &chunked, &whole, 47);
+        assert!(refused.is_some());
     }
 
     /// The same solution whatever the cache holds and however many threads run.
