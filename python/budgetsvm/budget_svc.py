@@ -1014,9 +1014,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         classes = self.classes_
         n_classes = len(classes)
         pairs = _probability.class_pairs(n_classes)
-        # Rows of a class weighing 0 are left out, as fit leaves them out.
-        kept = np.where(self.class_weight_ > 0, counts, 0)
-        pair_rows = [int(kept[a] + kept[b]) for a, b in pairs]
+        pair_rows = [int(counts[a] + counts[b]) for a, b in pairs]
         budgets = _one_vs_one.pair_budgets(int(self.budget), pair_rows)
         self.n_features_in_ = width
         self.gamma_ = file_gamma(self.gamma, summary, n_rows, width)
