@@ -87,7 +87,8 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
     budget : int or 'auto', default=100
         Maximum number of support vectors of the model, for every solver and any number of
         classes: what a prediction costs (one kernel value per support vector and row). One-vs-one
-        splits it over the class pairs in proportion to their rows (each pair at least one).
+        splits it over the class pairs in proportion to their rows (each pair at least two; a
+        ``partial_fit`` stream, whose class counts are unknown, equally).
         'auto': ``fit`` chooses it, fitting budgets 250, 500, 1,000, ... on the rows outside a
         held-out tenth (at most 20,000 rows) and scoring them there, until one more doubling is
         predicted to gain less than a quarter point of held-out accuracy; the model is the best
@@ -104,10 +105,11 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         values, as SVC's ``decision_function_shape='ovr'``). 'shared': one budgeted run whose
         support vectors carry one coefficient per class (Crammer-Singer for BSGD, one-vs-rest
         for BSCA). One-vs-one is faster and as accurate where the classes overlap
-        (docs/multiclass_notes.md: six classes, 100,000 rows, at 2-8x the speed). ``partial_fit``,
-        ``fit_file``, ``record_history`` and Dask training have one run, so 'auto' is 'shared'
-        there (``record_history`` with 'ovo' is refused). Two classes are the binary model
-        whatever this says.
+        (docs/multiclass_notes.md: six classes, 100,000 rows, at 2-8x the speed). A
+        ``partial_fit`` stream started on an unfitted estimator and ``fit_file`` follow the same
+        rule (one BSGD run per pair, each fed the rows of its two classes). ``record_history``
+        and Dask training have one run, so 'auto' is 'shared' there (``record_history`` with
+        'ovo' is refused). Two classes are the binary model whatever this says.
     solver : {'bsgd', 'bsca'}, default='bsgd'
         BSGD (primal SGD) or BSCA (dual coordinate ascent, one dual variable in [0, C] per
         training example), with ``dual_step`` and ``average`` below keeping it stable at large
@@ -777,9 +779,22 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
     ) -> BudgetSVC:
         """One BSGD pass over a batch of a stream, continuing the run of the previous calls.
 
-        Several classes: a stream started here is one run whose support vectors every class
-        shares (``multiclass='shared'``); after a one-vs-one ``fit`` each pair's run continues
-        on the batch's rows of its two classes (the model is then the pairs' runs, unpolished).
+        Several classes: a stream started here follows ``fit``'s rule (``multiclass``): one
+        run whose support vectors every class shares ('shared'), or one-vs-one, one binary run
+        per class pair, each call stepping every pair's run over the batch's rows of its two
+        classes (all pairs at once on the thread pool; a pair without rows in the batch waits).
+        The pairs' budgets are fixed on the first call, before the class counts are known, so
+        the budget is split equally over the pairs (the remainder to the first pairs); each
+        pair's run takes 2 / n_classes of ``n_samples`` as its number of rows (its share when
+        the classes are balanced) for lambda = 1 / (rows C) and for the start of its averaging,
+        as ``fit`` gives each pair the lambda of its own rows (``lam`` sets one lambda for
+        all). A pair's model is then exactly the binary stream of its rows
+        (``fit_stats_['pairs']``: each pair's classes, budget, rows seen, lambda), while the
+        equality with ``fit`` below does not hold for one-vs-one (``fit`` splits the budget and
+        sets the lambdas by the pairs' counted rows). After a
+        one-vs-one ``fit`` or ``fit_file`` each pair's run continues the same way. The
+        one-vs-one model returned is the pairs' runs, unpolished (``polish_coef`` polishes each
+        pair on its rows).
 
         The first call on an unfitted estimator starts a run and needs ``classes``, every
         label of the stream; later calls, and calls after ``fit`` or ``fit_file``, continue
@@ -904,8 +919,9 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
 
         The file is read ``chunk_rows`` lines at a time: one pass first to count the rows and
         find the classes and the width (and the variance for ``gamma='scale'``), then
-        ``epochs`` passes that feed the chunks to one BSGD run, as ``partial_fit`` does. Memory
-        is one chunk plus the budget, whatever the file's size.
+        ``epochs`` passes that feed the chunks to the BSGD run (one-vs-one: runs, one per class
+        pair), as ``partial_fit`` does. Memory is one chunk plus the budget, whatever the file's
+        size.
 
         How it relates to ``fit`` on the loaded file (``load_svmlight_file``): with
         ``shuffle=False`` and a numeric gamma the model is identical, for any ``epochs``
@@ -918,6 +934,16 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         and once per pass of the solve in chunks (about two passes per Newton iteration while
         K(X, S) exceeds ``polish_cache_size``, none once it fits), so memory stays one chunk
         plus the cache, plus a few numbers per row (labels, decision values).
+
+        Several classes train as ``fit`` does (``multiclass``): one run whose support vectors
+        every class shares, or one-vs-one, one BSGD run per class pair, each chunk's rows fed
+        to the runs of the pairs of their classes (all pairs at once on the thread pool), the
+        budget split over the pairs by their rows in the file (counted by the first pass), each
+        run with the lambda of its pair's rows; then each pair is polished on the rows of its
+        two classes, the file read again per pair. With ``shuffle=False`` both designs give
+        ``fit``'s model on the loaded file (one-vs-one: the budgeted runs exactly, the polish
+        to rounding where the first pair's solve probes the Hessian-free path, whose sums
+        follow the chunks).
 
         ``n_features`` widens the model to at least that many features (a test file may lack
         the last ones). ``class_weight`` applies as in ``fit`` ('balanced' from the first
