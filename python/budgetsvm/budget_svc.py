@@ -106,10 +106,11 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         support vectors carry one coefficient per class (Crammer-Singer for BSGD, one-vs-rest
         for BSCA). One-vs-one is faster and as accurate where the classes overlap
         (docs/multiclass_notes.md: six classes, 100,000 rows, at 2-8x the speed). A
-        ``partial_fit`` stream started on an unfitted estimator and ``fit_file`` follow the same
-        rule (one BSGD run per pair, each fed the rows of its two classes). ``record_history``
-        and Dask training have one run, so 'auto' is 'shared' there (``record_history`` with
-        'ovo' is refused). Two classes are the binary model whatever this says.
+        ``partial_fit`` stream started on an unfitted estimator, ``fit_file`` and
+        ``budgetsvm.dask.fit`` follow the same rule (streams and files: one BSGD run per pair,
+        each fed the rows of its two classes; Dask: each pair trained across the partitions'
+        rows of its two classes). ``record_history`` traces one run, so 'auto' is 'shared'
+        there and 'ovo' is refused. Two classes are the binary model whatever this says.
     solver : {'bsgd', 'bsca'}, default='bsgd'
         BSGD (primal SGD) or BSCA (dual coordinate ascent, one dual variable in [0, C] per
         training example), with ``dual_step`` and ``average`` below keeping it stable at large
