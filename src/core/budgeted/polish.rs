@@ -2383,13 +2383,25 @@ fn segment_pass<T: Send>(
     let m = blocks.n_basis();
     let first_pass = segments.spans.is_empty();
     let segment = segment_rows(m, segments.single);
+    // Every segment the pass wants is in the cache (after the first pass): the source is not
+    // read at all (a file is not parsed again), the segments visited in the same order.
+    let from_cache = !first_pass
+        && (0..segments.spans.len())
+            .filter(|&s| wanted.is_none_or(|w| w[s]))
+            .all(|s| match &segments.cache[s] {
+                Some(Cached::F64(kv)) => !kv.is_empty(),
+                Some(Cached::F32(kv)) => !kv.is_empty(),
+                None => false,
+            });
+    let n_segments = segments.spans.len();
     let mut next_segment = 0;
-    let mut visit = |first: usize, rows: &AnyRows<'_>| -> Result<()> {
-        let len = rows.n_rows();
-        // This block's segments.
-        let ids: Vec<usize> = (0..len.div_ceil(segment))
-            .map(|s| next_segment + s)
-            .collect();
+    // The segments `ids` of a block of `len` rows starting at row `first` (the rows None: all
+    // the pass wants are cached).
+    let mut run = |ids: Vec<usize>,
+                   first: usize,
+                   len: usize,
+                   rows: Option<&AnyRows<'_>>|
+     -> Result<()> {
         if first_pass {
             for s in 0..ids.len() {
                 let a = first + s * segment;
@@ -2404,7 +2416,6 @@ fn segment_pass<T: Send>(
                 }
             }
         }
-        next_segment += ids.len();
         let todo: Vec<usize> = ids
             .into_iter()
             .filter(|&s| wanted.is_none_or(|w| w[s]))
@@ -2442,6 +2453,8 @@ fn segment_pass<T: Send>(
                                 }
                                 slot => slot,
                             };
+                            // (A pass from the cache wants cached segments only.)
+                            let rows = rows.expect("the rows of a segment not cached");
                             let t0 = Instant::now();
                             let some: Option<Vec<usize>> = needed
                                 .filter(|_| slot.is_none())
@@ -2529,7 +2542,19 @@ fn segment_pass<T: Send>(
         }
         Ok(())
     };
-    source.pass(&mut visit)?;
+    if from_cache {
+        run((0..n_segments).collect(), 0, 0, None)?;
+    } else {
+        source.pass(&mut |first: usize, rows: &AnyRows<'_>| -> Result<()> {
+            let len = rows.n_rows();
+            // This block's segments.
+            let ids: Vec<usize> = (0..len.div_ceil(segment))
+                .map(|s| next_segment + s)
+                .collect();
+            next_segment += ids.len();
+            run(ids, first, len, Some(rows))
+        })?;
+    }
     if first_pass {
         let rows: usize = segments.spans.iter().map(|s| s.len()).sum();
         if rows != source.n_rows() {
@@ -5041,6 +5066,76 @@ mod tests {
             .collect();
         assert_same_optimum(&pair_x, &model, &chunked, &whole, 47);
         assert!(refused.is_some());
+    }
+
+    /// Rows in memory that count the passes over them (a file read again on every pass).
+    struct CountedPasses<'a> {
+        rows: InMemory<'a>,
+        passes: usize,
+    }
+
+    impl RowSource for CountedPasses<'_> {
+        fn n_rows(&self) -> usize {
+            self.rows.n_rows()
+        }
+        fn n_cols(&self) -> usize {
+            self.rows.n_cols()
+        }
+        fn pass(&mut self, visit: &mut dyn FnMut(usize, &AnyRows<'_>) -> Result<()>) -> Result<()> {
+            self.passes += 1;
+            self.rows.pass(visit)
+        }
+    }
+
+    /// Once the cache holds every row's kernel values the source is not read again (a file is
+    /// parsed on the first pass only), and the solution is the one of a cache that holds none
+    /// (every pass reading the rows): the same bits by the Newton system, the same optimum
+    /// Hessian-free (whose squared rows' copies follow the cache), with and without the
+    /// subsample.
+    #[test]
+    fn a_source_the_cache_holds_is_read_once() {
+        let (x, y, model) = problem(53, 3000, 30, 3);
+        for (method, sample_start) in [
+            (PolishMethod::Newton, false),
+            (PolishMethod::HessianFree, false),
+            (PolishMethod::HessianFree, true),
+        ] {
+            let solve = |cache_bytes: usize| {
+                let view = DenseView::new(&x, 3000, 2).unwrap();
+                let mut source = CountedPasses {
+                    rows: InMemory(AnyRows::Dense(view)),
+                    passes: 0,
+                };
+                let mut p = params(5.0);
+                p.method = method;
+                p.sample_start = sample_start;
+                p.cache_bytes = cache_bytes;
+                let targets = Targets::classes(&y, 3);
+                let r = polish(
+                    &model,
+                    None,
+                    &mut source,
+                    targets,
+                    None,
+                    &p,
+                    &mut no_monitor,
+                );
+                (r.unwrap(), source.passes)
+            };
+            let (cached, reads) = solve(1 << 30);
+            let (uncached, reads_uncached) = solve(0);
+            assert_eq!(cached.cached_rows, 3000);
+            assert!(cached.passes > 2, "{method:?}: {} passes", cached.passes);
+            // The first pass, and the subsample's copy when the solve starts from it.
+            assert_eq!(reads, 1 + usize::from(cached.sample_rows > 0), "{method:?}");
+            assert!(reads_uncached >= uncached.passes, "{method:?}");
+            if method == PolishMethod::Newton {
+                assert_eq!(cached.coef, uncached.coef);
+                assert_eq!(cached.intercept, uncached.intercept);
+            } else {
+                assert_same_optimum(&x, &model, &cached, &uncached, 53);
+            }
+        }
     }
 
     /// The same solution whatever the cache holds and however many threads run.
