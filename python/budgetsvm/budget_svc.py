@@ -792,10 +792,9 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         all). A pair's model is then exactly the binary stream of its rows
         (``fit_stats_['pairs']``: each pair's classes, budget, rows seen, lambda), while the
         equality with ``fit`` below does not hold for one-vs-one (``fit`` splits the budget and
-        sets the lambdas by the pairs' counted rows). After a
-        one-vs-one ``fit`` or ``fit_file`` each pair's run continues the same way. The
-        one-vs-one model returned is the pairs' runs, unpolished (``polish_coef`` polishes each
-        pair on its rows).
+        sets the lambdas by the pairs' counted rows). After a one-vs-one ``fit`` or
+        ``fit_file`` each pair's run continues the same way. The one-vs-one model returned is
+        the pairs' runs, unpolished (``polish_coef`` polishes each pair on its rows).
 
         The first call on an unfitted estimator starts a run and needs ``classes``, every
         label of the stream; later calls, and calls after ``fit`` or ``fit_file``, continue
@@ -941,7 +940,8 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         to the runs of the pairs of their classes (all pairs at once on the thread pool), the
         budget split over the pairs by their rows in the file (counted by the first pass), each
         run with the lambda of its pair's rows; then each pair is polished on the rows of its
-        two classes, the file read again per pair. With ``shuffle=False`` both designs give
+        two classes, one pair after another, each reading the file as the polish above does
+        (the other classes' rows read and skipped). With ``shuffle=False`` both designs give
         ``fit``'s model on the loaded file (one-vs-one: the budgeted runs exactly, the polish
         to rounding where the first pair's solve probes the Hessian-free path, whose sums
         follow the chunks).
