@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import pickle
 
@@ -404,3 +405,109 @@ def test_hessian_free_polish_reaches_the_newton_optimum(clusters, monkeypatch, t
     )
     assert not uncached.fit_stats_["polish"]["hessian_free"]
     assert_allclose(obj(uncached), obj(newton), rtol=1e-6)
+
+
+# --- one-vs-one ----------------------------------------------------------------------------------
+
+
+def blobs(n: int, k: int, seed: int) -> tuple:
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(scale=2.5, size=(k, 3))
+    y = rng.integers(0, k, n)
+    return centers[y] + rng.normal(size=(n, 3)), y
+
+
+OVO_CHUNKS = (400, 0, 700, 300, 600)
+
+
+def test_one_vs_one_pairs_are_the_binary_dask_fits_of_their_rows(clusters):
+    # Pair (a, b): budgetsvm.dask.fit of a binary BudgetSVC (the pair's budget, its seed) on the
+    # rows of a and b, partitioned alike (each partition keeping its rows of the pair): bit for
+    # bit on one worker, whose sums are added in one order. With weights (zeros left out),
+    # a class weight and string labels.
+    from budgetsvm._one_vs_one import pair_budgets, pair_seed
+
+    X, y = blobs(sum(OVO_CHUNKS), 4, 20)
+    labels = np.array(["p", "q", "r", "s"])[y]
+    w = np.random.default_rng(21).uniform(0.5, 2.0, len(y))
+    w[::9] = 0.0
+    chunks = (OVO_CHUNKS, (3,))
+    kw = dict(C=1.0, gamma=0.5, epochs=2, random_state=0, multiclass="ovo")
+    clf = fit_on(
+        clusters[0],
+        BudgetSVC(budget=120, class_weight={"q": 2.0}, **kw),
+        da.from_array(X, chunks=chunks),
+        da.from_array(labels, chunks=(OVO_CHUNKS,)),
+        sample_weight=da.from_array(w, chunks=(OVO_CHUNKS,)),
+    )
+    assert clf.multiclass_ == "ovo" and clf.support_vectors_.shape[0] <= 120
+    pairs = list(itertools.combinations("pqrs", 2))
+    rows = [int(np.sum(np.isin(labels, pair) & (w > 0))) for pair in pairs]
+    budgets = pair_budgets(120, rows)
+    stats = clf.fit_stats_["pairs"]
+    assert [p["budget"] for p in stats] == budgets and [p["rows"] for p in stats] == rows
+    assert stats[0]["dask"]["empty_partitions"] == 1
+    starts = np.r_[0, np.cumsum(clf.n_support_per_pair_)]
+    bounds = np.r_[0, np.cumsum(OVO_CHUNKS)]
+    for p, (a, b) in enumerate(pairs):
+        m = np.isin(labels, [a, b])
+        sizes = tuple(int(m[lo:hi].sum()) for lo, hi in zip(bounds[:-1], bounds[1:]))
+        own = {"q": 2.0} if "q" in (a, b) else None
+        binary = fit_on(
+            clusters[0],
+            BudgetSVC(budget=budgets[p], class_weight=own, **dict(kw, random_state=pair_seed(0, p))),
+            da.from_array(X[m], chunks=(sizes, (3,))),
+            da.from_array(labels[m], chunks=(sizes,)),
+            sample_weight=da.from_array(w[m], chunks=(sizes,)),
+        )
+        group = slice(starts[p], starts[p + 1])
+        assert clf.n_support_per_pair_[p] <= budgets[p]
+        assert_array_equal(clf.support_vectors_[group], binary.support_vectors_)
+        assert_array_equal(clf.dual_coef_[0, group], -binary.dual_coef_[0])
+        assert clf.intercept_[p] == -binary.intercept_[0]
+        assert stats[p]["polish"]["converged"]
+
+
+def test_one_vs_one_on_the_cluster_predicts_as_fit(clusters, tmp_path):
+    from budgetsvm import load_model
+
+    X, y = blobs(sum(OVO_CHUNKS), 4, 22)
+    dX = da.from_array(X, chunks=(OVO_CHUNKS, (3,)))
+    dy = da.from_array(y, chunks=(OVO_CHUNKS,))
+    kw = dict(C=1.0, gamma=0.5, epochs=2, random_state=0, multiclass="ovo")
+    two = fit_on(clusters[1], BudgetSVC(budget=90, **kw), dX, dy)
+    one = fit_on(clusters[0], BudgetSVC(budget=90, **kw), dX, dy)
+    # The bases are the same on any number of workers; the polish to its tolerance.
+    assert_array_equal(one.support_vectors_, two.support_vectors_)
+    f1, f2 = one.decision_function(X), two.decision_function(X)
+    assert np.abs(f1 - f2).max() < 1e-3 * np.abs(f1).max()
+    fitted = BudgetSVC(budget=90, **kw).fit(X, y)
+    assert np.mean(two.predict(X) == fitted.predict(X)) >= 0.95
+    assert two.score(X, y) >= fitted.score(X, y) - 0.02
+    path = tmp_path / "m.bsvm"
+    two.save(path)
+    loaded = load_model(path)
+    assert loaded.multiclass_ == "ovo"
+    assert_array_equal(loaded.n_support_per_pair_, two.n_support_per_pair_)
+    assert_array_equal(loaded.predict(X), two.predict(X))
+    assert_array_equal(pickle.loads(pickle.dumps(two)).predict(X), two.predict(X))
+    # 'auto' follows fit's rule (500 SVs per pair), two classes are the binary model.
+    auto = dict(kw, multiclass="auto", polish=False, epochs=1)
+    assert fit_on(clusters[1], BudgetSVC(budget=2999, **auto), dX, dy).multiclass_ == "shared"
+    assert fit_on(clusters[1], BudgetSVC(budget=3000, **auto), dX, dy).multiclass_ == "ovo"
+    binary = fit_on(clusters[1], BudgetSVC(budget=30, **kw), dX, (dy > 1).astype(int))
+    assert binary.multiclass_ == "binary"
+
+
+def test_one_vs_one_needs_rows_of_every_pair(clusters):
+    X, y = blobs(900, 3, 23)
+    w = np.where(y == 2, 0.0, 1.0)  # class 2 only in rows of weight 0
+    dX = da.from_array(X, chunks=(300, 3))
+    dy = da.from_array(y, chunks=(300,))
+    dw = da.from_array(w, chunks=(300,))
+    clf = BudgetSVC(budget=30, gamma=0.5, multiclass="ovo", random_state=0)
+    with pytest.raises(ValueError, match=r"class 2 has no rows of non-zero weight"):
+        fit_on(clusters[1], clf, dX, dy, sample_weight=dw)
+    assert not hasattr(clf, "support_vectors_")
+    with pytest.raises(ValueError, match=r"budget=5 is less than the 6"):
+        fit_on(clusters[1], BudgetSVC(budget=5, gamma=0.5, multiclass="ovo"), dX, dy)

@@ -308,7 +308,8 @@ def test_what_the_one_vs_one_model_cannot_do_says_so(tmp_path):
         BudgetSVC(budget=30, record_history=True, **KW).fit(X, y)
     with pytest.raises(ValueError, match="multiclass"):
         BudgetSVC(budget=30, **dict(KW, multiclass="ovr")).fit(X, y)
-    # A stream on a fresh estimator is one budgeted run: the shared budget.
+    # A stream on a fresh estimator follows fit's rule ('auto' below 500 SVs per pair: the
+    # shared budget; tests/test_multiclass_streams.py).
     kw = {k: v for k, v in KW.items() if k != "multiclass"}
     stream = BudgetSVC(budget=30, **kw).partial_fit(X, y, classes=[0, 1, 2])
     assert stream.multiclass_ == "shared"

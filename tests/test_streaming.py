@@ -42,7 +42,8 @@ def test_partial_fit_over_chunks_equals_fit_on_concatenation(maintenance, n_clas
         maintenance=maintenance,
         random_state=3,
         lam=1e-3 if use_lam else None,
-        # One budgeted run, which a stream on an unfitted estimator is for several classes too.
+        # One budgeted run for several classes too (one-vs-one streams:
+        # tests/test_multiclass_streams.py).
         multiclass="shared",
     )
     whole = BudgetSVC(**params, polish=False).fit(X, y)
@@ -182,7 +183,7 @@ def test_file_training_equals_in_memory_training(tmp_path, compress, epochs):
         epochs=epochs,
         shuffle=False,
         random_state=1,
-        multiclass="shared",  # fit_file's one run
+        multiclass="shared",  # one run (one-vs-one: tests/test_multiclass_streams.py)
     )
     X_mem, y_mem = load_svmlight_file(path)
     in_memory = BudgetSVC(**params).fit(X_mem, y_mem)

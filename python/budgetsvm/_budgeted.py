@@ -225,19 +225,28 @@ class BudgetedMachine(BudgetedRunParams, FitGuardedParams, ModelFileMixin, BaseE
         )
 
     def _new_stream(
-        self, width: int, n_classes: int, n_samples: int, sparse_input: bool, epochs: int = 1
+        self,
+        width: int,
+        n_classes: int,
+        n_samples: int,
+        sparse_input: bool,
+        epochs: int = 1,
+        *,
+        budget: Optional[int] = None,
+        seed: Optional[int] = None,
     ) -> Any:
-        """A fresh BSGD run that batches continue (``partial_fit``, ``fit_file``)."""
+        """A fresh BSGD run that batches continue (``partial_fit``, ``fit_file``); ``budget``
+        and ``seed`` replace the estimator's (one-vs-one's pairs)."""
         return _budgetsvm.BsgdStream(
             width,
             n_classes,
             c=float(self.C),
             lambda_=None if self.lam is None else float(self.lam),
             gamma=self.gamma_,
-            budget=int(self.budget),
+            budget=int(self.budget) if budget is None else int(budget),
             maintenance=self.maintenance,
             merge=self.merge,
-            seed=self._seed(),
+            seed=self._seed() if seed is None else int(seed),
             n_samples=int(n_samples),
             epochs=int(epochs),
             average=bool(self.average),
@@ -296,16 +305,22 @@ class BudgetedMachine(BudgetedRunParams, FitGuardedParams, ModelFileMixin, BaseE
         n_rows: int,
         classes: np.ndarray,
         class_weights: Optional[np.ndarray] = None,
+        pair: Optional[Tuple[int, int]] = None,
+        hessian_free_from: Optional[int] = None,
     ) -> Dict[str, Any]:
-        """The polish of the current model on the rows of a file, read ``chunk_rows`` lines at
-        a time (``classes``: the labels of the outputs, empty for regression). Returns the
-        engine's result: ``fit_file`` passes it to ``_apply_polish`` itself, so that the
-        warning of an unconverged polish points at fit_file's caller."""
+        """The polish of the current model on the ``n_rows`` rows of a file, read
+        ``chunk_rows`` lines at a time (``classes``: the file's labels, empty for regression;
+        ``pair`` = (a, b): a binary model polished on the rows of classes a and b only, b
+        positive, as one-vs-one's pairs; ``hessian_free_from`` as ``_polish_native``'s).
+        Returns the engine's result: ``fit_file`` passes it to ``_apply_polish`` itself, so
+        that the warning of an unconverged polish points at fit_file's caller."""
         return _budgetsvm.polish_file(
             path,
             int(chunk_rows),
             width,
             classes,
+            pair=None if pair is None else (int(pair[0]), int(pair[1])),
+            hessian_free_from=hessian_free_from,
             support_vectors=to_native(self.support_vectors_),
             coef=np.ascontiguousarray(self.dual_coef_.T),
             gamma=self.gamma_,

@@ -75,6 +75,7 @@ __all__ = [
     "feature_variance",
     "fit_bsca",
     "fit_pairs",
+    "partial_fit_pairs",
     "fit_bsgd",
     "fit_exact",
     "decision_from_kernel",
@@ -148,6 +149,16 @@ def fit_pairs(
     n_threads: Optional[int] = None,
     **options: Unpack[_FitPairsOptions],
 ) -> List[Dict[str, Any]]: ...
+def partial_fit_pairs(
+    streams: Sequence[BsgdStream],
+    x: _Features,
+    y: npt.NDArray[np.uint32],
+    pairs: Sequence[Tuple[int, int]],
+    *,
+    sample_weight: Optional[npt.NDArray[np.float64]] = None,
+    average_placement: bool = True,
+    n_threads: Optional[int] = None,
+) -> None: ...
 def fit_exact(
     x: _Features,
     target: Optional[npt.NDArray[Any]],
@@ -206,6 +217,7 @@ def polish_file(
     classes: npt.NDArray[np.float64],
     *,
     class_weights: Optional[npt.NDArray[np.float64]] = None,
+    pair: Optional[Tuple[int, int]] = None,
     **options: Unpack[_PolishOptions],
 ) -> Dict[str, Any]: ...
 def polish_newton_point(

@@ -41,10 +41,18 @@ def _use_worker_threads() -> None:
         _budgetsvm.set_num_threads(int(n))
 
 
+def _n_classes(targets: dict) -> int:
+    """The engine's n_classes for ``targets``: 0 for a regression, 2 for a class pair."""
+    if "epsilon" in targets:
+        return 0
+    return 2 if "pair" in targets else len(targets["classes"])
+
+
 def _partition_rows(X: Any, y: Any, w: Any, targets: dict):
     """A partition's rows as the engine takes them: (X native, targets, weights or None), rows
     of weight 0 left out. ``targets`` says what y is: {"classes", "class_w"} (class indices
-    made from the labels) or {"epsilon"} (real values)."""
+    made from the labels), with "pair" = (a, b) the rows of classes a and b only as 0 and 1
+    (one-vs-one's binary problem of that pair), or {"epsilon"} (real values)."""
     # Nothing here imports scikit-learn: a worker process would pay a second for it.
     from budgetsvm._validation import check_sample_weight, to_native
 
@@ -76,6 +84,13 @@ def _partition_rows(X: Any, y: Any, w: Any, targets: dict):
                 w = np.ravel(w.to_numpy() if hasattr(w, "to_numpy") else np.asarray(w))
                 weights = check_sample_weight(w, len(y))
             weights = weights * class_w[values]
+        if "pair" in targets:
+            a, b = targets["pair"]
+            inside = (values == a) | (values == b)
+            if not np.all(inside):
+                X, values = X[inside], values[inside]
+                weights = None if weights is None else weights[inside]
+            values = np.ascontiguousarray(values == b, dtype=np.uint32)
     if weights is not None:
         keep = weights > 0
         if not np.all(keep):
@@ -154,7 +169,17 @@ def _block_facts(X: Any, y: Any, w: Any, regression: bool) -> dict:
         labels, counts = (
             np.unique(y, return_counts=True) if len(y) else (y[:0], np.zeros(0, int))
         )
-        facts.update(labels=labels, counts=counts)
+        # The rows each label keeps (a weight of 0 leaves a row out): one-vs-one's pair rows.
+        kept = counts
+        if w is not None and len(y):
+            w = np.ravel(w.to_numpy() if hasattr(w, "to_numpy") else np.asarray(w))
+            try:
+                positive = np.asarray(w, dtype=np.float64) > 0
+            except (TypeError, ValueError):  # bad weights: the partition's task says why
+                positive = None
+            if positive is not None and positive.shape == y.shape:
+                kept = np.bincount(np.searchsorted(labels, y[positive]), minlength=len(labels))
+        facts.update(labels=labels, counts=counts, kept_counts=kept)
     return facts
 
 
@@ -168,11 +193,9 @@ def _fit_partition(X: Any, y: Any, w: Any, params: dict, seed: int, targets: dic
     n = len(values)
     if n == 0:
         return None
-    n_classes = 0
+    n_classes = _n_classes(targets)
     if "epsilon" in targets:
         values = np.ascontiguousarray(values - params["offset"])
-    else:
-        n_classes = len(targets["classes"])
     common = _run_settings(params, n, params["epochs"], seed, weights, targets)
     if params["solver"] == "bsca":
         r = _budgetsvm.fit_bsca(
@@ -314,7 +337,7 @@ def _polish_group(context: dict, parts: list, request: tuple) -> Any:
                 context["gamma"],
                 Xn,
                 values,
-                len(targets.get("classes", ())),
+                _n_classes(targets),
                 sample_weight=weights,
                 epsilon=targets.get("epsilon"),
             )

@@ -20,6 +20,7 @@ from budgetsvm._budgeted import (
     MERGE_SEARCHES,
     SOLVERS,
     BudgetedMachine,
+    file_gamma,
     file_summary,
 )
 from budgetsvm._budgeted import epoch_callback as _epoch_callback
@@ -86,7 +87,8 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
     budget : int or 'auto', default=100
         Maximum number of support vectors of the model, for every solver and any number of
         classes: what a prediction costs (one kernel value per support vector and row). One-vs-one
-        splits it over the class pairs in proportion to their rows (each pair at least one).
+        splits it over the class pairs in proportion to their rows (each pair at least two; a
+        ``partial_fit`` stream, whose class counts are unknown, equally).
         'auto': ``fit`` chooses it, fitting budgets 250, 500, 1,000, ... on the rows outside a
         held-out tenth (at most 20,000 rows) and scoring them there, until one more doubling is
         predicted to gain less than a quarter point of held-out accuracy; the model is the best
@@ -103,10 +105,12 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         values, as SVC's ``decision_function_shape='ovr'``). 'shared': one budgeted run whose
         support vectors carry one coefficient per class (Crammer-Singer for BSGD, one-vs-rest
         for BSCA). One-vs-one is faster and as accurate where the classes overlap
-        (docs/multiclass_notes.md: six classes, 100,000 rows, at 2-8x the speed). ``partial_fit``,
-        ``fit_file``, ``record_history`` and Dask training have one run, so 'auto' is 'shared'
-        there (``record_history`` with 'ovo' is refused). Two classes are the binary model
-        whatever this says.
+        (docs/multiclass_notes.md: six classes, 100,000 rows, at 2-8x the speed). A
+        ``partial_fit`` stream started on an unfitted estimator, ``fit_file`` and
+        ``budgetsvm.dask.fit`` follow the same rule (streams and files: one BSGD run per pair,
+        each fed the rows of its two classes; Dask: each pair trained across the partitions'
+        rows of its two classes). ``record_history`` traces one run, so 'auto' is 'shared'
+        there and 'ovo' is refused. Two classes are the binary model whatever this says.
     solver : {'bsgd', 'bsca'}, default='bsgd'
         BSGD (primal SGD) or BSCA (dual coordinate ascent, one dual variable in [0, C] per
         training example), with ``dual_step`` and ``average`` below keeping it stable at large
@@ -504,8 +508,9 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         self.fit_stats_["mean_sv_nnz"] = stored / sv.shape[0] if sv.shape[0] else 0.0
 
     def _partial_fit_pairs(self, X: Any, y: Any, classes: Any, sample_weight: Any) -> BudgetSVC:
-        """``partial_fit`` after a one-vs-one ``fit``: each pair's run continues on the batch's
-        rows of its two classes."""
+        """``partial_fit`` of a one-vs-one model (after ``fit``, ``fit_file`` or a one-vs-one
+        stream's first call): each pair's run continues on the batch's rows of its two
+        classes."""
         streams = getattr(self, "_pair_streams", None)
         if streams is None:
             raise ValueError(
@@ -523,37 +528,108 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
                 f"classes={np.unique(np.asarray(classes)).tolist()!r} differs from the "
                 f"classes of the fitted model, {self.classes_.tolist()!r}"
             )
-        started = time.perf_counter()
-        n_classes = len(self.classes_)
         y_index = _class_indices(self.classes_, y)
         weights = _batch_weights(sample_weight, X, y_index, self.class_weight_)
-        # The calls advance copies: an interrupted or failed call leaves the runs as they were.
-        streams = [s.copy() for s in streams]
+        # The call advances copies: an interrupted or failed call leaves the runs as they were.
+        self._step_pairs([s.copy() for s in streams], X, y_index, weights)
+        return self
+
+    def _new_pair_streams(self, width: int, n_samples: int, sparse_input: bool) -> List[Any]:
+        """The pairs' fresh runs of a one-vs-one stream (``partial_fit`` on an unfitted
+        estimator, ``classes_`` set), and ``fit_stats_['pairs']`` for them.
+
+        The budgets are fixed before any row is seen, and a stream's class counts are unknown
+        (its first batch may hold a few classes only: streams sorted by class, or by time), so
+        the budget is split equally over the pairs, the remainder to the first pairs. Each
+        pair's run takes 2 / n_classes of ``n_samples`` as its rows (its share if the classes
+        are balanced) for lambda = 1 / (rows C) and the start of its averaging, as ``fit``
+        gives each pair the lambda of its own rows."""
+        n_classes = len(self.classes_)
         pairs = _probability.class_pairs(n_classes)
-        for stream, (_, b), index in zip(streams, pairs, _one_vs_one.pair_rows(y_index, n_classes)):
-            if weights is not None:
-                index = index[weights[index] > 0]
-            if len(index):
-                stream.partial_fit(
-                    to_native(X[index]),
-                    np.ascontiguousarray(y_index[index] == b, dtype=np.uint32),
-                    sample_weight=None if weights is None else weights[index],
+        budgets = _one_vs_one.pair_budgets(int(self.budget), [1] * len(pairs))
+        rows = max(1, int(round(2 * n_samples / n_classes)))
+        seed = self._seed()
+        streams = [
+            self._new_stream(
+                width,
+                2,
+                rows,
+                sparse_input,
+                budget=budget,
+                seed=_one_vs_one.pair_seed(seed, p),
+            )
+            for p, budget in enumerate(budgets)
+        ]
+        self.fit_stats_ = {
+            "pairs": [
+                dict(
+                    classes=(int(a), int(b)),
+                    rows=0,
+                    budget=int(budget),
+                    lambda_=self._lambda_for(rows),
                 )
+                for (a, b), budget in zip(pairs, budgets)
+            ]
+        }
+        return streams
+
+    def _step_pairs(
+        self,
+        streams: List[Any],
+        X: Any,
+        y_index: np.ndarray,
+        weights: Optional[np.ndarray],
+        average_placement: bool = True,
+    ) -> None:
+        """One pass of the pairs' runs over a batch of validated rows (each over the rows of
+        its two classes; rows of weight 0 left out), the runs at once on the thread pool; the
+        model is then the runs', unpolished, and ``_pair_streams`` the runs."""
+        started = time.perf_counter()
+        n_classes = len(self.classes_)
+        pairs = _probability.class_pairs(n_classes)
+        _budgetsvm.partial_fit_pairs(
+            streams,
+            to_native(X),
+            y_index,
+            pairs,
+            sample_weight=weights,
+            average_placement=average_placement,
+            n_threads=check_n_jobs(self.n_jobs),
+        )
+        used = y_index if weights is None else y_index[weights > 0]
+        counts = np.bincount(used, minlength=n_classes)
+        if len(used):
+            self.n_iter_ = int(getattr(self, "n_iter_", 0)) + 1
+        before = self.fit_stats_.get("pairs", [])
+        info = [
+            dict(
+                classes=(int(a), int(b)),
+                rows=int(old.get("rows", 0)) + int(counts[a] + counts[b]),
+                budget=old.get("budget"),
+                lambda_=old.get("lambda_"),
+            )
+            for (a, b), old in zip(pairs, before)
+        ]
+        self._set_stream_pairs(streams, info, time.perf_counter() - started)
+
+    def _set_stream_pairs(
+        self, streams: List[Any], info: List[Dict[str, Any]], seconds: float
+    ) -> None:
+        """The one-vs-one model of the pairs' BSGD runs (unpolished: no intercepts), their
+        figures with ``info`` (classes, rows, budget, lambda_ per pair) in ``fit_stats_``."""
         results = [s.result() for s in streams]
         stats = [
-            {k: v for k, v in r.items() if k not in ("support_vectors", "coef")} for r in results
+            {**{k: v for k, v in r.items() if k not in ("support_vectors", "coef")}, **extra}
+            for r, extra in zip(results, info)
         ]
-        for pair, (a, b), old in zip(stats, pairs, self.fit_stats_.get("pairs", [])):
-            pair.update(classes=(int(a), int(b)), budget=old.get("budget"))
         self._set_pairs(
             [sv_from_native(r["support_vectors"]) for r in results],
             [-np.asarray(r["coef"])[:, 0] for r in results],
             [0.0] * len(results),
             stats,
-            time.perf_counter() - started,
+            seconds,
         )
         self._pair_streams = streams
-        return self
 
     def _polish_rows(
         self,
@@ -585,24 +661,12 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         """``polish_coef`` of a one-vs-one model on validated rows: each pair's coefficients
         and intercept solved on the rows of its two classes, warm-started from the current
         ones."""
-        n_classes = len(self.classes_)
-        starts = np.concatenate(([0], np.cumsum(self.n_support_per_pair_)))
-        members = _one_vs_one.pair_rows(y_index, n_classes)
-        coef = self.dual_coef_[0].copy()
-        intercept = self.intercept_.copy()
-        pairs = list(self.fit_stats_.get("pairs", []))
-        method = _one_vs_one.PolishMethodProbe()
-        for p, ((a, b), index) in enumerate(zip(_probability.class_pairs(n_classes), members)):
+        members = _one_vs_one.pair_rows(y_index, len(self.classes_))
+
+        def solve(model: BudgetSVC, p: int, b: int, hessian_free_from: Optional[int]) -> bool:
+            index = members[p]
             if len(index) == 0:
-                continue  # no rows of this pair: its coefficients stay
-            group = slice(starts[p], starts[p + 1])
-            model = clone(self).set_params(probability=False, class_weight=None)
-            model.classes_ = self.classes_[[a, b]]
-            model.gamma_ = self.gamma_
-            model.support_vectors_ = self.support_vectors_[group]
-            model.dual_coef_ = -coef[None, group]
-            model.intercept_ = np.array([-intercept[p]])
-            model.fit_stats_ = {}
+                return False  # no rows of this pair: its coefficients stay
             model._polish_native(
                 to_native(X[index]),
                 np.ascontiguousarray(y_index[index] == b, dtype=np.uint32),
@@ -610,8 +674,38 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
                 None if weights is None else weights[index],
                 self._c_for(len(index)),
                 _polish_callback(self.verbose, _callback),
-                method.hessian_free_from(),
+                hessian_free_from,
             )
+            return True
+
+        self._polish_each_pair(solve)
+
+    def _polish_each_pair(
+        self, solve: Callable[[BudgetSVC, int, int, Optional[int]], bool]
+    ) -> None:
+        """The polish of every pair of a one-vs-one model, one after the other:
+        ``solve(model, p, b, hessian_free_from)`` polishes ``model``, pair p's binary BudgetSVC
+        (positive for its second class, b) warm-started from its current coefficients and
+        intercept, and says whether it did (False: no rows, the pair stays); the first pair
+        polished decides the others' method (``PolishMethodProbe``)."""
+        n_classes = len(self.classes_)
+        starts = np.concatenate(([0], np.cumsum(self.n_support_per_pair_)))
+        coef = self.dual_coef_[0].copy()
+        intercept = self.intercept_.copy()
+        pairs = list(self.fit_stats_.get("pairs", []))
+        method = _one_vs_one.PolishMethodProbe()
+        template = clone(self).set_params(probability=False, class_weight=None)
+        for p, (a, b) in enumerate(_probability.class_pairs(n_classes)):
+            group = slice(starts[p], starts[p + 1])
+            model = clone(template)
+            model.classes_ = self.classes_[[a, b]]
+            model.gamma_ = self.gamma_
+            model.support_vectors_ = self.support_vectors_[group]
+            model.dual_coef_ = -coef[None, group]
+            model.intercept_ = np.array([-intercept[p]])
+            model.fit_stats_ = {}
+            if not solve(model, p, b, method.hessian_free_from()):
+                continue
             method.record(model.fit_stats_["polish"], model.support_vectors_.shape[0])
             coef[group] = -model.dual_coef_[0]
             intercept[p] = -float(model.intercept_[0])
@@ -621,6 +715,9 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         self.intercept_ = intercept
         if pairs:
             self.fit_stats_ = {**self.fit_stats_, "pairs": pairs}
+            self.fit_stats_["polish_seconds"] = sum(
+                q.get("polish", {}).get("seconds", 0.0) for q in pairs
+            )
 
     @fit_guard
     def polish_coef(self, X: Any, y: Any, sample_weight: Any = None) -> BudgetSVC:
@@ -683,9 +780,21 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
     ) -> BudgetSVC:
         """One BSGD pass over a batch of a stream, continuing the run of the previous calls.
 
-        Several classes: a stream started here is one run whose support vectors every class
-        shares (``multiclass='shared'``); after a one-vs-one ``fit`` each pair's run continues
-        on the batch's rows of its two classes (the model is then the pairs' runs, unpolished).
+        Several classes: a stream started here follows ``fit``'s rule (``multiclass``): one
+        run whose support vectors every class shares ('shared'), or one-vs-one, one binary run
+        per class pair, each call stepping every pair's run over the batch's rows of its two
+        classes (all pairs at once on the thread pool; a pair without rows in the batch waits).
+        The pairs' budgets are fixed on the first call, before the class counts are known, so
+        the budget is split equally over the pairs (the remainder to the first pairs); each
+        pair's run takes 2 / n_classes of ``n_samples`` as its number of rows (its share when
+        the classes are balanced) for lambda = 1 / (rows C) and for the start of its averaging,
+        as ``fit`` gives each pair the lambda of its own rows (``lam`` sets one lambda for
+        all). A pair's model is then exactly the binary stream of its rows
+        (``fit_stats_['pairs']``: each pair's classes, budget, rows seen, lambda), while the
+        equality with ``fit`` below does not hold for one-vs-one (``fit`` splits the budget and
+        sets the lambdas by the pairs' counted rows). After a one-vs-one ``fit`` or
+        ``fit_file`` each pair's run continues the same way. The one-vs-one model returned is
+        the pairs' runs, unpolished (``polish_coef`` polishes each pair on its rows).
 
         The first call on an unfitted estimator starts a run and needs ``classes``, every
         label of the stream; later calls, and calls after ``fit`` or ``fit_file``, continue
@@ -740,6 +849,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         if getattr(self, "multiclass_", None) == "ovo":
             return self._partial_fit_pairs(X, y, classes, sample_weight)
         stream = getattr(self, "_stream", None)
+        pair_streams = None
         if stream is None:
             self._check_params()
             if classes is None:
@@ -761,7 +871,10 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
             self.class_weight_ = class_weights(self.class_weight, classes_)
             self.gamma_ = resolve_gamma(self.gamma, X)
             self.lambda_ = self._lambda_for(n_samples)
-            stream = self._new_stream(X.shape[1], len(classes_), n_samples, sp.issparse(X))
+            if _one_vs_one.one_vs_one_for(self.multiclass, int(self.budget), len(classes_)):
+                pair_streams = self._new_pair_streams(X.shape[1], n_samples, sp.issparse(X))
+            else:
+                stream = self._new_stream(X.shape[1], len(classes_), n_samples, sp.issparse(X))
             self.history_ = None
         else:
             X, y = validate_data(
@@ -778,6 +891,11 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
                 )
         y_index = _class_indices(self.classes_, y)
         weights = _batch_weights(sample_weight, X, y_index, self.class_weight_)
+        if pair_streams is not None:
+            self.n_iter_ = 0
+            self._stream = None
+            self._step_pairs(pair_streams, X, y_index, weights)
+            return self
         if weights is not None and not np.all(weights > 0):
             keep = np.flatnonzero(weights > 0)
             X, y_index, weights = X[keep], y_index[keep], weights[keep]
@@ -801,8 +919,9 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
 
         The file is read ``chunk_rows`` lines at a time: one pass first to count the rows and
         find the classes and the width (and the variance for ``gamma='scale'``), then
-        ``epochs`` passes that feed the chunks to one BSGD run, as ``partial_fit`` does. Memory
-        is one chunk plus the budget, whatever the file's size.
+        ``epochs`` passes that feed the chunks to the BSGD run (one-vs-one: runs, one per class
+        pair), as ``partial_fit`` does. Memory is one chunk plus the budget, whatever the file's
+        size.
 
         How it relates to ``fit`` on the loaded file (``load_svmlight_file``): with
         ``shuffle=False`` and a numeric gamma the model is identical, for any ``epochs``
@@ -815,6 +934,17 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         and once per pass of the solve in chunks (about two passes per Newton iteration while
         K(X, S) exceeds ``polish_cache_size``, none once it fits), so memory stays one chunk
         plus the cache, plus a few numbers per row (labels, decision values).
+
+        Several classes train as ``fit`` does (``multiclass``): one run whose support vectors
+        every class shares, or one-vs-one, one BSGD run per class pair, each chunk's rows fed
+        to the runs of the pairs of their classes (all pairs at once on the thread pool), the
+        budget split over the pairs by their rows in the file (counted by the first pass), each
+        run with the lambda of its pair's rows; then each pair is polished on the rows of its
+        two classes, one pair after another, each reading the file as the polish above does
+        (the other classes' rows read and skipped). With ``shuffle=False`` both designs give
+        ``fit``'s model on the loaded file (one-vs-one: the budgeted runs exactly, the polish
+        to rounding where the first pair's solve probes the Hessian-free path, whose sums
+        follow the chunks).
 
         ``n_features`` widens the model to at least that many features (a test file may lack
         the last ones). ``class_weight`` applies as in ``fit`` ('balanced' from the first
@@ -860,6 +990,11 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
             self.class_weight, classes, np.arange(len(classes)), counts
         )
         row_class_weights = None if self.class_weight is None else self.class_weight_
+        if _one_vs_one.one_vs_one_for(self.multiclass, int(self.budget), len(classes)):
+            self._fit_file_pairs(
+                path, chunk_rows, summary, n_rows, width, counts, row_class_weights, progress
+            )
+            return self
 
         def chunk_targets(labels: np.ndarray) -> Tuple[np.ndarray, Optional[np.ndarray]]:
             y_chunk = _class_indices(classes, labels)
@@ -885,6 +1020,120 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
             )
             self._apply_polish(result)
         return self
+
+    def _fit_file_pairs(
+        self,
+        path: str,
+        chunk_rows: int,
+        summary: Dict[str, Any],
+        n_rows: int,
+        width: int,
+        counts: np.ndarray,
+        row_class_weights: Optional[np.ndarray],
+        progress: Optional[Callable[[int, int], Any]],
+    ) -> None:
+        """``fit_file`` one-vs-one (``classes_`` and ``class_weight_`` set): every pair's BSGD
+        run fed the rows of its two classes from each chunk, all pairs at once, ``epochs``
+        times; the budget split by the pairs' rows in the file (counted by the first pass) as
+        ``fit`` splits it, each run with the lambda of its own rows; then each pair polished on
+        its rows of the file (``polish_file`` with ``pair``)."""
+        started = time.perf_counter()
+        classes = self.classes_
+        n_classes = len(classes)
+        pairs = _probability.class_pairs(n_classes)
+        pair_rows = [int(counts[a] + counts[b]) for a, b in pairs]
+        budgets = _one_vs_one.pair_budgets(int(self.budget), pair_rows)
+        self.n_features_in_ = width
+        self.gamma_ = file_gamma(self.gamma, summary, n_rows, width)
+        self.lambda_ = self._lambda_for(n_rows)
+        self.history_ = None
+        self._stream = None
+        epochs = int(self.epochs)
+        seed = self._seed()
+        streams = [
+            self._new_stream(
+                width,
+                2,
+                max(rows, 1),
+                True,
+                epochs,
+                budget=budget,
+                seed=_one_vs_one.pair_seed(seed, p),
+            )
+            for p, (rows, budget) in enumerate(zip(pair_rows, budgets))
+        ]
+        n_threads = check_n_jobs(self.n_jobs)
+        done = 0
+        for epoch in range(1, epochs + 1):
+            reader = _budgetsvm.LibsvmChunkReader(path, int(chunk_rows))
+            for data, indices, indptr, labels, chunk_width in reader:
+                if chunk_width > width:  # the file changed since the first pass
+                    raise ValueError(f"{path} has features beyond index {width}")
+                y_chunk = _class_indices(classes, labels)
+                _budgetsvm.partial_fit_pairs(
+                    streams,
+                    (data, indices.astype(np.int64), indptr, width),
+                    y_chunk,
+                    pairs,
+                    sample_weight=None
+                    if row_class_weights is None
+                    else np.ascontiguousarray(row_class_weights[y_chunk]),
+                    average_placement=not self.polish,
+                    n_threads=n_threads,
+                )
+                done += len(labels)
+                if progress is not None:
+                    progress(done, epochs * n_rows)
+            if self.verbose:
+                results = [s.result() for s in streams]
+                _print_epoch(
+                    dict(
+                        epoch=epoch,
+                        epochs=epochs,
+                        iteration=sum(r["iterations"] for r in results),
+                        n_sv=sum(r["coef"].shape[0] for r in results),
+                        maintenance_events=sum(r["maintenance_events"] for r in results),
+                        seconds=sum(r["seconds"] for r in results),
+                    )
+                )
+        info = [
+            dict(
+                classes=(int(a), int(b)),
+                rows=rows,
+                budget=int(budget),
+                lambda_=self._lambda_for(max(rows, 1)),
+                epochs=epochs,
+            )
+            for (a, b), rows, budget in zip(pairs, pair_rows, budgets)
+        ]
+        self._set_stream_pairs(streams, info, time.perf_counter() - started)
+        self.n_iter_ = epochs
+        if self.polish:
+            file_classes = np.ascontiguousarray(classes, dtype=np.float64)
+            weights = (
+                None
+                if row_class_weights is None
+                else np.ascontiguousarray(row_class_weights, dtype=np.float64)
+            )
+
+            def solve(model: BudgetSVC, p: int, b: int, hessian_free_from: Optional[int]) -> bool:
+                if pair_rows[p] == 0:
+                    return False
+                result = model._polish_file(
+                    path,
+                    chunk_rows,
+                    width,
+                    pair_rows[p],
+                    file_classes,
+                    class_weights=weights,
+                    pair=pairs[p],
+                    hessian_free_from=hessian_free_from,
+                )
+                model._apply_polish(result)
+                return True
+
+            self._polish_each_pair(solve)
+        self.fit_stats_["seconds"] = time.perf_counter() - started
 
     def _file_epoch_done(self, stream: Any, epoch: int, epochs: int) -> None:
         if self.verbose:

@@ -408,8 +408,15 @@ def _train(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     try:
         if args.stream:
-            clf.fit_file(args.train_file, chunk_rows=args.chunk_rows, progress=bar.update)
-            n_rows = clf.fit_stats_["iterations"] // max(clf.n_iter_, 1)
+            seen = [0]
+
+            def on_chunk(done: int, total: int) -> None:
+                seen[0] = total
+                bar.update(done, total)
+
+            clf.fit_file(args.train_file, chunk_rows=args.chunk_rows, progress=on_chunk)
+            # The file's rows: the progress total is epochs of them.
+            n_rows = seen[0] // max(clf.n_iter_, 1)
         else:
             from budgetsvm.datasets import load_svmlight_file
 
@@ -839,8 +846,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--multiclass",
         choices=("auto", "ovo", "shared"),
         help="budgeted, three classes or more: one model per class pair (ovo; auto's choice "
-        "in memory) or one run whose support vectors every class shares (shared; auto's "
-        "choice with --stream)",
+        "from 500 support vectors per pair, in memory and with --stream) or one run whose "
+        "support vectors every class shares (shared; auto's choice below)",
     )
     g.add_argument(
         "--stream",

@@ -9,8 +9,9 @@ graph, and the result is a lazy dask collection.
 
 Training across the cluster: :func:`fit` runs the budgeted pass on every partition in
 parallel (each worker on the partitions it holds), pools the partitions' support vectors and
-reduces the pool to the budget with the same budget maintenance a fit uses, then polishes the
-coefficients exactly over all rows, each Newton iteration a map over the partitions (their
+reduces the pool to the budget with the same budget maintenance a fit uses (several classes:
+per class pair where one-vs-one is chosen, each partition filtering its rows by class), then
+polishes the coefficients exactly over all rows, each Newton iteration a map over the partitions (their
 kernel values K(X_p, S) kept on the workers that hold them) and a reduce on this process:
 O(B^2) bytes per partition and iteration, never rows. The result is a plain fitted
 ``BudgetSVC`` or ``BudgetSVR`` (regression: the targets' weighted median over the partitions,
@@ -44,6 +45,7 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
         "(dask[array,dataframe,distributed])"
     ) from e
 
+from budgetsvm import _one_vs_one
 from budgetsvm._dask_search import search
 from budgetsvm._dask_tasks import (
     PolishActor,
@@ -230,6 +232,10 @@ def fit_incremental(
     continues); ``n_samples`` (the total rows, default: the first chunk's) is passed to the
     first ``partial_fit`` call, see there.
 
+    Several classes train as ``partial_fit`` trains them: one-vs-one where ``multiclass``
+    resolves to it (one run per class pair, the budget split equally over the pairs), the
+    shared budget otherwise.
+
     Nothing is polished: the model is BSGD's. A regressor's last BSGD iterate is usable only
     with strong regularisation (small C; see ``docs/dask_scaling.md``); ``budgetsvm.dask.fit``
     trains with the polish.
@@ -336,8 +342,17 @@ def fit(clf: Any, X: Any, y: Any, sample_weight: Any = None) -> Any:
     1. Every partition (row block) runs the estimator's budgeted pass (``solver``, ``budget``,
        ``epochs``, merging...) on its own rows, in parallel on the workers that hold them, with
        the estimator's C (and ``lam``), a seed derived from ``random_state`` and the partition's
-       index. Several classes share the budget (``multiclass='shared'``: one run per partition;
-       one-vs-one is not distributed yet).
+       index. Several classes share the budget (``multiclass='shared'``: one run per
+       partition) or, where ``multiclass`` resolves to one-vs-one as in ``BudgetSVC.fit``
+       ('auto': 500 support vectors per class pair), train one binary model per class pair on
+       the rows of its two classes: each partition filters its rows by class on its worker,
+       the budget is split over the pairs by their rows as ``fit`` splits it, every pair's
+       partitions run at once, and each pair goes through steps 2 and 3 with its own budget,
+       seed (``_one_vs_one.pair_seed``) and rows, the pairs polished one after another. Pair
+       p is then what this function gives a binary BudgetSVC of that budget and seed on the
+       pair's rows, partitioned alike; the model has ``fit``'s one-vs-one layout
+       (``n_support_per_pair_``, ``fit_stats_['pairs']``, each pair's basis figures under its
+       "dask"). A class whose rows all weigh 0 is then an error (it has no pairs to train).
     2. The partitions' support vectors are pooled, each model weighted by its share of the rows
        (the average of the partitions' decision functions), and the pool is reduced to
        ``budget`` by the estimator's budget maintenance (merging by weight degradation; with
@@ -446,8 +461,6 @@ def _fit_on_parts(clf, client, x_parts, y_parts, w_parts, columns, start):
     import time
     import uuid
 
-    from budgetsvm import _budgetsvm
-
     regression = clf._epsilon() is not None
     facts = client.gather(
         client.map(
@@ -498,6 +511,14 @@ def _fit_on_parts(clf, client, x_parts, y_parts, w_parts, columns, start):
         offset=offset,
     )
     setup_seconds = time.perf_counter() - start
+    if not regression and _one_vs_one.one_vs_one_for(
+        clf.multiclass, int(clf.budget), len(targets["classes"])
+    ):
+        _set_data_attributes(clf, gamma, width, columns)
+        return _fit_pairs_on_parts(
+            clf, client, (x_parts, y_parts, w_parts), facts, targets, params, seed, start,
+            setup_seconds,
+        )
     t0 = time.perf_counter()
     seeds = [(seed + 7919 * k) % (2**31 - 1) for k in range(len(x_parts))]
     if regression and clf.solver == "bsca" and not clf.average:
@@ -510,26 +531,8 @@ def _fit_on_parts(clf, client, x_parts, y_parts, w_parts, columns, start):
                 for xp, yp, wp, sd in zip(x_parts, y_parts, w_parts, seeds)
             ]
         )
-        kept = [m for m in models if m is not None]
-        if not kept:
-            raise ValueError(
-                "sample_weight is zero for every row: at least one row needs a non-zero weight"
-            )
-        used = sum(m[2] for m in kept)
-        pool_sv = np.vstack([m[0] for m in kept])
-        pool_coef = np.vstack([m[1] * (m[2] / used) for m in kept])
-        t1 = time.perf_counter()
-        sv, coef, pool_wd = _budgetsvm.reduce_budget(
-            int(clf.budget), support_vectors=np.ascontiguousarray(pool_sv),
-            coef=np.ascontiguousarray(pool_coef), gamma=gamma, maintenance=params["maintenance"],
-            merge=clf.merge, sv_storage="dense", opposite_sign_merges=regression,
-        )
-        basis = dict(
-            basis="pool",
-            empty_partitions=len(models) - len(kept),
-            pooled_support_vectors=int(pool_sv.shape[0]),
-            pool_weight_degradation=float(pool_wd),
-            reduce_seconds=time.perf_counter() - t1,
+        sv, coef, used, basis = _pooled_basis(
+            models, int(clf.budget), gamma, params, clf.merge, regression
         )
     basis_seconds = time.perf_counter() - t0
     if regression:
@@ -537,12 +540,7 @@ def _fit_on_parts(clf, client, x_parts, y_parts, w_parts, columns, start):
     else:
         clf.classes_ = targets["classes"]
         clf.class_weight_ = targets["class_w"]
-    clf.gamma_ = gamma
-    clf.n_features_in_ = int(width)
-    if columns is not None and all(isinstance(c, str) for c in columns):
-        clf.feature_names_in_ = np.asarray(columns, dtype=object)
-    elif hasattr(clf, "feature_names_in_"):
-        del clf.feature_names_in_
+    _set_data_attributes(clf, gamma, width, columns)
     C = float(clf.C) if clf.lam is None else 1.0 / (used * float(clf.lam))
     clf.lambda_ = 1.0 / (used * C) if clf.lam is None else float(clf.lam)
     clf.support_vectors_ = np.asarray(sv)
@@ -573,17 +571,177 @@ def _fit_on_parts(clf, client, x_parts, y_parts, w_parts, columns, start):
                 clf, client, x_parts, y_parts, w_parts, targets, C, token
             )
         finally:
-            # The workers' kernel values of this fit are dropped; nothing waits for it.
-            from distributed import fire_and_forget
-
-            for address in client.scheduler_info()["workers"]:
-                fire_and_forget(
-                    client.submit(_forget, token, workers=[address], allow_other_workers=False, pure=False)
-                )
+            _forget_everywhere(client, token)
         stats["polish_seconds"] = time.perf_counter() - t0
         clf.fit_stats_["polish"] = polish_stats
     stats["seconds"] = time.perf_counter() - start
     clf.fit_stats_["seconds"] = stats["seconds"]
+    return clf
+
+
+def _set_data_attributes(clf: Any, gamma: float, width: int, columns: Any) -> None:
+    """What the data set of a fit: the kernel width, the features and their names."""
+    clf.gamma_ = gamma
+    clf.n_features_in_ = int(width)
+    if columns is not None and all(isinstance(c, str) for c in columns):
+        clf.feature_names_in_ = np.asarray(columns, dtype=object)
+    elif hasattr(clf, "feature_names_in_"):
+        del clf.feature_names_in_
+
+
+def _forget_everywhere(client: Any, token: str) -> None:
+    """The workers' kernel values of the polish ``token`` are dropped; nothing waits for it."""
+    from distributed import fire_and_forget
+
+    for address in client.scheduler_info()["workers"]:
+        fire_and_forget(
+            client.submit(_forget, token, workers=[address], allow_other_workers=False, pure=False)
+        )
+
+
+def _pooled_basis(models: list, budget: int, gamma: float, params: dict, merge: str,
+                  regression: bool) -> tuple:
+    """The partitions' models (None: no rows) pooled, each weighted by its share of the rows,
+    and reduced to ``budget`` by budget maintenance: (support vectors, coef, rows used, basis
+    figures)."""
+    import time
+
+    from budgetsvm import _budgetsvm
+
+    kept = [m for m in models if m is not None]
+    if not kept:
+        raise ValueError(
+            "sample_weight is zero for every row: at least one row needs a non-zero weight"
+        )
+    used = sum(m[2] for m in kept)
+    pool_sv = np.vstack([m[0] for m in kept])
+    pool_coef = np.vstack([m[1] * (m[2] / used) for m in kept])
+    t1 = time.perf_counter()
+    sv, coef, pool_wd = _budgetsvm.reduce_budget(
+        int(budget), support_vectors=np.ascontiguousarray(pool_sv),
+        coef=np.ascontiguousarray(pool_coef), gamma=gamma, maintenance=params["maintenance"],
+        merge=merge, sv_storage="dense", opposite_sign_merges=regression,
+    )
+    basis = dict(
+        basis="pool",
+        empty_partitions=len(models) - len(kept),
+        pooled_support_vectors=int(pool_sv.shape[0]),
+        pool_weight_degradation=float(pool_wd),
+        reduce_seconds=time.perf_counter() - t1,
+    )
+    return sv, coef, int(used), basis
+
+
+def _fit_pairs_on_parts(clf, client, parts, facts, targets, params, seed, start, setup_seconds):
+    """``fit`` one-vs-one (``BudgetSVC``, ``multiclass`` resolving to it as in ``BudgetSVC.fit``):
+    every class pair (a, b) trained as a binary ``fit`` on the rows of its two classes, each
+    partition's rows filtered by class on the worker that holds them (nothing is copied to
+    make the pairs' collections). The budget is split over the pairs by their rows of
+    positive weight (counted in the first map), as ``BudgetSVC.fit`` splits it; every pair's
+    partitions run their budgeted passes at once (one task per pair and partition), each
+    pair's pool is reduced to its budget here, then the pairs are polished one after another,
+    each a distributed polish over its rows (its kernel values kept on the workers during its
+    rounds, dropped after). Pair p's seed is ``_one_vs_one.pair_seed(seed, p)``, so pair p is
+    the model ``fit`` gives a binary BudgetSVC with that ``random_state`` and the pair's
+    budget on the pair's rows, partitioned alike. Sets the one-vs-one model of
+    ``BudgetSVC.fit`` (``n_support_per_pair_``, ``fit_stats_['pairs']``)."""
+    import time
+    import uuid
+
+    from sklearn.base import clone
+
+    from budgetsvm._probability import class_pairs
+
+    x_parts, y_parts, w_parts = parts
+    classes, class_w = targets["classes"], targets["class_w"]
+    pairs = class_pairs(len(classes))
+    counts = np.zeros(len(classes))
+    for f in facts:
+        if len(f["labels"]):
+            counts[np.searchsorted(classes, f["labels"])] += f["kept_counts"]
+    empty = [c for c, n in zip(classes.tolist(), counts) if n == 0]
+    if empty:
+        # (BudgetSVC.fit leaves such a class out; the cluster's classes come from every label.)
+        raise ValueError(
+            f"class {empty[0]!r} has no rows of non-zero weight, so its class pairs have "
+            "nothing to train on; leave its rows out of the data, or use multiclass='shared'"
+        )
+    pair_rows = [int(counts[a] + counts[b]) for a, b in pairs]
+    budgets = _one_vs_one.pair_budgets(int(clf.budget), pair_rows)
+    regression = False
+    t0 = time.perf_counter()
+    pair_targets = [dict(targets, pair=(int(a), int(b))) for a, b in pairs]
+    futures = [
+        [
+            client.submit(
+                _fit_partition, xp, yp, wp, dict(params, budget=int(budget)),
+                (_one_vs_one.pair_seed(seed, p) + 7919 * k) % (2**31 - 1), pair_targets[p],
+                pure=False,
+            )
+            for k, (xp, yp, wp) in enumerate(zip(x_parts, y_parts, w_parts))
+        ]
+        for p, budget in enumerate(budgets)
+    ]
+    models = client.gather(futures)
+    bases = [
+        _pooled_basis(m, budget, clf.gamma_, params, clf.merge, regression)
+        for m, budget in zip(models, budgets)
+    ]
+    basis_seconds = time.perf_counter() - t0
+    template = clone(clf).set_params(probability=False, class_weight=None)
+    support_vectors, coefs, intercepts, stats = [], [], [], []
+    polish_started = time.perf_counter()
+    for p, ((a, b), budget, (sv, coef, used, basis)) in enumerate(zip(pairs, budgets, bases)):
+        model = clone(template).set_params(budget=int(budget))
+        model.classes_ = classes[[a, b]]
+        model.class_weight_ = class_w[[a, b]]
+        model.gamma_ = clf.gamma_
+        model.support_vectors_ = np.asarray(sv)
+        model.dual_coef_ = np.ascontiguousarray(np.asarray(coef).T)
+        model.intercept_ = np.zeros(1)
+        C = float(clf.C) if clf.lam is None else 1.0 / (used * float(clf.lam))
+        pair = dict(
+            classes=(int(a), int(b)),
+            rows=int(used),
+            budget=int(budget),
+            lambda_=1.0 / (used * C) if clf.lam is None else float(clf.lam),
+            iterations=int(clf.epochs) * int(used),
+            epochs=int(clf.epochs),
+            dask=basis,
+        )
+        if clf.polish:
+            token = uuid.uuid4().hex
+            try:
+                pair["polish"] = _distributed_polish(
+                    model, client, x_parts, y_parts, w_parts, pair_targets[p], C, token
+                )
+            finally:
+                _forget_everywhere(client, token)
+        # The binary model is positive for its second class; a pair's value for its first.
+        support_vectors.append(model.support_vectors_)
+        coefs.append(-np.asarray(model.dual_coef_[0], dtype=np.float64))
+        intercepts.append(-float(model.intercept_[0]))
+        stats.append(pair)
+    polish_seconds = time.perf_counter() - polish_started
+    clf.classes_ = classes
+    clf.class_weight_ = class_w
+    n_rows = int(sum(f["rows"] for f in facts))
+    clf.lambda_ = clf._lambda_for(n_rows)
+    clf.n_iter_ = int(clf.epochs)
+    clf.history_ = None
+    clf._stream = None
+    clf._pair_streams = None  # the pairs' runs stayed on the workers
+    seconds = time.perf_counter() - start
+    clf._set_pairs(support_vectors, coefs, intercepts, stats, seconds)
+    clf.fit_stats_["dask"] = dict(
+        partitions=len(x_parts),
+        basis="pool",
+        setup_seconds=setup_seconds,
+        basis_seconds=basis_seconds,
+        polish_seconds=polish_seconds if clf.polish else 0.0,
+        rows=int(sum(pair_rows)),
+        seconds=seconds,
+    )
     return clf
 
 
@@ -808,15 +966,21 @@ def _distributed_polish(clf, client, x_parts, y_parts, w_parts, targets, C, toke
     q = clf.dual_coef_.shape[0]
     kss = _budgetsvm.rbf_kernel(S, S, clf.gamma_)
     # What every round needs and never changes, sent once.
-    context = client.scatter(
-        dict(
-            token=token,
-            basis=S,
-            gamma=clf.gamma_,
-            targets=targets,
-            cache_bytes=float(clf.polish_cache_size) * 1024 * 1024,
-        ),
+    # (One object under a fresh key: a dict given to scatter would be scattered under its own
+    # keys, "basis", "targets", ..., which the next polish, e.g. one-vs-one's next pair, would
+    # reuse while the cluster releases this one's.)
+    [context] = client.scatter(
+        [
+            dict(
+                token=token,
+                basis=S,
+                gamma=clf.gamma_,
+                targets=targets,
+                cache_bytes=float(clf.polish_cache_size) * 1024 * 1024,
+            )
+        ],
         broadcast=True,
+        hash=False,
     )
     # One task per worker and round, over the partitions it holds (placement read once; a
     # partition that moves, e.g. after a worker died, is found by the scheduler anyway).

@@ -550,6 +550,111 @@ pub fn fit_pairs<'py>(
     Ok(out)
 }
 
+/// One pass of one-vs-one's BSGD runs over a batch (`BudgetSVC.partial_fit` of a one-vs-one
+/// model, `fit_file`'s chunks): run p (a binary `BsgdStream` of `streams`) steps over the rows
+/// of `x` whose class index in `y` (uint32) is a or b of `pairs[p]` = (a, b), b positive, in
+/// the batch's order (shuffled by the run as its own `partial_fit` shuffles), with their
+/// `sample_weight`; rows of weight 0 are left out, and a run with no rows in the batch is not
+/// stepped. Each run's pass is what its `partial_fit` on those rows would do; the runs go at
+/// once on the thread pool (`n_threads` as `fit_pairs`'), so the same runs on any number of
+/// threads. Ctrl-C or an error leaves the runs part-way: callers pass copies.
+#[pyfunction]
+#[pyo3(signature = (streams, x, y, pairs, *, sample_weight = None, average_placement = true, n_threads = None))]
+#[allow(clippy::too_many_arguments)] // the batch and the runs' own settings
+pub fn partial_fit_pairs<'py>(
+    py: Python<'py>,
+    streams: Vec<Bound<'py, BsgdStream>>,
+    x: &Bound<'py, PyAny>,
+    y: PyReadonlyArray1<'py, u32>,
+    pairs: Vec<(u32, u32)>,
+    sample_weight: Option<PyReadonlyArray1<'py, f64>>,
+    average_placement: bool,
+    n_threads: Option<usize>,
+) -> PyResult<()> {
+    if streams.len() != pairs.len() {
+        return Err(PyValueError::new_err(format!(
+            "{} streams but {} pairs: one pair of classes per stream",
+            streams.len(),
+            pairs.len()
+        )));
+    }
+    let y = slice1(&y)?;
+    let weights = sample_weight.as_ref().map(slice1).transpose()?;
+    if weights.is_some_and(|w| w.len() != y.len()) {
+        return Err(PyValueError::new_err("one sample weight per row is needed"));
+    }
+    let mut runs = Vec::with_capacity(pairs.len());
+    for &(a, b) in &pairs {
+        if a == b {
+            return Err(PyValueError::new_err(format!(
+                "a pair needs two distinct classes, got ({a}, {b})"
+            )));
+        }
+        let rows: Vec<usize> = (0..y.len())
+            .filter(|&i| (y[i] == a || y[i] == b) && weights.is_none_or(|w| w[i] > 0.0))
+            .collect();
+        let targets: Vec<u32> = rows.iter().map(|&i| u32::from(y[i] == b)).collect();
+        let weights = weights.map(|w| rows.iter().map(|&i| w[i]).collect::<Vec<f64>>());
+        runs.push((rows, targets, weights));
+    }
+    let mut held = Vec::with_capacity(streams.len());
+    for stream in &streams {
+        let run = stream.try_borrow_mut().map_err(|_| {
+            PyValueError::new_err("a stream is given twice (or is in use elsewhere)")
+        })?;
+        if !matches!(run.state.task(), Task::Classes(2)) {
+            return Err(PyValueError::new_err(
+                "partial_fit_pairs steps binary classification streams (2 classes)",
+            ));
+        }
+        held.push(run);
+    }
+    let mut states: Vec<&mut BsgdState> = held.iter_mut().map(|r| &mut r.state).collect();
+    for state in &mut states {
+        state.set_average_placement(average_placement);
+    }
+    let features = Features::extract(x)?;
+    let x_rows = features.finite_rows()?;
+    if x_rows.n_rows() != y.len() {
+        return Err(PyValueError::new_err(format!(
+            "x has {} rows but y has {}",
+            x_rows.n_rows(),
+            y.len()
+        )));
+    }
+    let cancel = AtomicBool::new(false);
+    let monitors: Vec<Mutex<PythonMonitor<'_>>> = (0..runs.len())
+        .map(|p| Mutex::new(PythonMonitor::for_pair(py, None, &cancel, p)))
+        .collect();
+    run_interruptibly(py, &cancel, || {
+        no_panic(|| {
+            parallel::install_with(n_threads, || {
+                states
+                    .par_iter_mut()
+                    .zip(&runs)
+                    .zip(&monitors)
+                    .filter(|((_, (rows, _, _)), _)| !rows.is_empty())
+                    .try_for_each(|((state, (rows, targets, weights)), monitor)| {
+                        let subset = SubsetRows::new(&x_rows, rows)?;
+                        let targets = Targets::Classes {
+                            y: targets,
+                            n_classes: 2,
+                        };
+                        let mut monitor = |p: &Progress| {
+                            let checked =
+                                monitor.lock().map_err(|_| SvmError::Interrupted)?.check(p);
+                            if checked.is_err() {
+                                cancel.store(true, Ordering::Relaxed);
+                            }
+                            checked
+                        };
+                        state.pass(&subset, targets, weights.as_deref(), 1, 1, &mut monitor)
+                    })
+            })?
+        })
+    })
+}
+
 /// A BSGD run fed in batches (`BudgetSVC.partial_fit`, training from a file in chunks): the core
 /// `BsgdState` behind a Python object, pickled as its versioned byte form.
 #[pyclass(module = "budgetsvm._budgetsvm")]

@@ -16,7 +16,9 @@ mod runtime;
 #[pyo3::pymodule]
 mod _budgetsvm {
     #[pymodule_export]
-    use super::budgeted::{fit_bsca, fit_bsgd, fit_pairs, merge_search, reduce_budget, BsgdStream};
+    use super::budgeted::{
+        fit_bsca, fit_bsgd, fit_pairs, merge_search, partial_fit_pairs, reduce_budget, BsgdStream,
+    };
     #[pymodule_export]
     use super::data::{feature_variance, load_libsvm, summarize_libsvm, LibsvmChunkReader};
     #[pymodule_export]

@@ -143,10 +143,13 @@ fn polish_result<'py>(
 
 /// The polish of a model trained on a LIBSVM file (`fit_file`): the file is read once for its
 /// labels, then again in chunks of `chunk_rows` lines on every pass of the solve, never whole.
-/// `classes` are the model's sorted labels; `class_weights` (one per class) weigh the rows. The
-/// model and settings (`options`) are `polish`'s.
+/// `classes` are the file's sorted labels; `class_weights` (one per class) weigh the rows. With
+/// `pair` = (a, b), indices into `classes`, a binary model of one-vs-one's pair (a, b) is
+/// polished on the rows of those two classes only, b positive (the other rows are read and
+/// skipped). The model and settings (`options`) are `polish`'s.
 #[pyfunction]
-#[pyo3(signature = (path, chunk_rows, width, classes, *, class_weights = None, **options))]
+#[pyo3(signature = (path, chunk_rows, width, classes, *, class_weights = None, pair = None, **options))]
+#[allow(clippy::too_many_arguments)] // the file's own settings; the rest come as keywords
 pub fn polish_file<'py>(
     py: Python<'py>,
     path: std::path::PathBuf,
@@ -154,6 +157,7 @@ pub fn polish_file<'py>(
     width: usize,
     classes: PyReadonlyArray1<'py, f64>,
     class_weights: Option<PyReadonlyArray1<'py, f64>>,
+    pair: Option<(u32, u32)>,
     options: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (given, settings): (ExpansionArrays<'_>, PolishSettings<'_>) =
@@ -162,9 +166,9 @@ pub fn polish_file<'py>(
     let model = given.model()?;
     let epsilon = settings.epsilon;
     let classes = slice1(&classes)?;
-    if epsilon.is_some() && (!classes.is_empty() || class_weights.is_some()) {
+    if epsilon.is_some() && (!classes.is_empty() || class_weights.is_some() || pair.is_some()) {
         return Err(PyValueError::new_err(
-            "a regression polish (epsilon given) takes no classes or class weights",
+            "a regression polish (epsilon given) takes no classes, class weights or pair",
         ));
     }
     let class_weights = class_weights.as_ref().map(slice1).transpose()?;
@@ -182,12 +186,20 @@ pub fn polish_file<'py>(
                 let targets = Targets::Values { y: &z, epsilon };
                 return polish_solve(&model, start, &mut source, targets, None, &params, monitor);
             }
-            let (mut source, y) = LibsvmFileRows::open(&path, chunk_rows, width, classes)?;
+            let (mut source, y) = match pair {
+                Some(pair) => LibsvmFileRows::open_pair(&path, chunk_rows, width, classes, pair)?,
+                None => LibsvmFileRows::open(&path, chunk_rows, width, classes)?,
+            };
+            // A pair's targets are 0 for its first class and 1 for its second.
+            let class_of = |k: u32| match pair {
+                Some((a, b)) => [a, b][k as usize] as usize,
+                None => k as usize,
+            };
             let weights: Option<Vec<f64>> =
-                class_weights.map(|w| y.iter().map(|&k| w[k as usize]).collect());
+                class_weights.map(|w| y.iter().map(|&k| w[class_of(k)]).collect());
             let targets = Targets::Classes {
                 y: &y,
-                n_classes: classes.len(),
+                n_classes: if pair.is_some() { 2 } else { classes.len() },
             };
             polish_solve(
                 &model,

@@ -37,12 +37,19 @@ impl RowSource for InMemory<'_> {
 }
 
 /// A LIBSVM file read again in chunks of `chunk_rows` lines on every pass (`fit_file`): memory
-/// is one chunk, whatever the file's size. Its rows are `width` features wide.
+/// is one chunk, whatever the file's size. Its rows are `width` features wide. With `keep`
+/// (`open_pair`: one-vs-one's pair of classes) the passes visit the kept rows only, each
+/// chunk's kept rows copied (one chunk at most).
 pub struct LibsvmFileRows {
     path: std::path::PathBuf,
     chunk_rows: usize,
     width: usize,
+    /// Rows visited: the file's, or those kept.
     n_rows: usize,
+    /// Rows of the file.
+    file_rows: usize,
+    /// Per row of the file, whether the passes visit it (None: all).
+    keep: Option<Vec<bool>>,
 }
 
 impl LibsvmFileRows {
@@ -69,6 +76,36 @@ impl LibsvmFileRows {
             }
             Ok(())
         })
+    }
+
+    /// The rows of two of the file's classes, `pair` = (a, b) (indices into the sorted
+    /// `classes`, a != b; a binary polish of one-vs-one's pair): their targets, 0 for class a
+    /// and 1 for b, in the file's order, read in one pass (every label must be one of
+    /// `classes`), and the source whose passes visit those rows only.
+    pub fn open_pair(
+        path: &std::path::Path,
+        chunk_rows: usize,
+        width: usize,
+        classes: &[f64],
+        pair: (u32, u32),
+    ) -> Result<(Self, Vec<u32>)> {
+        let (a, b) = pair;
+        let n_classes = classes.len();
+        if a == b || a as usize >= n_classes || b as usize >= n_classes {
+            return Err(SvmError::invalid_input(format!(
+                "pair ({a}, {b}) must be two distinct class indices below {n_classes}"
+            )));
+        }
+        let (mut source, y) = Self::open(path, chunk_rows, width, classes)?;
+        let keep: Vec<bool> = y.iter().map(|&k| k == a || k == b).collect();
+        let targets: Vec<u32> = y
+            .iter()
+            .filter(|&&k| k == a || k == b)
+            .map(|&k| u32::from(k == b))
+            .collect();
+        source.n_rows = targets.len();
+        source.keep = Some(keep);
+        Ok((source, targets))
     }
 
     /// The file's labels as real targets (regression; each must be finite), read in one pass,
@@ -114,6 +151,8 @@ impl LibsvmFileRows {
             chunk_rows,
             width,
             n_rows: y.len(),
+            file_rows: y.len(),
+            keep: None,
         };
         Ok((source, y))
     }
@@ -128,19 +167,49 @@ impl RowSource for LibsvmFileRows {
     }
     fn pass(&mut self, visit: &mut dyn FnMut(usize, &AnyRows<'_>) -> Result<()>) -> Result<()> {
         let mut chunks = LibsvmChunks::open(&self.path, self.chunk_rows)?;
+        // Rows visited so far, and rows of the file read so far.
         let mut first = 0;
+        let mut read = 0;
+        // The kept rows of a chunk (with `keep`), reused.
+        let (mut indptr, mut indices, mut values) = (Vec::new(), Vec::new(), Vec::new());
         while let Some(data) = chunks.next_chunk()? {
-            if data.n_features > self.width || first + data.n_rows() > self.n_rows {
+            let n = data.n_rows();
+            if data.n_features > self.width || read + n > self.file_rows {
                 return Err(SvmError::invalid_input(format!(
                     "{} changed while it was being read",
                     self.path.display()
                 )));
             }
-            let view = CsrView::new(&data.indptr, &data.indices, &data.values, self.width)?;
-            visit(first, &AnyRows::Csr64(view))?;
-            first += data.n_rows();
+            let kept = self.keep.as_ref().map(|keep| &keep[read..read + n]);
+            read += n;
+            match kept {
+                Some(kept) if !kept.iter().all(|&k| k) => {
+                    indptr.clear();
+                    indices.clear();
+                    values.clear();
+                    indptr.push(0i64);
+                    for (i, _) in kept.iter().enumerate().filter(|(_, &k)| k) {
+                        let span = data.indptr[i] as usize..data.indptr[i + 1] as usize;
+                        indices.extend_from_slice(&data.indices[span.clone()]);
+                        values.extend_from_slice(&data.values[span]);
+                        indptr.push(indices.len() as i64);
+                    }
+                    let rows = indptr.len() - 1;
+                    if rows == 0 {
+                        continue;
+                    }
+                    let view = CsrView::new(&indptr, &indices, &values, self.width)?;
+                    visit(first, &AnyRows::Csr64(view))?;
+                    first += rows;
+                }
+                _ => {
+                    let view = CsrView::new(&data.indptr, &data.indices, &data.values, self.width)?;
+                    visit(first, &AnyRows::Csr64(view))?;
+                    first += n;
+                }
+            }
         }
-        if first != self.n_rows {
+        if read != self.file_rows || first != self.n_rows {
             return Err(SvmError::invalid_input(format!(
                 "{} changed while it was being read",
                 self.path.display()

@@ -222,13 +222,25 @@ pub(super) fn segment_pass<T: Send>(
     let m = blocks.n_basis();
     let first_pass = segments.spans.is_empty();
     let segment = segment_rows(m, segments.single);
+    // Every segment the pass wants is in the cache (after the first pass): the source is not
+    // read at all (a file is not parsed again), the segments visited in the same order.
+    let from_cache = !first_pass
+        && (0..segments.spans.len())
+            .filter(|&s| wanted.is_none_or(|w| w[s]))
+            .all(|s| match &segments.cache[s] {
+                Some(Cached::F64(kv)) => !kv.is_empty(),
+                Some(Cached::F32(kv)) => !kv.is_empty(),
+                None => false,
+            });
+    let n_segments = segments.spans.len();
     let mut next_segment = 0;
-    let mut visit = |first: usize, rows: &AnyRows<'_>| -> Result<()> {
-        let len = rows.n_rows();
-        // This block's segments.
-        let ids: Vec<usize> = (0..len.div_ceil(segment))
-            .map(|s| next_segment + s)
-            .collect();
+    // The segments `ids` of a block of `len` rows starting at row `first` (the rows None: all
+    // the pass wants are cached).
+    let mut run = |ids: Vec<usize>,
+                   first: usize,
+                   len: usize,
+                   rows: Option<&AnyRows<'_>>|
+     -> Result<()> {
         if first_pass {
             for s in 0..ids.len() {
                 let a = first + s * segment;
@@ -243,7 +255,6 @@ pub(super) fn segment_pass<T: Send>(
                 }
             }
         }
-        next_segment += ids.len();
         let todo: Vec<usize> = ids
             .into_iter()
             .filter(|&s| wanted.is_none_or(|w| w[s]))
@@ -281,6 +292,8 @@ pub(super) fn segment_pass<T: Send>(
                                 }
                                 slot => slot,
                             };
+                            // (A pass from the cache wants cached segments only.)
+                            let rows = rows.expect("the rows of a segment not cached");
                             let t0 = Instant::now();
                             let some: Option<Vec<usize>> = needed
                                 .filter(|_| slot.is_none())
@@ -368,7 +381,19 @@ pub(super) fn segment_pass<T: Send>(
         }
         Ok(())
     };
-    source.pass(&mut visit)?;
+    if from_cache {
+        run((0..n_segments).collect(), 0, 0, None)?;
+    } else {
+        source.pass(&mut |first: usize, rows: &AnyRows<'_>| -> Result<()> {
+            let len = rows.n_rows();
+            // This block's segments.
+            let ids: Vec<usize> = (0..len.div_ceil(segment))
+                .map(|s| next_segment + s)
+                .collect();
+            next_segment += ids.len();
+            run(ids, first, len, Some(rows))
+        })?;
+    }
     if first_pass {
         let rows: usize = segments.spans.iter().map(|s| s.len()).sum();
         if rows != source.n_rows() {

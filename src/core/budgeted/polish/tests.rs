@@ -1528,3 +1528,132 @@ fn the_polish_counts_its_square_matrices_before_allocating_them() {
     assert!(small < 20_000_000, "{small}");
     assert!(check_fits(big, Some(3_000_000_000), || "the polish".into()).is_err());
 }
+
+/// A pair of a file's classes (`open_pair`: one-vs-one's polish in `fit_file`) is polished
+/// on the rows of its two classes only, targets 0 for its first and 1 for its second: the
+/// polish of a file holding only those rows, bit for bit while both are one chunk, and the
+/// same optimum in chunks (whose kept rows are copied per chunk).
+#[test]
+fn a_pair_of_classes_is_polished_on_its_rows() {
+    let (n, m) = (3000, 30);
+    let (x, y, _) = problem(47, n, m, 3);
+    let (_, _, model) = problem(47, n, m, 2); // the same rows, a binary model
+    let x: Vec<f64> = x.iter().map(|v| (v * 1000.0).round() / 1000.0).collect();
+    let dir = std::env::temp_dir();
+    let all = dir.join(format!("budgetsvm_pair_all_{}.svm", std::process::id()));
+    let only = dir.join(format!("budgetsvm_pair_only_{}.svm", std::process::id()));
+    let line = |i: usize| format!("{} 1:{:?} 2:{:?}\n", y[i], x[2 * i], x[2 * i + 1]);
+    let pair: Vec<usize> = (0..n).filter(|&i| y[i] != 1).collect();
+    std::fs::write(&all, (0..n).map(line).collect::<String>()).unwrap();
+    std::fs::write(&only, pair.iter().map(|&i| line(i)).collect::<String>()).unwrap();
+    let classes = [0.0, 1.0, 2.0];
+    let mut p = params(2.0);
+    p.method = PolishMethod::HessianFree;
+    let solve = |path: &std::path::Path, chunk: usize, pair_of: Option<(u32, u32)>| {
+        let (mut file, targets) = match pair_of {
+            Some(pair_of) => LibsvmFileRows::open_pair(path, chunk, 2, &classes, pair_of)?,
+            None => LibsvmFileRows::open(path, chunk, 2, &[0.0, 2.0])?,
+        };
+        let r = polish(
+            &model,
+            None,
+            &mut file,
+            Targets::classes(&targets, 2),
+            None,
+            &p,
+            &mut no_monitor,
+        )?;
+        Ok::<_, SvmError>((targets, r))
+    };
+    let whole = solve(&all, n, Some((0, 2)));
+    let alone = solve(&only, n, None);
+    let chunked = solve(&all, 333, Some((0, 2)));
+    let refused = LibsvmFileRows::open_pair(&all, 333, 2, &classes, (2, 2)).err();
+    std::fs::remove_file(&all).unwrap();
+    std::fs::remove_file(&only).unwrap();
+    let ((targets, whole), (alone_targets, alone)) = (whole.unwrap(), alone.unwrap());
+    let expected: Vec<u32> = pair.iter().map(|&i| u32::from(y[i] == 2)).collect();
+    assert_eq!(targets, expected);
+    assert_eq!(alone_targets, expected);
+    assert_eq!(
+        (&whole.coef, &whole.intercept),
+        (&alone.coef, &alone.intercept)
+    );
+    let (_, chunked) = chunked.unwrap();
+    let pair_x: Vec<f64> = pair
+        .iter()
+        .flat_map(|&i| [x[2 * i], x[2 * i + 1]])
+        .collect();
+    assert_same_optimum(&pair_x, &model, &chunked, &whole, 47);
+    assert!(refused.is_some());
+}
+
+/// Rows in memory that count the passes over them (a file read again on every pass).
+struct CountedPasses<'a> {
+    rows: InMemory<'a>,
+    passes: usize,
+}
+
+impl RowSource for CountedPasses<'_> {
+    fn n_rows(&self) -> usize {
+        self.rows.n_rows()
+    }
+    fn n_cols(&self) -> usize {
+        self.rows.n_cols()
+    }
+    fn pass(&mut self, visit: &mut dyn FnMut(usize, &AnyRows<'_>) -> Result<()>) -> Result<()> {
+        self.passes += 1;
+        self.rows.pass(visit)
+    }
+}
+
+/// Once the cache holds every row's kernel values the source is not read again (a file is
+/// parsed on the first pass only), and the solution is the one of a cache that holds none
+/// (every pass reading the rows): the same bits by the Newton system, the same optimum
+/// Hessian-free (whose squared rows' copies follow the cache), with and without the
+/// subsample.
+#[test]
+fn a_source_the_cache_holds_is_read_once() {
+    let (x, y, model) = problem(53, 3000, 30, 3);
+    for (method, sample_start) in [
+        (PolishMethod::Newton, false),
+        (PolishMethod::HessianFree, false),
+        (PolishMethod::HessianFree, true),
+    ] {
+        let solve = |cache_bytes: usize| {
+            let view = DenseView::new(&x, 3000, 2).unwrap();
+            let mut source = CountedPasses {
+                rows: InMemory(AnyRows::Dense(view)),
+                passes: 0,
+            };
+            let mut p = params(5.0);
+            p.method = method;
+            p.sample_start = sample_start;
+            p.cache_bytes = cache_bytes;
+            let targets = Targets::classes(&y, 3);
+            let r = polish(
+                &model,
+                None,
+                &mut source,
+                targets,
+                None,
+                &p,
+                &mut no_monitor,
+            );
+            (r.unwrap(), source.passes)
+        };
+        let (cached, reads) = solve(1 << 30);
+        let (uncached, reads_uncached) = solve(0);
+        assert_eq!(cached.cached_rows, 3000);
+        assert!(cached.passes > 2, "{method:?}: {} passes", cached.passes);
+        // The first pass, and the subsample's copy when the solve starts from it.
+        assert_eq!(reads, 1 + usize::from(cached.sample_rows > 0), "{method:?}");
+        assert!(reads_uncached >= uncached.passes, "{method:?}");
+        if method == PolishMethod::Newton {
+            assert_eq!(cached.coef, uncached.coef);
+            assert_eq!(cached.intercept, uncached.intercept);
+        } else {
+            assert_same_optimum(&x, &model, &cached, &uncached, 53);
+        }
+    }
+}
