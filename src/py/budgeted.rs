@@ -325,6 +325,20 @@ pub fn fit_bsca<'py>(
     Ok(out)
 }
 
+/// A pair's progress checked by its Python monitor; a stop (Ctrl-C, a callback's error) also
+/// cancels the other pairs running at once.
+fn pair_check(
+    monitor: &Mutex<PythonMonitor<'_>>,
+    cancel: &AtomicBool,
+    p: &Progress,
+) -> Result<(), SvmError> {
+    let checked = monitor.lock().map_err(|_| SvmError::Interrupted)?.check(p);
+    if checked.is_err() {
+        cancel.store(true, Ordering::Relaxed);
+    }
+    checked
+}
+
 /// One class pair's run of `fit_pairs`: its rows (indices into x), their targets (0: the
 /// pair's first class, 1: its second), their weights, and the run's budget, seed and C.
 struct PairRun {
@@ -455,14 +469,7 @@ pub fn fit_pairs<'py>(
                             y: &run.targets,
                             n_classes: 2,
                         };
-                        let mut monitor = |p: &Progress| {
-                            let checked =
-                                monitor.lock().map_err(|_| SvmError::Interrupted)?.check(p);
-                            if checked.is_err() {
-                                cancel.store(true, Ordering::Relaxed);
-                            }
-                            checked
-                        };
+                        let mut monitor = |p: &Progress| pair_check(monitor, &cancel, p);
                         let weights = run.weights.as_deref();
                         if bsca {
                             let params = BscaParams {
@@ -640,14 +647,7 @@ pub fn partial_fit_pairs<'py>(
                             y: targets,
                             n_classes: 2,
                         };
-                        let mut monitor = |p: &Progress| {
-                            let checked =
-                                monitor.lock().map_err(|_| SvmError::Interrupted)?.check(p);
-                            if checked.is_err() {
-                                cancel.store(true, Ordering::Relaxed);
-                            }
-                            checked
-                        };
+                        let mut monitor = |p: &Progress| pair_check(monitor, &cancel, p);
                         state.pass(&subset, targets, weights.as_deref(), 1, 1, &mut monitor)
                     })
             })?
