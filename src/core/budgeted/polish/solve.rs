@@ -144,6 +144,7 @@ pub(super) fn polish_on(
         half_rows: true,
         last_decrease: vec![f64::INFINITY; n_out],
         first_gradient: vec![0.0; n_out],
+        decrement_ratio: vec![0.0; n_out],
         iterations: 0,
         active_changes: 0,
         cg_products: 0,

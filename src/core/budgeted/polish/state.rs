@@ -112,6 +112,9 @@ pub(super) struct Solve<'a> {
     pub(super) half_rows: bool,
     pub(super) last_decrease: Vec<f64>,
     pub(super) first_gradient: Vec<f64>,
+    /// Per output, the largest -g.x of a direction over the preconditioner's estimate of it
+    /// seen in this solve (0: none yet).
+    pub(super) decrement_ratio: Vec<f64>,
     /// What `PolishResult` reports.
     pub(super) iterations: usize,
     pub(super) active_changes: u64,
