@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from budgetsvm.kernel_svr import ExactRegressor
+from budgetsvm._exact import ExactRegressor
 
 __all__ = ["KernelNuSVR"]
 
