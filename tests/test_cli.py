@@ -451,3 +451,17 @@ def test_train_search_writes_the_refitted_model(files, tmp_path):
     ):
         r = cli("train", "-q", *bad.split(), train, tmp_path / "bad.model", ok=False)
         assert r.returncode != 0 and says in r.stderr
+
+
+def test_train_and_predict_refuse_to_overwrite_their_inputs(tmp_path):
+    X, y = xor_data(200, 7)
+    train = write_libsvm(tmp_path / "t.svm", X, y)
+    original = train.read_bytes()
+    r = cli("train", "-q", train, train, ok=False)
+    assert r.returncode == 2 and "refusing to overwrite" in r.stderr
+    assert train.read_bytes() == original
+    model = tmp_path / "m.model"
+    cli("train", "-q", "-g", 1, train, model)
+    r = cli("predict", train, model, train, ok=False)
+    assert r.returncode == 2 and "refusing to overwrite" in r.stderr
+    assert train.read_bytes() == original
