@@ -36,8 +36,8 @@ def _interrupt_after(seconds: float):
 
 
 LONG_FITS = {
-    # Each takes seconds (the budgeted ones 5-10 s: bounded, so a missed interrupt fails the
-    # test instead of hanging it); the interrupt comes after half a second.
+    # Each takes seconds (bounded, so a missed interrupt fails the test instead of hanging it;
+    # their times: docs/interrupt_latency.md); the interrupt comes after half a second.
     "bsgd-binary": lambda: BudgetSVC(budget=200, epochs=2_000, random_state=0, polish=False),
     "bsca-binary": lambda: BudgetSVC(
         budget=200, epochs=2_000, solver="bsca", random_state=0, polish=False
@@ -75,7 +75,7 @@ def test_ctrl_c_stops_a_fit_on_any_thread_and_the_estimator_refits(case):
 def test_ctrl_c_right_after_an_exact_fit_starts(solver):
     # A one-class (or nu) fit starts from thousands of rows at their bound: the gradient of
     # that start is built from their kernel rows, in batches that report to the monitor, so
-    # Ctrl-C lands there too (it used to wait for the whole start: 4.5 s on these rows).
+    # Ctrl-C lands there too (it used to wait for the whole start: docs/interrupt_latency.md).
     from budgetsvm import KernelNuSVC, KernelOneClassSVM
 
     rng = np.random.default_rng(3)

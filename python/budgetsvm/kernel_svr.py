@@ -42,7 +42,7 @@ class KernelSVR(ExactRegressor):
         n float64 values where float32 cannot hold the kernel values finely enough for ``tol``
         (``KernelSVC``'s ``solver_options['row_precision']``): half the rows then.
         Memory is only taken as rows are computed; data with many support vectors gains from
-        more (fried, 32,614 rows: 42 s at 200 MB, 32 s at 800 MB on a 2-core machine).
+        more (``docs/regression_notes.md``).
         ``KernelNuSVR``'s default is 800 MB (its SMO keeps two variables per row, each with a
         row of 2n values).
     verbose : bool, default=False

@@ -44,7 +44,7 @@ def _relay(client, x_parts, y_parts, w_parts, facts, params, seeds, targets):
     each partition's leg continuing the model the one before left, its rows' dual variables
     kept on its worker between passes (only the model, B support vectors, travels). Every row
     is a coordinate of the one dual, as in ``BudgetSVR.fit``: merging partitions' separate
-    models into B lost 0.007-0.01 R^2 (docs/dask_scaling.md). A lone partition runs its epochs
+    models into B lost R^2 (docs/dask_scaling.md). A lone partition runs its epochs
     in one leg, as the single process does. Returns (support vectors, coef, rows used)."""
     import operator
 

@@ -102,8 +102,8 @@ def fit(clf: Any, X: Any, y: Any, sample_weight: Any = None) -> Any:
     left, with its rows' dual variables kept on its worker between passes; only the model (B
     support vectors) travels, and the legs run one after another (the budgeted pass is the
     cheap part; the polish is parallel). The same dual as ``BudgetSVR.fit`` over every row, so
-    the same basis quality: separate partition models merged into B lost 0.007-0.01 R^2 on
-    Friedman #1 (docs/dask_scaling.md). Otherwise (BSGD, averaging) the pool, with
+    the same basis quality: separate partition models merged into B lost R^2 on Friedman #1
+    (docs/dask_scaling.md). Otherwise (BSGD, averaging) the pool, with
     opposite-sign merges in the reduction.
 
     Parameters
