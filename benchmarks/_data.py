@@ -23,9 +23,9 @@ _ROWS = [
     ("w8a", "w8a/w8a.xz", None, False, 2.0**3, 2.0**-5, "WEB", 98.81),
     ("cod-rna", "cod-rna/cod-rna.xz", None, True, 2.0**5, 2.0**-3, "COD-RNA", 96.33),
     # Multi-class sets of paper 001, for which SETTINGS.md says "cross-validate": 3-fold CV of
-    # KernelSVC on 8,000 training rows over C in {1, 10, 100, 1000}, gamma in {0.5, 2, 8, 32};
-    # pendigits' best (99.73%) is C = 10, gamma = 2; on shuttle every C >= 10 with gamma 2-8
-    # lies within 0.1 point (99.60-99.74%), so the smaller C of the best two, C = 100, gamma = 8.
+    # KernelSVC on 8,000 training rows over C in {1, 10, 100, 1000}, gamma in {0.5, 2, 8, 32}:
+    # pendigits' best and, for shuttle, the smaller C of the best two (the scores:
+    # docs/alfpgm_notes.md).
     ("pendigits", "pendigits/pendigits.scale.xz", "pendigits/pendigits.scale.t.xz", False,
      10.0, 2.0, "PENDIGITS", 98.23),
     ("shuttle", "shuttle/shuttle.xz", "shuttle/shuttle.t.xz", True, 100.0, 8.0, "SHUTTLE", 99.90),

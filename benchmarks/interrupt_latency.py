@@ -4,7 +4,7 @@ several moments of a fit, and the time from the signal to the KeyboardInterrupt 
 Each case is a fit that runs for seconds on 30,000 rows of 8 dense features (the exact solvers'
 starts build gradients from thousands of kernel rows; SMO's first steps compute two rows of 2n
 values each); the signal arrives at 0.05, 0.2, 0.5, 0.9 and 1.3 s. Timing goes to a report, never
-into a test (tests/test_hardening.py checks that the interrupt arrives, with its message).
+into a test (tests/test_interrupt.py checks that the interrupt arrives, with its message).
 
 Usage: python benchmarks/interrupt_latency.py [--out docs/interrupt_latency.md]
 """

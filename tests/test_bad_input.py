@@ -147,6 +147,24 @@ def test_predict_before_fit(data):
         BudgetSVC().decision_function(X)
 
 
+def test_a_failed_fit_leaves_the_previous_model():
+    X, y = xor_data(500, 4)
+    clf = BudgetSVC(budget=20, epochs=2, random_state=0).fit(X, y)
+    before = clf.decision_function(X)
+    classes, n_features = clf.classes_.copy(), clf.n_features_in_
+    wide = np.hstack([X, X])
+    with pytest.raises(ValueError, match="one class"):
+        clf.fit(wide, np.zeros(len(y)))  # passes validation, fails after classes_ would be set
+    assert_array_equal(clf.classes_, classes)
+    assert clf.n_features_in_ == n_features
+    assert_array_equal(clf.decision_function(X), before)
+    kernel = KernelSVC(C=1.0, gamma=1.0).fit(X, y)
+    kbefore = kernel.decision_function(X)
+    with pytest.raises(ValueError):
+        kernel.fit(wide, np.zeros(len(y)))
+    assert_array_equal(kernel.decision_function(X), kbefore)
+
+
 # --- hyper-parameters ---------------------------------------------------------------------------
 
 
@@ -307,3 +325,53 @@ def test_a_c_beyond_float_is_the_hard_margin_of_the_exact_svc():
     hard = KernelSVC(C=np.inf, gamma=1.0).fit(X, y)
     huge = KernelSVC(C=BEYOND_FLOAT, gamma=1.0).fit(X, y)
     assert_array_equal(huge.dual_coef_, hard.dual_coef_)
+
+
+@pytest.mark.parametrize("budget", [2**31, 2**40, 2**62])
+@pytest.mark.parametrize("solver", ["bsgd", "bsca"])
+def test_huge_budgets_cost_nothing(budget, solver):
+    # The store grows with the support vectors that exist, never with the budget asked for.
+    X, y = xor_data(300, 8)
+    clf = BudgetSVC(budget=budget, epochs=1, solver=solver, random_state=0).fit(X, y)
+    assert clf.support_vectors_.shape[0] <= 300
+    assert clf.score(X, y) > 0.5
+
+
+@pytest.mark.parametrize("n_classes", [2**20 + 1, 2**40])
+def test_native_entry_points_refuse_absurd_class_counts(n_classes):
+    from budgetsvm import _budgetsvm
+
+    X, y = xor_data(50, 9)
+    common = dict(c=1.0, gamma=1.0, budget=10, maintenance="merge", merge="lookup-wd", seed=0)
+    with pytest.raises(ValueError, match="classes"):
+        _budgetsvm.BsgdStream(2, n_classes, n_samples=50, **common)
+    with pytest.raises(ValueError, match="classes"):
+        _budgetsvm.fit_bsgd(X, y.astype(np.uint32), n_classes, epochs=1, **common)
+    with pytest.raises(ValueError, match="classes"):
+        _budgetsvm.fit_bsca(X, y.astype(np.uint32), n_classes, epochs=1, **common)
+    with pytest.raises(ValueError, match="classes"):
+        _budgetsvm.fit_exact(X, y.astype(np.uint32), problem="svc", n_classes=n_classes, c=1.0, gamma=1.0)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: BudgetSVC(gamma=1e-308, random_state=0),
+        lambda: BudgetSVC(gamma=1e-308, solver="bsca", random_state=0),
+        lambda: KernelSVC(gamma=1e-308),
+    ],
+    ids=["bsgd", "bsca", "kernel"],
+)
+def test_norms_whose_sum_overflows_are_refused_not_nan(make):
+    # Rows with |x|^2 near 1.7e308 are finite, but |x|^2 + |z|^2 overflows and the kernel value
+    # came out NaN for every such pair: refused with the row named, in fit and in predict.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    X /= np.linalg.norm(X, axis=1)[:, None]
+    y = (X[:, 0] > 0).astype(int)
+    with pytest.raises(ValueError, match="squared norm .* rescale"):
+        make().fit(X * 1.3e154, y)
+    clf = make().fit(X * 1e150, y)
+    assert np.all(np.isfinite(clf.decision_function(X * 1e150)))
+    with pytest.raises(ValueError, match="squared norm .* rescale"):
+        clf.decision_function(X[:3] * 1.3e154)

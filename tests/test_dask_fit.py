@@ -19,6 +19,7 @@ pd = pytest.importorskip("pandas")
 import dask.array as da  # noqa: E402
 import dask.dataframe as dd  # noqa: E402
 from budgetsvm import dask as bdask  # noqa: E402
+from budgetsvm.dask import _polish  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -168,13 +169,13 @@ def test_a_worker_killed_mid_fit_is_a_clear_error(clusters):
                 pass
 
     clf = BudgetSVC(C=4.0, gamma=2.0, budget=40, epochs=2, random_state=0)
-    bdask._AFTER_ROUND = kill_one
+    _polish._AFTER_ROUND = kill_one
     try:
         with _cluster(2) as cluster, distributed.Client(cluster):
             with pytest.raises(RuntimeError, match="worker"):
                 bdask.fit(clf, dX, dy)
     finally:
-        bdask._AFTER_ROUND = None
+        _polish._AFTER_ROUND = None
     assert not hasattr(clf, "support_vectors_")
 
 
@@ -385,7 +386,7 @@ def test_hessian_free_polish_reaches_the_newton_optimum(clusters, monkeypatch, t
     dy = da.from_array(y, chunks=(chunks,))
     dw = da.from_array(w, chunks=(chunks,))
     newton = fit_on(clusters[1], clone(clf), dX, dy, sample_weight=dw)
-    monkeypatch.setattr(bdask, "_HESSIAN_FREE_FROM", 1)
+    monkeypatch.setattr(_polish, "_HESSIAN_FREE_FROM", 1)
     free = fit_on(clusters[1], clone(clf), dX, dy, sample_weight=dw)
     assert not newton.fit_stats_["polish"]["hessian_free"]
     stats = free.fit_stats_["polish"]

@@ -6,8 +6,9 @@ What is allowed: a result, or ValueError / TypeError / OverflowError (PyO3's for
 too large integer where the binding takes an unsigned one) with a message. What fails: a crash
 (the child dies by a signal), a hang (the timeout), MemoryError (a size reached an allocation
 before it was checked), and RuntimeError "internal error" (a panic caught by the binding's last
-guard). The cases that need no child (fork, Ctrl-C, concurrent fits, labels) are in
-test_hardening.py, the reader's in test_datasets.py, the sparse sizes' in test_sparse.py.
+guard). The cases that need no child are in test_fork.py, test_interrupt.py (Ctrl-C),
+test_threads.py (concurrent fits) and test_bad_input.py (huge budgets, absurd class counts,
+overflowing norms), the reader's in test_datasets.py, the sparse sizes' in test_sparse.py.
 """
 
 from __future__ import annotations

@@ -433,7 +433,8 @@ def test_fit_releases_the_gil(monkeypatch):
     import threading
 
     rng = np.random.default_rng(11)
-    # 10,000 rows: about 3 s on a 2024 core (6,000 took under the 1 s between progress lines).
+    # 10,000 rows: a fit that outlasts several of the progress lines (about one a second);
+    # its time and why fewer rows do not: docs/alfpgm_notes.md.
     X = rng.uniform(-1, 1, size=(10_000, 5))
     r2 = (X**2).sum(1)
     y = (r2 < np.median(r2)).astype(int)

@@ -90,6 +90,15 @@ def test_unfitted_and_unsavable(tmp_path):
         clf.save(tmp_path / "m")
 
 
+def test_save_model_of_a_foreign_estimator_says_what_to_do(tmp_path):
+    from sklearn.svm import SVC
+
+    X, y = xor_data(100, 12)
+    with pytest.raises(TypeError, match="model files hold BudgetSVC, .*KernelSVC.*not SVC.*pickle"):
+        save_model(SVC().fit(X, y), tmp_path / "k.model")
+    assert not (tmp_path / "k.model").exists()
+
+
 @pytest.fixture
 def saved(tmp_path):
     X, y = data(3, "str")

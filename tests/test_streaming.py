@@ -5,7 +5,10 @@ from __future__ import annotations
 import bz2
 import gzip
 import lzma
+import os
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -234,6 +237,41 @@ def test_file_training_errors(tmp_path):
     wide.write_text("1 1:0.5 3:1\n-1 1:0.2\n")
     with pytest.raises(ValueError, match="n_features"):
         BudgetSVC().fit_file(wide, n_features=2)
+
+
+def test_labels_equal_as_numbers_are_one_class_in_fit_file(tmp_path):
+    X, y = xor_data(300, 6)
+    path = tmp_path / "zeros.svm"
+    with open(path, "w") as f:
+        for i, (row, label) in enumerate(zip(X, y)):
+            text = ("-0" if i % 2 else "0") if label == 0 else "1"
+            f.write(f"{text} 1:{float(row[0])!r} 2:{float(row[1])!r}\n")
+    params = dict(budget=20, epochs=2, shuffle=False, gamma=1.0, random_state=0)
+    from_file = BudgetSVC(**params).fit_file(path)
+    Xl, yl = load_svmlight_file(path)
+    in_memory = BudgetSVC(**params).fit(Xl, yl)
+    assert len(from_file.classes_) == 2
+    assert_array_equal(from_file.classes_, in_memory.classes_)
+    assert_array_equal(from_file.dual_coef_, in_memory.dual_coef_)
+
+
+def test_fit_file_refuses_pipes_instead_of_blocking(tmp_path):
+    # fit_file reads its file once per epoch plus a first pass: a FIFO would block the second
+    # open forever, /dev/stdin would give its rows to the first pass only.
+    fifo = tmp_path / "rows.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="regular file"):
+        BudgetSVC().fit_file(fifo)
+    run = subprocess.run(
+        [sys.executable, "-m", "budgetsvm", "train", "--stream", "/dev/stdin", str(tmp_path / "m")],
+        input="1 1:0.5\n-1 1:-0.5\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 1, run
+    assert "regular file" in run.stderr
+    assert not (tmp_path / "m").exists()
 
 
 def test_iter_svmlight_chunks_concatenate_to_the_file(tmp_path):

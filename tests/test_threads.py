@@ -20,9 +20,11 @@ from budgetsvm import (
     KernelOneClassSVM,
     KernelSVC,
     KernelSVR,
+    get_num_threads,
+    set_num_threads,
 )
 from conftest import fitting_in_another_thread, xor_data
-from numpy.testing import assert_allclose
+from numpy.testing import assert_allclose, assert_array_equal
 
 ESTIMATORS = {
     "BudgetSVC": lambda: BudgetSVC(budget=50, epochs=2, random_state=0),
@@ -96,6 +98,19 @@ def test_set_params_during_a_fit_is_refused_and_the_previous_model_stays():
         assert pickle.dumps(clf) == pickled_before
     assert clf.set_params(C=5.0).C == 5.0
     assert not np.allclose(clf.decision_function(X[:100]), before)
+
+
+def test_a_second_fit_from_another_thread_is_refused_and_predict_keeps_working():
+    X, y = xor_data(20_000, 5)
+    clf = BudgetSVC(budget=200, epochs=1, random_state=0).fit(X[:500], y[:500])
+    before = clf.predict(X[:100])
+    with fitting_in_another_thread(  # seconds of work
+        clf, lambda: clf.partial_fit(np.tile(X, (100, 1)), np.tile(y, 100))
+    ):
+        with pytest.raises(RuntimeError, match="being fitted in another thread"):
+            clf.partial_fit(X[:10], y[:10])
+        assert_array_equal(clf.predict(X[:100]), before)  # the previous model, meanwhile
+    clf.partial_fit(X[:10], y[:10])  # free again
 
 
 def test_an_interrupted_fit_says_what_stopped_and_leaves_the_estimator():
@@ -195,6 +210,15 @@ print(json.dumps({"set": a, "default": get_num_threads()}))
 """)
     assert out == {"set": 2, "default": 1}
 
+
+def test_thread_counts_are_validated():
+    before = get_num_threads()
+    with pytest.raises(ValueError, match="threads"):
+        set_num_threads(10**6)
+    assert get_num_threads() == before
+    X, y = xor_data(100, 2)
+    with pytest.raises(ValueError, match="n_jobs"):
+        KernelSVC(n_jobs=10_000).fit(X, y)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/task")

@@ -2,8 +2,7 @@
 says it still pays (BudgetSVC, BudgetSVR).
 
 The budget buys accuracy with time: every doubling costs a little more than twice the fit and
-gains less than the doubling before (hard10d, 200,000 rows: 1.4, 1.2, 0.6, 0.3 points from
-B = 250 to 4,000; ijcnn1: 0.3 points from 250 to 500, nothing beyond). So the search fits
+gains less than the doubling before (docs/model_selection.md has the figures). So the search fits
 budgets 250, 500, 1,000, ... on the rows outside a held-out part and scores each there; from the
 last gains (up to ``GAINS_USED``) it predicts where one more doubling would gain less than
 ``GAIN_TOL`` (the gains shrink by about half per doubling, ``GAIN_RATIO``) and stops there:
@@ -17,7 +16,7 @@ last gains (up to ``GAINS_USED``) it predicts where one more doubling would gain
 
 A kept fit is the one on the rows outside the held-out part (at most ``HELD_OUT_MOST`` rows, a
 tenth of smaller data): refitting it on every row would cost as much again. The steps before
-the last polish to ``STEP_POLISH_TOL`` (as accurate on held-out rows, a fifth faster). No budget
+the last polish to ``STEP_POLISH_TOL`` (as accurate on held-out rows, and faster). No budget
 exceeds the rows it is fitted on (beyond that nothing is merged: the budget is not binding).
 docs/model_selection.md has the measurements.
 """
@@ -43,10 +42,10 @@ HELD_OUT_MOST = 20_000
 #: Data with fewer rows than this outside the held-out part is fitted once, every row a
 #: possible support vector (its budget the rows: no merging).
 LADDER_ROWS = 2 * START
-#: How much smaller each doubling's gain is than the one before, assumed (hard10d: 0.84, 0.49,
-#: 0.46). Measured from noisy scores it swung the predicted budget from 2,000 to 11,000
-#: between two held-out parts of the same rows; the last ``GAINS_USED`` gains, each carried to
-#: the last budget by this ratio, average out the noise instead.
+#: How much smaller each doubling's gain is than the one before, assumed (the ratios measured
+#: on hard10d: docs/model_selection.md). Measured from noisy scores it swung the predicted
+#: budget widely between two held-out parts of the same rows; the last ``GAINS_USED`` gains,
+#: each carried to the last budget by this ratio, average out the noise instead.
 GAIN_RATIO = 0.5
 GAINS_USED = 3
 #: A predicted budget below this share above the last fitted one keeps the last fit.

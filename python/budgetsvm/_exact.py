@@ -1,8 +1,11 @@
-"""What the exact kernel machines share (``KernelSVC``, ``KernelSVR``, ``KernelOneClassSVM``):
-the kernel and solver parameters and their checks, the call of the native solver (one dual
-problem for all three: ``_budgetsvm.fit_exact``), a precomputed kernel's handling, and the
-decision values of a kernel expansion. A new exact estimator is a short subclass: its problem's
-parameters, its ``fit`` and the attributes scikit-learn gives it.
+"""What the exact kernel machines share (``KernelSVC``, ``KernelSVR``, ``KernelOneClassSVM``,
+the nu machines): the kernel and solver parameters and their checks, the call of the native
+solver (one dual problem for all: ``_budgetsvm.fit_exact``), a precomputed kernel's handling,
+and the decision values of a kernel expansion. The bases, from the most shared:
+``ExactKernelMachine``; ``SingleOutputMachine`` (one decision function: regression, one-class);
+``ExactClassifier`` (``KernelSVC``, ``KernelNuSVC``) and ``ExactRegressor`` (``KernelSVR``,
+``KernelNuSVR``). A new exact estimator is a short subclass: its problem's parameters, its
+``fit`` and the attributes scikit-learn gives it.
 """
 
 from __future__ import annotations
@@ -13,12 +16,14 @@ import numbers
 import sys
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar, Union
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+from sklearn.utils.multiclass import _ovr_decision_function
 from sklearn.utils.validation import (
     _num_samples,
     check_consistent_length,
@@ -28,18 +33,23 @@ from sklearn.utils.validation import (
 )
 
 from budgetsvm import _budgetsvm
+from budgetsvm._docstrings import rows_doc
+from budgetsvm._probability import ProbabilityMixin
 from budgetsvm._validation import (
     FitGuardedParams,
+    TrainingRows,
     check_choice,
     check_integer,
     check_n_jobs,
     check_nonnegative,
     check_positive,
+    fit_guard,
     fitted_snapshot,
     is_finite,
     resolve_gamma,
     shown,
     to_native,
+    training_rows,
     weighted_rows,
 )
 from budgetsvm.modelfile import ModelFileMixin
@@ -48,8 +58,12 @@ KERNELS = ("rbf", "linear", "poly", "sigmoid", "precomputed")
 #: ``_validate_fit``'s "no y given" (None is a y, which supervised estimators reject).
 _NO_Y: Any = object()
 SOLVERS = ("alfpgm", "smo")
+#: ``decision_function_shape``'s values (a classifier's).
+SHAPES = ("ovr", "ovo")
 #: The largest polynomial degree (the engine's bound).
 MAX_DEGREE = 64
+_Classifier = TypeVar("_Classifier", bound="ExactClassifier")
+_Regressor = TypeVar("_Regressor", bound="ExactRegressor")
 
 
 def check_c(value: Any) -> float:
@@ -555,6 +569,267 @@ class SingleOutputMachine(ExactKernelMachine):
         """sum_j dual_coef_j k(s_j, x) + intercept_ for every row, shape (n_samples,)."""
         X = self._validate_predict(X)
         return self._expansion(X, self._dense_dual_coef().T, self.intercept_)[:, 0]
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class ExactClassifier(ProbabilityMixin, ClassifierMixin, ExactKernelMachine):
+    """What ``KernelSVC`` and ``KernelNuSVC`` share: the classifier's parameters, the
+    one-vs-one fit over the class pairs, probabilities and the decision rules. A subclass adds
+    its problem's parameter (C or nu) and names its problem."""
+
+    decision_function_shape: str = "ovr"
+    break_ties: bool = False
+    class_weight: Any = None
+    probability: bool = False
+    random_state: Any = None
+
+    def _problem_params(self) -> Dict[str, Any]:
+        self._check_classifier_params()
+        return super()._problem_params()
+
+    def _check_classifier_params(self) -> None:
+        """The checks of what SVC and NuSVC share (the output's shape, probabilities, ties)."""
+        check_choice("decision_function_shape", self.decision_function_shape, SHAPES)
+        check_choice("probability", self.probability, (True, False))
+        check_choice("break_ties", self.break_ties, (True, False))
+
+    def _training_rows(self, X: Any, y: Any, sample_weight: Any) -> TrainingRows:
+        """The rows, classes and weights the problem is built from (C-SVC: sample weight times
+        class weight scales each row's C)."""
+        return training_rows(type(self).__name__, X, y, sample_weight, self.class_weight)
+
+    @fit_guard
+    def fit(self: _Classifier, X: Any, y: Any, sample_weight: Any = None) -> _Classifier:
+        """Train on X and labels y.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training rows, dense or sparse.
+        y : array-like of shape (n_samples,)
+            Class labels.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weighs each row as SVC and NuSVC do (C-SVC: multiplies its C; nu-SVC: its bound
+            and its share of nu); rows of weight <= 0 are left out.
+
+        Returns
+        -------
+        self : KernelSVC or KernelNuSVC
+        """
+        native_params = self._check_params()
+        X, y = self._validate_fit(X, y)
+        rows = self._training_rows(X, y, sample_weight)
+        if self._from_gram() and rows.kept is not None:
+            # Rows of weight 0 leave the Gram matrix's columns too.
+            rows = rows._replace(X=rows.X[:, rows.kept])
+        self.classes_ = rows.classes
+        self.class_weight_ = rows.class_weights
+        self._fit_rows(rows, native_params)
+        if rows.kept is not None:
+            self.support_ = rows.kept[self.support_].astype(np.int32)
+        self._keep_support_rows()
+        if self.probability:
+            seed = int(check_random_state(self.random_state).randint(0, 2**31 - 1))
+            # The folds train on blocks of the kernel matrix this fit computed.
+            gram = {"kernel": "precomputed"} if callable(self.kernel) else {}
+            self._fit_probability(rows, seed, **gram)
+        return self
+
+    def _fit_path(self: _Classifier, X: Any, y: Any, sample_weight: Any, cs: Any) -> List[_Classifier]:
+        """Fitted copies of this estimator, one per C of ``cs`` (in that order), each the
+        model ``fit`` gives at that C (no probabilities): the Cs solved in increasing order
+        over one kernel-row cache per class pair, each from the last one's solution
+        (``fit_exact(cs=...)``). What the CV estimators' search fits; string kernels only."""
+        native_params = self._check_params()
+        X, y = self._validate_fit(X, y)
+        rows = self._training_rows(X, y, sample_weight)
+        self.classes_ = rows.classes
+        self.class_weight_ = rows.class_weights
+        order = sorted(set(float(c) for c in cs))
+        results = self._fit_native(
+            rows.X,
+            rows.y_index,
+            rows.weights,
+            n_classes=len(rows.classes),
+            **dict(native_params, cs=order),
+        )
+        n_pairs = len(results) // len(order)
+        models = {}
+        for k, c in enumerate(order):
+            model = copy.copy(self)
+            model.C = c
+            model._assemble(rows.X, rows.y_index, results[k * n_pairs : (k + 1) * n_pairs])
+            if rows.kept is not None:
+                model.support_ = rows.kept[model.support_].astype(np.int32)
+            models[c] = model
+        return [models[float(c)] for c in cs]
+
+    def _fit_rows(self, rows: TrainingRows, native_params: Dict[str, Any]) -> None:
+        pairs = self._fit_native(
+            rows.X,
+            rows.y_index,
+            rows.weights,
+            n_classes=len(rows.classes),
+            **native_params,
+        )
+        self._assemble(rows.X, rows.y_index, pairs)
+
+    def _fold_rows(self, X: Any, rows: np.ndarray, columns: np.ndarray) -> Any:
+        """Rows of X for a cross-validation fold: of a precomputed kernel, the columns of the
+        fold's training rows only."""
+        if self._from_gram():
+            return X[np.ix_(rows, columns)]
+        return X[rows]
+
+    def _assemble(self, X: Any, y_index: np.ndarray, pairs: List[Dict[str, Any]]) -> None:
+        """SVC's attributes from the per-pair solutions."""
+        n_classes = len(self.classes_)
+        is_sv = np.zeros(X.shape[0], dtype=bool)
+        for p in pairs:
+            is_sv[p["support"]] = True
+        rows = np.flatnonzero(is_sv)
+        # Grouped by class, original order inside a class (as SVC).
+        support = rows[np.argsort(y_index[rows], kind="stable")]
+        position = np.full(X.shape[0], -1, dtype=np.int64)
+        position[support] = np.arange(len(support))
+        n_pairs = len(pairs)
+        # LIBSVM's layout: row b - 1 holds class a's coefficients in pair (a, b), row a class
+        # b's; positive values vote for the pair's first class.
+        dual_coef = np.zeros((max(n_classes - 1, 1), len(support)))
+        rho = np.empty(n_pairs)
+        for k, p in enumerate(pairs):
+            a, b = p["classes"]
+            cols = position[p["support"]]
+            rho[k] = p["rho"]
+            of_a = y_index[p["support"]] == a
+            dual_coef[b - 1, cols[of_a]] = p["coef"][of_a]
+            dual_coef[a, cols[~of_a]] = p["coef"][~of_a]
+        self.support_ = support.astype(np.int32)
+        self.support_vectors_ = self._support_vectors(X, support)
+        self.n_support_ = np.bincount(y_index[support], minlength=n_classes).astype(np.int32)
+        self._rho = rho
+        if n_classes == 2:
+            # SVC's binary convention: positive decision values mean classes_[1].
+            self._set_dual_coef(-dual_coef)
+            self.intercept_ = rho.copy()
+        else:
+            self._set_dual_coef(dual_coef)
+            self.intercept_ = -rho
+        self.n_iter_ = np.array([p["iterations"] for p in pairs], dtype=np.int64)
+        self.dual_objective_ = np.array([-p["objective"] for p in pairs])
+        self.fit_status_ = 0 if all(p["converged"] for p in pairs) else 1
+        self.fit_stats_ = self._fit_stats(pairs)
+
+    def _linear_coef(self) -> Any:
+        if len(self.classes_) == 2:
+            return _times_vectors(self._dense_dual_coef(), self.support_vectors_)
+        # One row per class pair (a, b): class a's vectors with their coefficients in row b - 1,
+        # class b's with theirs in row a (LIBSVM's layout, as SVC's coef_).
+        starts = np.concatenate([[0], np.cumsum(self.n_support_)])
+        sv, dc = self.support_vectors_, self._dense_dual_coef()
+        rows = []
+        for a in range(len(self.classes_)):
+            for b in range(a + 1, len(self.classes_)):
+                sa, sb = slice(starts[a], starts[a + 1]), slice(starts[b], starts[b + 1])
+                rows.append(_times_vectors(dc[b - 1, sa], sv[sa]) + _times_vectors(dc[a, sb], sv[sb]))
+        return sp.vstack(rows).tocsr() if sp.issparse(sv) else np.vstack(rows)
+
+    def _pairwise_decision(self, X: Any) -> np.ndarray:
+        """Pairwise decision values sum_i coef_i k(x_i, x) - rho, positive for the first class
+        of each pair (LIBSVM's convention), shape (n_samples, n_pairs)."""
+        X = self._validate_predict(X)
+        # One-vs-one sums over the two classes of each pair only (LIBSVM's layout): a kernel
+        # value costs n_classes - 1 multiply-adds.
+        dual_coef = self._dense_dual_coef()
+        ovo_coef = -dual_coef if len(self.classes_) == 2 else dual_coef
+        return self._expansion(X, ovo_coef, -self._rho, class_counts=self.n_support_)
+
+    @rows_doc(
+        "ndarray",
+        "Shape (n_samples,) for two classes (positive means ``classes_[1]``);\n"
+        "(n_samples, n_classes) with ``decision_function_shape='ovr'``, (n_samples, n_pairs)\n"
+        "with 'ovo'.",
+    )
+    @fitted_snapshot
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Decision values as SVC gives them."""
+        dec = self._pairwise_decision(X)
+        if len(self.classes_) == 2:
+            return -dec[:, 0]
+        if self.decision_function_shape == "ovr":
+            return _ovr_decision_function(dec < 0, -dec, len(self.classes_))
+        return dec
+
+    @rows_doc()
+    @fitted_snapshot
+    def predict(self, X: Any) -> np.ndarray:
+        """Predicted labels by one-vs-one votes (ties to the lower class index, as LIBSVM)."""
+        if self.break_ties and self.decision_function_shape == "ovo":
+            # Checked here, as SVC: a model fitted with 'ovr' may switch its shape afterwards.
+            raise ValueError(
+                "break_ties must be False when decision_function_shape is 'ovo' (as SVC)"
+            )
+        dec = self._pairwise_decision(X)
+        n_classes = len(self.classes_)
+        if self.break_ties and n_classes > 2 and self.decision_function_shape == "ovr":
+            return self.classes_[np.argmax(_ovr_decision_function(dec < 0, -dec, n_classes), axis=1)]
+        votes = np.zeros((dec.shape[0], n_classes), dtype=np.int64)
+        k = 0
+        for a in range(n_classes):
+            for b in range(a + 1, n_classes):
+                wins_a = dec[:, k] > 0
+                votes[:, a] += wins_a
+                votes[:, b] += ~wins_a
+                k += 1
+        return self.classes_[np.argmax(votes, axis=1)]
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class ExactRegressor(RegressorMixin, SingleOutputMachine):
+    """What ``KernelSVR`` and ``KernelNuSVR`` share: C, the cache, the fit and the predictions. A subclass adds its problem's parameter (epsilon or nu) and names
+    its problem."""
+
+    C: float = 1.0
+    cache_size: float = 800
+
+    @fit_guard
+    def fit(self: _Regressor, X: Any, y: Any, sample_weight: Any = None) -> _Regressor:
+        """Train on X and targets y.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training rows, dense or sparse (the Gram matrix, n_samples x n_samples, for a
+            precomputed kernel).
+        y : array-like of shape (n_samples,)
+            Finite real targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Multiplies C for each row, as in SVR and NuSVR; rows of weight <= 0 are left out.
+
+        Returns
+        -------
+        self : KernelSVR or KernelNuSVR
+        """
+        params = self._check_params()
+        X, y = self._validate_fit(X, y, y_numeric=True)
+        y = np.ascontiguousarray(y, dtype=np.float64)
+        self._fit_single(X, y, sample_weight, **params)
+        return self
+
+    def _fit_path(self: _Regressor, X: Any, y: Any, sample_weight: Any, cs: Any) -> List[_Regressor]:
+        """Fitted copies of this estimator, one per C of ``cs`` (in that order), each the
+        model ``fit`` gives at that C, solved along the path (``_fit_single_path``; epsilon-SVR
+        only): what the CV estimators' search fits; string kernels only."""
+        params = self._check_params()
+        X, y = self._validate_fit(X, y, y_numeric=True)
+        y = np.ascontiguousarray(y, dtype=np.float64)
+        return self._fit_single_path(X, y, sample_weight, cs, **params)
+
+    @rows_doc(rows_note="(n_samples, n_train) kernel values for a precomputed kernel.")
+    @fitted_snapshot
+    def predict(self, X: Any) -> np.ndarray:
+        """Predicted targets."""
+        return self._decision(X)
 
 
 class KernelFunctionRows:

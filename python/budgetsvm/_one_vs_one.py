@@ -13,8 +13,8 @@ coefficient in its own pair's decision, ``n_support_per_pair_`` the group sizes 
 Why this design (``docs/multiclass_notes.md``): the shared budget makes every support vector
 carry one coefficient per class and every merge weigh all of them, and its polish solves one
 one-vs-rest problem per class over all rows; a pair sees only two classes' rows and a boundary
-a few hundred vectors carry. On hardmc (six classes, 100,000 rows) this is 2-3x faster than
-the shared budget and as accurate as the exact SVM.
+a few hundred vectors carry. On hardmc (six classes, 100,000 rows) it is faster than the shared
+budget and as accurate as the exact SVM (the figures are in the notes).
 """
 
 from __future__ import annotations
@@ -31,10 +31,8 @@ LEAST_PER_PAIR = 2
 
 #: ``multiclass='auto'`` trains one-vs-one from this many support vectors per class pair on, the
 #: shared budget below. Per support vector the shared budget is the more accurate (each serves
-#: every class): hardmc at 200 per pair 84.55% shared against 82.27% one-vs-one, pendigits at
-#: B = 100 (2 per pair) 97.6% against 91.2%; with enough per pair one-vs-one reaches the exact
-#: SVM in a fraction of the shared budget's time (hardmc at 800 per pair: 85.01% in 6 s; the
-#: shared budget at 200 per pair took 37 s).
+#: every class); with enough per pair one-vs-one reaches the exact SVM in a fraction of the
+#: shared budget's time (the measurements: docs/multiclass_notes.md, hardmc and pendigits).
 AUTO_PER_PAIR = 500
 
 
@@ -90,9 +88,8 @@ class PolishMethodProbe:
     Hessian-free from its first iteration (``hessian_free_from=0``, which still forms the
     system when that stalls) as a probe: if it never formed the system and needed no more
     products than forming it costs (a quarter of its support vectors, the rule of the polish's
-    own subsample probe), every other pair runs Hessian-free too, else the default. hardmc at
-    100,000 rows (15 pairs of 13,000-56,000 rows, 330-1,350 SVs each): the pairs' polishes
-    4.9 -> 3.7 s at the same objective to 1e-6, a pair's as much as 2x faster.
+    own subsample probe), every other pair runs Hessian-free too, else the default. What it
+    saves on hardmc: docs/multiclass_notes.md (session 30).
     """
 
     def __init__(self) -> None:

@@ -8,8 +8,8 @@ from typing import Any, Dict
 
 import numpy as np
 
+from budgetsvm._exact import ExactClassifier
 from budgetsvm._validation import TrainingRows, check_sample_weight, class_weights, training_rows
-from budgetsvm.kernel_svc import ExactClassifier
 
 __all__ = ["KernelNuSVC"]
 

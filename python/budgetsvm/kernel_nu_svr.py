@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from budgetsvm.kernel_svr import ExactRegressor
+from budgetsvm._exact import ExactRegressor
 
 __all__ = ["KernelNuSVR"]
 
@@ -40,10 +40,8 @@ class KernelNuSVR(ExactRegressor):
     solver_options : dict or None, default=None
         As ``KernelSVR``'s (nu problems always solve ALFPGM's working sets by SMO), but
         ``n_pairs`` defaults to 100: twice the pairs per working set, a third of the working
-        sets, each of which scans all rows and fetches its rows (fried, 32,614 rows,
-        ``C=10, nu=0.5``: 60.4-65.8 s against 78.3-81.6 s at 50 pairs, 10,355 against 30,459
-        working sets; puma8nh 1.58-1.98 against 1.85-2.25 s; lowbwt the other way, 7.2-10.4
-        against 6.3-8.4 s).
+        sets, each of which scans all rows and fetches its rows (faster on fried and puma8nh,
+        slower on lowbwt: ``docs/regression_notes.md``).
 
     Attributes
     ----------

@@ -3,67 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, List, TypeVar
 
-import numpy as np
-from sklearn.base import RegressorMixin
-
-from budgetsvm._docstrings import rows_doc
-from budgetsvm._exact import SingleOutputMachine
-from budgetsvm._validation import fit_guard, fitted_snapshot
+# ExactRegressor, KernelSVR's base, lives with the other exact bases in _exact; imported here,
+# it stays importable from this module, its home before.
+from budgetsvm._exact import ExactRegressor
 
 __all__ = ["KernelSVR"]
-
-
-_Regressor = TypeVar("_Regressor", bound="ExactRegressor")
-
-
-@dataclass(kw_only=True, eq=False, repr=False)
-class ExactRegressor(RegressorMixin, SingleOutputMachine):
-    """What ``KernelSVR`` and ``KernelNuSVR`` share: C, the cache, the fit and the predictions. A subclass adds its problem's parameter (epsilon or nu) and names
-    its problem."""
-
-    C: float = 1.0
-    cache_size: float = 800
-
-    @fit_guard
-    def fit(self: _Regressor, X: Any, y: Any, sample_weight: Any = None) -> _Regressor:
-        """Train on X and targets y.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Training rows, dense or sparse (the Gram matrix, n_samples x n_samples, for a
-            precomputed kernel).
-        y : array-like of shape (n_samples,)
-            Finite real targets.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Multiplies C for each row, as in SVR and NuSVR; rows of weight <= 0 are left out.
-
-        Returns
-        -------
-        self : KernelSVR or KernelNuSVR
-        """
-        params = self._check_params()
-        X, y = self._validate_fit(X, y, y_numeric=True)
-        y = np.ascontiguousarray(y, dtype=np.float64)
-        self._fit_single(X, y, sample_weight, **params)
-        return self
-
-    def _fit_path(self: _Regressor, X: Any, y: Any, sample_weight: Any, cs: Any) -> List[_Regressor]:
-        """Fitted copies of this estimator, one per C of ``cs`` (in that order), each the
-        model ``fit`` gives at that C, solved along the path (``_fit_single_path``; epsilon-SVR
-        only): what the CV estimators' search fits; string kernels only."""
-        params = self._check_params()
-        X, y = self._validate_fit(X, y, y_numeric=True)
-        y = np.ascontiguousarray(y, dtype=np.float64)
-        return self._fit_single_path(X, y, sample_weight, cs, **params)
-
-    @rows_doc(rows_note="(n_samples, n_train) kernel values for a precomputed kernel.")
-    @fitted_snapshot
-    def predict(self, X: Any) -> np.ndarray:
-        """Predicted targets."""
-        return self._decision(X)
 
 
 @dataclass(kw_only=True, eq=False, repr=False)
@@ -97,7 +42,7 @@ class KernelSVR(ExactRegressor):
         n float64 values where float32 cannot hold the kernel values finely enough for ``tol``
         (``KernelSVC``'s ``solver_options['row_precision']``): half the rows then.
         Memory is only taken as rows are computed; data with many support vectors gains from
-        more (fried, 32,614 rows: 42 s at 200 MB, 32 s at 800 MB on a 2-core machine).
+        more (``docs/regression_notes.md``).
         ``KernelNuSVR``'s default is 800 MB (its SMO keeps two variables per row, each with a
         row of 2n values).
     verbose : bool, default=False

@@ -128,8 +128,7 @@ def test_checkerboard_accuracy(params, average):
 def test_unpolished_average_beats_the_last_iterate_on_noisy_labels(solver):
     # A 4x4 checkerboard with 10% of the labels flipped and a narrow kernel: the average of the
     # iterates takes out the label noise the last iterate carries. (With merges placed for the
-    # current coefficients only, the average fell below the last iterate: 40% / 61% on 200,000
-    # rows of this data with B = 200, bsgd / bsca.)
+    # current coefficients only, the average fell below the last iterate: docs/polish_notes.md.)
     rng = np.random.default_rng(3)
     X = rng.uniform(-1, 1, size=(20000, 2))
     clean = (np.floor(2 * X[:, 0]) + np.floor(2 * X[:, 1])) % 2
