@@ -302,3 +302,74 @@ def test_a_direction_that_does_not_descend_does_not_end_the_polish():
                  options=dict(maxiter=20000, gtol=1e-8, ftol=1e-15))
     ours = objective(clf, X, y)
     assert ours <= r.fun * (1.0 + 1e-5), (ours, r.fun)
+
+
+def _newton_systems(seed, q, m, n):
+    """q systems H_k = K_SS + ridge I + 2C R_k^T R_k (with the intercept's row and column) of a
+    polish on n random rows, as the distributed polish's products form them."""
+    from budgetsvm import _budgetsvm
+
+    rng = np.random.default_rng(seed)
+    S = rng.normal(size=(m, 3))
+    kss = rbf_kernel(S, S, gamma=0.5)
+    pre = _budgetsvm.PolishPreconditioner(kss)
+    C = 0.5
+    systems = []
+    for _ in range(q):
+        rows = rbf_kernel(rng.normal(size=(n, 3)), S, gamma=0.5)
+        w = rng.uniform(0.5, 2.0, size=n)
+        aug = np.hstack([rows, np.ones((n, 1))])
+        h = 2 * C * (aug.T * w) @ aug
+        h[:m, :m] += kss + pre.ridge * np.eye(m)
+        systems.append(h)
+    return pre, C, systems
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_preconditioner_solve_is_the_conjugate_gradient_of_each_system(seed):
+    """`PolishPreconditioner.solve` (the serial polish's conjugate gradients, driven by a
+    product in Python as the distributed polish drives it) solves every system of a batch to
+    its tolerance, one product call a step for the systems still running, and a system whose
+    right-hand side is zero stays at x = 0."""
+    m, n, q = 12, 200, 3
+    pre, C, systems = _newton_systems(seed, q, m, n)
+    weights = np.array([h[m, m] for h in systems])
+    assert pre.rescale(float(np.mean(weights)) / m)
+    rng = np.random.default_rng(seed + 10)
+    rhs = rng.normal(size=(q, m + 1))
+    rhs[2] = 0.0
+    calls = []
+
+    def product(v, running):
+        calls.append(running.copy())
+        assert v.shape == (q, m + 1) and running.dtype == bool
+        return np.stack([h @ x for h, x in zip(systems, v)])
+
+    x, steps = pre.solve(rhs, weights, np.full(q, 1e-10), 300, product)
+    assert steps == len(calls) and 0 < steps <= 300
+    assert not any(c[2] for c in calls)
+    for k in range(2):
+        exact = np.linalg.solve(systems[k], rhs[k])
+        # Energy-norm error: what the direction's decrease depends on.
+        err = x[k] - exact
+        assert err @ systems[k] @ err <= 1e-12 * (exact @ systems[k] @ exact)
+    np.testing.assert_array_equal(x[2], 0.0)
+
+
+def test_preconditioner_solve_reraises_and_checks_the_product():
+    """An exception in the product (a lost worker, Ctrl-C) comes back as it was raised; a
+    product of the wrong shape and a right-hand side of the wrong width are refused."""
+    m = 6
+    pre, C, systems = _newton_systems(3, 1, m, 50)
+    assert pre.rescale(1.0)
+    rhs = np.ones((1, m + 1))
+
+    def failing(v, running):
+        raise KeyError("worker lost")
+
+    with pytest.raises(KeyError, match="worker lost"):
+        pre.solve(rhs, np.ones(1), np.full(1, 1e-8), 10, failing)
+    with pytest.raises(ValueError, match="1 x 7 array"):
+        pre.solve(rhs, np.ones(1), np.full(1, 1e-8), 10, lambda v, r: np.ones((2, 2)))
+    with pytest.raises(ValueError, match="q x 7"):
+        pre.solve(np.ones((1, 3)), np.ones(1), np.full(1, 1e-8), 10, lambda v, r: v)

@@ -297,7 +297,16 @@ class PolishPreconditioner:
     @property
     def ridge(self) -> float: ...
     def rescale(self, a: float) -> bool: ...
-    def apply(self, r: npt.NDArray[np.float64], intercept: float) -> npt.NDArray[np.float64]: ...
+    def solve(
+        self,
+        rhs: npt.NDArray[np.float64],
+        intercepts: npt.NDArray[np.float64],
+        rel_tols: npt.NDArray[np.float64],
+        max_products: int,
+        product: Callable[
+            [npt.NDArray[np.float64], npt.NDArray[np.bool_]], npt.NDArray[np.float64]
+        ],
+    ) -> Tuple[npt.NDArray[np.float64], int]: ...
 
 def kernel_rows(
     x: _Features, gamma: float, rows: npt.NDArray[np.int64]

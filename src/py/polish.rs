@@ -16,9 +16,9 @@ use super::convert::{
 use super::keywords::{keyword_group, keywords};
 use super::runtime::{detached, run_checked, run_monitored, run_on_rows};
 use crate::core::budgeted::polish::{
-    add_gram_factor, polish as polish_solve, preconditioner_ridge, ActiveSums, GramFactor,
-    InMemory, LibsvmFileRows, PartitionRows, PolishParams, PolishResult, Preconditioner,
-    HESSIAN_FREE_BASIS,
+    add_gram_factor, conjugate_gradients, polish as polish_solve, preconditioner_ridge, ActiveSums,
+    GramFactor, InMemory, LibsvmFileRows, PartitionRows, PolishParams, PolishResult,
+    Preconditioner, HESSIAN_FREE_BASIS,
 };
 use crate::core::budgeted::problem::Targets;
 use crate::core::common::error::SvmError;
@@ -461,26 +461,72 @@ impl PolishPreconditioner {
         run_checked(py, |check| inner.rescale(a, check))
     }
 
-    /// P^-1 r (m + 1 values; `intercept` the intercept's curvature 2C sum_Q w).
-    fn apply<'py>(
+    /// Solves H_k x_k = rhs_k for each row k of `rhs` (q x (m + 1)) by the serial polish's
+    /// preconditioned conjugate gradients (`conjugate_gradient::solve_many`), row k's
+    /// intercept curvature `intercepts[k]`, its relative residual `rel_tols[k]`, at most
+    /// `max_products` steps; each step calls `product(v, running)` (v q x (m + 1), running a
+    /// bool per row), which returns H_k v_k for the running rows (q x (m + 1); the other rows
+    /// are not read): a distributed polish's round over its workers. Returns (x, steps); an
+    /// exception raised by `product` is re-raised.
+    #[pyo3(signature = (rhs, intercepts, rel_tols, max_products, product))]
+    fn solve<'py>(
         &self,
         py: Python<'py>,
-        r: PyReadonlyArray1<'py, f64>,
-        intercept: f64,
-    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let r = slice1(&r)?;
-        if r.len() != self.m + 1 || !self.inner.scale().is_finite() {
+        rhs: PyReadonlyArray2<'py, f64>,
+        intercepts: PyReadonlyArray1<'py, f64>,
+        rel_tols: PyReadonlyArray1<'py, f64>,
+        max_products: usize,
+        product: Py<PyAny>,
+    ) -> PyResult<(Bound<'py, numpy::PyArray2<f64>>, usize)> {
+        let (q, p) = (rhs.shape()[0], rhs.shape()[1]);
+        let (intercepts, rel_tols) = (slice1(&intercepts)?, slice1(&rel_tols)?);
+        if p != self.m + 1 || intercepts.len() != q || rel_tols.len() != q {
             return Err(PyValueError::new_err(format!(
-                "the preconditioner applies to {} values after a rescale",
+                "rhs must be q x {} with one intercept curvature and one tolerance per row",
                 self.m + 1
             )));
         }
-        let mut out = vec![0.0; self.m + 1];
-        detached(py, || {
-            self.inner.apply(r, &mut out, intercept);
-            Ok::<(), SvmError>(())
-        })?;
-        Ok(out.into_pyarray(py))
+        if !self.inner.scale().is_finite() {
+            return Err(PyValueError::new_err(
+                "the preconditioner solves after a rescale",
+            ));
+        }
+        let b: Vec<Vec<f64>> = row_major(&rhs)
+            .chunks(p.max(1))
+            .map(<[f64]>::to_vec)
+            .collect();
+        let b = if p == 0 { vec![Vec::new(); q] } else { b };
+        let mut raised: Option<PyErr> = None;
+        let solved = detached(py, || {
+            let mut hv = |v: &[Vec<f64>], running: &[bool], out: &mut [Vec<f64>]| {
+                Python::attach(|py| -> PyResult<()> {
+                    let v = numpy::PyArray2::from_vec2(py, v)?;
+                    let running = PyArray1::from_slice(py, running);
+                    let result = product.call1(py, (v, running))?;
+                    let result: PyReadonlyArray2<'_, f64> = result.extract(py)?;
+                    if result.shape() != [q, p] {
+                        return Err(PyValueError::new_err(format!(
+                            "product must return a {q} x {p} array"
+                        )));
+                    }
+                    let values = row_major(&result);
+                    for (k, o) in out.iter_mut().enumerate() {
+                        o.copy_from_slice(&values[k * p..(k + 1) * p]);
+                    }
+                    Ok(())
+                })
+                .map_err(|e| {
+                    raised = Some(e);
+                    SvmError::Interrupted
+                })
+            };
+            conjugate_gradients(&mut hv, &self.inner, intercepts, &b, rel_tols, max_products)
+        });
+        if let Some(e) = raised {
+            return Err(e);
+        }
+        let (x, steps) = solved?;
+        Ok((numpy::PyArray2::from_vec2(py, &x)?, steps))
     }
 }
 

@@ -77,10 +77,10 @@ def _nbytes(value: Any) -> int:
 
 def _hessian_free_directions(round_trip, pre, kss, coef, b, live, C, first_norm):
     """The Hessian-free direction at (coef, b) for the live outputs (``budgeted::polish``'s,
-    distributed): one round for the gradient and the squared rows' weight, then preconditioned
-    conjugate gradients on H x = -g here, each product a round (the workers' sums over the rows
-    squared at the point; K_SS's part here). Returns (direction m x q, db, -g.x per output,
-    products)."""
+    distributed): one round for the gradient and the squared rows' weight, then the serial
+    solve's preconditioned conjugate gradients on H x = -g (``PolishPreconditioner.solve``, in
+    the engine), each product a round (the workers' sums over the rows squared at the point;
+    K_SS's part here). Returns (direction m x q, db, -g.x per output, products)."""
     from budgetsvm import _budgetsvm
 
     m, q = coef.shape
@@ -104,48 +104,27 @@ def _hessian_free_directions(round_trip, pre, kss, coef, b, live, C, first_norm)
     for k in live:
         g[k, :m] = kss @ coef[:, k] + 2 * C * grad[k, :m]
         g[k, m] = 2 * C * grad[k, m]
-    curv = 2 * C * weight
-    x = np.zeros((q, m + 1))
-    r = -g
+    rhs = -g
     # No squared row: the objective is linear in b (no curvature, nothing couples it to the
     # coefficients), so b stays, as in the serial solve; left in, the intercept's part of the
     # direction grows without bound.
-    r[np.abs(weight) <= _budgetsvm.POLISH_NO_CURVATURE, m] = 0.0
-    z = np.zeros((q, m + 1))
-    target = np.zeros(q)
+    rhs[np.abs(weight) <= _budgetsvm.POLISH_NO_CURVATURE, m] = 0.0
+    rel_tols = np.zeros(q)
     for k in live:
         norm = float(np.linalg.norm(g[k]))
         if first_norm[k] == 0.0:
             first_norm[k] = norm
-        rel = min(max(np.sqrt(norm / max(first_norm[k], np.finfo(float).tiny)), lo), hi)
-        target[k] = rel * norm
-        z[k] = pre.apply(r[k], float(curv[k]))
-    running = [k for k in live if target[k] > 0]
-    d = z.copy()
-    rz = np.array([r[k] @ z[k] for k in range(q)])
-    products = 0
-    while running and products < max_products:
-        v = np.zeros((q, m + 1))
-        v[running] = d[running]
-        sums = sum(round_trip(("hv", (coef, b), v)))
-        products += 1
-        for k in list(running):
-            hv = 2 * C * sums[k]
-            hv[:m] += kss @ d[k, :m] + ridge * d[k, :m]
-            curvature = float(d[k] @ hv)
-            if not (curvature > 0 and np.isfinite(curvature)):
-                running.remove(k)
-                continue
-            alpha = rz[k] / curvature
-            x[k] += alpha * d[k]
-            r[k] -= alpha * hv
-            if np.linalg.norm(r[k]) <= target[k]:
-                running.remove(k)
-                continue
-            z[k] = pre.apply(r[k], float(curv[k]))
-            rz_next = float(r[k] @ z[k])
-            d[k] = z[k] + (rz_next / rz[k]) * d[k]
-            rz[k] = rz_next
+        rel_tols[k] = min(max(np.sqrt(norm / max(first_norm[k], np.finfo(float).tiny)), lo), hi)
+
+    def product(v, running):
+        v = np.where(running[:, None], v, 0.0)
+        hv = 2 * C * sum(round_trip(("hv", (coef, b), v)))
+        hv[:, :m] += v[:, :m] @ kss + ridge * v[:, :m]
+        return hv
+
+    x, products = pre.solve(
+        np.ascontiguousarray(rhs), 2 * C * weight, rel_tols, max_products, product
+    )
     most = np.array([-float(g[k] @ x[k]) for k in range(q)])
     return np.ascontiguousarray(x[:, :m].T), x[:, m].copy(), most, products
 

@@ -607,6 +607,12 @@ impl Preconditioner {
 /// `hv(v, out)`: out = H v, or the error (Ctrl-C) that stops the solve.
 pub(crate) type HessianProduct<'a> = &'a mut dyn FnMut(&[f64], &mut [f64]) -> Result<()>;
 
+/// `hv(v, running, out)`: out[k] = H_k v[k] for every k with running[k] (the others' out[k]
+/// unread), or the error that stops the solves: one call for all the systems at a step, as a
+/// distributed solve's round over the workers computes every output's product at once.
+pub type HessianProducts<'a> =
+    &'a mut dyn FnMut(&[Vec<f64>], &[bool], &mut [Vec<f64>]) -> Result<()>;
+
 /// Solves H x = b by preconditioned conjugate gradients from x = 0 until the residual is
 /// below `rel_tol` |b| or after `max_iter` products; `hv(v, out)` sets out = H v (H symmetric
 /// positive definite; its error, Ctrl-C, ends the solve and is returned). Returns x and the
@@ -619,38 +625,77 @@ pub(crate) fn solve(
     rel_tol: f64,
     max_iter: usize,
 ) -> Result<(Vec<f64>, usize)> {
-    let p = b.len();
-    let mut x = vec![0.0; p];
+    let mut one = |v: &[Vec<f64>], _: &[bool], out: &mut [Vec<f64>]| hv(&v[0], &mut out[0]);
+    let (mut x, products) = solve_many(
+        &mut one,
+        precond,
+        &[intercept],
+        std::slice::from_ref(&b.to_vec()),
+        &[rel_tol],
+        max_iter,
+    )?;
+    Ok((x.pop().expect("one system"), products))
+}
+
+/// `solve` for several systems H_k x_k = b_k with one preconditioner (each its intercept's
+/// curvature `intercepts[k]` and tolerance `rel_tols[k]`) in lockstep: each step one call of
+/// `hv` for the systems still running, each system's arithmetic `solve`'s. Returns the x_k
+/// and the number of steps (products per running system).
+pub fn solve_many(
+    hv: HessianProducts<'_>,
+    precond: &Preconditioner,
+    intercepts: &[f64],
+    b: &[Vec<f64>],
+    rel_tols: &[f64],
+    max_iter: usize,
+) -> Result<(Vec<Vec<f64>>, usize)> {
+    let q = b.len();
+    assert!(
+        intercepts.len() == q && rel_tols.len() == q,
+        "solve_many: one per system"
+    );
+    let p = b.first().map_or(0, Vec::len);
+    let mut x = vec![vec![0.0; p]; q];
     let mut r = b.to_vec();
-    let mut z = vec![0.0; p];
-    let mut hp = vec![0.0; p];
-    let target = rel_tol * simd::dot(b, b).sqrt();
-    if target == 0.0 {
-        return Ok((x, 0));
+    let mut z = vec![vec![0.0; p]; q];
+    let mut hp = vec![vec![0.0; p]; q];
+    let target: Vec<f64> = (0..q)
+        .map(|k| rel_tols[k] * simd::dot(&b[k], &b[k]).sqrt())
+        .collect();
+    let mut running: Vec<bool> = target.iter().map(|&t| t != 0.0).collect();
+    let mut rz = vec![0.0; q];
+    for k in (0..q).filter(|&k| running[k]) {
+        precond.apply(&r[k], &mut z[k], intercepts[k]);
+        rz[k] = simd::dot(&r[k], &z[k]);
     }
-    precond.apply(&r, &mut z, intercept);
     let mut dir = z.clone();
-    let mut rz = simd::dot(&r, &z);
     let mut products = 0;
-    while products < max_iter {
-        hv(&dir, &mut hp)?;
+    while products < max_iter && running.contains(&true) {
+        hv(&dir, &running, &mut hp)?;
         products += 1;
-        let curvature = simd::dot(&dir, &hp);
-        if !(curvature > 0.0 && curvature.is_finite()) {
-            break;
-        }
-        let alpha = rz / curvature;
-        simd::axpy(alpha, &dir, &mut x);
-        simd::axpy(-alpha, &hp, &mut r);
-        if simd::dot(&r, &r).sqrt() <= target {
-            break;
-        }
-        precond.apply(&r, &mut z, intercept);
-        let rz_next = simd::dot(&r, &z);
-        let beta = rz_next / rz;
-        rz = rz_next;
-        for (d, zi) in dir.iter_mut().zip(&z) {
-            *d = zi + beta * *d;
+        for k in 0..q {
+            if !running[k] {
+                continue;
+            }
+            let curvature = simd::dot(&dir[k], &hp[k]);
+            if !(curvature > 0.0 && curvature.is_finite()) {
+                running[k] = false;
+                continue;
+            }
+            let alpha = rz[k] / curvature;
+            simd::axpy(alpha, &dir[k], &mut x[k]);
+            simd::axpy(-alpha, &hp[k], &mut r[k]);
+            if simd::dot(&r[k], &r[k]).sqrt() <= target[k] {
+                running[k] = false;
+                continue;
+            }
+            precond.apply(&r[k], &mut z[k], intercepts[k]);
+            let rz_next = simd::dot(&r[k], &z[k]);
+            let beta = rz_next / rz[k];
+            rz[k] = rz_next;
+            for (d, zi) in dir[k].iter_mut().zip(&z[k]) {
+                *d = zi + beta * *d;
+            }
         }
     }
     Ok((x, products))

@@ -103,7 +103,9 @@ pub use partition::{LineSums, PartitionGradient, PartitionRows, PartitionSums};
 pub use rows::{InMemory, LibsvmFileRows, RowSource};
 
 /// The polish's preconditioner, also the distributed polish's (on the driver).
-pub use crate::core::budgeted::conjugate_gradient::Preconditioner;
+pub use crate::core::budgeted::conjugate_gradient::{
+    solve_many as conjugate_gradients, Preconditioner,
+};
 
 /// The polish's settings.
 #[derive(Debug, Clone)]
