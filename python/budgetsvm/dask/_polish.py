@@ -1,6 +1,6 @@
 """The distributed polish of ``budgetsvm.dask.fit`` (``budgeted::polish``'s Newton iterations,
 the sums over rows mapped over the partitions): the line search, the Hessian-free direction
-(numpy conjugate gradients here, each product a round on the workers) and the rounds."""
+(the engine's conjugate gradients, each product a round on the workers) and the rounds."""
 
 from __future__ import annotations
 
@@ -147,81 +147,7 @@ def _distributed_polish(clf, client, x_parts, y_parts, w_parts, targets, C, toke
     m = S.shape[0]
     q = clf.dual_coef_.shape[0]
     kss = _budgetsvm.rbf_kernel(S, S, clf.gamma_)
-    # What every round needs and never changes, sent once.
-    # (One object under a fresh key: a dict given to scatter would be scattered under its own
-    # keys, "basis", "targets", ..., which the next polish, e.g. one-vs-one's next pair, would
-    # reuse while the cluster releases this one's.)
-    [context] = client.scatter(
-        [
-            dict(
-                token=token,
-                basis=S,
-                gamma=clf.gamma_,
-                targets=targets,
-                cache_bytes=float(clf.polish_cache_size) * 1024 * 1024,
-            )
-        ],
-        broadcast=True,
-        hash=False,
-    )
-    # One task per worker and round, over the partitions it holds (placement read once; a
-    # partition that moves, e.g. after a worker died, is found by the scheduler anyway).
-    holders = client.who_has(x_parts)
-    groups: dict = {}
-    for k, xp in enumerate(x_parts):
-        # A partition held by several workers (copied for an earlier task) goes to the one
-        # with the fewest so far: the rounds wait for the busiest worker.
-        where = sorted(holders.get(xp.key) or ("",), key=lambda a: (len(groups.get(a, [])), a))
-        groups.setdefault(where[0], []).append(k)
-    groups = dict(sorted(groups.items(), key=lambda item: item[1][0]))
-    moved = {"bytes": 0, "rounds": 0}
-    actors: list = []
-
-    def round_trip(request):
-        """The request answered by every worker, their results in the order of their first
-        partitions."""
-        moved["rounds"] += 1
-        if _AFTER_ROUND is not None:  # tests: kill a worker between rounds
-            _AFTER_ROUND(moved["rounds"], client)
-        if actors:
-            try:
-                calls = [a.run(request) for a in actors]
-                results = [c.result() for c in calls]
-            except Exception as e:
-                raise RuntimeError(
-                    "a Dask worker holding a part of the polish was lost (or failed) during "
-                    f"budgetsvm.dask.fit: {type(e).__name__}: {e}; the fit stopped, the "
-                    "estimator is unchanged; fit again"
-                ) from e
-        else:
-            futures = [
-                client.submit(
-                    _polish_group,
-                    context,
-                    [(k, x_parts[k], y_parts[k], w_parts[k]) for k in ks],
-                    request,
-                    workers=[address] if address else None,
-                    allow_other_workers=True,
-                    pure=False,
-                )
-                for address, ks in groups.items()
-            ]
-            done = client.gather(futures)
-            if all(r["cached"] and r["address"] for r in done):
-                # Every partition's kernel values stayed on the worker that computed them:
-                # later rounds call actors there directly, without the scheduler.
-                made = [
-                    client.submit(
-                        PolishActor, token, r["indices"], m, actor=True, workers=[r["address"]],
-                        allow_other_workers=False, pure=False,
-                    )
-                    for r in done
-                ]
-                actors.extend(f.result() for f in made)
-            results = [r["result"] for r in done]
-        results = [r for r in results if r is not None]
-        moved["bytes"] += sum(_nbytes(r) for r in results)
-        return results
+    round_trip = _Rounds(client, token, clf, targets, (x_parts, y_parts, w_parts))
 
     def regulariser(coef_t, k):
         beta = coef_t[:, k]
@@ -257,7 +183,7 @@ def _distributed_polish(clf, client, x_parts, y_parts, w_parts, targets, C, toke
             swy[k] += p["swy"][k]
 
     first = round_trip(("sums", (coef, b), None, not hessian_free))
-    if hessian_free and not actors:
+    if hessian_free and not round_trip.actors:
         # Some partition's kernel values exceed polish_cache_size and are computed again in
         # every round: each conjugate-gradient product would compute them, so the Newton
         # system's few rounds instead (its first sums again, with the system's changes).
@@ -372,8 +298,8 @@ def _distributed_polish(clf, client, x_parts, y_parts, w_parts, targets, C, toke
         objective=obj.tolist(),
         iterations=iterations,
         converged=converged,
-        rounds=moved["rounds"],
-        bytes_moved=int(moved["bytes"]),
+        rounds=round_trip.rounds,
+        bytes_moved=int(round_trip.bytes),
         hessian_free=hessian_free,
     )
     if hessian_free:
@@ -386,3 +312,96 @@ def _distributed_polish(clf, client, x_parts, y_parts, w_parts, targets, C, toke
             stacklevel=4,
         )
     return stats
+
+
+class _Rounds:
+    """The polish's rounds: a request answered by every worker over the partitions it holds,
+    their results in the order of their first partitions (``round_trip(request)``); the
+    rounds and bytes moved counted. What every round needs and never changes is sent once;
+    once every partition's kernel values stay on the worker that computed them, later rounds
+    call actors there directly, without the scheduler."""
+
+    def __init__(self, client, token, clf, targets, parts):
+        self.client = client
+        self.token = token
+        self.m = clf.support_vectors_.shape[0]
+        self.x_parts, self.y_parts, self.w_parts = parts
+        self.rounds = 0
+        self.bytes = 0
+        self.actors: list = []
+        # (One object under a fresh key: a dict given to scatter would be scattered under its
+        # own keys, "basis", "targets", ..., which the next polish, e.g. one-vs-one's next
+        # pair, would reuse while the cluster releases this one's.)
+        [self.context] = client.scatter(
+            [
+                dict(
+                    token=token,
+                    basis=np.ascontiguousarray(clf.support_vectors_),
+                    gamma=clf.gamma_,
+                    targets=targets,
+                    cache_bytes=float(clf.polish_cache_size) * 1024 * 1024,
+                )
+            ],
+            broadcast=True,
+            hash=False,
+        )
+        # One task per worker and round, over the partitions it holds (placement read once; a
+        # partition that moves, e.g. after a worker died, is found by the scheduler anyway).
+        holders = client.who_has(self.x_parts)
+        groups: dict = {}
+        for k, xp in enumerate(self.x_parts):
+            # A partition held by several workers (copied for an earlier task) goes to the one
+            # with the fewest so far: the rounds wait for the busiest worker.
+            where = sorted(
+                holders.get(xp.key) or ("",), key=lambda a: (len(groups.get(a, [])), a)
+            )
+            groups.setdefault(where[0], []).append(k)
+        self.groups = dict(sorted(groups.items(), key=lambda item: item[1][0]))
+
+    def __call__(self, request):
+        self.rounds += 1
+        if _AFTER_ROUND is not None:  # tests: kill a worker between rounds
+            _AFTER_ROUND(self.rounds, self.client)
+        if self.actors:
+            try:
+                calls = [a.run(request) for a in self.actors]
+                results = [c.result() for c in calls]
+            except Exception as e:
+                raise RuntimeError(
+                    "a Dask worker holding a part of the polish was lost (or failed) during "
+                    f"budgetsvm.dask.fit: {type(e).__name__}: {e}; the fit stopped, the "
+                    "estimator is unchanged; fit again"
+                ) from e
+        else:
+            results = self._by_tasks(request)
+        results = [r for r in results if r is not None]
+        self.bytes += sum(_nbytes(r) for r in results)
+        return results
+
+    def _by_tasks(self, request):
+        """A round as one task per worker (the first rounds, or while some partition's kernel
+        values are computed again every round); the actors made when none is."""
+        client = self.client
+        futures = [
+            client.submit(
+                _polish_group,
+                self.context,
+                [(k, self.x_parts[k], self.y_parts[k], self.w_parts[k]) for k in ks],
+                request,
+                workers=[address] if address else None,
+                allow_other_workers=True,
+                pure=False,
+            )
+            for address, ks in self.groups.items()
+        ]
+        done = client.gather(futures)
+        if all(r["cached"] and r["address"] for r in done):
+            made = [
+                client.submit(
+                    PolishActor, self.token, r["indices"], self.m, actor=True,
+                    workers=[r["address"]], allow_other_workers=False, pure=False,
+                )
+                for r in done
+            ]
+            self.actors.extend(f.result() for f in made)
+        return [r["result"] for r in done]
