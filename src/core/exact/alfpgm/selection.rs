@@ -220,6 +220,8 @@ struct Pairing<'a> {
 }
 
 impl<'a> Pairing<'a> {
+    /// Pairs until p, until no i is left, or until the next pair's violation falls to the
+    /// floor.
     fn run<R: Rows, T: RowValue>(&mut self, cache: &mut KernelRowCache<'_, R, T>) -> Result<()> {
         let p = self.limits.pairs;
         let mut pending: Option<LookAhead> = None;
