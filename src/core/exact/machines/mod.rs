@@ -846,34 +846,39 @@ fn fit_single<R: Rows>(
 ) -> Result<ExactModel> {
     let upper_max = problem.upper.iter().fold(0.0f64, |m, &c| m.max(c));
     let mut once = Some(problem);
-    let mut models = fit_single_path(
-        x,
-        norms,
-        rows,
-        &[params.0.c],
-        &mut |_| once.take().expect("a path of one C builds one problem"),
+    let path = ProblemPath {
+        cs: &[params.0.c],
+        problem_at: &mut |_| once.take().expect("a path of one C builds one problem"),
         upper_max,
-        params,
-        from,
-        monitor,
-    )?;
+    };
+    let mut models = fit_single_path(x, norms, rows, path, params, from, monitor)?;
     Ok(models.remove(0))
 }
 
-/// `fit_single` for every C of `cs`, the problems from `problem_at` (`solve_dual_path`; the
-/// largest bound of any of them `upper_max`, which sets the rows' precision).
-#[allow(clippy::too_many_arguments)] // fit_single's arguments and the path's
+/// The problems of a path over C (`solve_dual_path`): one for each C of `cs`, from
+/// `problem_at`; `upper_max` is the largest bound of any of them, which sets the rows'
+/// precision.
+struct ProblemPath<'a> {
+    cs: &'a [f64],
+    problem_at: &'a mut (dyn FnMut(f64) -> DualProblem + Send),
+    upper_max: f64,
+}
+
+/// `fit_single` for every problem of `path`.
 fn fit_single_path<R: Rows>(
     x: &R,
     norms: &[f64],
     rows: Vec<usize>,
-    cs: &[f64],
-    problem_at: &mut (dyn FnMut(f64) -> DualProblem + Send),
-    upper_max: f64,
+    path: ProblemPath<'_>,
     params: &ValidExactParams,
     from: KernelFrom<'_>,
     monitor: Monitor<'_>,
 ) -> Result<Vec<ExactModel>> {
+    let ProblemPath {
+        cs,
+        problem_at,
+        upper_max,
+    } = path;
     let p = &params.0;
     let sub = SubsetRows::new(x, &rows)?;
     let sub_norms: Vec<f64> = rows.iter().map(|&i| norms[i]).collect();
@@ -1041,17 +1046,12 @@ pub(crate) fn train_regression_path<R: Rows>(
             paired: false,
             start_gradient: None,
         };
-        return fit_single_path(
-            x,
-            &norms,
-            (0..n).collect(),
+        let path = ProblemPath {
             cs,
-            &mut problem_at,
+            problem_at: &mut problem_at,
             upper_max,
-            params,
-            from,
-            monitor,
-        );
+        };
+        return fit_single_path(x, &norms, (0..n).collect(), path, params, from, monitor);
     }
     if let (SvrFormulation::Nu(nu), ExactSolver::Alfpgm) = (formulation, p.solver) {
         // ALFPGM: a_i and a_i* at one position (`DualProblem::paired`), started as LIBSVM's
