@@ -248,7 +248,6 @@ pub fn fit_bsgd<'py>(
     x, y, n_classes, *, dual_step = "decaying", average = false, start = None,
     start_alpha = None, epochs_done = 0, return_alpha = false, **options
 ))]
-#[allow(clippy::too_many_arguments)] // the run's own settings; the rest come as keywords
 pub fn fit_bsca<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
@@ -368,7 +367,6 @@ enum PairResult {
 /// pair, as `fit_bsgd` / `fit_bsca` return.
 #[pyfunction]
 #[pyo3(signature = (x, y, pairs, *, solver, dual_step = "decaying", average = true, n_threads = None, **options))]
-#[allow(clippy::too_many_arguments)] // the runs' own settings; the rest come as keywords
 pub fn fit_pairs<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
@@ -567,7 +565,6 @@ pub fn fit_pairs<'py>(
 /// threads. Ctrl-C or an error leaves the runs part-way: callers pass copies.
 #[pyfunction]
 #[pyo3(signature = (streams, x, y, pairs, *, sample_weight = None, average_placement = true, n_threads = None))]
-#[allow(clippy::too_many_arguments)] // the batch and the runs' own settings
 pub fn partial_fit_pairs<'py>(
     py: Python<'py>,
     streams: Vec<Bound<'py, BsgdStream>>,

@@ -129,7 +129,6 @@ type SolvedProblem = (f64, Option<(u32, u32)>, ExactModel);
 /// the dicts come C after C, each with its "c".
 #[pyfunction]
 #[pyo3(signature = (x, target, *, problem, n_classes = 0, c = 1.0, epsilon = 0.1, nu = 0.5, kernel = "rbf", gamma = 1.0, coef0 = 0.0, degree = 3, solver = "alfpgm", shrinking = true, shared_rows = true, tol = 1e-3, cache_size = 200.0, max_iter = 0, n_threads = None, n_pairs = 50, min_alpha_opt = 5, max_alpha_opt = 500, min_alpha_check = 0, pair_ratio = 0.5, alpha_delta_threshold = 1e-5, al_penalty = 0.0, al_max_iter = 20, fista_max_iter = 500, inner_tol_factor = 0.1, inner_rel = 0.1, power_iters = 8, lipschitz_safety = 1.1, restart = true, inner = "smo", report_every = None, callback = None, sample_weight = None, kernel_rows = None, diagonal = None, row_precision = "auto", cs = None))]
-#[allow(clippy::too_many_arguments)]
 pub fn fit_exact<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,

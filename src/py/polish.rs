@@ -149,7 +149,6 @@ fn polish_result<'py>(
 /// skipped). The model and settings (`options`) are `polish`'s.
 #[pyfunction]
 #[pyo3(signature = (path, chunk_rows, width, classes, *, class_weights = None, pair = None, **options))]
-#[allow(clippy::too_many_arguments)] // the file's own settings; the rest come as keywords
 pub fn polish_file<'py>(
     py: Python<'py>,
     path: std::path::PathBuf,
@@ -230,7 +229,6 @@ impl PolishPartition {
     /// (float64, `n_classes` 0) of a regression.
     #[new]
     #[pyo3(signature = (support_vectors, gamma, x, y, n_classes, *, sample_weight = None, epsilon = None))]
-    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         support_vectors: &Bound<'_, PyAny>,
@@ -582,7 +580,6 @@ pub fn add_gram_change<'py>(
 /// (`ActiveSums::newton_point`, the serial solve's own; `intercept` the current one, kept when
 /// no term is squared): m + 1 values.
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
 pub fn polish_newton_point<'py>(
     py: Python<'py>,
     kss: PyReadonlyArray2<'py, f64>,

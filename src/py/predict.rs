@@ -177,7 +177,6 @@ impl<'a> Expansion<'a> {
 /// output per group. `intercept` (n_out) is added. The kernel is scikit-learn's (`kernel`, `gamma`, `coef0`, `degree`).
 #[pyfunction]
 #[pyo3(signature = (support_vectors, coef, gamma, x, *, n_threads = None, class_counts = None, group_counts = None, intercept = None, kernel = "rbf", coef0 = 0.0, degree = 3))]
-#[allow(clippy::too_many_arguments)]
 pub fn decision_function<'py>(
     py: Python<'py>,
     support_vectors: &Bound<'py, PyAny>,

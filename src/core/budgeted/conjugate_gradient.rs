@@ -33,8 +33,15 @@ const PANEL: usize = 96;
 /// panel (256 x 8 or 16) stay in L1 while the tile runs.
 const PRODUCT_DEPTH: usize = 256;
 
-/// c[i, j] += sign * sum_k x(i, k) x(j, k) for j <= i < n, k < width, where c[i, j] is
-/// `c[i * c_stride + c_offset + j]`: the lower triangle of X X^T added to (or taken from) c.
+/// Where `lower_product` adds its triangle: c[i, j] is `values[i * stride + offset + j]`.
+struct LowerTarget<'a, T> {
+    values: &'a mut [T],
+    stride: usize,
+    offset: usize,
+}
+
+/// c[i, j] += sign * sum_k x(i, k) x(j, k) for j <= i < n, k < width (c: `out`): the lower
+/// triangle of X X^T added to (or taken from) c.
 /// `triangular`: x(i, k) = 0 for k < i (X = L^T), so a block of k needs only the rows before
 /// its end.
 ///
@@ -43,18 +50,20 @@ const PRODUCT_DEPTH: usize = 256;
 /// tile's rows of c its own) its rows packed once and multiplied against every panel up to the
 /// diagonal by `T::tile`. Each sum is taken in k order within a block and the blocks in
 /// order, whatever the threads.
-#[allow(clippy::too_many_arguments)]
 fn lower_product<T: FactorEntry>(
     x: &(dyn Fn(usize, usize) -> T + Sync),
     n: usize,
     width: usize,
     triangular: bool,
     sign: f64,
-    c: &mut [T],
-    c_stride: usize,
-    c_offset: usize,
+    out: LowerTarget<'_, T>,
     check: Check<'_>,
 ) -> Result<()> {
+    let LowerTarget {
+        values: c,
+        stride: c_stride,
+        offset: c_offset,
+    } = out;
     let nr = T::tile_columns();
     let mr = simd::PRODUCT_TILE_ROWS;
     let mut panels: Vec<T> = Vec::new();
@@ -297,9 +306,11 @@ fn cholesky_in_place<T: FactorEntry>(
             width,
             false,
             -1.0,
-            below,
-            p,
-            k1,
+            LowerTarget {
+                values: below,
+                stride: p,
+                offset: k1,
+            },
             check,
         )?;
         k0 = k1;
@@ -548,7 +559,12 @@ impl Preconditioner {
         // L^T L: (L^T L)_ij = sum_k L_ki L_kj, the lower triangle of X X^T for X = L^T, whose
         // row i is zero before k = i; in f32 as kept (I + a L^T L is well conditioned).
         let mut ltl = vec![0.0f32; m * m];
-        lower_product(&|i, k| l[k * m + i], m, m, true, 1.0, &mut ltl, m, 0, check)?;
+        let out = LowerTarget {
+            values: &mut ltl,
+            stride: m,
+            offset: 0,
+        };
+        lower_product(&|i, k| l[k * m + i], m, m, true, 1.0, out, check)?;
         Ok(Some(Preconditioner {
             m,
             l,
@@ -888,9 +904,11 @@ mod tests {
                         width,
                         triangular,
                         -1.0,
-                        &mut c,
-                        stride,
-                        offset,
+                        LowerTarget {
+                            values: &mut c,
+                            stride,
+                            offset,
+                        },
                         &mut no_check,
                     )
                 })
