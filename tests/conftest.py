@@ -13,12 +13,15 @@ import contextlib
 import io
 import json
 import os
+import pickle
 import threading
 import warnings
 import zipfile
 
 import numpy as np
 from hypothesis import HealthCheck, settings
+from numpy.testing import assert_array_equal
+from sklearn.datasets import make_classification, make_regression
 
 _COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("fast", max_examples=25, **_COMMON)
@@ -43,6 +46,56 @@ def xor_data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     X = rng.uniform(-1.0, 1.0, size=(n, 2))
     y = (X[:, 0] * X[:, 1] > 0).astype(np.int64)
     return X, y
+
+
+def classification(n: int, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """k classes of 6 features (4 informative), 5% of the labels flipped."""
+    return make_classification(
+        n, 6, n_classes=k, n_informative=4, n_redundant=0, flip_y=0.05, random_state=seed
+    )
+
+
+def scaled_regression(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """5 features, noisy linear targets scaled to unit standard deviation."""
+    X, y = make_regression(n, 5, noise=8.0, random_state=seed)
+    return X, y / y.std()
+
+
+def write_libsvm(path, X, y):
+    """Every value written exactly (repr), one row a line, no comment line."""
+    with open(path, "w") as f:
+        for row, label in zip(X, y):
+            feats = " ".join(f"{j + 1}:{float(v)!r}" for j, v in enumerate(row) if v != 0)
+            f.write(f"{label} {feats}\n")
+    return path
+
+
+def assert_pickled_stream_continues_identically(a, X, y, middle: int, last: int) -> None:
+    """A partial_fit stream `a` (fed rows up to `middle`) and its pickled copy, each fed rows
+    [middle, last) then [last, n), end with the same model."""
+    b = pickle.loads(pickle.dumps(a))
+    for clf in (a, b):
+        clf.partial_fit(X[middle:last], y[middle:last])
+        clf.partial_fit(X[last:], y[last:])
+    assert_array_equal(a.dual_coef_, b.dual_coef_)
+    assert_array_equal(a.predict(X), b.predict(X))
+
+
+@contextlib.contextmanager
+def local_dask_client(n_workers: int, threads_per_worker: int):
+    """A client of an in-process distributed.LocalCluster (no dashboard), both closed after."""
+    import distributed
+
+    with (
+        distributed.LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=threads_per_worker,
+            processes=False,
+            dashboard_address=":0",
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        yield c
 
 
 @contextlib.contextmanager

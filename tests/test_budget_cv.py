@@ -25,30 +25,19 @@ from budgetsvm import (
     load_model,
 )
 from budgetsvm.budget_cv import ROUND_ROWS_PER_SV
+from conftest import classification, scaled_regression
 from hypothesis import given
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
-from sklearn.datasets import make_classification, make_regression
 from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold, cross_val_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 RUN = dict(epochs=1, random_state=0)
 
 
-def classes(n=600, k=2, seed=0):
-    return make_classification(
-        n, 6, n_classes=k, n_informative=4, n_redundant=0, flip_y=0.05, random_state=seed
-    )
-
-
-def regression(n=500, seed=0):
-    X, y = make_regression(n, 5, noise=8.0, random_state=seed)
-    return X, y / y.std()
-
-
 @pytest.mark.parametrize("k", [2, 3])
 def test_a_fixed_budget_grid_is_grid_search_cvs(k):
-    X, y = classes(k=k)
+    X, y = classification(600, k)
     folds = StratifiedKFold(3, shuffle=True, random_state=0)
     weights = np.random.default_rng(1).uniform(0.5, 2.0, len(y))
     grid = {"C": [0.5, 4.0], "gamma": [0.05, "scale"]}
@@ -88,7 +77,7 @@ GRIDS = dict(
 def test_any_grid_and_folds_score_as_grid_search_cv(Cs, gammas, n_folds, k, seed):
     # Cs in any order (the exact search solves them increasing along a path, then puts each
     # score back at its point), any folds, two or three classes.
-    X, y = classes(150, k=k, seed=seed)
+    X, y = classification(150, k, seed)
     folds = list(StratifiedKFold(n_folds, shuffle=True, random_state=seed).split(X, y))
     grid = {"C": Cs, "gamma": gammas}
     exact = GridSearchCV(KernelSVC(tol=1e-6), grid, cv=folds).fit(X, y)
@@ -109,7 +98,7 @@ def test_any_grid_and_folds_score_as_grid_search_cv(Cs, gammas, n_folds, k, seed
 
 @pytest.mark.parametrize("k", [2, 3])
 def test_the_nu_searches_are_grid_search_cvs(k):
-    X, y = classes(300, k=k)
+    X, y = classification(300, k)
     folds = StratifiedKFold(3, shuffle=True, random_state=0)
     grid = {"gamma": [0.1, 0.5], "nu": [0.2, 0.4]}
     reference = GridSearchCV(KernelNuSVC(tol=1e-6), grid, cv=folds).fit(X, y)
@@ -121,7 +110,7 @@ def test_the_nu_searches_are_grid_search_cvs(k):
     assert_array_equal(cv.predict(X), reference.predict(X))
     with pytest.raises(ValueError, match="nu-SVC has no C"):
         KernelNuSVCCV(Cs=[1.0], cv=3).fit(X, y)
-    X, y = regression(300)
+    X, y = scaled_regression(300)
     folds = KFold(3, shuffle=True, random_state=0)
     grid = {"C": [1.0, 4.0], "gamma": [0.1], "nu": [0.2, 0.5]}
     reference = GridSearchCV(KernelNuSVR(tol=1e-6), grid, cv=folds).fit(X, y)
@@ -133,7 +122,7 @@ def test_the_nu_searches_are_grid_search_cvs(k):
 
 
 def test_the_regression_search_with_epsilons():
-    X, y = regression()
+    X, y = scaled_regression(500)
     folds = KFold(3, shuffle=True, random_state=0)
     grid = {"C": [0.3, 3.0], "epsilon": [0.05, 0.3], "gamma": [0.05, 0.2]}
     reference = GridSearchCV(BudgetSVR(budget=30, random_state=0), grid, cv=folds).fit(X, y)
@@ -152,7 +141,7 @@ def test_the_regression_search_with_epsilons():
 
 
 def test_halving_rounds_grow_the_budget_with_the_rows():
-    X, y = classes(6000, seed=2)
+    X, y = classification(6000, 2, 2)
     cv = BudgetSVCCV(
         Cs=[0.5, 2.0, 8.0], gammas=[0.05, 0.2, 0.8], budgets=100, cv=3, search="halving", **RUN
     ).fit(X, y)
@@ -165,7 +154,7 @@ def test_halving_rounds_grow_the_budget_with_the_rows():
 
 
 def test_the_budget_search_cross_validates_each_step_on_its_folds():
-    X, y = classes(4000, seed=1)
+    X, y = classification(4000, 2, 1)
     folds = list(StratifiedKFold(3, shuffle=True, random_state=0).split(X, y))
     cv = BudgetSVCCV(Cs=[2.0], gammas=[0.1], cv=folds, search="grid", **RUN).fit(X, y)
     steps = cv.budget_search_[0]
@@ -193,7 +182,7 @@ def test_the_budget_search_cross_validates_each_step_on_its_folds():
 
 def test_no_validation_row_reaches_its_folds_fits(monkeypatch):
     # Row ids in the first feature: every fit of the search sees only its fold's training rows.
-    X, y = classes(900, seed=5)
+    X, y = classification(900, 2, 5)
     X[:, 0] = np.arange(len(y))
     seen = []
     fit = BudgetSVC.fit
@@ -214,7 +203,7 @@ def test_no_validation_row_reaches_its_folds_fits(monkeypatch):
 
 
 def test_probability_refit_pickles_saves_and_loads(tmp_path):
-    X, y = classes(900, k=3, seed=6)
+    X, y = classification(900, 3, 6)
     cv = BudgetSVCCV(Cs=[1.0], gammas=[0.2], cv=3, probability=True, **RUN).fit(X, y)
     assert cv.best_estimator_.probability
     assert cv.predict_proba(X[:4]).shape == (4, 3)
@@ -240,7 +229,7 @@ def test_probability_refit_pickles_saves_and_loads(tmp_path):
     ],
 )
 def test_bad_parameters_are_named(params, match):
-    X, y = classes(120)
+    X, y = classification(120, 2)
     with pytest.raises(ValueError, match=match):
         BudgetSVCCV(cv=3, **params).fit(X, y)
 

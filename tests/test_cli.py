@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from budgetsvm import BudgetSVC, load_model
 from budgetsvm.datasets import load_svmlight_file
-from conftest import xor_data
+from conftest import write_libsvm, xor_data
 from numpy.testing import assert_allclose, assert_array_equal
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -28,14 +28,6 @@ def cli(*args, ok: bool = True):
     if ok:
         assert r.returncode == 0, r.stderr
     return r
-
-
-def write_libsvm(path, X, y):
-    with open(path, "w") as f:
-        for row, label in zip(X, y):
-            feats = " ".join(f"{j + 1}:{float(v)!r}" for j, v in enumerate(row) if v != 0)
-            f.write(f"{label} {feats}\n")
-    return path
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from budgetsvm import BudgetSVC
-from conftest import xor_data
+from conftest import local_dask_client, xor_data
 from numpy.testing import assert_array_equal
 
 pytest.importorskip("dask")
@@ -25,12 +25,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 @pytest.fixture(scope="module")
 def client():
-    with (
-        distributed.LocalCluster(
-            n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
+    with local_dask_client(n_workers=1, threads_per_worker=2) as c:
         yield c
 
 

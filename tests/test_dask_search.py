@@ -10,21 +10,17 @@ from numpy.testing import assert_array_equal
 from sklearn.datasets import make_classification, make_regression
 
 pytest.importorskip("dask")
-distributed = pytest.importorskip("distributed")
+pytest.importorskip("distributed")
 from budgetsvm import dask as bdask  # noqa: E402
 from budgetsvm._dask_search import DaskTaskMap  # noqa: E402
+from conftest import local_dask_client  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 @pytest.fixture(scope="module")
 def client():
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
+    with local_dask_client(n_workers=2, threads_per_worker=1) as c:
         yield c
 
 

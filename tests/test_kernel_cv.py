@@ -9,26 +9,14 @@ import budgetsvm
 import numpy as np
 import pytest
 from budgetsvm import KernelSVC, KernelSVCCV, KernelSVR, KernelSVRCV, load_model
+from conftest import classification, scaled_regression
 from numpy.testing import assert_allclose, assert_array_equal
-from sklearn.datasets import make_classification, make_regression
 from sklearn.model_selection import GridSearchCV, GroupKFold, KFold, StratifiedKFold
-
-
-def classes(n=450, k=3, seed=0):
-    X, y = make_classification(
-        n, 6, n_classes=k, n_informative=4, n_redundant=0, flip_y=0.05, random_state=seed
-    )
-    return X, y
-
-
-def regression(n=300, seed=0):
-    X, y = make_regression(n, 5, noise=8.0, random_state=seed)
-    return X, y / y.std()
 
 
 @pytest.mark.parametrize("k", [2, 3])
 def test_the_search_is_grid_search_cvs(k):
-    X, y = classes(k=k)
+    X, y = classification(450, k)
     folds = StratifiedKFold(3, shuffle=True, random_state=0)
     weights = np.random.default_rng(1).uniform(0.5, 2.0, len(y))
     grid = {"C": [0.5, 4, 32], "gamma": [0.05, "scale", 0.5]}
@@ -53,7 +41,7 @@ def test_the_search_is_grid_search_cvs(k):
 
 
 def test_the_regression_search_is_grid_search_cvs_with_epsilons():
-    X, y = regression()
+    X, y = scaled_regression(300)
     folds = KFold(3, shuffle=True, random_state=0)
     grid = {"C": [0.3, 3.0], "epsilon": [0.05, 0.3], "gamma": [0.05, 0.2]}
     reference = GridSearchCV(KernelSVR(tol=1e-6), grid, cv=folds).fit(X, y)
@@ -78,7 +66,7 @@ def test_the_regression_search_is_grid_search_cvs_with_epsilons():
 def test_no_validation_row_reaches_its_folds_fits(monkeypatch):
     # Row ids in the first feature: every native fit of the search sees exactly its fold's
     # training rows, the refit all rows.
-    X, y = classes(300)
+    X, y = classification(300, 3)
     X[:, 0] = np.arange(len(y))
     seen = []
     fit_exact = budgetsvm._budgetsvm.fit_exact
@@ -99,7 +87,7 @@ def test_no_validation_row_reaches_its_folds_fits(monkeypatch):
 
 
 def test_defaults_group_splitters_and_scorings():
-    X, y = classes(300)
+    X, y = classification(300, 3)
     cv = KernelSVCCV(cv=3).fit(X, y)
     assert len(cv.cv_results_["params"]) == len(budgetsvm.kernel_cv.DEFAULT_CS) * 3
     gammas = sorted({p["gamma"] for p in cv.cv_results_["params"]})
@@ -115,7 +103,7 @@ def test_defaults_group_splitters_and_scorings():
 
 
 def test_refit_false_keeps_the_search_and_says_why_it_cannot_predict():
-    X, y = classes(200)
+    X, y = classification(200, 3)
     cv = KernelSVCCV(Cs=[1.0, 2.0], gammas=[0.2], cv=3, refit=False).fit(X, y)
     assert set(cv.best_params_) == {"C", "gamma"}
     with pytest.raises(AttributeError, match="refit=False"):
@@ -123,7 +111,7 @@ def test_refit_false_keeps_the_search_and_says_why_it_cannot_predict():
 
 
 def test_the_refitted_model_pickles_saves_and_loads(tmp_path):
-    X, y = classes(240)
+    X, y = classification(240, 3)
     cv = KernelSVCCV(Cs=[1.0, 8.0], gammas=[0.2], cv=3, probability=True, random_state=0)
     cv.fit(X, y)
     assert cv.predict_proba(X).shape == (len(y), 3)
@@ -152,19 +140,19 @@ def test_the_refitted_model_pickles_saves_and_loads(tmp_path):
     ],
 )
 def test_bad_parameters_are_named(params, match):
-    X, y = classes(120)
+    X, y = classification(120, 3)
     with pytest.raises(ValueError, match=match):
         KernelSVCCV(cv=3, **params).fit(X, y)
 
 
 def test_bad_input_is_named():
-    X, y = classes(120)
+    X, y = classification(120, 3)
     with pytest.raises(ValueError, match="sample_weight"):
         KernelSVCCV(cv=3).fit(X, y, sample_weight=np.ones(5))
     with pytest.raises(ValueError, match="NaN"):
         KernelSVCCV(cv=3).fit(np.full_like(X, np.nan), y)
     with pytest.raises(ValueError, match="epsilon"):
-        KernelSVRCV(cv=3, epsilons=[-0.1]).fit(*regression(60))
+        KernelSVRCV(cv=3, epsilons=[-0.1]).fit(*scaled_regression(60))
 
 
 def test_halving_rounds_shrink_the_candidates_and_grow_the_rows():
@@ -177,7 +165,7 @@ def test_halving_rounds_shrink_the_candidates_and_grow_the_rows():
 
 
 def test_halving_ends_with_the_grid_searchs_score_of_its_choice(monkeypatch):
-    X, y = classes(3000, k=2, seed=3)
+    X, y = classification(3000, 2, 3)
     folds = list(StratifiedKFold(3, shuffle=True, random_state=0).split(X, y))
     grid = dict(Cs=[0.25, 1.0, 4.0, 16.0], gammas=[0.02, 0.1, 0.5], cv=folds, tol=1e-6)
     seen = []
@@ -213,7 +201,7 @@ def test_halving_ends_with_the_grid_searchs_score_of_its_choice(monkeypatch):
     assert_allclose(again.cv_results_["mean_test_score"], results["mean_test_score"])
     # Nested: a round's training rows hold the round's before (one seed for all rounds,
     # whatever random_state is: None draws it once). 3,000 rows a fold: three rounds.
-    X, y = classes(4500, k=2, seed=5)
+    X, y = classification(4500, 2, 5)
     rows = {tuple(r): i for i, r in enumerate(X)}
     seen.clear()
     monkeypatch.setattr(budgetsvm._budgetsvm, "fit_exact", recording)
@@ -233,7 +221,7 @@ def test_halving_ends_with_the_grid_searchs_score_of_its_choice(monkeypatch):
 def test_halving_keeps_a_rare_class_in_every_subsample():
     # 3 rows of a third class among 3,000: a subsample of a ninth of a fold would miss it by
     # chance and leave rounds with fewer classes (or one, which no classifier fits).
-    X, y = classes(3000, k=2, seed=4)
+    X, y = classification(3000, 2, 4)
     y = y.copy()
     y[:3] = 2
     cv = KernelSVCCV(Cs=[1.0, 4.0, 16.0], gammas=[0.1, 0.3, 1.0], cv=3, search="halving",

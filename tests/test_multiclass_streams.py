@@ -14,6 +14,7 @@ import scipy.sparse as sp
 from budgetsvm import BudgetSVC, load_model
 from budgetsvm._one_vs_one import PolishMethodProbe, pair_budgets, pair_seed
 from budgetsvm.datasets import load_svmlight_file
+from conftest import assert_pickled_stream_continues_identically, write_libsvm
 from hypothesis import given
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
@@ -28,15 +29,6 @@ def blobs(n: int, k: int, seed: int, scale: float = 2.5) -> tuple:
     centers = rng.normal(scale=scale, size=(k, 3))
     y = rng.integers(0, k, n)
     return centers[y] + rng.normal(size=(n, 3)), y
-
-
-def write_libsvm(path, X, y):
-    """Every value written exactly (repr), one row a line, no comment line."""
-    with open(path, "w") as f:
-        for row, label in zip(X, y):
-            feats = " ".join(f"{j + 1}:{float(v)!r}" for j, v in enumerate(row) if v != 0)
-            f.write(f"{label} {feats}\n")
-    return path
 
 
 def pair_groups(clf: BudgetSVC) -> list:
@@ -199,12 +191,7 @@ def test_a_stream_pickles_mid_way_saves_and_loads(tmp_path):
     X, y = blobs(1200, 3, 8)
     labels = np.array([35, -1, 7])[y]
     a = BudgetSVC(budget=45, **KW).partial_fit(X[:400], labels[:400], classes=[-1, 7, 35])
-    b = pickle.loads(pickle.dumps(a))
-    for clf in (a, b):
-        clf.partial_fit(X[400:800], labels[400:800])
-        clf.partial_fit(X[800:], labels[800:])
-    assert_array_equal(a.dual_coef_, b.dual_coef_)
-    assert_array_equal(a.predict(X), b.predict(X))
+    assert_pickled_stream_continues_identically(a, X, labels, 400, 800)
     path = tmp_path / "stream.bsvm"
     a.save(path)
     loaded = load_model(path)

@@ -15,7 +15,7 @@ import pytest
 import scipy.sparse as sp
 from budgetsvm import BudgetSVC
 from budgetsvm.datasets import iter_svmlight_chunks, load_svmlight_file
-from conftest import xor_data
+from conftest import assert_pickled_stream_continues_identically, xor_data
 from numpy.testing import assert_array_equal
 
 CHUNKS = [(0, 300), (300, 301), (301, 750), (750, 1200)]
@@ -112,12 +112,7 @@ def test_pickle_mid_stream_continues_identically(labels):
     classes = np.unique(y)
     a = BudgetSVC(gamma=2.0, budget=12, maintenance="project", random_state=0)
     a.partial_fit(X[:300], y[:300], classes=classes)
-    b = pickle.loads(pickle.dumps(a))
-    for clf in (a, b):
-        clf.partial_fit(X[300:600], y[300:600])
-        clf.partial_fit(X[600:], y[600:])
-    assert_array_equal(a.dual_coef_, b.dual_coef_)
-    assert_array_equal(a.predict(X), b.predict(X))
+    assert_pickled_stream_continues_identically(a, X, y, 300, 600)
 
 
 def test_partial_fit_input_errors():

@@ -521,13 +521,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         X, y = validate_data(
             self, X, y, accept_sparse="csr", dtype=np.float64, order="C", reset=False
         )
-        if classes is not None and not np.array_equal(
-            np.unique(np.asarray(classes)), self.classes_
-        ):
-            raise ValueError(
-                f"classes={np.unique(np.asarray(classes)).tolist()!r} differs from the "
-                f"classes of the fitted model, {self.classes_.tolist()!r}"
-            )
+        _check_classes_unchanged(classes, self.classes_, "the classes of the fitted model")
         y_index = _class_indices(self.classes_, y)
         weights = _batch_weights(sample_weight, X, y_index, self.class_weight_)
         # The call advances copies: an interrupted or failed call leaves the runs as they were.
@@ -882,13 +876,9 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
             )
             # The call advances a copy: an interrupted or failed call leaves the run as it was.
             stream = stream.copy()
-            if classes is not None and not np.array_equal(
-                np.unique(np.asarray(classes)), self.classes_
-            ):
-                raise ValueError(
-                    f"classes={np.unique(np.asarray(classes)).tolist()!r} differs from the "
-                    f"classes of the first partial_fit call, {self.classes_.tolist()!r}"
-                )
+            _check_classes_unchanged(
+                classes, self.classes_, "the classes of the first partial_fit call"
+            )
         y_index = _class_indices(self.classes_, y)
         weights = _batch_weights(sample_weight, X, y_index, self.class_weight_)
         if pair_streams is not None:
@@ -1241,6 +1231,16 @@ def _batch_weights(
     if not uniform:
         weights = weights * class_weights[y_index]
     return np.ascontiguousarray(weights)
+
+
+def _check_classes_unchanged(classes: Any, known: np.ndarray, whose: str) -> None:
+    """A later ``partial_fit`` call's ``classes``, when given, must be the known ones (``whose``
+    says where they came from)."""
+    if classes is not None and not np.array_equal(np.unique(np.asarray(classes)), known):
+        raise ValueError(
+            f"classes={np.unique(np.asarray(classes)).tolist()!r} differs from {whose}, "
+            f"{known.tolist()!r}"
+        )
 
 
 def _class_indices(classes: np.ndarray, y: Any) -> np.ndarray:

@@ -435,14 +435,7 @@ pub fn fit_pairs<'py>(
     let step = DualStep::parse(dual_step)?;
     let maintenance = settings.maintenance()?;
     let features = Features::extract(x)?;
-    let x_rows = features.finite_rows()?;
-    if x_rows.n_rows() != y.len() {
-        return Err(PyValueError::new_err(format!(
-            "x has {} rows but y has {}",
-            x_rows.n_rows(),
-            y.len()
-        )));
-    }
+    let x_rows = features.training_rows(y.len())?;
     let layout = settings.layout_for(&x_rows)?;
     let cancel = AtomicBool::new(false);
     // One monitor per pair: each reports its run's epochs (with the pair's index), any stops all.
@@ -618,14 +611,7 @@ pub fn partial_fit_pairs<'py>(
         state.set_average_placement(average_placement);
     }
     let features = Features::extract(x)?;
-    let x_rows = features.finite_rows()?;
-    if x_rows.n_rows() != y.len() {
-        return Err(PyValueError::new_err(format!(
-            "x has {} rows but y has {}",
-            x_rows.n_rows(),
-            y.len()
-        )));
-    }
+    let x_rows = features.training_rows(y.len())?;
     let cancel = AtomicBool::new(false);
     let monitors: Vec<Mutex<PythonMonitor<'_>>> = (0..runs.len())
         .map(|p| Mutex::new(PythonMonitor::for_pair(py, None, &cancel, p)))

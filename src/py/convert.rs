@@ -119,6 +119,18 @@ impl Features<'_> {
         }
         Ok(rows)
     }
+
+    /// `finite_rows`, checked to be as many as the `n_targets` training targets.
+    pub fn training_rows(&self, n_targets: usize) -> PyResult<AnyRows<'_>> {
+        let rows = self.finite_rows()?;
+        if rows.n_rows() != n_targets {
+            return Err(PyValueError::new_err(format!(
+                "x has {} rows but y has {n_targets}",
+                rows.n_rows()
+            )));
+        }
+        Ok(rows)
+    }
 }
 
 /// A cache size in MB (checked finite and non-negative by the caller) in bytes, capped where a

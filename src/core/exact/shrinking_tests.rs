@@ -5,7 +5,9 @@ use crate::core::data::rows::DenseView;
 use crate::core::exact::alfpgm::{solve_alfpgm, AlfpgmParams};
 use crate::core::exact::dual::{DualSolution, ExactRun};
 use crate::core::exact::smo::solve_smo;
-use crate::core::exact::smo::tests::{bounds, check_solution, problem, q_matrix, quietly, rbf_svc};
+use crate::core::exact::smo::tests::{
+    assert_same_objective, bounds, check_solution, problem, q_matrix, quietly, rbf_svc,
+};
 use crate::core::kernels::kernel::Kernel;
 use crate::core::kernels::kernel_cache::KernelRowCache;
 
@@ -59,13 +61,8 @@ fn shrinking_reaches_the_unshrunk_solution() {
                 shrunk.min_active
             );
             check_solution(&q, &shrunk, &c, 1e-4);
-            let scale = 1.0 + plain.objective.abs();
-            assert!(
-                (shrunk.objective - plain.objective).abs() < 1e-4 * scale,
-                "alfpgm {alfpgm} weighted {weighted}: {} vs {}",
-                shrunk.objective,
-                plain.objective
-            );
+            let what = format!("alfpgm {alfpgm} weighted {weighted}");
+            assert_same_objective(shrunk.objective, plain.objective, 1e-4, &what);
         }
     }
 }

@@ -237,6 +237,16 @@ pub(crate) mod tests {
     use crate::core::data::rows::DenseView;
     use crate::core::kernels::kernel::Kernel;
 
+    /// Asserts that the objective `got` is `reference` to `rel` of 1 + |reference| (`what`
+    /// names the case in the failure's message).
+    pub(crate) fn assert_same_objective(got: f64, reference: f64, rel: f64, what: &str) {
+        let scale = 1.0 + reference.abs();
+        assert!(
+            (got - reference).abs() < rel * scale,
+            "{what}: objective {got} vs {reference}"
+        );
+    }
+
     /// A C-SVC problem with the Gaussian kernel's unit diagonal.
     pub(crate) fn rbf_svc(y: Vec<f64>, upper: Vec<f64>) -> DualProblem {
         let n = y.len();

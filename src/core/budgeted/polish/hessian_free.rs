@@ -11,7 +11,6 @@ use crate::core::simd;
 use super::copies::RowCopies;
 use super::gather::{gather_pass, squared_per_segment, step_pass, Gather, Gathered, ShortStep};
 use super::hessian::{hessian_product, recomputed_product};
-use super::line_search::line_search;
 use super::memory::{copy_share, first_pass_room};
 use super::newton::NO_CURVATURE;
 use super::objective::scale_start;
@@ -388,15 +387,7 @@ impl Solve<'_> {
                 .iter_mut()
                 .zip(full.iter().zip(f.iter()))
                 .for_each(|(d, (v, f))| *d = v - f);
-            let best = line_search(
-                &fixed.kss,
-                o,
-                fixed.c,
-                &|i, f| fixed.targets.term(k, i, f),
-                &|i| fixed.targets.boundaries(k, i),
-                &|i| fixed.weight(i),
-                false,
-            );
+            let best = fixed.line_search_of(k, o, false);
             // The full step, whose rows the pass gathered, unless the exact step lowers
             // the objective clearly more.
             let t = if best == 1.0 {

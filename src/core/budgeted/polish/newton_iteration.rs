@@ -10,7 +10,6 @@ use crate::core::budgeted::conjugate_gradient;
 use crate::core::budgeted::problem::Term;
 use crate::core::common::error::Result;
 
-use super::line_search::line_search;
 use super::newton::{newton_point, Staging};
 use super::objective::scale_start;
 use super::output::Output;
@@ -237,15 +236,7 @@ impl Solve<'_> {
             let o = &mut self.outputs[k];
             let db = o.db;
             o.delta.iter_mut().zip(&v).for_each(|(d, x)| *d = x + db);
-            let t = line_search(
-                &fixed.kss,
-                o,
-                fixed.c,
-                &|i, f| fixed.targets.term(k, i, f),
-                &|i| fixed.targets.boundaries(k, i),
-                &|i| fixed.weight(i),
-                true,
-            );
+            let t = fixed.line_search_of(k, o, true);
             if t == 0.0 && o.ridge_scale < RIDGE_RAISED {
                 // No descent along the direction: the system's gradient (M beta, M accurate to
                 // about 1e-12) is off along K_SS's near-null directions, which a ridge of

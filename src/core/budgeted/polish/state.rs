@@ -9,6 +9,7 @@ use crate::core::budgeted::problem::Targets;
 use crate::core::common::error::Result;
 
 use super::gather::Gathered;
+use super::line_search::line_search;
 use super::objective::objective;
 use super::output::{stops_after, Output};
 use super::segments::Passes;
@@ -50,6 +51,20 @@ impl Fixed<'_> {
     pub(super) fn objective_of(&self, k: usize, o: &Output) -> f64 {
         let term = |i, f| self.targets.term(k, i, f);
         objective(&self.kss, &o.beta, &o.f, self.c, &term, &|i| self.weight(i))
+    }
+
+    /// The step along output k's direction that minimises its objective (`line_search`;
+    /// `exact_step`: the direction is a Newton system's exact step).
+    pub(super) fn line_search_of(&self, k: usize, o: &Output, exact_step: bool) -> f64 {
+        line_search(
+            &self.kss,
+            o,
+            self.c,
+            &|i, f| self.targets.term(k, i, f),
+            &|i| self.targets.boundaries(k, i),
+            &|i| self.weight(i),
+            exact_step,
+        )
     }
 
     /// The objective at step t along output k's direction.

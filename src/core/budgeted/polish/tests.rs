@@ -246,6 +246,27 @@ fn explicit_kernels(x: &[f64], n: usize, model: &BudgetModel) -> (Vec<f64>, Vec<
     (k, kss)
 }
 
+/// `polish` from the model's own coefficients on the in-memory dense rows x (two features).
+fn polish_dense(
+    model: &BudgetModel,
+    x: &[f64],
+    targets: Targets<'_>,
+    weights: Option<&[f64]>,
+    p: &PolishParams,
+) -> Result<PolishResult> {
+    let view = DenseView::new(x, x.len() / 2, 2).unwrap();
+    let mut source = InMemory(AnyRows::Dense(view));
+    polish(
+        model,
+        None,
+        &mut source,
+        targets,
+        weights,
+        p,
+        &mut no_monitor,
+    )
+}
+
 fn params(c: f64) -> PolishParams {
     PolishParams {
         c,
@@ -345,19 +366,8 @@ fn regression_solution_satisfies_the_optimality_conditions() {
         model.coef.iter_mut().for_each(|v| *v *= 4.0);
         let w: Vec<f64> = (0..n).map(|_| 0.2 + rng.next_f64() * 2.0).collect();
         let w = weighted.then_some(&w[..]);
-        let view = DenseView::new(&x, n, 2).unwrap();
-        let mut source = InMemory(AnyRows::Dense(view));
         let targets = Targets::Values { y: &z, epsilon };
-        let r = polish(
-            &model,
-            None,
-            &mut source,
-            targets,
-            w,
-            &params(c),
-            &mut no_monitor,
-        )
-        .unwrap();
+        let r = polish_dense(&model, &x, targets, w, &params(c)).unwrap();
         assert!(r.converged, "seed {seed}");
         let (k, kss) = explicit_kernels(&x, n, &model);
         let value = |beta: &[f64], b: f64| -> (f64, Vec<f64>, f64) {
@@ -557,22 +567,12 @@ fn hessian_free_forms_the_system_when_it_stalls() {
     for (seed, n, m, classes, c) in [(41, 600, 40, 2, 1.0), (42, 900, 60, 3, 5.0)] {
         let (x, y, model) = problem(seed, n, m, classes);
         let solve = |method, basis, threads| {
-            let view = DenseView::new(&x, n, 2).unwrap();
-            let mut source = InMemory(AnyRows::Dense(view));
             let mut p = params(c);
             p.method = method;
             p.hessian_free_basis = basis;
             let targets = Targets::classes(&y, classes);
             parallel::install_with(Some(threads), || {
-                polish(
-                    &model,
-                    None,
-                    &mut source,
-                    targets,
-                    None,
-                    &p,
-                    &mut no_monitor,
-                )
+                polish_dense(&model, &x, targets, None, &p)
             })
             .unwrap()
             .unwrap()
@@ -992,22 +992,11 @@ fn a_tolerance_stops_within_it_of_the_optimum() {
         }
         for method in [PolishMethod::Newton, PolishMethod::HessianFree] {
             let solve = |tol| {
-                let view = DenseView::new(&x, n, 2).unwrap();
                 let targets = test_targets(classes, &y, &z);
                 let mut p = params(c);
                 p.method = method;
                 p.tol = tol;
-                let mut source = InMemory(AnyRows::Dense(view));
-                polish(
-                    &model,
-                    None,
-                    &mut source,
-                    targets,
-                    None,
-                    &p,
-                    &mut no_monitor,
-                )
-                .unwrap()
+                polish_dense(&model, &x, targets, None, &p).unwrap()
             };
             let exact = solve(0.0);
             assert!(exact.converged);
@@ -1336,21 +1325,7 @@ fn partition_sums_reach_the_serial_optimum() {
                 epsilon,
             },
         };
-        let serial = {
-            let view = DenseView::new(&x, 900, 2).unwrap();
-            let mut source = InMemory(AnyRows::Dense(view));
-            let p = params(c);
-            polish(
-                &model,
-                None,
-                &mut source,
-                targets(0..900),
-                None,
-                &p,
-                &mut no_monitor,
-            )
-            .unwrap()
-        };
+        let serial = polish_dense(&model, &x, targets(0..900), None, &params(c)).unwrap();
         let m = model.n_sv();
         let q = model.n_out;
         let blocks =

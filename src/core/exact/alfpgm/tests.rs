@@ -7,7 +7,8 @@ use crate::core::common::rng::Rng;
 use crate::core::data::rows::{CsrView, DenseView};
 use crate::core::exact::dual::label_index;
 use crate::core::exact::smo::tests::{
-    bounds, check_solution, problem, projected_gradient, q_matrix, quietly, rbf_svc, run_smo,
+    assert_same_objective, bounds, check_solution, problem, projected_gradient, q_matrix, quietly,
+    rbf_svc, run_smo,
 };
 use crate::core::kernels::kernel::Kernel;
 use crate::core::simd;
@@ -70,13 +71,8 @@ fn alfpgm_matches_smo_on_random_problems() {
         let sol = run(&x, &y, &c, gamma, setup);
         check_solution(&q, &sol, &c, tol);
         let smo = run_smo(&xs, &y, d, &c, gamma, 1e-8, None);
-        let scale = 1.0 + smo.objective.abs();
-        assert!(
-            (sol.objective - smo.objective).abs() < 1e-5 * scale,
-            "trial {trial}: alfpgm {} vs smo {}",
-            sol.objective,
-            smo.objective
-        );
+        let what = format!("trial {trial}, alfpgm vs smo");
+        assert_same_objective(sol.objective, smo.objective, 1e-5, &what);
         let free = |s: &DualSolution| {
             s.alpha
                 .iter()
@@ -336,13 +332,43 @@ fn svr_trial(
     (n, d, xs, z, c, run)
 }
 
+/// LIBSVM's two-variable form of an SVR problem on the rows x with bounds c, solved by SMO:
+/// each row twice, a_t (label +1) then a_t* (label -1), with the linear terms p (2 n).
+fn two_variable_smo(
+    x: &DenseView<'_>,
+    p: Vec<f64>,
+    c: &[f64],
+    start: Option<Vec<f64>>,
+    sum_per_label: bool,
+    gamma: f64,
+    run: &ExactRun,
+) -> DualSolution {
+    use crate::core::data::rows::SubsetRows;
+    use crate::core::exact::smo::solve_smo;
+    let n = x.n_rows();
+    let twice: Vec<usize> = (0..n).chain(0..n).collect();
+    let sub = SubsetRows::new(x, &twice).unwrap();
+    let two = DualProblem {
+        y: (0..2 * n).map(|t| if t < n { 1.0 } else { -1.0 }).collect(),
+        p,
+        upper: [c, c].concat(),
+        diag: vec![1.0; 2 * n],
+        start,
+        sum_per_label,
+        tube: None,
+        paired: false,
+        start_gradient: None,
+    };
+    let mut cache = KernelRowCache::<_, f32>::new(&sub, Kernel::rbf(gamma), 1 << 20).unwrap();
+    quietly(|rep| solve_smo(&mut cache, two, run, rep)).unwrap()
+}
+
 /// epsilon-SVR with a tube (one variable per row; SMO and ALFPGM) and in LIBSVM's
 /// two-variable form (SMO) reach the same optimum: objective, beta = a - a*, rho;
 /// shrinking off, often and LIBSVM's; rows weighted or not.
 #[test]
 #[allow(clippy::needless_range_loop)] // beta, a, a* and C indexed by row
 fn a_tube_reaches_the_two_variable_optimum() {
-    use crate::core::data::rows::SubsetRows;
     use crate::core::exact::smo::solve_smo;
     let mut rng = Rng::new(23);
     for trial in 0..18 {
@@ -371,39 +397,16 @@ fn a_tube_reaches_the_two_variable_optimum() {
         };
         let mut cache = KernelRowCache::<_, f32>::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
         let multi = quietly(|rep| solve_alfpgm(&mut cache, one, &run, &params, rep)).unwrap();
-        let twice: Vec<usize> = (0..n).chain(0..n).collect();
-        let sub = SubsetRows::new(&x, &twice).unwrap();
-        let two = DualProblem {
-            y: (0..2 * n).map(|t| if t < n { 1.0 } else { -1.0 }).collect(),
-            p: (0..2 * n)
-                .map(|t| if t < n { eps - z[t] } else { eps + z[t - n] })
-                .collect(),
-            upper: [&c[..], &c[..]].concat(),
-            diag: vec![1.0; 2 * n],
-            start: None,
-            sum_per_label: false,
-            tube: None,
-            paired: false,
-            start_gradient: None,
-        };
-        let mut cache = KernelRowCache::<_, f32>::new(&sub, Kernel::rbf(gamma), 1 << 20).unwrap();
-        let pair = quietly(|rep| solve_smo(&mut cache, two, &run, rep)).unwrap();
+        let p = (0..2 * n)
+            .map(|t| if t < n { eps - z[t] } else { eps + z[t - n] })
+            .collect();
+        let pair = two_variable_smo(&x, p, &c, None, false, gamma, &run);
         assert!(tube.converged && pair.converged && multi.converged);
         assert!(multi.working_sets > 0);
-        let scale = 1.0 + pair.objective.abs();
-        assert!(
-            (tube.objective - pair.objective).abs() < 1e-6 * scale,
-            "trial {trial}: objective {} vs {}",
-            tube.objective,
-            pair.objective
-        );
+        let what = format!("trial {trial}");
+        assert_same_objective(tube.objective, pair.objective, 1e-6, &what);
         for sol in [&tube, &multi] {
-            assert!(
-                (sol.objective - pair.objective).abs() < 1e-6 * scale,
-                "trial {trial}: objective {} vs {}",
-                sol.objective,
-                pair.objective
-            );
+            assert_same_objective(sol.objective, pair.objective, 1e-6, &what);
             assert!(sol.alpha.iter().sum::<f64>().abs() < 1e-9);
             for i in 0..n {
                 let beta = pair.alpha[i] - pair.alpha[n + i];
@@ -426,7 +429,6 @@ fn a_tube_reaches_the_two_variable_optimum() {
 
 #[test]
 fn paired_nu_svr_reaches_the_two_variable_optimum() {
-    use crate::core::data::rows::SubsetRows;
     use crate::core::exact::smo::solve_smo;
     let mut rng = Rng::new(41);
     for trial in 0..18 {
@@ -465,35 +467,21 @@ fn paired_nu_svr_reaches_the_two_variable_optimum() {
             quietly(|rep| solve_alfpgm(&mut cache, paired.clone(), &run, &params, rep)).unwrap();
         let mut cache = KernelRowCache::<_, f32>::new(&x, Kernel::rbf(gamma), 1 << 20).unwrap();
         assert!(quietly(|rep| solve_smo(&mut cache, paired, &run, rep)).is_err());
-        let twice: Vec<usize> = (0..n).chain(0..n).collect();
-        let sub = SubsetRows::new(&x, &twice).unwrap();
-        let two = DualProblem {
-            y: (0..2 * n).map(|t| if t < n { 1.0 } else { -1.0 }).collect(),
-            p: (0..2 * n)
-                .map(|t| if t < n { -z[t] } else { z[t - n] })
-                .collect(),
-            upper: [&c[..], &c[..]].concat(),
-            diag: vec![1.0; 2 * n],
-            start: Some(start),
-            sum_per_label: true,
-            tube: None,
-            paired: false,
-            start_gradient: None,
-        };
-        let mut cache = KernelRowCache::<_, f32>::new(&sub, Kernel::rbf(gamma), 1 << 20).unwrap();
-        let pair = quietly(|rep| solve_smo(&mut cache, two, &run, rep)).unwrap();
+        let p = (0..2 * n)
+            .map(|t| if t < n { -z[t] } else { z[t - n] })
+            .collect();
+        let pair = two_variable_smo(&x, p, &c, Some(start), true, gamma, &run);
         assert!(pair.converged && multi.converged, "trial {trial}");
         assert!(multi.working_sets > 0);
         // The solution comes back as LIBSVM's variables: (a, a*), labels (+1, -1).
         assert_eq!(multi.alpha.len(), 2 * n);
         assert!(multi.y[..n].iter().all(|&v| v == 1.0));
         assert!(multi.y[n..].iter().all(|&v| v == -1.0));
-        let scale = 1.0 + pair.objective.abs();
-        assert!(
-            (multi.objective - pair.objective).abs() < 1e-6 * scale,
-            "trial {trial}: objective {} vs {}",
+        assert_same_objective(
             multi.objective,
-            pair.objective
+            pair.objective,
+            1e-6,
+            &format!("trial {trial}"),
         );
         // Each label's sum stays the start's, every variable in its box.
         for half_of in [&multi.alpha[..n], &multi.alpha[n..]] {
