@@ -183,13 +183,7 @@ pub(super) fn polish_on(
 /// Checks the problem against the rows and that the polish's square matrices fit in memory;
 /// n (rows), m (support vectors) and n_out (outputs).
 fn check(problem: &Problem<'_>, source: &dyn RowSource) -> Result<(usize, usize, usize)> {
-    let Problem {
-        model,
-        start_intercept,
-        targets,
-        weights,
-        params,
-    } = *problem;
+    let (model, targets, params) = (problem.model, problem.targets, problem.params);
     params.check()?;
     model.validate()?;
     let n = source.n_rows();
@@ -197,7 +191,7 @@ fn check(problem: &Problem<'_>, source: &dyn RowSource) -> Result<(usize, usize,
         return Err(SvmError::invalid_input("no training samples (0 rows)"));
     }
     targets.check(n)?;
-    check_weights(weights, n)?;
+    check_weights(problem.weights, n)?;
     let n_out = targets.n_out();
     if model.n_out != n_out {
         return Err(SvmError::invalid_input(format!(
@@ -212,7 +206,10 @@ fn check(problem: &Problem<'_>, source: &dyn RowSource) -> Result<(usize, usize,
             model.dim
         )));
     }
-    if start_intercept.is_some_and(|b| b.len() != n_out || b.iter().any(|v| !v.is_finite())) {
+    if problem
+        .start_intercept
+        .is_some_and(|b| b.len() != n_out || b.iter().any(|v| !v.is_finite()))
+    {
         return Err(SvmError::invalid_input(
             "the starting intercept needs one finite value per output",
         ));
