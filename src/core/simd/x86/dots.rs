@@ -108,7 +108,7 @@ unsafe fn dot_narrow_on<S: Simd, T: ColumnValue>(s: S, x: &[T], y: &[f64]) -> f6
 /// # Safety
 /// The bounds checked by `dots_8_rows`.
 // p indexes the 8 register sums and the 8 rows of q alike; unrolled by the compiler.
-#[allow(clippy::needless_range_loop, clippy::too_many_arguments)]
+#[allow(clippy::needless_range_loop)]
 #[inline(always)]
 unsafe fn dots_8_rows_on<S: Simd, T: ColumnValue>(s: S, block: EightRows<'_, T>, dots: &mut [f64]) {
     let EightRows(q, width, cols, xt, stride, m) = block;

@@ -355,8 +355,6 @@ macro_rules! levels {
         ///
         /// # Safety
         /// The arguments meet the body's contract (the level is proven by `level`).
-        // The level comes on top of the operation's own arguments.
-        #[allow(clippy::too_many_arguments)]
         #[inline]
         pub unsafe fn $name $(<$g: $bound>)? (
             level: $crate::core::simd::x86::Vector,
