@@ -40,6 +40,14 @@ pub const BLOCK_ROWS: usize = 32;
 /// columns that another row of the group uses, but holds its sums in registers).
 const BLOCKED_FMA_RATIO: usize = 3;
 
+/// The rows a block is filled for: rows `rows` of `x`, their squared norms `x_norms` (one per
+/// row of the range).
+struct BlockRows<'a, R> {
+    x: &'a R,
+    rows: Range<usize>,
+    x_norms: &'a [f64],
+}
+
 /// What a block's fill ends with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Finish {
@@ -260,22 +268,21 @@ impl KernelBlocks {
         out: &mut [f64],
         scratch: &mut BlockScratch,
     ) {
-        self.fill_part_as(x, rows, x_norms, part, out, scratch, Finish::Kernel)
+        let block = BlockRows { x, rows, x_norms };
+        self.fill_part_as(block, part, out, scratch, Finish::Kernel)
     }
 
     /// `fill_part`, ending with the kernel values or with the dot products they come from.
-    #[allow(clippy::too_many_arguments)]
     fn fill_part_as<R: Rows>(
         &self,
-        x: &R,
-        rows: Range<usize>,
-        x_norms: &[f64],
+        block: BlockRows<'_, R>,
         part: Range<usize>,
         out: &mut [f64],
         scratch: &mut BlockScratch,
         finish: Finish,
     ) {
-        let (nr, m) = (rows.len(), part.len());
+        let (nr, m) = (block.rows.len(), part.len());
+        let x_norms = block.x_norms;
         assert!(
             out.len() >= nr * m && x_norms.len() >= nr && part.end <= self.n_basis,
             "fill_part: short slices"
@@ -288,8 +295,8 @@ impl KernelBlocks {
             BasisStore::Columns(columns) => {
                 let full = &mut scratch.values;
                 full.resize(self.n_basis, 0.0);
-                for (r, i) in rows.enumerate() {
-                    columns.dots_with_row(x, i, full);
+                for (r, i) in block.rows.enumerate() {
+                    columns.dots_with_row(block.x, i, full);
                     let o = &mut out[r * m..(r + 1) * m];
                     o.copy_from_slice(&full[part.clone()]);
                     if finish == Finish::Kernel {
@@ -298,27 +305,25 @@ impl KernelBlocks {
                 }
             }
             BasisStore::FeatureMajor(t) => {
-                self.fill_from_copy(t, x, rows, x_norms, part, norms, out, scratch, finish)
+                self.fill_from_copy(t, block, part, out, scratch, finish)
             }
         }
     }
 
-    /// `fill_part` from the feature-major copy `t` of S; `norms` are the part's squared norms.
-    #[allow(clippy::too_many_arguments)]
+    /// `fill_part` from the feature-major copy `t` of S.
     fn fill_from_copy<R: Rows>(
         &self,
         t: &[f64],
-        x: &R,
-        rows: Range<usize>,
-        x_norms: &[f64],
+        block: BlockRows<'_, R>,
         part: Range<usize>,
-        norms: &[f64],
         out: &mut [f64],
         scratch: &mut BlockScratch,
         finish: Finish,
     ) {
+        let BlockRows { x, rows, x_norms } = block;
         let (n, dim, kernel) = (self.n_basis, self.dim, self.kernel);
         let m = part.len();
+        let norms = &self.sq_norms[part.clone()];
         let svs = simd::FeatureMajor::new(&t[part.start..], n, m, norms);
         let level = simd::level();
         let BlockScratch {
@@ -414,15 +419,12 @@ impl KernelBlocks {
                 dots.resize(nr * m, 0.0);
             }
             let d = &mut dots[..nr * m];
-            self.fill_part_as(
+            let block = BlockRows {
                 x,
-                rows.clone(),
+                rows: rows.clone(),
                 x_norms,
-                part.clone(),
-                d,
-                scratch,
-                Finish::Dots,
-            );
+            };
+            self.fill_part_as(block, part.clone(), d, scratch, Finish::Dots);
             let norms = &self.sq_norms[part.clone()];
             for r in 0..nr {
                 self.kernel.from_dots_f32(
