@@ -452,7 +452,7 @@ impl<'a, R: Rows, T: RowValue> RowComputer<'a, R, T> {
                                 q[g * width..(g + 1) * width].copy_from_slice(row(it.0));
                             }
                             dots.resize(simd::BLOCK_ROWS * m, 0.0);
-                            xt.dots_8_rows(&q, width, &cols, j0, n, m, &mut dots);
+                            xt.dots_8_rows(&q, width, &cols, j0, n, &mut dots);
                             for (g, (p, j0, out)) in group.into_iter().enumerate() {
                                 let i = positions[p];
                                 let d = &mut dots[g * m..(g + 1) * m];
@@ -786,9 +786,8 @@ impl FeatureMajor {
         }
     }
 
-    /// Dots of 8 dense rows `q` (8 x width) with the copy's positions j0..j0 + m
-    /// (`simd::dots_8_rows`: the same values as `dots_one_row` row by row).
-    #[allow(clippy::too_many_arguments)]
+    /// Dots of 8 dense rows `q` (8 x width) with the copy's positions j0..j0 + m, m =
+    /// dots.len() / 8 (`simd::dots_8_rows`: the same values as `dots_one_row` row by row).
     pub(crate) fn dots_8_rows(
         &self,
         q: &[f64],
@@ -796,9 +795,9 @@ impl FeatureMajor {
         cols: &[usize],
         j0: usize,
         n: usize,
-        m: usize,
         dots: &mut [f64],
     ) {
+        let m = dots.len() / simd::BLOCK_ROWS;
         match self {
             FeatureMajor::F64(t) => simd::dots_8_rows(q, width, cols, &t[j0..], n, m, dots),
             FeatureMajor::F32(t) => simd::dots_8_rows(q, width, cols, &t[j0..], n, m, dots),
