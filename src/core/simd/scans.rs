@@ -2,6 +2,8 @@
 //! the nearest same-sign partner, and the filter that skips most candidates. The portable loops
 //! and the filter; AVX-512's in `x86/scans.rs` (only its mask registers make them pay).
 
+/// `argmin_sq` on the portable level, and AVX-512's rule where its lanes hold only infinities
+/// or NaN.
 pub(super) fn argmin_sq_portable(values: &[f64]) -> Option<(usize, f64)> {
     let (&first, rest) = values.split_first()?;
     let (mut at, mut least) = (0, first * first);
