@@ -489,11 +489,8 @@ impl PolishPreconditioner {
                 "the preconditioner solves after a rescale",
             ));
         }
-        let b: Vec<Vec<f64>> = row_major(&rhs)
-            .chunks(p.max(1))
-            .map(<[f64]>::to_vec)
-            .collect();
-        let b = if p == 0 { vec![Vec::new(); q] } else { b };
+        // p = m + 1 >= 1 (checked above).
+        let b: Vec<Vec<f64>> = row_major(&rhs).chunks(p).map(<[f64]>::to_vec).collect();
         let mut raised: Option<PyErr> = None;
         let solved = detached(py, || {
             let mut hv = |v: &[Vec<f64>], running: &[bool], out: &mut [Vec<f64>]| {
