@@ -512,3 +512,23 @@ def test_one_vs_one_needs_rows_of_every_pair(clusters):
     assert not hasattr(clf, "support_vectors_")
     with pytest.raises(ValueError, match=r"budget=5 is less than the 6"):
         fit_on(clusters[1], BudgetSVC(budget=5, gamma=0.5, multiclass="ovo"), dX, dy)
+
+
+def test_line_search_walked_a_change_a_round_ends_where_it_does_at_once(clusters, monkeypatch):
+    """The distributed line search is exact however few piece changes a round brings: with one
+    change per partition a round (instead of thousands) it takes more rounds and
+    moves fewer bytes, and its steps, so the polish's end, are the same to rounding."""
+    X, y = xor_data(sum(CHUNKS), 1)
+    dX = da.from_array(X, chunks=(CHUNKS, (2,)))
+    dy = da.from_array(y, chunks=(CHUNKS,))
+    clf = BudgetSVC(C=4.0, gamma=2.0, budget=40, epochs=3, random_state=0)
+    at_once = fit_on(clusters[1], clone(clf), dX, dy)
+    monkeypatch.setattr(_polish, "_FIRST_CHANGES", 1)
+    walked = fit_on(clusters[1], clone(clf), dX, dy)
+    many, few = at_once.fit_stats_["polish"], walked.fit_stats_["polish"]
+    assert few["iterations"] == many["iterations"]
+    assert few["rounds"] > many["rounds"] and few["bytes_moved"] < many["bytes_moved"]
+    assert_allclose(objective(walked, X, y), objective(at_once, X, y), rtol=1e-10)
+    # (The basis is nearly singular: the coefficients are poorly determined, the function is not.)
+    f1, f2 = walked.decision_function(X), at_once.decision_function(X)
+    assert np.abs(f1 - f2).max() < 1e-6 * np.abs(f2).max()

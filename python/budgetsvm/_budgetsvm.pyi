@@ -87,6 +87,8 @@ __all__ = [
     "polish",
     "polish_file",
     "polish_newton_point",
+    "polish_settled_step",
+    "polish_line_walk",
     "add_gram_change",
     "reduce_budget",
     "PolishPartition",
@@ -230,6 +232,14 @@ def polish_newton_point(
     c: float,
     intercept: float,
 ) -> npt.NDArray[np.float64]: ...
+def polish_settled_step(a: float, b: float, flips: bool, exact_step: bool) -> Optional[float]: ...
+def polish_line_walk(
+    walk: Tuple[float, float, float],
+    t: npt.NDArray[np.float64],
+    da: npt.NDArray[np.float64],
+    db: npt.NDArray[np.float64],
+    complete_to: float,
+) -> Tuple[Optional[float], Tuple[float, float, float]]: ...
 def add_gram_change(
     gram: npt.NDArray[np.float64],
     *,
@@ -262,13 +272,15 @@ class PolishPartition:
     ) -> PolishPartition: ...
     @property
     def nbytes(self) -> int: ...
-    def line_sums(
+    def line_changes(
         self,
         counted_coef: npt.NDArray[np.float64],
         counted_intercept: npt.NDArray[np.float64],
         dir_coef: npt.NDArray[np.float64],
         dir_intercept: npt.NDArray[np.float64],
-        ts: npt.NDArray[np.float64],
+        c: float,
+        start: npt.NDArray[np.float64],
+        most: int,
     ) -> Dict[str, Any]: ...
     def sums(
         self,

@@ -268,8 +268,9 @@ def _relay_partition(
 def _aligned_request(request: tuple) -> tuple:
     """A polish request with its arrays aligned (arrays off the network may not be):
     ("sums", trial point, counted point or None, changes) -- the losses between the points and,
-    with ``changes``, the change of the Newton system --, ("line", counted point, direction,
-    steps), ("gradient", point) or ("hv", point, vectors (n_out, m + 1)) for the Hessian-free
+    with ``changes``, the change of the Newton system --, ("line", counted point, direction, C,
+    start (n_out), most) -- the line search's part beyond each output's start --,
+    ("gradient", point) or ("hv", point, vectors (n_out, m + 1)) for the Hessian-free
     direction; a point being (coef, intercept)."""
     from budgetsvm._validation import to_native
 
@@ -283,7 +284,8 @@ def _aligned_request(request: tuple) -> tuple:
         return ("gradient", point(request[1]))
     if kind == "hv":
         return ("hv", point(request[1]), to_native(np.asarray(request[2])))
-    return ("line", point(request[1]), point(request[2]), to_native(np.asarray(request[3])))
+    _, counted, direction, c, start, most = request
+    return ("line", point(counted), point(direction), float(c), to_native(np.asarray(start)), int(most))
 
 
 def _answer(part: Any, request: tuple) -> Any:
@@ -296,8 +298,8 @@ def _answer(part: Any, request: tuple) -> Any:
         return part.gradient(*request[1])
     if kind == "hv":
         return part.hessian_product(*request[1], request[2])
-    _, counted, direction, steps = request
-    return part.line_sums(*counted, *direction, steps)
+    _, counted, direction, c, start, most = request
+    return part.line_changes(*counted, *direction, c, start, most)
 
 
 def _combine(results: list, request: tuple, m: int) -> Any:
@@ -308,6 +310,8 @@ def _combine(results: list, request: tuple, m: int) -> Any:
         return None
     if request[0] == "hv":
         return sum(results[1:], results[0].copy())
+    if request[0] == "line":
+        return combine_line(results)
     return {key: sum(r[key] for r in results) for key in results[0]}
 
 
@@ -379,6 +383,19 @@ class PolishActor:
             if part is not None:
                 results.append(_answer(part, request))
         return _combine(results, request, self.m)
+
+
+def combine_line(results: list) -> dict:
+    """Several partitions' (or workers') parts of the line search as one, in the order given:
+    phi'(0)'s sums and the flips added, each output's piece changes put together, complete up
+    to the smallest step any part is complete to."""
+    if len(results) == 1:
+        return results[0]
+    out = {key: sum(r[key] for r in results) for key in ("a", "b", "flips")}
+    out["complete_to"] = np.minimum.reduce([r["complete_to"] for r in results])
+    for key in ("t", "da", "db"):
+        out[key] = [np.concatenate(parts) for parts in zip(*(r[key] for r in results))]
+    return out
 
 
 def combine_sums(results: list, m: int) -> Any:

@@ -25,8 +25,8 @@ mod _budgetsvm {
     use super::exact::{fit_exact, kernel_rows};
     #[pymodule_export]
     use super::polish::{
-        add_gram_change, polish, polish_file, polish_newton_point, PolishPartition,
-        PolishPreconditioner,
+        add_gram_change, polish, polish_file, polish_line_walk, polish_newton_point,
+        polish_settled_step, PolishPartition, PolishPreconditioner,
     };
     #[pymodule_export]
     use super::predict::{decision_from_kernel, decision_function, rbf_kernel};

@@ -16,9 +16,10 @@ use super::convert::{
 use super::keywords::{keyword_group, keywords};
 use super::runtime::{detached, run_checked, run_monitored, run_on_rows};
 use crate::core::budgeted::polish::{
-    add_gram_factor, conjugate_gradients, polish as polish_solve, preconditioner_ridge, ActiveSums,
-    GramFactor, InMemory, LibsvmFileRows, PartitionRows, PolishParams, PolishResult,
-    Preconditioner, HESSIAN_FREE_BASIS,
+    add_gram_factor, conjugate_gradients, polish as polish_solve, preconditioner_ridge,
+    settled_step, step_of, walk_order, ActiveSums, GramFactor, InMemory, LibsvmFileRows,
+    PartitionRows, PieceChange, PolishParams, PolishResult, Preconditioner, SlopeWalk,
+    HESSIAN_FREE_BASIS,
 };
 use crate::core::budgeted::problem::Targets;
 use crate::core::common::error::SvmError;
@@ -269,28 +270,44 @@ impl PolishPartition {
         self.rows.nbytes()
     }
 
-    /// The line search's sums along (dir_coef, dir_intercept) from the counted point at each
-    /// step of `ts`: a dict of loss, slope and flips, each (len(ts), n_out)
-    /// (`PartitionRows::line_sums`).
-    fn line_sums<'py>(
+    /// The partition's part of the exact line search along (dir_coef, dir_intercept) from
+    /// the counted point (`PartitionRows::line_changes`): a dict of a, b and flips (n_out
+    /// each: phi'(0)'s sums and the rows changing piece within the full step), and per output
+    /// the piece changes beyond `start[k]` (at most about `most`, the smallest first) as
+    /// lists of t, da and db arrays, with complete_to (n_out).
+    fn line_changes<'py>(
         &self,
         py: Python<'py>,
         counted_coef: PyReadonlyArray2<'py, f64>,
         counted_intercept: PyReadonlyArray1<'py, f64>,
         dir_coef: PyReadonlyArray2<'py, f64>,
         dir_intercept: PyReadonlyArray1<'py, f64>,
-        ts: PyReadonlyArray1<'py, f64>,
+        c: f64,
+        start: PyReadonlyArray1<'py, f64>,
+        most: usize,
     ) -> PyResult<Bound<'py, PyDict>> {
         let cc: Vec<f64> = row_major(&counted_coef);
         let dc: Vec<f64> = row_major(&dir_coef);
         let (cb, db) = (slice1(&counted_intercept)?, slice1(&dir_intercept)?);
-        let ts = slice1(&ts)?;
-        let r = detached(py, || self.rows.line_sums((&cc, cb), (&dc, db), ts))?;
-        let (g, q) = (ts.len(), self.n_out);
+        let start = slice1(&start)?;
+        let r = detached(py, || {
+            self.rows.line_changes((&cc, cb), (&dc, db), c, start, most)
+        })?;
+        let column = |pick: fn(&PieceChange) -> f64| -> PyResult<Bound<'py, PyList>> {
+            let arrays = r.changes.iter().map(|changes| {
+                let values: Vec<f64> = changes.iter().map(pick).collect();
+                values.into_pyarray(py)
+            });
+            PyList::new(py, arrays)
+        };
         dict!(PyDict::new(py), {
-            "loss" => r.loss.into_pyarray(py).reshape([g, q])?,
-            "slope" => r.slope.into_pyarray(py).reshape([g, q])?,
-            "flips" => r.flips.into_pyarray(py).reshape([g, q])?,
+            "a" => r.a.clone().into_pyarray(py),
+            "b" => r.b.clone().into_pyarray(py),
+            "flips" => r.flips.clone().into_pyarray(py),
+            "t" => column(|change| change.t)?,
+            "da" => column(|change| change.da)?,
+            "db" => column(|change| change.db)?,
+            "complete_to" => r.complete_to.clone().into_pyarray(py),
         })
     }
 
@@ -571,6 +588,54 @@ pub fn add_gram_change<'py>(
             "give either packed, or weights and rows",
         )),
     }
+}
+
+/// The step the polish's line search takes without walking any piece change
+/// (`settled_step`), or None: from phi'(0) = a and phi'' = b on the first piece, whether any
+/// row changes piece within the full step, and whether the direction is a Newton system's.
+#[pyfunction]
+pub fn polish_settled_step(a: f64, b: f64, flips: bool, exact_step: bool) -> Option<f64> {
+    settled_step(a, b, flips, exact_step)
+}
+
+/// The distributed line search's walk on the driver (`SlopeWalk`): from `walk` = (a, b, t),
+/// phi' = a + b t from t on, over the partitions' piece changes (t, da, db in any order),
+/// which are complete up to `complete_to`. Returns (step, walk): the step once the root is
+/// known (`step_of`), else None and the walk to go on from complete_to with the changes beyond.
+#[pyfunction]
+pub fn polish_line_walk<'py>(
+    walk: (f64, f64, f64),
+    t: PyReadonlyArray1<'py, f64>,
+    da: PyReadonlyArray1<'py, f64>,
+    db: PyReadonlyArray1<'py, f64>,
+    complete_to: f64,
+) -> PyResult<(Option<f64>, (f64, f64, f64))> {
+    let (t, da, db) = (slice1(&t)?, slice1(&da)?, slice1(&db)?);
+    if da.len() != t.len() || db.len() != t.len() || complete_to.is_nan() {
+        return Err(PyValueError::new_err(
+            "the line search's changes need as many t, da and db values, and complete_to",
+        ));
+    }
+    let mut changes: Vec<PieceChange> = (0..t.len())
+        .filter(|&row| t[row] <= complete_to)
+        .map(|row| PieceChange {
+            t: t[row],
+            row,
+            da: da[row],
+            db: db[row],
+        })
+        .collect();
+    changes.sort_unstable_by(walk_order);
+    let (a, b, from) = walk;
+    let mut walk = SlopeWalk { a, b, t: from };
+    let step = match walk.walk(&changes) {
+        Some(root) => Some(step_of(root)),
+        None if complete_to == f64::INFINITY || walk.reaches(complete_to) => {
+            Some(step_of(walk.root()))
+        }
+        None => None,
+    };
+    Ok((step, (walk.a, walk.b, walk.t)))
 }
 
 /// The minimiser (beta, b) of the polish's quadratic model for the active-set sums given

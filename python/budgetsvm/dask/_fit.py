@@ -80,8 +80,9 @@ def fit(clf: Any, X: Any, y: Any, sample_weight: Any = None) -> Any:
        ``budget`` by the estimator's budget maintenance (merging by weight degradation; with
        ``maintenance='project'``, merging), in partition order.
     3. With ``polish=True`` the coefficients and intercepts are solved exactly over all rows:
-       Newton iterations (two rounds each: the line search's sums at a grid of steps, then the
-       iteration's sums at the step found) whose sums over rows are maps over
+       Newton iterations (two rounds each, mostly: the exact line search's, as ``fit``'s polish
+       takes it, from the partitions' piece changes along the direction, then the iteration's
+       sums at the step found) whose sums over rows are maps over
        the partitions, each partition's K(X_p, S) computed once and kept on its worker (within
        ``polish_cache_size`` MB per partition), reduced on this process in partition order.
        Below 1,000 support vectors the direction is the Newton point of the B x B system those

@@ -13,10 +13,9 @@ from budgetsvm._dask_tasks import PolishActor, _forget, _polish_group
 # Called as _AFTER_ROUND(round, client) before every polish round (tests kill a worker there).
 _AFTER_ROUND: Any = None
 
-# Steps at which the distributed line search evaluates the objective's slope in one round (the
-# small ones for the early Newton points, which the loss's linear piece can put far away).
-_LINE_STEPS = (0.0, 1 / 4096, 1 / 1024, 1 / 256, 1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 3 / 8, 1 / 2, 5 / 8, 3 / 4, 7 / 8,
-               1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 8.0)
+# The piece changes a partition sends in a line search's first round (the smallest, 24 bytes
+# each; twice as many each further round): mostly enough to reach the step in one round.
+_FIRST_CHANGES = 4096
 
 # From this many support vectors the distributed polish is Hessian-free, as the serial one
 # (None: the serial solve's ``HESSIAN_FREE_BASIS``; tests lower it).
@@ -45,23 +44,47 @@ def _forget_everywhere(client: Any, token: str) -> None:
         )
 
 
-def _line_step(steps: np.ndarray, dphi: np.ndarray, flips: np.ndarray) -> float:
-    """The step from the slopes phi'(t) at the grid of steps (phi convex, piecewise quadratic):
-    1 when no row changes activity up to it (the objective is the Newton step's quadratic
-    there, whose minimiser is t = 1), else the root of phi' interpolated linearly in the first
-    bracket where it turns non-negative (exact where no row changes activity inside it), the
-    last step when it never does, 0 when phi'(0) >= 0 (no descent)."""
-    if dphi[0] >= 0:
-        return 0.0
-    one = int(np.flatnonzero(steps == 1.0)[0])
-    if flips[one] == 0:
-        return 1.0
-    above = np.flatnonzero(dphi >= 0)
-    if len(above) == 0:
-        return float(steps[-1])
-    j = int(above[0])
-    t0, t1, d0, d1 = steps[j - 1], steps[j], dphi[j - 1], dphi[j]
-    return float(t0 - d0 * (t1 - t0) / (d1 - d0))
+def _line_steps(round_trip, kss, coef, b, direction, db, C, live, exact_step):
+    """The exact line search's steps along (direction, db) for the live outputs (the serial
+    solve's ``line_search``, distributed): a round for phi'(0)'s sums, the rows changing piece
+    within the full step and every partition's smallest piece changes; the driver walks
+    them in order (``polish_line_walk``) up to where every partition's are complete, and asks
+    for the next ones from there (twice as many) while the root lies beyond. ``exact_step``:
+    the directions are the Newton system's. A step of 0: no descent left."""
+    from budgetsvm import _budgetsvm
+    from budgetsvm._dask_tasks import combine_line
+    from budgetsvm._validation import _aligned
+
+    q = coef.shape[1]
+    t = np.zeros(q)
+    start = np.where(live, 0.0, np.inf)
+    most = _FIRST_CHANGES
+    walks: dict = {}
+    while np.isfinite(start).any():
+        line = combine_line(
+            round_trip(("line", (coef, b), (direction, db), C, start, most))
+        )
+        for k in np.flatnonzero(np.isfinite(start)):
+            if k not in walks:
+                a = coef[:, k] @ kss @ direction[:, k] + line["a"][k]
+                curvature = direction[:, k] @ kss @ direction[:, k] + line["b"][k]
+                walks[k] = (float(a), float(curvature), 0.0)
+                settled = _budgetsvm.polish_settled_step(
+                    float(a), float(curvature), bool(line["flips"][k] > 0), exact_step
+                )
+                if settled is not None:
+                    t[k], start[k] = settled, np.inf
+                    continue
+            complete_to = float(line["complete_to"][k])
+            step, walks[k] = _budgetsvm.polish_line_walk(
+                walks[k], *(_aligned(line[key][k]) for key in ("t", "da", "db")), complete_to
+            )
+            if step is None:
+                start[k] = complete_to
+            else:
+                t[k], start[k] = step, np.inf
+        most *= 2
+    return t
 
 
 def _nbytes(value: Any) -> int:
@@ -134,7 +157,7 @@ def _distributed_polish(clf, client, x_parts, y_parts, w_parts, targets, C, toke
     the partitions and added here in partition order; the direction the Newton point of the
     system those sums form (below ``_HESSIAN_FREE_FROM`` support vectors) or Hessian-free
     (``_hessian_free_directions``: no m x m system beyond K_SS and the preconditioner's
-    factors); the step from the line search's grid (sufficient decrease), per output, from the
+    factors); the step from the exact line search (``_line_steps``), per output, from the
     model's coefficients and intercepts. Sets ``dual_coef_`` and ``intercept_``."""
     import warnings
 
@@ -201,7 +224,6 @@ def _distributed_polish(clf, client, x_parts, y_parts, w_parts, targets, C, toke
     decrease_before = np.zeros(q)
     iterations = 0
     tol = float(clf.polish_tol)
-    steps = np.array(_LINE_STEPS)
     full_steps = False
     while not done.all() and iterations < int(clf.polish_max_iter):
         iterations += 1
@@ -228,24 +250,16 @@ def _distributed_polish(clf, client, x_parts, y_parts, w_parts, targets, C, toke
                 )
                 direction[:, k] = x[:m] - coef[:, k]
                 db[k] = x[m] - b[k]
-        # Early on, the exact line search's sums at a grid of steps in one round and the step
-        # from their piecewise-linear slope; once the steps settle near the full Newton step
-        # (it converges quadratically there), the full step is tried at once and kept when it
-        # lowers each objective enough (Armijo), saving a round per iteration.
-        t = np.zeros(q)
+        # Early on, the exact line search (a round or a few); once the steps settle near the
+        # full Newton step (it converges quadratically there), the full step is tried at once
+        # and kept when it lowers each objective enough (Armijo), saving a round per iteration.
         if full_steps:
-            t[~done] = 1.0
+            t = np.where(done, 0.0, 1.0)
         else:
-            line = round_trip(("line", (coef, b), (direction, db), steps))
-            slope = sum(r["slope"] for r in line)
-            flips = sum(r["flips"] for r in line)
-            for k in np.flatnonzero(~done):
-                a1 = coef[:, k] @ kss @ direction[:, k]
-                a2 = direction[:, k] @ kss @ direction[:, k]
-                dphi = a1 + steps * a2 - 2 * C * slope[:, k]
-                t[k] = _line_step(steps, dphi, flips[:, k])
-                if t[k] == 0.0:  # no descent left: converged to rounding
-                    done[k] = True
+            t = _line_steps(
+                round_trip, kss, coef, b, direction, db, C, ~done, not hessian_free
+            )
+            done |= ~done & (t == 0.0)  # no descent left: converged to rounding
         live = ~done
         if not live.any():
             break

@@ -1,4 +1,7 @@
-//! The exact line search along a direction of the piecewise-quadratic objective.
+//! The exact line search along a direction of the piecewise-quadratic objective: where the
+//! rows' terms change piece along it, and the walk over those changes in order. The serial
+//! solve does both; the distributed one finds each partition's changes on its worker
+//! (`PartitionRows::line_changes`) and walks them on the driver with the same `SlopeWalk`.
 
 use rayon::prelude::*;
 
@@ -9,21 +12,186 @@ use super::objective::{chunked_sum, quad_form, TermAt, SUM_CHUNK};
 use super::output::Output;
 
 /// Where a row's loss term changes piece along a line search's direction.
-struct PieceChange {
-    t: f64,
-    row: usize,
+#[derive(Debug, Clone, Copy)]
+pub struct PieceChange {
+    pub t: f64,
+    pub row: usize,
     /// What phi' = a + b t gains there: the entered piece's part less the left one's.
-    da: f64,
-    db: f64,
+    pub da: f64,
+    pub db: f64,
 }
 
 /// The order a line search walks the changes in (a total order: rows break ties in t).
-fn walk_order(x: &PieceChange, y: &PieceChange) -> std::cmp::Ordering {
+pub fn walk_order(x: &PieceChange, y: &PieceChange) -> std::cmp::Ordering {
     x.t.total_cmp(&y.t).then(x.row.cmp(&y.row))
 }
 
 /// The smallest changes first: a line search's root is mostly among them.
 pub(super) const WALK_FIRST: usize = 256;
+
+/// A row's part of phi' = a + b t while its term stays `piece` (before the factor 2C w):
+/// f its value at t = 0, d its change over the full step.
+pub(super) fn slope_part(f: f64, d: f64, piece: Term) -> (f64, f64) {
+    match piece {
+        Term::Zero => (0.0, 0.0),
+        Term::Square { r } => (d * (f - r), d * d),
+        Term::Tangent { r, e } => (d * (e - r), 0.0),
+    }
+}
+
+/// Row `row`'s changes of piece at steps in (lo, hi] along f + t d, pushed onto `found` with
+/// what phi' gains there (`w2c`: the row's 2C w); `boundaries` the values of f where its
+/// term changes piece. Each entered piece is found at the middle of the next interval, so
+/// rounding at a boundary cannot misplace it.
+pub(super) fn row_changes(
+    row: usize,
+    (f, d): (f64, f64),
+    term: &dyn Fn(f64) -> Term,
+    boundaries: [f64; 2],
+    w2c: f64,
+    (lo, hi): (f64, f64),
+    found: &mut Vec<PieceChange>,
+) {
+    if d == 0.0 {
+        return;
+    }
+    let mut ts = boundaries.map(|v| (v - f) / d);
+    ts.sort_by(f64::total_cmp);
+    let mut leaves = term(f);
+    for (j, &t) in ts.iter().enumerate() {
+        if !(t > 0.0 && t.is_finite()) {
+            continue;
+        }
+        let next = match ts.get(j + 1) {
+            Some(&u) if u > 0.0 && u.is_finite() => 0.5 * (t + u),
+            _ => t + 1.0,
+        };
+        let enters = term(f + next * d);
+        if t > lo && t <= hi {
+            let (la, lb) = slope_part(f, d, leaves);
+            let (ea, eb) = slope_part(f, d, enters);
+            found.push(PieceChange {
+                t,
+                row,
+                da: w2c * (ea - la),
+                db: w2c * (eb - lb),
+            });
+        }
+        leaves = enters;
+    }
+}
+
+/// The step a line search takes without walking any change, from phi'(0) = a, phi'' = b on
+/// the first piece and whether any row changes piece within the full step (`flips`); None
+/// when the changes must be walked. `exact_step`: the direction is a Newton system's.
+pub fn settled_step(a: f64, b: f64, flips: bool, exact_step: bool) -> Option<f64> {
+    // Rows in one piece at both ends of the full step are in it all along (the pieces are
+    // intervals of f): if no row changes piece between t = 0 and t = 1, the objective is
+    // quadratic on the whole step, and a Newton system's step (the minimiser of that
+    // quadratic) is its minimiser, t = 1 (this also settles the last, tiny steps that the
+    // slope's rounding could not).
+    if !flips && exact_step {
+        return Some(1.0);
+    }
+    if a >= 0.0 {
+        // Not a descent direction (converged to rounding).
+        return Some(0.0);
+    }
+    if !flips {
+        // A Hessian-free step is the minimiser for the Hessian its products used (the
+        // squared rows rounded to halves or f32): t = 1 up to that rounding's share of the
+        // curvature along it, which on a basis whose kernel values all lie near 1 (a9a's
+        // gamma) can be large. Cut where the minimiser -a / b is short of half the step; from
+        // half on, the full step lowers the objective too, and it is taken as the Newton
+        // system's is (never longer: along K_SS's near-null directions the quadratic is
+        // nearly flat, and its minimiser can lie 1e8 steps out for a gain of 1e-7).
+        let t = -a / b;
+        return Some(if b > 0.0 && t < 0.5 { t } else { 1.0 });
+    }
+    None
+}
+
+/// phi'(t) = a + b t on the piece from `t` on, as the walk over the changes up to `t` left it
+/// (phi' is piecewise linear and increasing; its root is the step).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SlopeWalk {
+    pub a: f64,
+    pub b: f64,
+    pub t: f64,
+}
+
+impl SlopeWalk {
+    /// The walk from t = 0, phi'(0) = a and phi'' = b there.
+    pub fn new(a: f64, b: f64) -> Self {
+        SlopeWalk { a, b, t: 0.0 }
+    }
+
+    /// Walks `changes`, in walk order and the next ones after those walked: the root when
+    /// phi' turns non-negative before one of them, else None with the changes applied.
+    pub fn walk(&mut self, changes: &[PieceChange]) -> Option<f64> {
+        for change in changes {
+            // phi' is a + b t on [self.t, change.t]; its root there ends the search.
+            if self.a + self.b * change.t >= 0.0 {
+                return Some(if self.b > 0.0 {
+                    (-self.a / self.b).max(self.t)
+                } else {
+                    change.t
+                });
+            }
+            self.a += change.da;
+            self.b += change.db;
+            self.t = change.t;
+        }
+        None
+    }
+
+    /// Whether the root lies at or before `t`, no change being left before it.
+    pub fn reaches(&self, t: f64) -> bool {
+        self.a + self.b * t >= 0.0
+    }
+
+    /// The root when no change is left before it. Past the last change phi' is linear with
+    /// slope dkd + 2C (squares) > 0 unless no curvature is left; then the last change is as
+    /// far as the model can tell.
+    pub fn root(&self) -> f64 {
+        if self.b > 0.0 {
+            (-self.a / self.b).max(self.t)
+        } else {
+            self.t
+        }
+    }
+
+    /// Walks `changes` (in any order), put in walk order a doubling share at a time (a
+    /// selection, then a sort of the share): the root is mostly among the first, so most are
+    /// never sorted.
+    pub fn walk_unsorted(&mut self, changes: &mut [PieceChange]) -> Option<f64> {
+        let (mut from, mut share) = (0, WALK_FIRST);
+        while from < changes.len() {
+            let rest = &mut changes[from..];
+            let k = share.min(rest.len());
+            if k < rest.len() {
+                rest.select_nth_unstable_by(k - 1, walk_order);
+            }
+            rest[..k].sort_unstable_by(walk_order);
+            if let Some(root) = self.walk(&rest[..k]) {
+                return Some(root);
+            }
+            from += k;
+            share *= 2;
+        }
+        None
+    }
+}
+
+/// The step from a line search's root: exactly 1 when the full step is the minimiser to
+/// rounding.
+pub fn step_of(root: f64) -> f64 {
+    if (root - 1.0).abs() <= 1e-12 {
+        1.0
+    } else {
+        root
+    }
+}
 
 /// The step t > 0 minimising the objective along (d, db) exactly: the derivative
 /// phi'(t) = beta^T K d + t d^T K d + 2C sum_i w delta_i half_slope_i(f_i + t delta_i)
@@ -47,11 +215,6 @@ pub(super) fn line_search(
 ) -> f64 {
     let (f, delta) = (&o.f, &o.delta);
     let n = f.len();
-    // Rows in one piece at both ends of the full step are in it all along (the pieces are
-    // intervals of f): if no row changes piece between t = 0 and t = 1, the objective is
-    // quadratic on the whole step, and a Newton system's step (`exact_step`: the minimiser of
-    // that quadratic) is its minimiser, t = 1 (this also settles the last, tiny steps that the
-    // slope's rounding could not). A Hessian-free step: below.
     let flips = chunked_sum(n, &|r| {
         let mut count = 0.0;
         for i in r {
@@ -62,48 +225,24 @@ pub(super) fn line_search(
         [count, 0.0]
     })[0];
     if flips == 0.0 && exact_step {
+        // `settled_step`'s first case, before the pass over the rows that phi'(0) costs.
         return 1.0;
     }
     let dkd = quad_form(kss, &o.d, &o.d);
     let bkd = quad_form(kss, &o.beta, &o.d);
-    // A row's part of phi' = a + b t while it stays in one piece (before the factor 2C w).
-    let part = |i: usize, piece: Term| -> (f64, f64) {
-        let d = delta[i];
-        match piece {
-            Term::Zero => (0.0, 0.0),
-            Term::Square { r } => (d * (f[i] - r), d * d),
-            Term::Tangent { r, e } => (d * (e - r), 0.0),
-        }
-    };
     // phi' at t = 0 (summed in row order).
     let (mut a, mut b) = (bkd, dkd);
     for (i, &fi) in f.iter().enumerate() {
         let w2c = 2.0 * c * weight(i);
-        let (pa, pb) = part(i, term(i, fi));
+        let (pa, pb) = slope_part(fi, delta[i], term(i, fi));
         a += w2c * pa;
         b += w2c * pb;
     }
-    if a >= 0.0 {
-        // Not a descent direction (converged to rounding).
-        return 0.0;
+    if let Some(t) = settled_step(a, b, flips > 0.0, exact_step) {
+        return t;
     }
-    if flips == 0.0 {
-        // A Hessian-free step is the minimiser for the Hessian its products used (the
-        // squared rows rounded to halves or f32): t = 1 up to that rounding's share of the
-        // curvature along it, which on a basis whose kernel values all lie near 1 (a9a's
-        // gamma) can be large. Cut where the minimiser -a / b is short of half the step; from
-        // half on, the full step lowers the objective too, and it is taken as the Newton
-        // system's is (never longer: along K_SS's near-null directions the quadratic is
-        // nearly flat, and its minimiser can lie 1e8 steps out for a gain of 1e-7).
-        let t = -a / b;
-        return if b > 0.0 && t < 0.5 { t } else { 1.0 };
-    }
-    // The steps in (lo, hi] where a row changes piece, with what phi' gains there from the
-    // piece it leaves to the one it enters (each entered piece found at the middle of the next
-    // interval, so rounding at a boundary cannot misplace it). Most rows' changes lie far
-    // beyond the full step, so those up to t = 1 are walked first, the others only if phi' is
-    // still negative there; and the root is mostly among the first changes, so they are put
-    // in order a doubling share at a time (a selection, then a sort of the share), not all.
+    // Most rows' changes lie far beyond the full step, so those up to t = 1 are walked
+    // first, the others only if phi' is still negative there.
     let changes_in = |lo: f64, hi: f64| -> Vec<PieceChange> {
         let chunks = n.div_ceil(SUM_CHUNK);
         let parts: Vec<Vec<PieceChange>> = parallel::install(|| {
@@ -112,35 +251,10 @@ pub(super) fn line_search(
                 .map(|ch| {
                     let mut found = Vec::new();
                     for i in ch * SUM_CHUNK..((ch + 1) * SUM_CHUNK).min(n) {
-                        let d = delta[i];
-                        if d == 0.0 {
-                            continue;
-                        }
-                        let mut ts = boundaries(i).map(|v| (v - f[i]) / d);
-                        ts.sort_by(f64::total_cmp);
-                        let mut leaves = term(i, f[i]);
-                        for (j, &t) in ts.iter().enumerate() {
-                            if !(t > 0.0 && t.is_finite()) {
-                                continue;
-                            }
-                            let next = match ts.get(j + 1) {
-                                Some(&u) if u > 0.0 && u.is_finite() => 0.5 * (t + u),
-                                _ => t + 1.0,
-                            };
-                            let enters = term(i, f[i] + next * d);
-                            if t > lo && t <= hi {
-                                let w2c = 2.0 * c * weight(i);
-                                let (la, lb) = part(i, leaves);
-                                let (ea, eb) = part(i, enters);
-                                found.push(PieceChange {
-                                    t,
-                                    row: i,
-                                    da: w2c * (ea - la),
-                                    db: w2c * (eb - lb),
-                                });
-                            }
-                            leaves = enters;
-                        }
+                        let w2c = 2.0 * c * weight(i);
+                        let term_i = |v: f64| term(i, v);
+                        let at = (f[i], delta[i]);
+                        row_changes(i, at, &term_i, boundaries(i), w2c, (lo, hi), &mut found);
                     }
                     found
                 })
@@ -148,47 +262,15 @@ pub(super) fn line_search(
         });
         parts.into_iter().flatten().collect()
     };
-    let mut t_lo = 0.0;
-    let mut root = f64::NAN;
-    'walk: for (lo, hi) in [(0.0, 1.0), (1.0, f64::INFINITY)] {
-        let mut changes = changes_in(lo, hi);
-        let (mut from, mut share) = (0, WALK_FIRST);
-        while from < changes.len() {
-            let rest = &mut changes[from..];
-            let k = share.min(rest.len());
-            if k < rest.len() {
-                rest.select_nth_unstable_by(k - 1, walk_order);
-            }
-            rest[..k].sort_unstable_by(walk_order);
-            for change in &rest[..k] {
-                // phi' is a + b t on [t_lo, t]; its root there ends the search.
-                if a + b * change.t >= 0.0 {
-                    root = if b > 0.0 {
-                        (-a / b).max(t_lo)
-                    } else {
-                        change.t
-                    };
-                    break 'walk;
-                }
-                a += change.da;
-                b += change.db;
-                t_lo = change.t;
-            }
-            from += k;
-            share *= 2;
+    let mut walk = SlopeWalk::new(a, b);
+    for (lo, hi) in [(0.0, 1.0), (1.0, f64::INFINITY)] {
+        if let Some(root) = walk.walk_unsorted(&mut changes_in(lo, hi)) {
+            return step_of(root);
         }
-        if a + b * hi >= 0.0 {
+        if walk.reaches(hi) {
             // The root lies before the next interval's first change.
             break;
         }
     }
-    if root.is_nan() {
-        // Past the last change phi' is linear with slope dkd + 2C (squares) > 0 unless no
-        // curvature is left; then the last change is as far as the model can tell.
-        root = if b > 0.0 { (-a / b).max(t_lo) } else { t_lo };
-    }
-    if (root - 1.0).abs() <= 1e-12 {
-        return 1.0;
-    }
-    root
+    step_of(walk.root())
 }

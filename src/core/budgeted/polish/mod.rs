@@ -96,10 +96,11 @@ use solve::{polish_on, Problem};
 use state::OfTheBasis;
 
 pub use hessian_free::{CG_TOL_EARLY, CG_TOL_FLOOR, MAX_CG_PRODUCTS, RESCALE_FACTOR};
+pub use line_search::{settled_step, step_of, walk_order, PieceChange, SlopeWalk};
 pub use newton::{
     add_gram_factor, preconditioner_ridge, ActiveSums, GramFactor, NO_CURVATURE, RIDGE,
 };
-pub use partition::{LineSums, PartitionGradient, PartitionRows, PartitionSums};
+pub use partition::{LineChanges, PartitionGradient, PartitionRows, PartitionSums};
 pub use rows::{InMemory, LibsvmFileRows, RowSource};
 
 /// The polish's preconditioner, also the distributed polish's (on the driver).

@@ -14,6 +14,7 @@ use crate::core::kernels::kernel_block::{BlockScratch, KernelBlocks};
 use crate::core::simd;
 
 use super::hessian::PRODUCT_CHUNK;
+use super::line_search::{row_changes, slope_part, walk_order, PieceChange};
 use super::newton::{ActiveSums, GramFactor, Staging};
 use super::segments::MAX_SEGMENT_ROWS;
 
@@ -105,12 +106,19 @@ pub struct PartitionSums {
     pub factors: Vec<Option<GramFactor>>,
 }
 
-/// A partition's line-search sums (`PartitionRows::line_sums`), step-major (steps x n_out).
+/// A partition's part of the exact line search (`PartitionRows::line_changes`), per output.
 #[derive(Debug, Clone)]
-pub struct LineSums {
-    pub loss: Vec<f64>,
-    pub slope: Vec<f64>,
+pub struct LineChanges {
+    /// The rows' part of phi'(0) = a + b t on the first piece: sum 2C w `slope_part`.
+    pub a: Vec<f64>,
+    pub b: Vec<f64>,
+    /// Rows whose term differs between t = 0 and the full step.
     pub flips: Vec<u64>,
+    /// The rows' piece changes beyond the output's `from`, in walk order: the first `most`
+    /// of them, with any more at the last one's step.
+    pub changes: Vec<Vec<PieceChange>>,
+    /// Every change beyond `from` up to this step is in `changes` (infinity: every change).
+    pub complete_to: Vec<f64>,
 }
 
 impl PartitionRows {
@@ -338,24 +346,35 @@ impl PartitionRows {
         Ok(out)
     }
 
-    /// The line search's sums along a direction from the counted point, at every step t of
-    /// `ts`: per t and output (t-major, ts.len() x n_out) sum w (r_t - f_t)^2 and
-    /// sum w delta (r_t - f_t) over the active terms at f_t (times -2C, the loss term's slope
-    /// at t) and the rows whose active term differs from the counted point's, with
-    /// f_t = f + t delta and delta = K d + db. One pass over the kernel values for all the
-    /// steps.
-    pub fn line_sums(
+    /// The exact line search's part of this partition along a direction from the counted
+    /// point, per output (`LineChanges`): phi'(0)'s sums, the rows changing piece within the
+    /// full step, and the piece changes beyond `from[k]` (infinity: none wanted), at most
+    /// about `most` of them, the smallest first. The driver adds the partitions' sums and
+    /// walks their changes up to the smallest `complete_to` (`SlopeWalk`), asking again from
+    /// there while the root lies beyond. One pass over the kernel values.
+    pub fn line_changes(
         &self,
         counted: (&[f64], &[f64]),
         direction: (&[f64], &[f64]),
-        ts: &[f64],
-    ) -> Result<LineSums> {
+        c: f64,
+        from: &[f64],
+        most: usize,
+    ) -> Result<LineChanges> {
         let (m, q) = (self.m, self.n_out);
         let check = |(c, b): (&[f64], &[f64])| c.len() == m * q && b.len() == q;
-        if !check(counted) || !check(direction) || ts.iter().any(|t| !t.is_finite()) {
+        if !check(counted)
+            || !check(direction)
+            || from.len() != q
+            || from.iter().any(|t| t.is_nan())
+        {
             return Err(SvmError::invalid_input(format!(
-                "the line search needs {m} x {q} coefficients, {q} intercepts and finite steps"
+                "the line search needs {m} x {q} coefficients, {q} intercepts and {q} steps"
             )));
+        }
+        if !(c.is_finite() && c > 0.0) || most == 0 {
+            return Err(SvmError::invalid_input(
+                "the line search needs C > 0 and at least one change a round",
+            ));
         }
         let n = self.n_rows();
         let mut coef = vec![0.0; m * 2 * q];
@@ -365,28 +384,41 @@ impl PartitionRows {
         }
         let intercept: Vec<f64> = counted.1.iter().chain(direction.1).copied().collect();
         let both = self.values_of(&coef, &intercept, 2 * q);
-        let g = ts.len();
-        let mut out = LineSums {
-            loss: vec![0.0; g * q],
-            slope: vec![0.0; g * q],
-            flips: vec![0; g * q],
+        let mut out = LineChanges {
+            a: vec![0.0; q],
+            b: vec![0.0; q],
+            flips: vec![0; q],
+            changes: vec![Vec::new(); q],
+            complete_to: vec![f64::INFINITY; q],
         };
         let targets = self.targets.view();
         for i in 0..n {
-            let w = self.w.as_ref().map_or(1.0, |w| w[i]);
+            let w2c = 2.0 * c * self.w.as_ref().map_or(1.0, |w| w[i]);
             for k in 0..q {
                 let (f, delta) = (both[i * 2 * q + k], both[i * 2 * q + q + k]);
-                let counted = targets.term(k, i, f);
-                for (j, &t) in ts.iter().enumerate() {
-                    let ft = f + t * delta;
-                    let term = targets.term(k, i, ft);
-                    out.loss[j * q + k] += w * term.loss(ft);
-                    out.slope[j * q + k] -= w * delta * term.half_slope(ft);
-                    if term != counted {
-                        out.flips[j * q + k] += 1;
-                    }
+                let term = |v: f64| targets.term(k, i, v);
+                let at_zero = term(f);
+                let (pa, pb) = slope_part(f, delta, at_zero);
+                out.a[k] += w2c * pa;
+                out.b[k] += w2c * pb;
+                if at_zero != term(f + delta) {
+                    out.flips[k] += 1;
+                }
+                if from[k] < f64::INFINITY {
+                    let bounds = targets.boundaries(k, i);
+                    let span = (from[k], f64::INFINITY);
+                    row_changes(i, (f, delta), &term, bounds, w2c, span, &mut out.changes[k]);
                 }
             }
+        }
+        for (changes, complete_to) in out.changes.iter_mut().zip(&mut out.complete_to) {
+            if changes.len() > most {
+                changes.select_nth_unstable_by(most - 1, walk_order);
+                let last = changes[most - 1].t;
+                changes.retain(|change| change.t <= last);
+                *complete_to = last;
+            }
+            changes.sort_unstable_by(walk_order);
         }
         Ok(out)
     }

@@ -1305,12 +1305,18 @@ fn partition_gradient_and_hessian_products_are_the_explicit_sums() {
             .hessian_product((&model.coef, &vec![0.0; q]), &v[1..])
             .is_err());
         assert!(part.gradient((&model.coef[1..], &vec![0.0; q])).is_err());
+        let point = (&model.coef[..], &vec![0.0; q][..]);
+        assert!(part.line_changes(point, point, 1.0, &[], 8).is_err());
+        assert!(part.line_changes(point, point, 1.0, &vec![f64::NAN; q], 8).is_err());
+        assert!(part.line_changes(point, point, 1.0, &vec![0.0; q], 0).is_err());
+        assert!(part.line_changes(point, point, -1.0, &vec![0.0; q], 8).is_err());
     }
 }
 
-/// The distributed form (partitions' sums added by a driver running Newton steps with
-/// Armijo backtracking) reaches the serial solve's optimum, for classes and for values
-/// (where rows also cross the tube, changing their target but not their activity).
+/// The distributed form (partitions' sums added by a driver running Newton steps, each with
+/// the exact line search over the partitions' piece changes walked a few at a time) reaches
+/// the serial solve's optimum, for classes and for values (where rows also cross the tube,
+/// changing their target but not their activity).
 #[test]
 #[allow(clippy::needless_range_loop)] // outputs index several arrays at once
 fn partition_sums_reach_the_serial_optimum() {
@@ -1380,48 +1386,65 @@ fn partition_sums_reach_the_serial_optimum() {
                 }
                 db[k] = xk[m] - b[k];
             }
-            // The step per output from the partitions' line-search sums: the first
-            // bracket of phi' on a geometric grid, narrowed on even grids (the loss has a
-            // linear piece, so the Newton point can lie far beyond the minimiser).
-            let phi_slopes = |ts: &[f64]| -> Vec<Vec<f64>> {
-                let sums: Vec<LineSums> = parts
+            // The step per output as the distributed driver finds it: phi'(0) from the
+            // partitions' sums, then their piece changes walked a few at a time (`most` small,
+            // so the walk takes several rounds).
+            let mut t = vec![0.0; q];
+            let mut walks = vec![SlopeWalk::new(0.0, 0.0); q];
+            let mut from = vec![0.0; q];
+            let most = 7;
+            let mut first = true;
+            while from.iter().any(|f: &f64| f.is_finite()) {
+                let rounds: Vec<LineChanges> = parts
                     .iter()
-                    .map(|p| p.line_sums((&coef, &b), (&dir, &db), ts).unwrap())
+                    .map(|p| {
+                        p.line_changes((&coef, &b), (&dir, &db), c, &from, most)
+                            .unwrap()
+                    })
                     .collect();
-                (0..q)
-                    .map(|k| {
+                for k in 0..q {
+                    if first {
                         let beta: Vec<f64> = (0..m).map(|j| coef[j * q + k]).collect();
                         let d: Vec<f64> = (0..m).map(|j| dir[j * q + k]).collect();
-                        let (a1, a2) = (quad_form(&kss, &beta, &d), quad_form(&kss, &d, &d));
-                        (0..ts.len())
-                            .map(|j| {
-                                let slope: f64 = sums.iter().map(|p| p.slope[j * q + k]).sum();
-                                a1 + ts[j] * a2 - 2.0 * c * slope
-                            })
-                            .collect()
-                    })
-                    .collect()
-            };
-            let grid: Vec<f64> = (-40..=3).map(|e| 2f64.powi(e)).collect();
-            let coarse = phi_slopes(&grid);
-            let mut t = vec![0.0; q];
-            for k in 0..q {
-                let Some(j) = coarse[k].iter().position(|&g| g >= 0.0) else {
-                    t[k] = grid[grid.len() - 1];
-                    continue;
-                };
-                let (mut lo, mut hi) = (if j == 0 { 0.0 } else { grid[j - 1] }, grid[j]);
-                for _ in 0..4 {
-                    let ts: Vec<f64> = (0..=32).map(|i| lo + (hi - lo) * i as f64 / 32.0).collect();
-                    let g = &phi_slopes(&ts)[k];
-                    let i = g.iter().position(|&v| v >= 0.0).unwrap_or(32).max(1);
-                    (lo, hi) = (ts[i - 1], ts[i]);
+                        let a: f64 = rounds.iter().map(|r| r.a[k]).sum();
+                        let b: f64 = rounds.iter().map(|r| r.b[k]).sum();
+                        walks[k] = SlopeWalk::new(
+                            quad_form(&kss, &beta, &d) + a,
+                            quad_form(&kss, &d, &d) + b,
+                        );
+                        let flips = rounds.iter().any(|r| r.flips[k] > 0);
+                        let (a, b) = (walks[k].a, walks[k].b);
+                        if let Some(step) = settled_step(a, b, flips, true) {
+                            (t[k], from[k]) = (step, f64::INFINITY);
+                        }
+                    }
+                    if from[k] == f64::INFINITY {
+                        continue;
+                    }
+                    let walk = &mut walks[k];
+                    let complete_to = rounds
+                        .iter()
+                        .map(|r| r.complete_to[k])
+                        .fold(f64::INFINITY, f64::min);
+                    let mut changes: Vec<PieceChange> = rounds
+                        .iter()
+                        .flat_map(|r| r.changes[k].iter().copied())
+                        .filter(|change| change.t <= complete_to)
+                        .collect();
+                    changes.sort_by(walk_order);
+                    let step = match walk.walk(&changes) {
+                        Some(root) => Some(root),
+                        None if complete_to == f64::INFINITY || walk.reaches(complete_to) => {
+                            Some(walk.root())
+                        }
+                        None => None,
+                    };
+                    match step {
+                        Some(root) => (t[k], from[k]) = (step_of(root), f64::INFINITY),
+                        None => from[k] = complete_to,
+                    }
                 }
-                t[k] = if coarse[k][0] >= 0.0 && j == 0 {
-                    0.0
-                } else {
-                    0.5 * (lo + hi)
-                };
+                first = false;
             }
             let trial_c: Vec<f64> = (0..m * q).map(|i| coef[i] + t[i % q] * dir[i]).collect();
             let trial_b: Vec<f64> = (0..q).map(|k| b[k] + t[k] * db[k]).collect();
