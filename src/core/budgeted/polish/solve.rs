@@ -265,10 +265,10 @@ fn sample_start(
 ) -> Result<SampleStart> {
     let Problem {
         model,
-        start_intercept,
         targets,
         weights,
         params,
+        ..
     } = *problem;
     let (n, m, n_out) = (source.n_rows(), model.n_sv(), targets.n_out());
     let c = params.c;
@@ -334,11 +334,10 @@ fn sample_start(
             ..params.clone()
         };
         let sample_problem = Problem {
-            model,
-            start_intercept,
             targets: sample_targets,
             weights: sample_weights.as_deref(),
             params: &sample_params,
+            ..*problem
         };
         basis.kss = Some(std::mem::take(kss));
         let start = polish_on(
