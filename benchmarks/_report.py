@@ -6,6 +6,7 @@ import argparse
 import os
 import platform
 import subprocess
+import sys
 from pathlib import Path
 
 
@@ -40,16 +41,17 @@ def arguments(doc: str, option: str, choices: list, default: list | None = None)
     return ap
 
 
-def header(title: str, script: str, argv: list, load_when: str) -> list:
+def header(title: str, load_when: str) -> list:
     """A report's first lines: its title, the machine, the commit, the load average (taken now,
-    ``load_when`` says whether that is the run's start or end) and the command that made it."""
+    ``load_when`` says whether that is the run's start or end) and the command that made it
+    (this process's script and arguments)."""
     load = os.getloadavg()[0]
     return [
         f"# {title}",
         "",
         f"Machine: {machine()}; commit {commit()}; load average at {load_when} {load:.2f}.",
         "",
-        f"Command: `python benchmarks/{script} " + " ".join(argv) + "`",
+        f"Command: `python benchmarks/{Path(sys.argv[0]).name} " + " ".join(sys.argv[1:]) + "`",
         "",
     ]
 

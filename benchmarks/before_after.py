@@ -154,8 +154,6 @@ def main() -> None:
     if args.suite == "engine":
         lines = header(
             "The engine's paths: before and after, alternated in one run",
-            "before_after.py",
-            sys.argv[1:],
             "end",
         ) + [
             f"Per data set (SETTINGS.md C and gamma), BudgetSVC B = {args.budgets[-1]}, one epoch, "
@@ -167,8 +165,6 @@ def main() -> None:
         return
     lines = header(
         "Dense and low-dimensional path: before and after, alternated in one run",
-        "before_after.py",
-        sys.argv[1:],
         "end",
     ) + [
         f"`bsgd_paper000.run` per data set: BSGD, {args.epochs} epochs, seeds 0..{args.seeds - 1}, "

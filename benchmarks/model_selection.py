@@ -78,7 +78,7 @@ def main() -> int:
 
     lines = header(
         "Model selection against GridSearchCV and HalvingGridSearchCV",
-        "model_selection.py", sys.argv[1:], "start",
+        "start",
     )
     lines += [
         "| set | rows | search | seconds | x GridSearchCV | choice | CV | test |",

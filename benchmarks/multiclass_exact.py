@@ -92,8 +92,6 @@ def main() -> None:
     started = time.perf_counter()
     lines = header(
         "KernelSVC against oneDAL on multi-class sets",
-        "multiclass_exact.py",
-        sys.argv[1:],
         "the start",
     )
     lines += [

@@ -132,7 +132,7 @@ def main() -> None:
     import budgetsvm
 
     warnings.filterwarnings("ignore")
-    lines = header("nu-SVC and nu-SVR", "nu.py", sys.argv[1:], "start") + [
+    lines = header("nu-SVC and nu-SVR", "start") + [
         f"budgetsvm threads {budgetsvm.get_num_threads()}; {time.strftime('%Y-%m-%d')}. Fit "
         "seconds; ratio: fit time over the first peer's in the same run (oneDAL's); quality on "
         "the test rows, with the agreement with scikit-learn's (LIBSVM) predictions, or the R^2 "

@@ -75,8 +75,6 @@ def main() -> None:
     C, eps = 10.0, 0.1
     lines = header(
         "Regression basis: BudgetSVR's support vectors or random rows, its loss or Ridge's",
-        "regression_basis.py",
-        sys.argv[1:],
         "start",
     ) + [
         "Test R^2 (fit seconds) [the polish's final objective]. What each column runs: the "

@@ -168,7 +168,7 @@ def main() -> None:
     ap.add_argument("--before", help="python of the previous build (part gaussian)")
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
-    lines = header("Kernel rows in f64 and strides", "row_precision.py", sys.argv[1:], "start")
+    lines = header("Kernel rows in f64 and strides", "start")
     if "example" in args.parts:
         lines += example_part()
     if "gaussian" in args.parts:

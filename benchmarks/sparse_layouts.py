@@ -142,8 +142,6 @@ def main() -> None:
     args = ap.parse_args()
     lines = header(
         "Sparse support vectors: storage choice and growth",
-        "sparse_layouts.py",
-        sys.argv[1:],
         "start",
     )
     if args.only in (None, "layouts"):

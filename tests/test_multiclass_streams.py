@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from budgetsvm import BudgetSVC, load_model
+from budgetsvm._budgeted import file_summary
 from budgetsvm._one_vs_one import PolishMethodProbe, pair_budgets, pair_seed
 from budgetsvm.datasets import load_svmlight_file
 from conftest import assert_pickled_stream_continues_identically, write_libsvm
@@ -315,11 +316,12 @@ def test_each_pair_of_fit_file_is_the_binary_model_on_its_rows(tmp_path, monkeyp
             first = dict(classes=[a, b], n_samples=rows[p]) if lo == 0 else {}
             binary.partial_fit(sp.csr_matrix(X[keep]), y[keep].astype(float), **first)
         assert_array_equal(dense(clf.support_vectors_[group]), dense(binary.support_vectors_))
-        pair_file = write_libsvm(
+        pair_path = write_libsvm(
             tmp_path / f"pair{p}.svm", X[np.isin(y, [a, b])], y[np.isin(y, [a, b])]
         )
         classes = np.array([a, b], dtype=np.float64)
-        binary._apply_polish(binary._polish_file(str(pair_file), 150, 3, rows[p], classes))
+        pair_file = file_summary(pair_path, chunk_rows=150, n_features=3)
+        binary._apply_polish(binary._polish_file(pair_file, rows[p], classes))
         assert_array_equal(clf.dual_coef_[0, group], -binary.dual_coef_[0])
         assert clf.intercept_[p] == -binary.intercept_[0]
 

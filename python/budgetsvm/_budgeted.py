@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, NamedTuple, Optional, Tuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -256,40 +256,35 @@ class BudgetedMachine(BudgetedRunParams, FitGuardedParams, ModelFileMixin, BaseE
             epsilon=self._epsilon(),
         )
 
+    def _fit_file_start(self, file: LibsvmFile) -> None:
+        """Sets the width, the kernel width and lambda of a fit on ``file``."""
+        self.n_features_in_ = file.width
+        self.gamma_ = file_gamma(self.gamma, file)
+        self.lambda_ = self._lambda_for(file.n_rows)
+
     def _stream_file(
         self,
-        path: str,
-        chunk_rows: int,
-        summary: Dict[str, Any],
-        n_rows: int,
-        width: int,
+        file: LibsvmFile,
         n_classes: int,
         chunk_targets: Callable[[np.ndarray], Tuple[np.ndarray, Optional[np.ndarray]]],
         progress: Optional[Callable[[int, int], Any]],
     ) -> Any:
-        """``fit_file``'s budgeted pass over a file ``file_summary`` checked: ``epochs`` passes
-        of ``chunk_rows`` lines at a time through one fresh BSGD run, a chunk's labels turned
-        into the engine's targets and row weights by ``chunk_targets``. Sets the kernel width,
-        lambda and the run; returns the run."""
-        self.n_features_in_ = width
-        self.gamma_ = file_gamma(self.gamma, summary, n_rows, width)
-        self.lambda_ = self._lambda_for(n_rows)
+        """``fit_file``'s budgeted pass over ``file``: ``epochs`` passes of its chunks through
+        one fresh BSGD run, a chunk's labels turned into the engine's targets and row weights
+        by ``chunk_targets``. Sets the kernel width, lambda and the run; returns the run."""
+        self._fit_file_start(file)
         epochs = int(self.epochs)
-        stream = self._new_stream(width, n_classes, n_rows, True, epochs)
+        stream = self._new_stream(file.width, n_classes, file.n_rows, True, epochs)
         done = 0
         for epoch in range(1, epochs + 1):
-            reader = _budgetsvm.LibsvmChunkReader(path, int(chunk_rows))
-            for data, indices, indptr, labels, chunk_width in reader:
-                if chunk_width > width:  # the file changed since the first pass
-                    raise ValueError(f"{path} has features beyond index {width}")
-                X_chunk = (data, indices.astype(np.int64), indptr, width)
+            for X_chunk, labels in file.chunks():
                 targets, weights = chunk_targets(labels)
                 stream.partial_fit(
                     X_chunk, targets, sample_weight=weights, average_placement=not self.polish
                 )
                 done += len(labels)
                 if progress is not None:
-                    progress(done, epochs * n_rows)
+                    progress(done, epochs * file.n_rows)
             self._file_epoch_done(stream, epoch, epochs)
         self._stream = stream
         return stream
@@ -299,25 +294,23 @@ class BudgetedMachine(BudgetedRunParams, FitGuardedParams, ModelFileMixin, BaseE
 
     def _polish_file(
         self,
-        path: str,
-        chunk_rows: int,
-        width: int,
+        file: LibsvmFile,
         n_rows: int,
         classes: np.ndarray,
         class_weights: Optional[np.ndarray] = None,
         pair: Optional[Tuple[int, int]] = None,
         hessian_free_from: Optional[int] = None,
     ) -> Dict[str, Any]:
-        """The polish of the current model on the ``n_rows`` rows of a file, read
-        ``chunk_rows`` lines at a time (``classes``: the file's labels, empty for regression;
-        ``pair`` = (a, b): a binary model polished on the rows of classes a and b only, b
-        positive, as one-vs-one's pairs; ``hessian_free_from`` as ``_polish_native``'s).
+        """The polish of the current model on the ``n_rows`` rows of ``file``, read a chunk
+        at a time (``classes``: the file's labels, empty for regression; ``pair`` = (a, b): a
+        binary model polished on the rows of classes a and b only, b positive, as one-vs-one's
+        pairs; ``hessian_free_from`` as ``_polish_native``'s).
         Returns the engine's result: ``fit_file`` passes it to ``_apply_polish`` itself, so
         that the warning of an unconverged polish points at fit_file's caller."""
         return _budgetsvm.polish_file(
-            path,
-            int(chunk_rows),
-            width,
+            file.path,
+            file.chunk_rows,
+            file.width,
             classes,
             pair=None if pair is None else (int(pair[0]), int(pair[1])),
             hessian_free_from=hessian_free_from,
@@ -417,9 +410,30 @@ class BudgetedMachine(BudgetedRunParams, FitGuardedParams, ModelFileMixin, BaseE
         )
 
 
-def file_summary(path: Any, chunk_rows: Any, n_features: Any) -> Tuple[str, Dict[str, Any], int, int]:
-    """The first pass of ``fit_file``: (path, summary, rows, width) of a LIBSVM file, checked
-    (a regular file with rows and features; ``n_features`` widens it)."""
+class LibsvmFile(NamedTuple):
+    """A LIBSVM file as ``file_summary`` checked it: its path, the lines read at a time, the
+    first pass's summary, its rows and its width (``n_features`` where given)."""
+
+    path: str
+    chunk_rows: int
+    summary: Dict[str, Any]
+    n_rows: int
+    width: int
+
+    def chunks(self) -> Iterator[Tuple[Tuple[np.ndarray, np.ndarray, np.ndarray, int], np.ndarray]]:
+        """One pass over the rows, ``chunk_rows`` lines at a time: each chunk's rows (the
+        engine's CSR tuple, at the file's width) and labels."""
+        for data, indices, indptr, labels, chunk_width in _budgetsvm.LibsvmChunkReader(
+            self.path, self.chunk_rows
+        ):
+            if chunk_width > self.width:  # the file changed since the first pass
+                raise ValueError(f"{self.path} has features beyond index {self.width}")
+            yield (data, indices.astype(np.int64), indptr, self.width), labels
+
+
+def file_summary(path: Any, chunk_rows: Any, n_features: Any) -> LibsvmFile:
+    """The first pass of ``fit_file``: a LIBSVM file, checked (a regular file with rows and
+    features; ``n_features`` widens it)."""
     import errno
     import os
     import stat
@@ -452,15 +466,16 @@ def file_summary(path: Any, chunk_rows: Any, n_features: Any) -> Tuple[str, Dict
         width = int(n_features)
     if width == 0:
         raise ValueError(f"{path} has no features (0 columns)")
-    return path, summary, n_rows, width
+    return LibsvmFile(path, int(chunk_rows), summary, n_rows, width)
 
 
-def file_gamma(gamma: Any, summary: Dict[str, Any], n_rows: int, width: int) -> float:
+def file_gamma(gamma: Any, file: LibsvmFile) -> float:
     """``resolve_gamma`` for a file known only by its running sums."""
+    width = file.width
     if isinstance(gamma, str) and gamma == "scale":
-        count = float(n_rows) * width
-        mean = summary["value_sum"] / count
-        var = max(summary["value_sq_sum"] / count - mean * mean, 0.0)
+        count = float(file.n_rows) * width
+        mean = file.summary["value_sum"] / count
+        var = max(file.summary["value_sq_sum"] / count - mean * mean, 0.0)
         return scale_gamma(width, var, "for this file; pass a numeric gamma")
     if isinstance(gamma, str) and gamma == "auto":
         return 1.0 / width

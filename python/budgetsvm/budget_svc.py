@@ -20,7 +20,7 @@ from budgetsvm._budgeted import (
     MERGE_SEARCHES,
     SOLVERS,
     BudgetedMachine,
-    file_gamma,
+    LibsvmFile,
     file_summary,
 )
 from budgetsvm._budgeted import epoch_callback as _epoch_callback
@@ -963,12 +963,12 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
                 "probability=True needs fit (its cross-validation refits on the rows in "
                 "memory); fit_file cannot estimate probabilities"
             )
-        path, summary, n_rows, width = file_summary(path, chunk_rows, n_features)
+        file = file_summary(path, chunk_rows, n_features)
         # Labels equal as numbers are one class (-0 and 0 in a file), as in fit.
         classes, merged = np.unique(
-            np.asarray(summary["labels"], dtype=np.float64) + 0.0, return_inverse=True
+            np.asarray(file.summary["labels"], dtype=np.float64) + 0.0, return_inverse=True
         )
-        counts = np.bincount(merged, weights=summary["label_counts"], minlength=len(classes))
+        counts = np.bincount(merged, weights=file.summary["label_counts"], minlength=len(classes))
         if len(classes) < 2:
             raise ValueError(
                 "BudgetSVC needs samples of at least two classes; the file contains only one "
@@ -981,9 +981,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         )
         row_class_weights = None if self.class_weight is None else self.class_weight_
         if _one_vs_one.one_vs_one_for(self.multiclass, int(self.budget), len(classes)):
-            self._fit_file_pairs(
-                path, chunk_rows, summary, n_rows, width, counts, row_class_weights, progress
-            )
+            self._fit_file_pairs(file, counts, row_class_weights, progress)
             return self
 
         def chunk_targets(labels: np.ndarray) -> Tuple[np.ndarray, Optional[np.ndarray]]:
@@ -991,18 +989,14 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
             return y_chunk, None if row_class_weights is None else row_class_weights[y_chunk]
 
         self.history_ = None
-        stream = self._stream_file(
-            path, chunk_rows, summary, n_rows, width, len(classes), chunk_targets, progress
-        )
+        stream = self._stream_file(file, len(classes), chunk_targets, progress)
         self._set_model(stream.result())
         self.n_iter_ = int(self.epochs)
         self.fit_stats_["epochs"] = int(self.epochs)
         if self.polish:
             result = self._polish_file(
-                path,
-                chunk_rows,
-                width,
-                n_rows,
+                file,
+                file.n_rows,
                 np.ascontiguousarray(classes, dtype=np.float64),
                 class_weights=None
                 if row_class_weights is None
@@ -1013,11 +1007,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
 
     def _fit_file_pairs(
         self,
-        path: str,
-        chunk_rows: int,
-        summary: Dict[str, Any],
-        n_rows: int,
-        width: int,
+        file: LibsvmFile,
         counts: np.ndarray,
         row_class_weights: Optional[np.ndarray],
         progress: Optional[Callable[[int, int], Any]],
@@ -1033,16 +1023,14 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         pairs = _probability.class_pairs(n_classes)
         pair_rows = [int(counts[a] + counts[b]) for a, b in pairs]
         budgets = _one_vs_one.pair_budgets(int(self.budget), pair_rows)
-        self.n_features_in_ = width
-        self.gamma_ = file_gamma(self.gamma, summary, n_rows, width)
-        self.lambda_ = self._lambda_for(n_rows)
+        self._fit_file_start(file)
         self.history_ = None
         self._stream = None
         epochs = int(self.epochs)
         seed = self._seed()
         streams = [
             self._new_stream(
-                width,
+                file.width,
                 2,
                 max(rows, 1),
                 True,
@@ -1055,14 +1043,11 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         n_threads = check_n_jobs(self.n_jobs)
         done = 0
         for epoch in range(1, epochs + 1):
-            reader = _budgetsvm.LibsvmChunkReader(path, int(chunk_rows))
-            for data, indices, indptr, labels, chunk_width in reader:
-                if chunk_width > width:  # the file changed since the first pass
-                    raise ValueError(f"{path} has features beyond index {width}")
+            for X_chunk, labels in file.chunks():
                 y_chunk = _class_indices(classes, labels)
                 _budgetsvm.partial_fit_pairs(
                     streams,
-                    (data, indices.astype(np.int64), indptr, width),
+                    X_chunk,
                     y_chunk,
                     pairs,
                     sample_weight=None
@@ -1073,7 +1058,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
                 )
                 done += len(labels)
                 if progress is not None:
-                    progress(done, epochs * n_rows)
+                    progress(done, epochs * file.n_rows)
             if self.verbose:
                 results = [s.result() for s in streams]
                 _print_epoch(
@@ -1110,9 +1095,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
                 if pair_rows[p] == 0:
                     return False
                 result = model._polish_file(
-                    path,
-                    chunk_rows,
-                    width,
+                    file,
                     pair_rows[p],
                     file_classes,
                     class_weights=weights,

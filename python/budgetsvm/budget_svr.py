@@ -347,11 +347,11 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
         self : BudgetSVR
         """
         self._check_params()
-        path, summary, n_rows, width = file_summary(path, chunk_rows, n_features)
-        targets = np.asarray(summary["labels"], dtype=np.float64)
+        file = file_summary(path, chunk_rows, n_features)
+        targets = np.asarray(file.summary["labels"], dtype=np.float64)
         if not np.all(np.isfinite(targets)):
-            raise ValueError(f"{path} has targets that are not finite")
-        counts = np.asarray(summary["label_counts"], dtype=np.float64)
+            raise ValueError(f"{file.path} has targets that are not finite")
+        counts = np.asarray(file.summary["label_counts"], dtype=np.float64)
         offset = target_offset(targets, counts)
         self._y_offset = offset
 
@@ -359,12 +359,10 @@ class BudgetSVR(RegressorMixin, BudgetedMachine):
             return np.ascontiguousarray(labels - offset), None
 
         warn_about_extreme_targets(targets, self.polish, counts)
-        stream = self._stream_file(
-            path, chunk_rows, summary, n_rows, width, 0, chunk_targets, progress
-        )
+        stream = self._stream_file(file, 0, chunk_targets, progress)
         self._set_model(stream.result(), intercept=offset)
         if self.polish:
-            self._apply_polish(self._polish_file(path, chunk_rows, width, n_rows, np.zeros(0)))
+            self._apply_polish(self._polish_file(file, file.n_rows, np.zeros(0)))
         return self
 
     @rows_doc()

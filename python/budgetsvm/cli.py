@@ -719,6 +719,12 @@ def _command(
     return parser
 
 
+def _test_file_and_model(p: argparse.ArgumentParser) -> None:
+    """The positional arguments of the commands that apply a model file to a data file."""
+    p.add_argument("test_file", metavar="TEST_FILE")
+    p.add_argument("model", metavar="MODEL_FILE")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="budgetsvm",
@@ -898,8 +904,7 @@ def build_parser() -> argparse.ArgumentParser:
         PREDICT_HELP,
         PREDICT_EXAMPLES,
     )
-    predict.add_argument("test_file", metavar="TEST_FILE")
-    predict.add_argument("model", metavar="MODEL_FILE")
+    _test_file_and_model(predict)
     predict.add_argument("output", metavar="OUTPUT", nargs="?", help="default stdout ('-')")
     predict.add_argument(
         "-d", "--values", action="store_true", help="write decision values instead of labels"
@@ -914,8 +919,7 @@ def build_parser() -> argparse.ArgumentParser:
         EVALUATE_HELP,
         EVALUATE_EXAMPLES,
     )
-    evaluate.add_argument("test_file", metavar="TEST_FILE")
-    evaluate.add_argument("model", metavar="MODEL_FILE")
+    _test_file_and_model(evaluate)
     _common_io(evaluate)
 
     demo = sub.add_parser(

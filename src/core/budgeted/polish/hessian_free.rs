@@ -82,14 +82,15 @@ impl Solve<'_> {
         } = self.fixed;
         self.hessian_free
             && params.method == PolishMethod::Auto
-            && (self.iterations >= FORM_AFTER_ITERATIONS || 4 * self.cg_products > m * n_out)
+            && (self.result.iterations >= FORM_AFTER_ITERATIONS
+                || 4 * self.result.cg_products > m * n_out)
     }
 
     /// From here on the Newton path: its first Gram pass counts every row's term at the
     /// current point (M starts empty), and no earlier step counts as its full one.
     pub(super) fn form_system(&mut self) {
         self.hessian_free = false;
-        self.system_from = self.iterations + 1;
+        self.result.system_from = self.result.iterations + 1;
         self.pending = None;
         self.outputs.iter_mut().for_each(|o| o.full_step = false);
     }
@@ -130,7 +131,7 @@ impl Solve<'_> {
                 weight: &|i| fixed.weight(i),
             },
         )?;
-        self.gram_seconds += t_gram.elapsed().as_secs_f64();
+        self.result.gram_seconds += t_gram.elapsed().as_secs_f64();
         let mut rescaled = false;
         for ((k, o), f) in self.outputs.iter_mut().enumerate().zip(values) {
             o.f = f;
@@ -156,19 +157,20 @@ impl Solve<'_> {
         let live: Vec<usize> = (0..self.fixed.n_out)
             .filter(|&k| !self.outputs[k].done)
             .collect();
-        self.iterations += 1;
+        self.result.iterations += 1;
         let gathered = match self.pending.take() {
             Some(gathered) => gathered,
             None => self.gather(&live, None)?.0,
         };
-        self.squared_rows = self.squared_rows.max(gathered.n_rows);
-        self.recomputed_rows = self.recomputed_rows.max(gathered.n_recomputed);
-        self.kept_bytes = self
+        self.result.squared_rows = self.result.squared_rows.max(gathered.n_rows);
+        self.result.recomputed_rows = self.result.recomputed_rows.max(gathered.n_recomputed);
+        self.result.kept_bytes = self
+            .result
             .kept_bytes
             .max(self.passes.segments.held_bytes(m) + gathered.copied_bytes());
         let t_solve = Instant::now();
         self.directions(&gathered, &live)?;
-        self.solve_seconds += t_solve.elapsed().as_secs_f64();
+        self.result.solve_seconds += t_solve.elapsed().as_secs_f64();
         // The squared rows' copies go before the next pass makes its own.
         drop(gathered);
         let live: Vec<usize> = live
@@ -220,7 +222,7 @@ impl Solve<'_> {
                 weight: &|i| fixed.weight(i),
             },
         );
-        self.gram_seconds += t_gram.elapsed().as_secs_f64();
+        self.result.gram_seconds += t_gram.elapsed().as_secs_f64();
         result
     }
 
@@ -235,8 +237,7 @@ impl Solve<'_> {
             outputs,
             first_gradient,
             decrement_ratio,
-            cg_products,
-            sample_rows,
+            result,
             ..
         } = self;
         let Fixed {
@@ -293,7 +294,7 @@ impl Solve<'_> {
                 .sqrt()
                 .clamp(
                     CG_TOL_FLOOR,
-                    if *sample_rows > 0 {
+                    if result.sample_rows > 0 {
                         CG_TOL_NEAR
                     } else {
                         CG_TOL_EARLY
@@ -346,7 +347,7 @@ impl Solve<'_> {
                 rel_tol,
                 MAX_CG_PRODUCTS,
             )?;
-            *cg_products += products;
+            result.cg_products += products;
             o.d.copy_from_slice(&x[..m]);
             o.db = x[m];
             // The objective is convex, so no step t <= 1 along d lowers it by more than
@@ -425,8 +426,9 @@ impl Solve<'_> {
             at_full_step
         } else {
             // The full steps' squared rows were copied, whatever stays of them.
-            self.squared_rows = self.squared_rows.max(at_full_step.n_rows);
-            self.recomputed_rows = self.recomputed_rows.max(at_full_step.n_recomputed);
+            self.result.squared_rows = self.result.squared_rows.max(at_full_step.n_rows);
+            self.result.recomputed_rows =
+                self.result.recomputed_rows.max(at_full_step.n_recomputed);
             let t_gram = Instant::now();
             let at_steps = step_pass(
                 &mut self.passes,
@@ -436,7 +438,7 @@ impl Solve<'_> {
                 &|k, i, f| fixed.targets.term(k, i, f),
                 &|i| fixed.weight(i),
             )?;
-            self.gram_seconds += t_gram.elapsed().as_secs_f64();
+            self.result.gram_seconds += t_gram.elapsed().as_secs_f64();
             at_steps
         });
         Ok(())

@@ -170,7 +170,7 @@ impl PolishParams {
 }
 
 /// What the polish found.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct PolishResult {
     /// m x n_out, vector-major (as `BudgetModel::coef`).
     pub coef: Vec<f64>,

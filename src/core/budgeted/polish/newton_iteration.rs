@@ -168,21 +168,21 @@ impl Solve<'_> {
                 o.done = true;
                 continue;
             }
-            self.active_changes += changed[k].len() as u64;
+            self.result.active_changes += changed[k].len() as u64;
         }
         let t_gram = Instant::now();
         let fixed = &self.fixed;
         gram_pass(&mut self.passes, &mut self.outputs, &changed, &|i| {
             fixed.weight(i)
         })?;
-        self.gram_seconds += t_gram.elapsed().as_secs_f64();
+        self.result.gram_seconds += t_gram.elapsed().as_secs_f64();
         let live: Vec<usize> = (0..fixed.n_out)
             .filter(|&k| !self.outputs[k].done)
             .collect();
         if live.is_empty() {
             return Ok(false);
         }
-        self.iterations += 1;
+        self.result.iterations += 1;
         let t_solve = Instant::now();
         for &k in &live {
             let passes = &mut self.passes;
@@ -195,7 +195,7 @@ impl Solve<'_> {
                 &mut check,
             )?;
         }
-        self.solve_seconds += t_solve.elapsed().as_secs_f64();
+        self.result.solve_seconds += t_solve.elapsed().as_secs_f64();
         self.newton_steps(&live)?;
         self.report()?;
         Ok(true)

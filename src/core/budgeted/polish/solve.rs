@@ -145,17 +145,11 @@ pub(super) fn polish_on(
         last_decrease: vec![f64::INFINITY; n_out],
         first_gradient: vec![0.0; n_out],
         decrement_ratio: vec![0.0; n_out],
-        iterations: 0,
-        active_changes: 0,
-        cg_products: 0,
-        system_from: 0,
-        squared_rows: 0,
-        recomputed_rows: 0,
-        kept_bytes: 0,
-        sample_rows: started.rows,
-        sample_seconds: started.seconds,
-        gram_seconds: 0.0,
-        solve_seconds: 0.0,
+        result: PolishResult {
+            sample_rows: started.rows,
+            sample_seconds: started.seconds,
+            ..PolishResult::default()
+        },
         start,
     };
 
@@ -167,7 +161,7 @@ pub(super) fn polish_on(
         solve.newton_start()?;
     }
     let objective_start: Vec<f64> = solve.outputs.iter().map(|o| o.objective).collect();
-    while solve.iterations < params.max_iter && solve.outputs.iter().any(|o| !o.done) {
+    while solve.result.iterations < params.max_iter && solve.outputs.iter().any(|o| !o.done) {
         if solve.forms_system() {
             solve.form_system();
         }
@@ -265,10 +259,10 @@ fn sample_start(
 ) -> Result<SampleStart> {
     let Problem {
         model,
-        start_intercept,
         targets,
         weights,
         params,
+        ..
     } = *problem;
     let (n, m, n_out) = (source.n_rows(), model.n_sv(), targets.n_out());
     let c = params.c;
@@ -334,11 +328,10 @@ fn sample_start(
             ..params.clone()
         };
         let sample_problem = Problem {
-            model,
-            start_intercept,
             targets: sample_targets,
             weights: sample_weights.as_deref(),
             params: &sample_params,
+            ..*problem
         };
         basis.kss = Some(std::mem::take(kss));
         let start = polish_on(

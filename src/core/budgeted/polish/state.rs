@@ -130,18 +130,8 @@ pub(super) struct Solve<'a> {
     /// Per output, the largest -g.x of a direction over the preconditioner's estimate of it
     /// seen in this solve (0: none yet).
     pub(super) decrement_ratio: Vec<f64>,
-    /// What `PolishResult` reports.
-    pub(super) iterations: usize,
-    pub(super) active_changes: u64,
-    pub(super) cg_products: usize,
-    pub(super) system_from: usize,
-    pub(super) squared_rows: usize,
-    pub(super) recomputed_rows: usize,
-    pub(super) kept_bytes: usize,
-    pub(super) sample_rows: usize,
-    pub(super) sample_seconds: f64,
-    pub(super) gram_seconds: f64,
-    pub(super) solve_seconds: f64,
+    /// The result's counts and timings as they accrue; `finish` fills in the rest.
+    pub(super) result: PolishResult,
     pub(super) start: Instant,
 }
 
@@ -151,10 +141,10 @@ impl Solve<'_> {
         let Passes {
             monitor, progress, ..
         } = &mut self.passes;
-        progress.epoch = self.iterations;
+        progress.epoch = self.result.iterations;
         progress.epoch_done = true;
         progress.objective = Some(self.outputs.iter().map(|o| o.objective).sum());
-        progress.iteration = self.active_changes;
+        progress.iteration = self.result.active_changes;
         progress.seconds = self.start.elapsed().as_secs_f64();
         monitor(progress)?;
         progress.epoch_done = false;
@@ -169,17 +159,7 @@ impl Solve<'_> {
             passes,
             basis,
             outputs,
-            iterations,
-            active_changes,
-            cg_products,
-            system_from,
-            squared_rows,
-            recomputed_rows,
-            kept_bytes,
-            sample_rows,
-            sample_seconds,
-            gram_seconds,
-            solve_seconds,
+            result,
             start,
             ..
         } = self;
@@ -198,7 +178,6 @@ impl Solve<'_> {
             intercept: outputs.iter().map(|o| o.b).collect(),
             objective_start,
             objective: outputs.iter().map(|o| o.objective).collect(),
-            iterations,
             converged,
             cached_rows: segments
                 .cache
@@ -208,18 +187,9 @@ impl Solve<'_> {
                 .map(|(_, s)| s.len())
                 .sum(),
             passes: passes.count,
-            active_changes,
-            cg_products,
-            system_from,
-            squared_rows,
-            recomputed_rows,
-            kept_bytes,
-            sample_rows,
-            sample_seconds,
             kernel_seconds: segments.kernel_seconds,
-            gram_seconds,
-            solve_seconds,
             seconds: start.elapsed().as_secs_f64(),
+            ..result
         }
     }
 }
