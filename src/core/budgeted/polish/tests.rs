@@ -1307,9 +1307,15 @@ fn partition_gradient_and_hessian_products_are_the_explicit_sums() {
         assert!(part.gradient((&model.coef[1..], &vec![0.0; q])).is_err());
         let point = (&model.coef[..], &vec![0.0; q][..]);
         assert!(part.line_changes(point, point, 1.0, &[], 8).is_err());
-        assert!(part.line_changes(point, point, 1.0, &vec![f64::NAN; q], 8).is_err());
-        assert!(part.line_changes(point, point, 1.0, &vec![0.0; q], 0).is_err());
-        assert!(part.line_changes(point, point, -1.0, &vec![0.0; q], 8).is_err());
+        assert!(part
+            .line_changes(point, point, 1.0, &vec![f64::NAN; q], 8)
+            .is_err());
+        assert!(part
+            .line_changes(point, point, 1.0, &vec![0.0; q], 0)
+            .is_err());
+        assert!(part
+            .line_changes(point, point, -1.0, &vec![0.0; q], 8)
+            .is_err());
     }
 }
 
