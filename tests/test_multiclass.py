@@ -169,7 +169,7 @@ def test_a_budget_below_the_pairs_is_refused_naming_them():
     budget=st.integers(1, 10_000),
     rows=st.lists(st.integers(0, 100_000), min_size=1, max_size=45),
 )
-def test_pair_budgets_split_the_budget_by_rows(budget, rows):
+def test_pair_budgets_split_the_budget_by_the_square_root_of_the_rows(budget, rows):
     least = 2 * len(rows)
     if budget < least:
         with pytest.raises(ValueError):
@@ -177,10 +177,10 @@ def test_pair_budgets_split_the_budget_by_rows(budget, rows):
         return
     budgets = pair_budgets(budget, rows)
     assert sum(budgets) == budget and min(budgets) >= 2
-    # Proportional within one vector (beyond the two each pair has first).
-    total = sum(rows)
+    # In proportion to sqrt(rows) within one vector (beyond the two each pair has first).
+    total = sum(np.sqrt(rows))
     for b, r in zip(budgets, rows):
-        share = (budget - least) * r / total if total else (budget - least) / len(rows)
+        share = (budget - least) * np.sqrt(r) / total if total else (budget - least) / len(rows)
         assert abs((b - 2) - share) < 1.0 + 1e-9
 
 

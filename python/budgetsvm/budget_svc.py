@@ -62,7 +62,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
     without bias. More classes are trained one-vs-one by default where the budget allows 500
     support vectors per class pair (``multiclass``): one binary
     model per class pair on the rows of its two classes, the budget split over the pairs in
-    proportion to their rows, so the model keeps at most ``budget`` support vectors in all and
+    proportion to the square root of their rows, so the model keeps at most ``budget`` support vectors in all and
     predicts from one kernel block over them. With ``multiclass='shared'`` BSGD trains the
     Crammer-Singer multi-class SVM and BSCA one binary SVM per class (one-vs-rest) on one
     shared set of at most ``budget`` support vectors, each with one coefficient per class. When
@@ -87,7 +87,8 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
     budget : int or 'auto', default=100
         Maximum number of support vectors of the model, for every solver and any number of
         classes: what a prediction costs (one kernel value per support vector and row). One-vs-one
-        splits it over the class pairs in proportion to their rows (each pair at least two; a
+        splits it over the class pairs in proportion to the square root of their rows (each
+        pair at least two; a
         ``partial_fit`` stream, whose class counts are unknown, equally).
         'auto': ``fit`` chooses it, fitting budgets 250, 500, 1,000, ... on the rows outside a
         held-out tenth (at most 20,000 rows) and scoring them there, until one more doubling is
@@ -928,7 +929,8 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         Several classes train as ``fit`` does (``multiclass``): one run whose support vectors
         every class shares, or one-vs-one, one BSGD run per class pair, each chunk's rows fed
         to the runs of the pairs of their classes (all pairs at once on the thread pool), the
-        budget split over the pairs by their rows in the file (counted by the first pass), each
+        budget split over the pairs by their rows in the file as ``fit`` splits it (counted by
+        the first pass), each
         run with the lambda of its pair's rows; then each pair is polished on the rows of its
         two classes, one pair after another, each reading the file as the polish above does
         (the other classes' rows read and skipped). With ``shuffle=False`` both designs give
