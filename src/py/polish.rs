@@ -17,7 +17,7 @@ use super::keywords::{keyword_group, keywords};
 use super::runtime::{detached, run_checked, run_monitored, run_on_rows};
 use crate::core::budgeted::polish::{
     add_gram_factor, conjugate_gradients, polish as polish_solve, preconditioner_ridge,
-    settled_step, step_of, walk_order, ActiveSums, GramFactor, InMemory, LibsvmFileRows,
+    settled_step, walk_order, ActiveSums, GramFactor, InMemory, LibsvmFileRows, LineChanges,
     PartitionRows, PieceChange, PolishParams, PolishResult, Preconditioner, SlopeWalk,
     HESSIAN_FREE_BASIS,
 };
@@ -290,24 +290,30 @@ impl PolishPartition {
         let dc: Vec<f64> = row_major(&dir_coef);
         let (cb, db) = (slice1(&counted_intercept)?, slice1(&dir_intercept)?);
         let start = slice1(&start)?;
-        let r = detached(py, || {
+        let LineChanges {
+            a,
+            b,
+            flips,
+            changes,
+            complete_to,
+        } = detached(py, || {
             self.rows.line_changes((&cc, cb), (&dc, db), c, start, most)
         })?;
         let column = |pick: fn(&PieceChange) -> f64| -> PyResult<Bound<'py, PyList>> {
-            let arrays = r.changes.iter().map(|changes| {
+            let arrays = changes.iter().map(|changes| {
                 let values: Vec<f64> = changes.iter().map(pick).collect();
                 values.into_pyarray(py)
             });
             PyList::new(py, arrays)
         };
         dict!(PyDict::new(py), {
-            "a" => r.a.clone().into_pyarray(py),
-            "b" => r.b.clone().into_pyarray(py),
-            "flips" => r.flips.clone().into_pyarray(py),
+            "a" => a.into_pyarray(py),
+            "b" => b.into_pyarray(py),
+            "flips" => flips.into_pyarray(py),
             "t" => column(|change| change.t)?,
             "da" => column(|change| change.da)?,
             "db" => column(|change| change.db)?,
-            "complete_to" => r.complete_to.clone().into_pyarray(py),
+            "complete_to" => complete_to.into_pyarray(py),
         })
     }
 
@@ -628,13 +634,7 @@ pub fn polish_line_walk<'py>(
     changes.sort_unstable_by(walk_order);
     let (a, b, from) = walk;
     let mut walk = SlopeWalk { a, b, t: from };
-    let step = match walk.walk(&changes) {
-        Some(root) => Some(step_of(root)),
-        None if complete_to == f64::INFINITY || walk.reaches(complete_to) => {
-            Some(step_of(walk.root()))
-        }
-        None => None,
-    };
+    let step = walk.walk_to(&changes, complete_to);
     Ok((step, (walk.a, walk.b, walk.t)))
 }
 

@@ -161,6 +161,20 @@ impl SlopeWalk {
         }
     }
 
+    /// Walks `changes`, in walk order and the next ones after those walked, which are every
+    /// change up to `complete_to` (the distributed search's partitions send theirs a share at
+    /// a time): the step once the root is known (`step_of`), else None, the walk to go on from
+    /// `complete_to` with the changes beyond.
+    pub fn walk_to(&mut self, changes: &[PieceChange], complete_to: f64) -> Option<f64> {
+        match self.walk(changes) {
+            Some(root) => Some(step_of(root)),
+            None if complete_to == f64::INFINITY || self.reaches(complete_to) => {
+                Some(step_of(self.root()))
+            }
+            None => None,
+        }
+    }
+
     /// Walks `changes` (in any order), put in walk order a doubling share at a time (a
     /// selection, then a sort of the share): the root is mostly among the first, so most are
     /// never sorted.

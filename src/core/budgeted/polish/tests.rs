@@ -1438,15 +1438,9 @@ fn partition_sums_reach_the_serial_optimum() {
                         .filter(|change| change.t <= complete_to)
                         .collect();
                     changes.sort_by(walk_order);
-                    let step = match walk.walk(&changes) {
-                        Some(root) => Some(root),
-                        None if complete_to == f64::INFINITY || walk.reaches(complete_to) => {
-                            Some(walk.root())
-                        }
-                        None => None,
-                    };
+                    let step = walk.walk_to(&changes, complete_to);
                     match step {
-                        Some(root) => (t[k], from[k]) = (step_of(root), f64::INFINITY),
+                        Some(step) => (t[k], from[k]) = (step, f64::INFINITY),
                         None => from[k] = complete_to,
                     }
                 }
