@@ -989,26 +989,34 @@ pub(crate) mod tests {
         }
     }
 
-    /// 0/1 rows take the bit-set path: the same kernel values, bit for bit, as the
-    /// feature-major copy (the other paths' exact counts), for widths of one to four words and
-    /// their edges, sparse and dense input, prefixes and swapped positions; and the fused
-    /// visits of single missing rows read the bit sets too. Rows with a value other than 0 or 1,
-    /// or wider than four words, do not.
+    /// 0/1 rows and -1/0/1 rows take the bit-set path: the same kernel values, bit for bit, as
+    /// the feature-major copy (the other paths' exact counts), for widths of one to four words
+    /// (two a set when signed) and their edges, sparse and dense input, prefixes and swapped
+    /// positions; and the fused visits of single missing rows read the bit sets too. Rows with
+    /// another value, or wider than four words in all, do not.
     #[test]
     fn bit_rows_equal_the_feature_major_copy() {
         let mut rng = Rng::new(5);
-        for (n, d) in [
-            (1100, 123),
-            (300, 1),
-            (700, 64),
-            (500, 65),
-            (2 * BLOCK + 9, 256),
-        ] {
+        let shapes = [
+            (1100, 123, false),
+            (300, 1, false),
+            (700, 64, false),
+            (500, 65, false),
+            (2 * BLOCK + 9, 256, false),
+            (1100, 42, true),
+            (300, 1, true),
+            (700, 64, true),
+            (2 * BLOCK + 9, 65, true),
+            (500, 128, true),
+        ];
+        for (n, d, signed) in shapes {
             let mut t = data(n, d, n as u64 + d as u64);
-            for v in t.dense.iter_mut() {
-                *v = f64::from(u8::from(*v != 0.0));
+            // The generator's signs kept (signed) or every non-zero a 1.
+            let code = |v: f64| if signed { v.signum() } else { 1.0 };
+            for v in t.dense.iter_mut().filter(|v| **v != 0.0) {
+                *v = code(*v);
             }
-            t.values.iter_mut().for_each(|v| *v = 1.0);
+            t.values.iter_mut().for_each(|v| *v = code(*v));
             let dense = DenseView::new(&t.dense, t.n, t.d).unwrap();
             let csr = CsrView::new(&t.indptr, &t.indices, &t.values, t.d).unwrap();
             let norms = dense.sq_norms();
@@ -1043,10 +1051,21 @@ pub(crate) mod tests {
         }
         let t = data(200, 20, 9);
         let x = CsrView::new(&t.indptr, &t.indices, &t.values, t.d).unwrap();
-        assert!(BitRows::build(&x).is_none(), "values other than 0 and 1");
+        assert!(
+            BitRows::build(&x).is_none(),
+            "values other than -1, 0 and 1"
+        );
+        let twos = [0.0, 1.0, -1.0, 2.0];
+        let two = DenseView::new(&twos, 1, 4).unwrap();
+        assert!(BitRows::build(&two).is_none(), "a 2");
         let ones = vec![1.0; 10 * 257];
         let wide = DenseView::new(&ones, 10, 257).unwrap();
         assert!(BitRows::build(&wide).is_none(), "five words");
+        let signs: Vec<f64> = (0..10 * 129)
+            .map(|k| if k % 3 == 0 { -1.0 } else { 1.0 })
+            .collect();
+        let wide = DenseView::new(&signs, 10, 129).unwrap();
+        assert!(BitRows::build(&wide).is_none(), "three words a set");
     }
 
     #[test]

@@ -46,6 +46,43 @@ pub(super) fn dot_narrow_portable<T: ColumnValue>(x: &[T], y: &[f64]) -> f64 {
     (acc[0] + acc[1]) + (acc[2] + acc[3])
 }
 
+/// `signed_and_popcounts` with one and two words a half unrolled (42 board cells are one).
+#[inline(always)]
+pub(super) fn signed_and_popcounts_by_width(a: &[u64], rows: &[u64], out: &mut [f64]) {
+    #[inline(always)]
+    fn fixed<const W: usize>(a: &[u64], rows: &[u64], out: &mut [f64]) {
+        let (mut plus, mut minus) = ([0u64; W], [0u64; W]);
+        plus.copy_from_slice(&a[..W]);
+        minus.copy_from_slice(&a[W..2 * W]);
+        for (o, r) in out.iter_mut().zip(rows.chunks_exact(2 * W)) {
+            let (mut same, mut opposite) = (0u32, 0u32);
+            for w in 0..W {
+                same += (plus[w] & r[w]).count_ones() + (minus[w] & r[W + w]).count_ones();
+                opposite += (plus[w] & r[W + w]).count_ones() + (minus[w] & r[w]).count_ones();
+            }
+            *o = f64::from(same) - f64::from(opposite);
+        }
+    }
+    let w = a.len() / 2;
+    match w {
+        0 => out.fill(0.0),
+        1 => fixed::<1>(a, rows, out),
+        2 => fixed::<2>(a, rows, out),
+        _ => {
+            let (plus, minus) = a.split_at(w);
+            for (o, r) in out.iter_mut().zip(rows.chunks_exact(2 * w)) {
+                let (r_plus, r_minus) = r.split_at(w);
+                let count = |x: &[u64], y: &[u64]| -> u32 {
+                    x.iter().zip(y).map(|(x, y)| (x & y).count_ones()).sum()
+                };
+                let same = count(plus, r_plus) + count(minus, r_minus);
+                let opposite = count(plus, r_minus) + count(minus, r_plus);
+                *o = f64::from(same) - f64::from(opposite);
+            }
+        }
+    }
+}
+
 /// `and_popcounts` with the common widths unrolled (a9a's 123 columns are two words).
 #[inline(always)]
 pub(super) fn and_popcounts_by_width(a: &[u64], rows: &[u64], out: &mut [f64]) {
@@ -144,6 +181,43 @@ mod tests {
     use crate::core::simd::{
         axpy, axpy_narrow, dot, dot_narrow, dots_8_rows, dots_one_row, level, Level,
     };
+
+    /// Rows of -1, 0 and 1 as two bit sets: the signed counts are the sums of the products,
+    /// for one to five words a half (the unrolled widths and the general one), through the
+    /// public dispatch and the portable code alike.
+    #[test]
+    fn signed_popcounts_are_the_sums_of_products() {
+        let mut rng = Rng::new(21);
+        for words in 1..=5 {
+            let d = 64 * words - rng.below(40);
+            let rows = 37;
+            let values: Vec<Vec<f64>> = (0..=rows)
+                .map(|_| (0..d).map(|_| rng.below(3) as f64 - 1.0).collect())
+                .collect();
+            let bits = |v: &[f64]| -> Vec<u64> {
+                let mut b = vec![0u64; 2 * words];
+                for (c, &x) in v.iter().enumerate() {
+                    let half = if x > 0.0 { 0 } else { words };
+                    if x != 0.0 {
+                        b[half + c / 64] |= 1 << (c % 64);
+                    }
+                }
+                b
+            };
+            let a = bits(&values[0]);
+            let all: Vec<u64> = values[1..].iter().flat_map(|v| bits(v)).collect();
+            let want: Vec<f64> = values[1..]
+                .iter()
+                .map(|v| v.iter().zip(&values[0]).map(|(x, y)| x * y).sum())
+                .collect();
+            let mut got = vec![f64::NAN; rows];
+            crate::core::simd::signed_and_popcounts(&a, &all, &mut got);
+            assert_eq!(got, want, "{words} words");
+            let mut portable = vec![f64::NAN; rows];
+            signed_and_popcounts_by_width(&a, &all, &mut portable);
+            assert_eq!(portable, want, "{words} words, portable");
+        }
+    }
 
     #[test]
     fn dot_narrow_is_the_widened_dot() {

@@ -538,6 +538,38 @@ pub fn and_popcounts(a: &[u64], rows: &[u64], out: &mut [f64]) {
     dots::and_popcounts_by_width(a, rows, out)
 }
 
+/// Dot products of rows with values in {-1, 0, 1} held as two bit sets each (`a.len() / 2`
+/// words of the columns at 1, then as many of those at -1; `rows` alike, out.len() rows):
+/// out[k] = the columns where a and row k agree in sign minus those where they differ, the exact
+/// sum of the products.
+pub fn signed_and_popcounts(a: &[u64], rows: &[u64], out: &mut [f64]) {
+    assert!(
+        a.len().is_multiple_of(2),
+        "signed_and_popcounts: two halves of equal words"
+    );
+    assert_eq!(
+        rows.len(),
+        a.len() * out.len(),
+        "signed_and_popcounts: one row of a's width per output"
+    );
+    #[cfg(target_arch = "x86_64")]
+    {
+        if a.len() == 2
+            && level() == Level::Avx512
+            && std::arch::is_x86_feature_detected!("avx512dq")
+            && std::arch::is_x86_feature_detected!("avx512vpopcntdq")
+        {
+            // SAFETY: the CPU has AVX-512F (the level), DQ and VPOPCNTDQ; the lengths checked.
+            return unsafe { x86::dots::signed_and_popcounts_one_word_avx512(a, rows, out) };
+        }
+        if level() != Level::Portable && std::arch::is_x86_feature_detected!("popcnt") {
+            // SAFETY: the CPU has POPCNT.
+            return unsafe { x86::dots::signed_and_popcounts_popcnt(a, rows, out) };
+        }
+    }
+    dots::signed_and_popcounts_by_width(a, rows, out)
+}
+
 /// Dot products of 8 rows with `m` rows of a feature-major copy, register-blocked: for p in 0..8
 /// and k in 0..m, dots[p * m + k] = the chain over the columns c of `cols` (ascending) of
 /// q[p * width + c] * xt[c * stride + k], each step a fused multiply-add on the vector levels and a

@@ -2,7 +2,9 @@
 //! widened value; the register-blocked dots of one or eight rows; popcounts of bit sets.
 
 use super::{levels, Simd};
-use crate::core::simd::dots::{and_popcounts_by_width, EightRows, OneRow, BLOCK_ROWS};
+use crate::core::simd::dots::{
+    and_popcounts_by_width, signed_and_popcounts_by_width, EightRows, OneRow, BLOCK_ROWS,
+};
 use crate::core::simd::values::ColumnValue;
 use std::arch::x86_64::*;
 
@@ -264,6 +266,59 @@ pub unsafe fn dot_avx2(a: &[f64], b: &[f64]) -> f64 {
         i += 1;
     }
     sum
+}
+
+/// `signed_and_popcounts` for rows of one word a set (up to 64 columns) with AVX-512's
+/// VPOPCNTQ: eight rows a step, their interleaved words (set at 1, set at -1) two vectors,
+/// each lane's agreements less its disagreements, then the two lanes of a row added. The
+/// same integers as the scalar counts; the tail rows by those.
+///
+/// # Safety
+/// The CPU must support AVX-512F, DQ and VPOPCNTDQ; `a` two words, `rows` two per output.
+#[target_feature(enable = "avx512f,avx512dq,avx512vpopcntdq")]
+pub unsafe fn signed_and_popcounts_one_word_avx512(a: &[u64], rows: &[u64], out: &mut [f64]) {
+    use std::arch::x86_64::*;
+    debug_assert!(a.len() == 2 && rows.len() == 2 * out.len());
+    let (plus, minus) = (a[0] as i64, a[1] as i64);
+    // Lane 2k holds a row's set at 1, lane 2k + 1 its set at -1.
+    let agree = _mm512_set_epi64(minus, plus, minus, plus, minus, plus, minus, plus);
+    let differ = _mm512_set_epi64(plus, minus, plus, minus, plus, minus, plus, minus);
+    let evens = _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0);
+    let odds = _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1);
+    let signed_counts = |v: __m512i| {
+        _mm512_sub_epi64(
+            _mm512_popcnt_epi64(_mm512_and_si512(v, agree)),
+            _mm512_popcnt_epi64(_mm512_and_si512(v, differ)),
+        )
+    };
+    let full = out.len() / 8;
+    for k in 0..full {
+        // SAFETY: rows 8k..8k + 8 are within `rows` (16 words) and `out` (8 values).
+        let (low, high) = unsafe {
+            let at = rows.as_ptr().add(16 * k);
+            (
+                _mm512_loadu_si512(at.cast()),
+                _mm512_loadu_si512(at.add(8).cast()),
+            )
+        };
+        let (low, high) = (signed_counts(low), signed_counts(high));
+        let dots = _mm512_add_epi64(
+            _mm512_permutex2var_epi64(low, evens, high),
+            _mm512_permutex2var_epi64(low, odds, high),
+        );
+        // SAFETY: as above.
+        unsafe { _mm512_storeu_pd(out.as_mut_ptr().add(8 * k), _mm512_cvtepi64_pd(dots)) };
+    }
+    signed_and_popcounts_by_width(a, &rows[16 * full..], &mut out[8 * full..]);
+}
+
+/// `signed_and_popcounts` with the POPCNT instruction.
+///
+/// # Safety
+/// The CPU must support POPCNT; the lengths as `signed_and_popcounts` checks them.
+#[target_feature(enable = "popcnt")]
+pub unsafe fn signed_and_popcounts_popcnt(a: &[u64], rows: &[u64], out: &mut [f64]) {
+    signed_and_popcounts_by_width(a, rows, out)
 }
 
 /// `and_popcounts` with the POPCNT instruction.
