@@ -471,3 +471,32 @@ def test_fit_releases_the_gil(monkeypatch):
     monkeypatch.undo()
     assert len(marks) >= 2, marks
     assert marks[-1] - marks[0] > 1000, marks
+
+
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    width=st.sampled_from([1, 7, 42, 64, 65, 128]),
+    n_classes=st.sampled_from([2, 3]),
+    solver=st.sampled_from(SOLVERS),
+)
+def test_cells_of_minus_one_zero_one_give_the_model_of_the_same_cells_shifted(
+    seed, width, n_classes, solver
+):
+    """Rows of -1, 0 and 1 take the bit sets (two a row), the same rows plus 1 the
+    feature-major copy; the Gaussian kernel's distances are the same integers either way, so
+    the two fits are one model bit for bit (up to 128 columns: wider rows take the copy both
+    times)."""
+    rng = np.random.default_rng(seed)
+    X = rng.integers(-1, 2, size=(240, width)).astype(np.float64)
+    y = (X @ rng.normal(size=width) + 0.5 * rng.normal(size=240) > 0).astype(int)
+    if n_classes == 3:
+        y[rng.random(240) < 0.3] = 2
+    if len(np.unique(y)) < 2:
+        return
+    fits = [
+        KernelSVC(C=2.0, gamma=1.0 / width, solver=solver).fit(cells, y)
+        for cells in (X, X + 1.0)
+    ]
+    assert_array_equal(fits[0].support_, fits[1].support_)
+    assert_array_equal(fits[0].dual_coef_, fits[1].dual_coef_)
+    assert_array_equal(fits[0].intercept_, fits[1].intercept_)
