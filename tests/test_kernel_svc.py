@@ -494,8 +494,7 @@ def test_cells_of_minus_one_zero_one_give_the_model_of_the_same_cells_shifted(
     if len(np.unique(y)) < 2:
         return
     fits = [
-        KernelSVC(C=2.0, gamma=1.0 / width, solver=solver).fit(cells, y)
-        for cells in (X, X + 1.0)
+        KernelSVC(C=2.0, gamma=1.0 / width, solver=solver).fit(cells, y) for cells in (X, X + 1.0)
     ]
     assert_array_equal(fits[0].support_, fits[1].support_)
     assert_array_equal(fits[0].dual_coef_, fits[1].dual_coef_)
