@@ -479,13 +479,14 @@ def test_fit_releases_the_gil(monkeypatch):
     n_classes=st.sampled_from([2, 3]),
     solver=st.sampled_from(SOLVERS),
 )
-def test_cells_of_minus_one_zero_one_give_the_model_of_the_same_cells_shifted(
+def test_cells_of_three_values_give_the_model_of_the_same_cells_moved(
     seed, width, n_classes, solver
 ):
-    """Rows of -1, 0 and 1 take the bit sets (two a row), the same rows plus 1 the
-    feature-major copy; the Gaussian kernel's distances are the same integers either way, so
-    the two fits are one model bit for bit (up to 128 columns: wider rows take the copy both
-    times)."""
+    """Cells of -1, 0 and 1 take the bit sets (two a row), the same cells plus 1 (0, 1, 2) the
+    bit sets shifted back, the same cells plus 0.5 the feature-major copy; the Gaussian
+    kernel's distances are the same exact numbers all three ways (the halves' products are
+    exact), so the three fits are one model bit for bit (up to 128 columns: wider rows take the
+    copy every time)."""
     rng = np.random.default_rng(seed)
     X = rng.integers(-1, 2, size=(240, width)).astype(np.float64)
     y = (X @ rng.normal(size=width) + 0.5 * rng.normal(size=240) > 0).astype(int)
@@ -494,8 +495,10 @@ def test_cells_of_minus_one_zero_one_give_the_model_of_the_same_cells_shifted(
     if len(np.unique(y)) < 2:
         return
     fits = [
-        KernelSVC(C=2.0, gamma=1.0 / width, solver=solver).fit(cells, y) for cells in (X, X + 1.0)
+        KernelSVC(C=2.0, gamma=1.0 / width, solver=solver).fit(cells, y)
+        for cells in (X, X + 1.0, X + 0.5)
     ]
-    assert_array_equal(fits[0].support_, fits[1].support_)
-    assert_array_equal(fits[0].dual_coef_, fits[1].dual_coef_)
-    assert_array_equal(fits[0].intercept_, fits[1].intercept_)
+    for other in fits[1:]:
+        assert_array_equal(fits[0].support_, other.support_)
+        assert_array_equal(fits[0].dual_coef_, other.dual_coef_)
+        assert_array_equal(fits[0].intercept_, other.intercept_)

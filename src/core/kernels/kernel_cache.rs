@@ -989,34 +989,49 @@ pub(crate) mod tests {
         }
     }
 
-    /// 0/1 rows and -1/0/1 rows take the bit-set path: the same kernel values, bit for bit, as
-    /// the feature-major copy (the other paths' exact counts), for widths of one to four words
+    /// 0/1 rows, -1/0/1 rows and rows whose columns take three consecutive integers each
+    /// (shifted to -1/0/1) take the bit-set path: the same kernel values, bit for bit, as the
+    /// feature-major copy (the other paths' exact counts), for widths of one to four words
     /// (two a set when signed) and their edges, sparse and dense input, prefixes and swapped
     /// positions; and the fused visits of single missing rows read the bit sets too. Rows with
     /// another value, or wider than four words in all, do not.
     #[test]
     fn bit_rows_equal_the_feature_major_copy() {
+        #[derive(Clone, Copy)]
+        enum Codes {
+            Binary,
+            Signed,
+            /// The signs moved by a column's shift: 0/1/2, 1/2/3, -2/-1/0 and 4/5/6 cells.
+            Shifted,
+        }
+        const SHIFTS: [f64; 5] = [0.0, 1.0, 2.0, -1.0, 5.0];
         let mut rng = Rng::new(5);
         let shapes = [
-            (1100, 123, false),
-            (300, 1, false),
-            (700, 64, false),
-            (500, 65, false),
-            (2 * BLOCK + 9, 256, false),
-            (1100, 42, true),
-            (300, 1, true),
-            (700, 64, true),
-            (2 * BLOCK + 9, 65, true),
-            (500, 128, true),
+            (1100, 123, Codes::Binary),
+            (300, 1, Codes::Binary),
+            (700, 64, Codes::Binary),
+            (500, 65, Codes::Binary),
+            (2 * BLOCK + 9, 256, Codes::Binary),
+            (1100, 42, Codes::Signed),
+            (300, 1, Codes::Signed),
+            (700, 64, Codes::Signed),
+            (2 * BLOCK + 9, 65, Codes::Signed),
+            (500, 128, Codes::Signed),
+            (1100, 42, Codes::Shifted),
+            (300, 2, Codes::Shifted),
+            (2 * BLOCK + 9, 128, Codes::Shifted),
         ];
-        for (n, d, signed) in shapes {
+        for (n, d, codes) in shapes {
             let mut t = data(n, d, n as u64 + d as u64);
-            // The generator's signs kept (signed) or every non-zero a 1.
-            let code = |v: f64| if signed { v.signum() } else { 1.0 };
-            for v in t.dense.iter_mut().filter(|v| **v != 0.0) {
-                *v = code(*v);
+            for (k, v) in t.dense.iter_mut().enumerate() {
+                let sign = if *v == 0.0 { 0.0 } else { v.signum() };
+                *v = match codes {
+                    Codes::Binary => sign.abs(),
+                    Codes::Signed => sign,
+                    Codes::Shifted => sign + SHIFTS[(k % d) % SHIFTS.len()],
+                };
             }
-            t.values.iter_mut().for_each(|v| *v = code(*v));
+            (t.indptr, t.indices, t.values) = csr_parts(&t.dense, d);
             let dense = DenseView::new(&t.dense, t.n, t.d).unwrap();
             let csr = CsrView::new(&t.indptr, &t.indices, &t.values, t.d).unwrap();
             let norms = dense.sq_norms();
@@ -1051,13 +1066,13 @@ pub(crate) mod tests {
         }
         let t = data(200, 20, 9);
         let x = CsrView::new(&t.indptr, &t.indices, &t.values, t.d).unwrap();
-        assert!(
-            BitRows::build(&x).is_none(),
-            "values other than -1, 0 and 1"
-        );
+        assert!(BitRows::build(&x).is_none(), "values that are not integers");
         let twos = [0.0, 1.0, -1.0, 2.0];
         let two = DenseView::new(&twos, 1, 4).unwrap();
-        assert!(BitRows::build(&two).is_none(), "a 2");
+        assert!(
+            BitRows::build(&two).is_some(),
+            "a column of 2 alone, shifted"
+        );
         let ones = vec![1.0; 10 * 257];
         let wide = DenseView::new(&ones, 10, 257).unwrap();
         assert!(BitRows::build(&wide).is_none(), "five words");
@@ -1066,6 +1081,12 @@ pub(crate) mod tests {
             .collect();
         let wide = DenseView::new(&signs, 10, 129).unwrap();
         assert!(BitRows::build(&wide).is_none(), "three words a set");
+        // A column of 0, 1, 2 and 3 (four integers), and one of 0, 1, 2 and 1.5.
+        for last in [3.0, 1.5] {
+            let cells = [0.0, 0.0, 1.0, 1.0, 2.0, 0.0, last, 1.0];
+            let x = DenseView::new(&cells, 4, 2).unwrap();
+            assert!(BitRows::build(&x).is_none(), "a column of 0, 1, 2, {last}");
+        }
     }
 
     #[test]

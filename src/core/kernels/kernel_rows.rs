@@ -710,35 +710,71 @@ const BIT_ROWS_MAX_WORDS: usize = 4;
 /// 1 then those at -1 (`signed`): the dot is the columns where the two rows agree in sign less
 /// those where they differ, four popcounts a word. The 3-class stand-in of 54,000 x 42 cells
 /// (`benchmarks/multiclass_exact.py`'s c4like): one word a half, 16 bytes a row where the
-/// copy's 28 non-zeros read 112 from the last-level cache for each kernel value.
+/// copy's 28 non-zeros read 112 from the last-level cache for each kernel value. A column of
+/// three consecutive integers other than those (cells coded 0, 1, 2, as an ordinal encoding
+/// gives them) is held shifted by its centre c to -1, 0, 1: with x = x' + c,
+/// x_i.x_j = x'_i.x'_j + c.x'_i + c.x'_j + c.c, all exact integers, so the same dot products.
 pub(crate) struct BitRows {
     /// Words a set: the row's columns in 64s.
     words: usize,
     signed: bool,
     bits: Vec<u64>,
+    /// Per position c.x'_i (moving with the positions), and c.c; empty and 0 when no column is
+    /// shifted.
+    offset: Vec<f64>,
+    centre_sq: f64,
 }
 
+/// The largest value a column of bit rows may hold: the shifted columns' sums of products stay
+/// exact integers (well below 2^53 for `BIT_ROWS_MAX_WORDS` words of columns).
+const BIT_ROWS_MAX_VALUE: f64 = (1u64 << 20) as f64;
+
 impl BitRows {
-    /// The bit rows of `x`, or None when a value is not -1, 0 or 1, the sets of a row take more
-    /// than `BIT_ROWS_MAX_WORDS` words, or the copy cannot be allocated.
+    /// The bit rows of `x`, or None when a column's values (its implicit zeros included) are
+    /// not integers within three consecutive ones, the sets of a row take more than
+    /// `BIT_ROWS_MAX_WORDS` words, or the copy cannot be allocated.
     pub(crate) fn build<R: Rows>(x: &R) -> Option<Self> {
         let (n, width) = (x.n_rows(), x.n_cols());
         let words = width.div_ceil(64);
         if words == 0 || words > BIT_ROWS_MAX_WORDS {
             return None;
         }
-        // Which values occur first (a pass over the non-zeros, no copy), so that the copy has
-        // the one set or the two it needs.
-        let (mut ternary, mut signed) = (true, false);
+        // Each column's range first (a pass over the non-zeros, no copy), so that the copy has
+        // the sets it needs and each column its centre.
+        let mut low = vec![f64::INFINITY; width];
+        let mut high = vec![f64::NEG_INFINITY; width];
+        let mut stored = vec![0usize; width];
+        let mut integral = true;
         for i in 0..n {
             x.for_each_nonzero(i, |c, v| {
-                signed |= v == -1.0;
-                ternary &= v == 0.0 || ((v == 1.0 || v == -1.0) && c < width);
+                if c >= width {
+                    integral &= v == 0.0;
+                    return;
+                }
+                // (NaN and infinities have no integral part.)
+                integral &= v.fract() == 0.0 && v.abs() <= BIT_ROWS_MAX_VALUE;
+                low[c] = low[c].min(v);
+                high[c] = high[c].max(v);
+                stored[c] += 1;
             });
-            if !ternary {
+            if !integral {
                 return None;
             }
         }
+        let mut centre = vec![0.0; width];
+        for c in 0..width {
+            if stored[c] < n {
+                low[c] = low[c].min(0.0);
+                high[c] = high[c].max(0.0);
+            }
+            if high[c] - low[c] > 2.0 {
+                return None;
+            }
+            if low[c] < -1.0 || high[c] > 1.0 {
+                centre[c] = low[c] + 1.0;
+            }
+        }
+        let signed = (0..width).any(|c| low[c] - centre[c] < 0.0);
         let stride = if signed { 2 * words } else { words };
         if stride > BIT_ROWS_MAX_WORDS {
             return None;
@@ -746,18 +782,52 @@ impl BitRows {
         let mut bits = Vec::new();
         bits.try_reserve_exact(n.checked_mul(stride)?).ok()?;
         bits.resize(n * stride, 0u64);
+        // A row's implicit zeros are -c in a shifted column (a column of |c| > 1 has none).
+        let mut zeros = vec![0u64; stride];
+        for (c, &centre) in centre.iter().enumerate() {
+            let bit = 1u64 << (c % 64);
+            if centre == -1.0 {
+                zeros[c / 64] |= bit;
+            } else if centre == 1.0 {
+                zeros[words + c / 64] |= bit;
+            }
+        }
+        let shifted = centre.iter().any(|&c| c != 0.0);
+        let centre_sq: f64 = centre.iter().map(|c| c * c).sum();
+        let mut offset = Vec::new();
+        if shifted {
+            offset.try_reserve_exact(n).ok()?;
+        }
         for (i, row) in bits.chunks_exact_mut(stride).enumerate() {
+            row.copy_from_slice(&zeros);
+            let mut centre_dot = 0.0;
             x.for_each_nonzero(i, |c, v| {
-                if c < width && v != 0.0 {
-                    let set = if v == 1.0 { 0 } else { words };
-                    row[set + c / 64] |= 1u64 << (c % 64);
+                if c >= width {
+                    return;
                 }
+                let bit = 1u64 << (c % 64);
+                row[c / 64] &= !bit;
+                if signed {
+                    row[words + c / 64] &= !bit;
+                }
+                match v - centre[c] {
+                    1.0 => row[c / 64] |= bit,
+                    -1.0 => row[words + c / 64] |= bit,
+                    _ => {}
+                }
+                centre_dot += centre[c] * v;
             });
+            if shifted {
+                // c.x'_i = c.x_i - c.c
+                offset.push(centre_dot - centre_sq);
+            }
         }
         Some(BitRows {
             words,
             signed,
             bits,
+            offset,
+            centre_sq,
         })
     }
 
@@ -777,6 +847,9 @@ impl BitRows {
             for k in 0..w {
                 self.bits.swap(a * w + k, b * w + k);
             }
+            if !self.offset.is_empty() {
+                self.offset.swap(a, b);
+            }
         }
     }
 
@@ -791,6 +864,12 @@ impl BitRows {
             simd::signed_and_popcounts(a, rows, out);
         } else {
             simd::and_popcounts(a, rows, out);
+        }
+        if !self.offset.is_empty() {
+            let (own, others) = (self.offset[i], &self.offset[j0..j0 + out.len()]);
+            for (o, &other) in out.iter_mut().zip(others) {
+                *o += own + other + self.centre_sq;
+            }
         }
     }
 }
