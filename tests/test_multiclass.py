@@ -10,8 +10,8 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from budgetsvm import BudgetSVC, KernelSVC, load_model
-from budgetsvm._one_vs_one import PolishMethodProbe, ovr_scores, pair_budgets, pair_seed
+from budgetsvm import BudgetSVC, KernelSVC, _one_vs_one, load_model
+from budgetsvm._one_vs_one import PolishMethodProbe, ovr_scores, pair_budgets, pair_seed, pass_rows
 from hypothesis import given
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
@@ -64,6 +64,54 @@ def test_each_pair_is_the_binary_model_on_its_two_classes(probe, monkeypatch):
         assert_array_equal(clf.dual_coef_[0, group], -binary.dual_coef_[0])
         assert clf.intercept_[p] == -binary.intercept_[0]
         assert_allclose(pair_values[:, p], -binary.decision_function(X), atol=1e-10)
+
+
+def test_a_large_pair_s_pass_sees_a_subset_and_its_polish_every_row(monkeypatch):
+    # Beyond PASS_ROWS_PER_SV rows per support vector a pair's budgeted pass runs on a random
+    # subset of its rows (C as a fit of the subset) and the polish on all of them: pair (a, b)
+    # has the support vectors of the binary BudgetSVC fitted on the subset, and the optimum of
+    # its coefficients on all the pair's rows (polish_coef, from the subset's own polish: the
+    # same optimum to the polish's tolerance). Without the polish (the pass is the model)
+    # every row is passed.
+    monkeypatch.setattr(PolishMethodProbe, "hessian_free_from", lambda self: None)
+    monkeypatch.setattr(_one_vs_one, "PASS_ROWS_PER_SV", 8)
+    X, y = blobs(900, 4, 0)
+    clf = BudgetSVC(budget=40, **KW).fit(X, y)
+    pairs = list(itertools.combinations(range(4), 2))
+    starts = np.r_[0, np.cumsum(clf.n_support_per_pair_)]
+    pair_values = clf._pairwise_decision(X)
+    for p, ((a, b), stats) in enumerate(zip(pairs, clf.fit_stats_["pairs"])):
+        index = np.flatnonzero((y == a) | (y == b))
+        assert stats["rows"] == len(index) > 8 * stats["budget"] == stats["pass_rows"]
+        assert stats["iterations"] == KW["epochs"] * stats["pass_rows"]
+        passed = pass_rows(index, stats["budget"], pair_seed(0, p))
+        binary = BudgetSVC(budget=stats["budget"], **dict(KW, random_state=pair_seed(0, p)))
+        binary.set_params(gamma=0.5).fit(X[passed], y[passed])
+        assert_array_equal(clf.support_vectors_[starts[p] : starts[p + 1]], binary.support_vectors_)
+        binary.polish_coef(X[index], y[index])
+        objective = binary.fit_stats_["polish"]["objective"][0]
+        assert stats["polish"]["objective"][0] == pytest.approx(objective, rel=1e-5)
+        assert_allclose(pair_values[:, p], -binary.decision_function(X), atol=2e-3)
+    unpolished = BudgetSVC(budget=40, polish=False, **KW).fit(X, y)
+    for (a, b), stats in zip(pairs, unpolished.fit_stats_["pairs"]):
+        assert stats["pass_rows"] == stats["rows"] == ((y == a) | (y == b)).sum()
+
+
+@given(
+    n=st.integers(0, 3_000),
+    budget=st.integers(2, 40),
+    seed=st.integers(0, 2**64 - 1),
+)
+def test_pass_rows_are_all_or_a_subset_of_the_limit(n, budget, seed):
+    index = np.sort(np.random.default_rng(0).choice(10 * n + 1, size=n, replace=False))
+    passed = pass_rows(index, budget, seed)
+    limit = _one_vs_one.PASS_ROWS_PER_SV * budget
+    if n <= limit:
+        assert passed is index
+        return
+    assert len(passed) == limit == len(np.unique(passed))
+    assert np.all(np.diff(passed) > 0) and np.isin(passed, index).all()
+    assert_array_equal(passed, pass_rows(index, budget, seed))
 
 
 def test_the_first_pair_s_polish_chooses_the_others_method():

@@ -73,6 +73,28 @@ def pair_budgets(budget: int, pair_rows: Sequence[int]) -> List[int]:
     return [int(b) + LEAST_PER_PAIR for b in budgets]
 
 
+#: A pair's budgeted pass (when the polish follows it) runs on at most this many of the pair's
+#: rows per support vector of its budget, a random subset; the polish then fits the
+#: coefficients on all of them. In one-vs-one every row is passed once per pair of its class
+#: (K - 1 times), while the pass only places the support vectors, which a few hundred rows
+#: per vector place as well as all of them. hardmc, 1,000,000 rows, B = 12,000, one epoch
+#: (the pairs 260-530 rows per vector): all rows 88.32% in 28.4-30.0 s; at most 256 a vector
+#: 88.31% in 23.8 s (the passes' CPU 10.8 -> 4.8 s); at most 192, 88.15%; 128, 87.99%
+#: (docs/multiclass_notes.md, session 34).
+PASS_ROWS_PER_SV = 256
+
+
+def pass_rows(index: np.ndarray, budget: int, seed: int) -> np.ndarray:
+    """The rows of a pair's budgeted pass: all of ``index`` up to ``PASS_ROWS_PER_SV`` per
+    support vector of ``budget``, else that many drawn at random without replacement (from
+    ``seed``, the pair's), in their order in the data."""
+    limit = PASS_ROWS_PER_SV * budget
+    if len(index) <= limit:
+        return index
+    keep = np.random.default_rng(seed).choice(len(index), size=limit, replace=False)
+    return index[np.sort(keep)]
+
+
 def pair_seed(seed: int, pair: int) -> int:
     """The seed of pair ``pair``'s run: distinct per pair, the same on every platform."""
     return (seed + 0x9E3779B97F4A7C15 * (pair + 1)) % 2**64

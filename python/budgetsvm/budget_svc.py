@@ -100,16 +100,19 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         How ``fit`` trains three classes or more. 'auto': 'ovo' where the budget gives every
         class pair at least 500 support vectors, 'shared' below (per support vector the shared
         budget is the more accurate; with enough per pair one-vs-one is as accurate in far less
-        time). 'ovo': one budgeted model per
-        class pair, each polished on its two classes' rows; a pair's value is positive for its
-        first class, and a row's class is the one with most votes (ties to the larger summed
-        values, as SVC's ``decision_function_shape='ovr'``). 'shared': one budgeted run whose
+        time). 'ovo': one budgeted model per class pair, each polished on its two classes'
+        rows; a pair's value is positive for its first class, and a row's class is the one with
+        most votes (ties to the larger summed values, as SVC's ``decision_function_shape='ovr'``).
+        Where a pair has more than 256 rows per support vector of its share, ``fit``'s budgeted
+        pass runs on a random 256 per vector (C as a fit of them) and the polish on all rows:
+        the pass only places the vectors (hardmc, 1,000,000 rows: the same accuracy, the passes
+        at half the time). 'shared': one budgeted run whose
         support vectors carry one coefficient per class (Crammer-Singer for BSGD, one-vs-rest
         for BSCA). One-vs-one is faster and as accurate where the classes overlap
         (docs/multiclass_notes.md: six classes, 100,000 rows, at 2-8x the speed). A
         ``partial_fit`` stream started on an unfitted estimator, ``fit_file`` and
         ``budgetsvm.dask.fit`` follow the same rule (streams and files: one BSGD run per pair,
-        each fed the rows of its two classes; Dask: each pair trained across the partitions'
+        each fed every row of its two classes; Dask: each pair trained across the partitions'
         rows of its two classes). ``record_history`` traces one run, so 'auto' is 'shared'
         there and 'ovo' is refused. Two classes are the binary model whatever this says.
     solver : {'bsgd', 'bsca'}, default='bsgd'
@@ -232,8 +235,9 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         polish, ``fit_stats_['polish']``: its objective before and after (per output), Newton
         iterations, rows that changed active sets, cached rows, passes over the rows, seconds
         (kernel values, Gram updates, factorisations, all). One-vs-one sums the counts over
-        the pairs and lists each pair's own figures (its classes, rows, budget, SVs, polish)
-        under ``fit_stats_['pairs']``.
+        the pairs and lists each pair's own figures (its classes, rows, budget, SVs, polish;
+        ``fit``'s also ``pass_rows``, the rows its budgeted pass saw) under
+        ``fit_stats_['pairs']``.
     lambda_ : float
         The regularisation lambda used (BSGD; for BSCA 1 / (n_samples * C)).
     class_weight_ : ndarray of shape (n_classes,)
@@ -401,16 +405,18 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         pairs = _probability.class_pairs(n_classes)
         members = _one_vs_one.pair_rows(rows.y_index, n_classes)
         budgets = _one_vs_one.pair_budgets(int(self.budget), [len(m) for m in members])
+        seeds = [_one_vs_one.pair_seed(seed, p) for p in range(len(pairs))]
+        # A pass only places the support vectors: with the polish to follow, a large pair's
+        # pass sees a subset of its rows (PASS_ROWS_PER_SV), its C (or lambda) as a fit of it.
+        passed = [
+            _one_vs_one.pass_rows(index, budget, pair_seed) if self.polish else index
+            for index, budget, pair_seed in zip(members, budgets, seeds)
+        ]
         # The budgeted passes of all pairs at once (each is sequential: the pairs spread over
         # the cores), then each pair's polish, which is parallel itself.
         runs = [
-            (
-                index.astype(np.int64),
-                budget,
-                _one_vs_one.pair_seed(seed, p),
-                self._c_for(len(index)),
-            )
-            for p, (index, budget) in enumerate(zip(members, budgets))
+            (index.astype(np.int64), budget, pair_seed, self._c_for(len(index)))
+            for index, budget, pair_seed in zip(passed, budgets, seeds)
         ]
         # (Each run's budget, seed and C replace the settings'.)
         settings = self._run_settings(
@@ -436,7 +442,9 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         )
         support_vectors, coef, intercept, stats, streams = [], [], [], [], []
         method = _one_vs_one.PolishMethodProbe()
-        for (a, b), index, budget, result in zip(pairs, members, budgets, results):
+        for (a, b), index, n_passed, budget, result in zip(
+            pairs, members, map(len, passed), budgets, results
+        ):
             pair_started = time.perf_counter()
             model = clone(template).set_params(budget=budget)
             model.classes_ = rows.classes[[a, b]]
@@ -458,7 +466,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
             if self.verbose:
                 print(
                     f"pair {len(stats) + 1}/{len(pairs)} ({rows.classes[a]!r}, "
-                    f"{rows.classes[b]!r}): {len(index):,} rows, "
+                    f"{rows.classes[b]!r}): {len(index):,} rows ({n_passed:,} in the pass), "
                     f"{model.support_vectors_.shape[0]} of budget {budget} SVs, budgeted pass "
                     f"{model.fit_stats_['seconds']:.2f} s, polish "
                     f"{time.perf_counter() - pair_started:.2f} s"
@@ -472,6 +480,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
                     model.fit_stats_,
                     classes=(int(a), int(b)),
                     rows=int(len(index)),
+                    pass_rows=int(n_passed),
                     budget=int(budget),
                     lambda_=float(model.lambda_),
                 )
@@ -936,7 +945,8 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         (the other classes' rows read and skipped). With ``shuffle=False`` both designs give
         ``fit``'s model on the loaded file (one-vs-one: the budgeted runs exactly, the polish
         to rounding where the first pair's solve probes the Hessian-free path, whose sums
-        follow the chunks).
+        follow the chunks), but for the pairs of more than 256 rows per support vector, whose
+        pass here sees every row (``fit``'s a random 256 per vector).
 
         ``n_features`` widens the model to at least that many features (a test file may lack
         the last ones). ``class_weight`` applies as in ``fit`` ('balanced' from the first
