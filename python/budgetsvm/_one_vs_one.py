@@ -3,7 +3,9 @@
 Each class pair (a, b), a < b, in LIBSVM's order (0, 1), (0, 2), ..., gets a binary budgeted
 model trained on the rows of its two classes only (the budgeted pass, then the polish), with
 its share of the budget: the total ``budget`` is split over the pairs in proportion to the
-square root of their rows (``pair_budgets``), so the model keeps at most ``budget`` support vectors in all and a prediction costs one
+square root of their rows (``pair_budgets``), each pair's budgeted pass running on at most
+``PASS_ROWS_PER_SV`` of its rows per vector when the polish follows (``pass_rows``), so the model
+keeps at most ``budget`` support vectors in all and a prediction costs one
 kernel block K(X, S) over them, whatever the number of classes. A support vector belongs to
 one pair (merging makes new points, which no other pair has), so the model is held grouped
 by pair: ``support_vectors_`` pair after pair, ``dual_coef_`` (1, n_SV) each vector's
