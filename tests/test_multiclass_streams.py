@@ -11,7 +11,7 @@ import pickle
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from budgetsvm import BudgetSVC, load_model
+from budgetsvm import BudgetSVC, _one_vs_one, load_model
 from budgetsvm._budgeted import file_summary
 from budgetsvm._one_vs_one import PolishMethodProbe, pair_budgets, pair_seed
 from budgetsvm.datasets import load_svmlight_file
@@ -238,6 +238,23 @@ def test_the_pairs_runs_refuse_what_they_cannot_step():
         _budgetsvm.partial_fit_pairs(streams, X, y_index, [(0, 1), (0, 2), (2, 2)])
     with pytest.raises(ValueError, match="rows"):
         _budgetsvm.partial_fit_pairs(streams, X[:10], y_index, pairs)
+    # Rows named per pair (fit_file's subsets): rows of the pair's classes, ascending.
+    named = [np.flatnonzero((y == a) | (y == b)).astype(np.int64) for a, b in pairs]
+    with pytest.raises(ValueError, match="one array of rows per pair"):
+        _budgetsvm.partial_fit_pairs(streams, X, y_index, pairs, pair_rows=named[:2])
+    other = int(np.flatnonzero(y == 2)[0])
+    wrong = [np.array([other], dtype=np.int64)] + named[1:]
+    with pytest.raises(ValueError, match=rf"pair_rows\[0\] names row {other}, which is not a row"):
+        _budgetsvm.partial_fit_pairs(streams, X, y_index, pairs, pair_rows=wrong)
+    for bad in (-1, 50):
+        with pytest.raises(ValueError, match=f"names row {bad}"):
+            _budgetsvm.partial_fit_pairs(
+                streams, X, y_index, pairs, pair_rows=[np.array([bad], np.int64)] + named[1:]
+            )
+    with pytest.raises(ValueError, match="must be ascending"):
+        _budgetsvm.partial_fit_pairs(
+            streams, X, y_index, pairs, pair_rows=[named[0][::-1].copy()] + named[1:]
+        )
     shared = BudgetSVC(budget=30, multiclass="shared", gamma=0.5).partial_fit(
         X, y, classes=[0, 1, 2]
     )
@@ -260,15 +277,22 @@ def test_fit_file_of_two_classes_is_the_binary_model(tmp_path, multiclass):
     assert_array_equal(clf.intercept_, binary.intercept_)
 
 
+@pytest.mark.parametrize("subsets", [False, True])
 @pytest.mark.parametrize("polish", [False, True])
-def test_fit_file_equals_fit_s_one_vs_one_on_the_loaded_file(tmp_path, polish, monkeypatch):
+def test_fit_file_equals_fit_s_one_vs_one_on_the_loaded_file(
+    tmp_path, polish, subsets, monkeypatch
+):
     # Without shuffling both visit each pair's rows in the file's order: the same budgets
     # (split by the pairs' rows, which the first pass counts), the same runs, and the same
     # polish (each pair on the rows of its two classes, chunk by chunk from the file). Bit for
     # bit where the pairs' polishes form the Newton system (the probe off); the probe's
     # Hessian-free solve adds its sums in the file's chunks, so only to rounding with it
-    # (test_fit_file_class_weights_reach_each_pair_as_in_fit).
+    # (test_fit_file_class_weights_reach_each_pair_as_in_fit). With few rows allowed per
+    # support vector (PASS_ROWS_PER_SV) the polished pairs' passes see the same random subsets
+    # of their rows, picked from the chunks.
     monkeypatch.setattr(PolishMethodProbe, "hessian_free_from", lambda self: None)
+    if subsets:
+        monkeypatch.setattr(_one_vs_one, "PASS_ROWS_PER_SV", 4)
     X, y = blobs(1200, 4, 12)
     X[:, 1] = np.where(np.abs(X[:, 1]) < 0.3, 0.0, X[:, 1])  # some sparsity
     path = write_libsvm(tmp_path / "train.svm", X, y)
@@ -285,6 +309,13 @@ def test_fit_file_equals_fit_s_one_vs_one_on_the_loaded_file(tmp_path, polish, m
     stats = from_file.fit_stats_["pairs"]
     assert [p["rows"] for p in stats] == rows
     assert [p["budget"] for p in stats] == pair_budgets(100, rows)
+    for p in (stats, in_memory.fit_stats_["pairs"]):
+        limited = [
+            min(r, 4 * b) if subsets and polish else r
+            for r, b in zip(rows, pair_budgets(100, rows))
+        ]
+        assert [q["pass_rows"] for q in p] == limited
+        assert [q["iterations"] for q in p] == [2 * n for n in limited]
     assert from_file.support_vectors_.shape[0] <= 100
     assert from_file.n_iter_ == 2 and from_file.fit_stats_["epochs"] == 2
     if polish:

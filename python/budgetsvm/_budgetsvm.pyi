@@ -160,6 +160,7 @@ def partial_fit_pairs(
     sample_weight: Optional[npt.NDArray[np.float64]] = None,
     average_placement: bool = True,
     n_threads: Optional[int] = None,
+    pair_rows: Optional[Sequence[npt.NDArray[np.int64]]] = None,
 ) -> None: ...
 def fit_exact(
     x: _Features,

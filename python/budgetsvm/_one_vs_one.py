@@ -21,7 +21,7 @@ budget and as accurate as the exact SVM (the figures are in the notes).
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -86,15 +86,35 @@ def pair_budgets(budget: int, pair_rows: Sequence[int]) -> List[int]:
 PASS_ROWS_PER_SV = 256
 
 
-def pass_rows(index: np.ndarray, budget: int, seed: int) -> np.ndarray:
-    """The rows of a pair's budgeted pass: all of ``index`` up to ``PASS_ROWS_PER_SV`` per
-    support vector of ``budget``, else that many drawn at random without replacement (from
-    ``seed``, the pair's), in their order in the data."""
+def pass_positions(n_rows: int, budget: int, seed: int) -> Optional[np.ndarray]:
+    """Which of a pair's ``n_rows`` rows (their places among the pair's rows in data order)
+    its budgeted pass sees: None for all, up to ``PASS_ROWS_PER_SV`` per support vector of
+    ``budget``; beyond, that many drawn at random without replacement (from ``seed``, the
+    pair's), ascending. ``fit`` and ``fit_file`` draw the same."""
     limit = PASS_ROWS_PER_SV * budget
-    if len(index) <= limit:
-        return index
-    keep = np.random.default_rng(seed).choice(len(index), size=limit, replace=False)
-    return index[np.sort(keep)]
+    if n_rows <= limit:
+        return None
+    return np.sort(np.random.default_rng(seed).choice(n_rows, size=limit, replace=False))
+
+
+def pass_rows(index: np.ndarray, budget: int, seed: int) -> np.ndarray:
+    """The rows of ``index`` (a pair's, in data order) its budgeted pass sees
+    (``pass_positions``)."""
+    keep = pass_positions(len(index), budget, seed)
+    return index if keep is None else index[keep]
+
+
+def chunk_pass_rows(
+    y_chunk: np.ndarray, pair: Tuple[int, int], keep: Optional[np.ndarray], seen: int
+) -> np.ndarray:
+    """The rows of a chunk (class indices ``y_chunk``) that pair ``pair``'s pass sees, where
+    the pair's rows before the chunk number ``seen`` and ``keep`` is its ``pass_positions``."""
+    rows = np.flatnonzero((y_chunk == pair[0]) | (y_chunk == pair[1]))
+    if keep is not None and len(keep):
+        places = seen + np.arange(len(rows))
+        at = np.minimum(np.searchsorted(keep, places), len(keep) - 1)
+        rows = rows[keep[at] == places]
+    return rows.astype(np.int64)
 
 
 def pair_seed(seed: int, pair: int) -> int:

@@ -103,12 +103,12 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         time). 'ovo': one budgeted model per class pair, each polished on its two classes'
         rows; a pair's value is positive for its first class, and a row's class is the one with
         most votes (ties to the larger summed values, as SVC's ``decision_function_shape='ovr'``).
-        Where a pair has more than 256 rows per support vector of its share, ``fit``'s budgeted
-        pass runs on a random 256 per vector (C as a fit of them) and the polish on all rows:
-        the pass only places the vectors (hardmc, 1,000,000 rows: the same accuracy, the passes
-        at half the time). 'shared': one budgeted run whose
-        support vectors carry one coefficient per class (Crammer-Singer for BSGD, one-vs-rest
-        for BSCA). One-vs-one is faster and as accurate where the classes overlap
+        Where a pair has more than 256 rows per support vector of its share, its budgeted pass
+        (``fit``, ``fit_file``) runs on a random 256 per vector (C as a fit of them) and the
+        polish on all rows: the pass only places the vectors (hardmc, 1,000,000 rows: the same
+        accuracy, the passes at half the time). 'shared': one budgeted run whose support
+        vectors carry one coefficient per class (Crammer-Singer for BSGD, one-vs-rest for
+        BSCA). One-vs-one is faster and as accurate where the classes overlap
         (docs/multiclass_notes.md: six classes, 100,000 rows, at 2-8x the speed). A
         ``partial_fit`` stream started on an unfitted estimator, ``fit_file`` and
         ``budgetsvm.dask.fit`` follow the same rule (streams and files: one BSGD run per pair,
@@ -236,7 +236,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         iterations, rows that changed active sets, cached rows, passes over the rows, seconds
         (kernel values, Gram updates, factorisations, all). One-vs-one sums the counts over
         the pairs and lists each pair's own figures (its classes, rows, budget, SVs, polish;
-        ``fit``'s also ``pass_rows``, the rows its budgeted pass saw) under
+        ``fit``'s and ``fit_file``'s also ``pass_rows``, the rows its budgeted pass saw) under
         ``fit_stats_['pairs']``.
     lambda_ : float
         The regularisation lambda used (BSGD; for BSCA 1 / (n_samples * C)).
@@ -945,8 +945,8 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         (the other classes' rows read and skipped). With ``shuffle=False`` both designs give
         ``fit``'s model on the loaded file (one-vs-one: the budgeted runs exactly, the polish
         to rounding where the first pair's solve probes the Hessian-free path, whose sums
-        follow the chunks), but for the pairs of more than 256 rows per support vector, whose
-        pass here sees every row (``fit``'s a random 256 per vector).
+        follow the chunks); a pair of more than 256 rows per support vector passes the same
+        random subset of its rows as in ``fit``.
 
         ``n_features`` widens the model to at least that many features (a test file may lack
         the last ones). ``class_weight`` applies as in ``fit`` ('balanced' from the first
@@ -1040,23 +1040,43 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
         self._stream = None
         epochs = int(self.epochs)
         seed = self._seed()
+        seeds = [_one_vs_one.pair_seed(seed, p) for p in range(len(pairs))]
+        # fit's subsets of the large pairs' rows for their passes (`_one_vs_one.pass_positions`).
+        keeps = [
+            _one_vs_one.pass_positions(rows, budget, pair_seed) if self.polish else None
+            for rows, budget, pair_seed in zip(pair_rows, budgets, seeds)
+        ]
+        passed = [rows if keep is None else len(keep) for rows, keep in zip(pair_rows, keeps)]
         streams = [
             self._new_stream(
                 file.width,
                 2,
-                max(rows, 1),
+                max(n_passed, 1),
                 True,
                 epochs,
                 budget=budget,
-                seed=_one_vs_one.pair_seed(seed, p),
+                seed=pair_seed,
             )
-            for p, (rows, budget) in enumerate(zip(pair_rows, budgets))
+            for n_passed, budget, pair_seed in zip(passed, budgets, seeds)
         ]
         n_threads = check_n_jobs(self.n_jobs)
+        subsets = any(keep is not None for keep in keeps)
         done = 0
         for epoch in range(1, epochs + 1):
+            seen = [0] * len(pairs)
             for X_chunk, labels in file.chunks():
                 y_chunk = _class_indices(classes, labels)
+                named = None
+                if subsets:
+                    named = [
+                        _one_vs_one.chunk_pass_rows(y_chunk, pair, keep, before)
+                        for pair, keep, before in zip(pairs, keeps, seen)
+                    ]
+                    counts_chunk = np.bincount(y_chunk, minlength=n_classes)
+                    seen = [
+                        before + int(counts_chunk[a] + counts_chunk[b])
+                        for before, (a, b) in zip(seen, pairs)
+                    ]
                 _budgetsvm.partial_fit_pairs(
                     streams,
                     X_chunk,
@@ -1067,6 +1087,7 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
                     else np.ascontiguousarray(row_class_weights[y_chunk]),
                     average_placement=not self.polish,
                     n_threads=n_threads,
+                    pair_rows=named,
                 )
                 done += len(labels)
                 if progress is not None:
@@ -1087,11 +1108,12 @@ class BudgetSVC(ProbabilityMixin, ClassifierMixin, BudgetedMachine):
             dict(
                 classes=(int(a), int(b)),
                 rows=rows,
+                pass_rows=int(n_passed),
                 budget=int(budget),
                 lambda_=self._lambda_for(max(rows, 1)),
                 epochs=epochs,
             )
-            for (a, b), rows, budget in zip(pairs, pair_rows, budgets)
+            for (a, b), rows, n_passed, budget in zip(pairs, pair_rows, passed, budgets)
         ]
         self._set_stream_pairs(streams, info, time.perf_counter() - started)
         self.n_iter_ = epochs

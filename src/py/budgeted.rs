@@ -552,11 +552,14 @@ pub fn fit_pairs<'py>(
 /// of `x` whose class index in `y` (uint32) is a or b of `pairs[p]` = (a, b), b positive, in
 /// the batch's order (shuffled by the run as its own `partial_fit` shuffles), with their
 /// `sample_weight`; rows of weight 0 are left out, and a run with no rows in the batch is not
-/// stepped. Each run's pass is what its `partial_fit` on those rows would do; the runs go at
+/// stepped. `pair_rows` (one int64 array per pair, ascending) names the batch rows a run steps
+/// over instead of all its classes' rows (`fit_file`'s pairs whose pass sees a subset, as
+/// `fit`'s). Each run's pass is what its `partial_fit` on those rows would do; the runs go at
 /// once on the thread pool (`n_threads` as `fit_pairs`'), so the same runs on any number of
 /// threads. Ctrl-C or an error leaves the runs part-way: callers pass copies.
 #[pyfunction]
-#[pyo3(signature = (streams, x, y, pairs, *, sample_weight = None, average_placement = true, n_threads = None))]
+#[pyo3(signature = (streams, x, y, pairs, *, sample_weight = None, average_placement = true, n_threads = None, pair_rows = None))]
+#[allow(clippy::too_many_arguments)]
 pub fn partial_fit_pairs<'py>(
     py: Python<'py>,
     streams: Vec<Bound<'py, BsgdStream>>,
@@ -566,6 +569,7 @@ pub fn partial_fit_pairs<'py>(
     sample_weight: Option<PyReadonlyArray1<'py, f64>>,
     average_placement: bool,
     n_threads: Option<usize>,
+    pair_rows: Option<Vec<PyReadonlyArray1<'py, i64>>>,
 ) -> PyResult<()> {
     if streams.len() != pairs.len() {
         return Err(PyValueError::new_err(format!(
@@ -574,21 +578,54 @@ pub fn partial_fit_pairs<'py>(
             pairs.len()
         )));
     }
+    if pair_rows.as_ref().is_some_and(|r| r.len() != pairs.len()) {
+        return Err(PyValueError::new_err(
+            "pair_rows needs one array of rows per pair",
+        ));
+    }
     let y = slice1(&y)?;
     let weights = sample_weight.as_ref().map(slice1).transpose()?;
     if weights.is_some_and(|w| w.len() != y.len()) {
         return Err(PyValueError::new_err("one sample weight per row is needed"));
     }
     let mut runs = Vec::with_capacity(pairs.len());
-    for &(a, b) in &pairs {
+    for (p, &(a, b)) in pairs.iter().enumerate() {
         if a == b {
             return Err(PyValueError::new_err(format!(
                 "a pair needs two distinct classes, got ({a}, {b})"
             )));
         }
-        let rows: Vec<usize> = (0..y.len())
-            .filter(|&i| (y[i] == a || y[i] == b) && weights.is_none_or(|w| w[i] > 0.0))
-            .collect();
+        let in_pair = |i: usize| (y[i] == a || y[i] == b) && weights.is_none_or(|w| w[i] > 0.0);
+        let rows: Vec<usize> = match &pair_rows {
+            None => (0..y.len()).filter(|&i| in_pair(i)).collect(),
+            Some(named) => {
+                let named = slice1(&named[p])?;
+                let mut rows = Vec::with_capacity(named.len());
+                for &i in named {
+                    let row = usize::try_from(i).ok().filter(|&i| i < y.len());
+                    match row {
+                        Some(i) if y[i] == a || y[i] == b => {
+                            if rows.last().is_some_and(|&last| last >= i) {
+                                return Err(PyValueError::new_err(format!(
+                                    "pair_rows[{p}] must be ascending, got {i} after {}",
+                                    rows[rows.len() - 1]
+                                )));
+                            }
+                            rows.push(i);
+                        }
+                        _ => {
+                            return Err(PyValueError::new_err(format!(
+                                "pair_rows[{p}] names row {i}, which is not a row of classes \
+                                 {a} or {b} among the batch's {}",
+                                y.len()
+                            )))
+                        }
+                    }
+                }
+                rows.retain(|&i| weights.is_none_or(|w| w[i] > 0.0));
+                rows
+            }
+        };
         let targets: Vec<u32> = rows.iter().map(|&i| u32::from(y[i] == b)).collect();
         let weights = weights.map(|w| rows.iter().map(|&i| w[i]).collect::<Vec<f64>>());
         runs.push((rows, targets, weights));
