@@ -80,9 +80,9 @@ def pair_budgets(budget: int, pair_rows: Sequence[int]) -> List[int]:
 #: coefficients on all of them. In one-vs-one every row is passed once per pair of its class
 #: (K - 1 times), while the pass only places the support vectors, which a few hundred rows
 #: per vector place as well as all of them. hardmc, 1,000,000 rows, B = 12,000, one epoch
-#: (the pairs 260-530 rows per vector): all rows 88.32% in 28.4-30.0 s; at most 256 a vector
-#: 88.31% in 23.8 s (the passes' CPU 10.8 -> 4.8 s); at most 192, 88.15%; 128, 87.99%
-#: (docs/multiclass_notes.md, session 34).
+#: (the pairs 260-530 rows per vector): all rows 88.32% in 28.4-30.0 s; a random 256 a vector
+#: 88.30% in 25.9 s (the passes' CPU 10.8 -> 6.4 s); 192, 88.01%; 160, 88.12% (the draw moves
+#: the accuracy by about 0.1 point; docs/multiclass_notes.md, session 34).
 PASS_ROWS_PER_SV = 256
 
 

@@ -602,27 +602,25 @@ pub fn partial_fit_pairs<'py>(
                 let named = slice1(&named[p])?;
                 let mut rows = Vec::with_capacity(named.len());
                 for &i in named {
-                    let row = usize::try_from(i).ok().filter(|&i| i < y.len());
-                    match row {
-                        Some(i) if y[i] == a || y[i] == b => {
-                            if rows.last().is_some_and(|&last| last >= i) {
-                                return Err(PyValueError::new_err(format!(
-                                    "pair_rows[{p}] must be ascending, got {i} after {}",
-                                    rows[rows.len() - 1]
-                                )));
-                            }
-                            rows.push(i);
-                        }
-                        _ => {
-                            return Err(PyValueError::new_err(format!(
-                                "pair_rows[{p}] names row {i}, which is not a row of classes \
-                                 {a} or {b} among the batch's {}",
-                                y.len()
-                            )))
-                        }
+                    let row = usize::try_from(i)
+                        .ok()
+                        .filter(|&i| i < y.len() && (y[i] == a || y[i] == b));
+                    let Some(row) = row else {
+                        return Err(PyValueError::new_err(format!(
+                            "pair_rows[{p}] names row {i}, which is not a row of classes {a} or \
+                             {b} among the batch's {}",
+                            y.len()
+                        )));
+                    };
+                    if let Some(&last) = rows.last().filter(|&&last| last >= row) {
+                        return Err(PyValueError::new_err(format!(
+                            "pair_rows[{p}] must be ascending, got {row} after {last}"
+                        )));
                     }
+                    rows.push(row);
                 }
-                rows.retain(|&i| weights.is_none_or(|w| w[i] > 0.0));
+                // Rows of weight 0 are left out, as from the classes' rows.
+                rows.retain(|&i| in_pair(i));
                 rows
             }
         };
