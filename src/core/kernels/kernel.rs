@@ -132,7 +132,7 @@ impl Kernel {
     }
 
     /// `from_dots` into f32 (`out`, as long as `dots`): the Gaussian kernel through
-    /// `simd::rbf_from_dots_f32` (an exponential for f32's accuracy, `dots` left as they are),
+    /// `simd::rbf_from_dots_f32` (an exponential in f32 arithmetic, `dots` left as they are),
     /// the others computed in place in `dots` and rounded.
     pub fn from_dots_f32(&self, sq_norm: f64, sq_norms: &[f64], dots: &mut [f64], out: &mut [f32]) {
         match *self {

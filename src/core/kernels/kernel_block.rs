@@ -398,8 +398,8 @@ impl KernelBlocks {
         }
     }
 
-    /// `fill_rows` in f32 (`Kernel::from_dots_f32`: for the Gaussian kernel an exponential of
-    /// f32's accuracy): each chunk's dot products in the scratch, the values written straight
+    /// `fill_rows` in f32 (`Kernel::from_dots_f32`: for the Gaussian kernel an exponential in
+    /// f32 arithmetic): each chunk's dot products in the scratch, the values written straight
     /// into `out` (no f64 block, no copy, no rounding pass).
     pub fn fill_rows_f32<R: Rows>(
         &self,

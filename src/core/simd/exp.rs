@@ -30,10 +30,37 @@ pub(super) const INV_FACT: [f64; 14] = [
     1.0 / 6_227_020_800.0,
 ];
 
-/// The Taylor degree of the exponential for kernel values stored in f32 (the polish's): the
-/// remainder (ln2 / 2)^8 / 8! < 5.3e-9 relative lies under f32's half ulp (6e-8), so the value
-/// rounded to f32 is almost always the degree-13 one's, for six fused multiply-adds fewer.
+// The exponential of kernel values kept in f32 (the Hessian-free polish's), in f32 arithmetic:
+// twice the lanes of f64 per instruction (1,000,000 hardmc rows in one-vs-one: these values
+// 13.7% of the fit's CPU samples -> 8.9%, the degree-7 f64 exponential before). The distance and -gamma d^2 stay in f64 (d^2 from dot
+// products cancels), and x = -gamma d^2 is rounded to f32 once: that moves e^x by at most
+// |x| 2^-24 relative, which is at most max |x| e^x 2^-24 = 2.2e-8 absolute (at x = -1), a third
+// of the f32 ulp of the values near 1 and about the rounding every kept value already has.
+// Then the same scheme as the f64 exponential: x = n ln2 + r with ln 2 in two f32 parts,
+// Taylor's polynomial of degree `SINGLE_DEGREE` in r, 2^n in the exponent bits (1.5 * 2^23
+// added rounds x log2(e) to an integer). Below `EXP_MIN_ARG_SINGLE` 0 (e^-87.33 = 1.18e-38,
+// where f32's normal numbers end: 2^n then stays a normal number).
+
+/// The Taylor degree of the f32 exponential: the remainder (ln2 / 2)^8 / 8! < 5.3e-9 relative
+/// lies under f32's half ulp (6e-8).
 pub const SINGLE_DEGREE: usize = 7;
+pub(super) const LOG2E_SINGLE: f32 = std::f32::consts::LOG2_E;
+/// ln 2 in 9 bits (n ln2_hi is exact for |n| < 2^15, also without fused operations) and the
+/// rest.
+pub(super) const LN2_HI_SINGLE: f32 = 355.0 / 512.0;
+pub(super) const LN2_LO_SINGLE: f32 = (std::f64::consts::LN_2 - 355.0 / 512.0) as f32;
+pub(super) const SHIFTER_SINGLE: f32 = 12_582_912.0;
+pub(super) const EXP_MIN_ARG_SINGLE: f32 = -87.33;
+pub(super) const INV_FACT_SINGLE: [f32; SINGLE_DEGREE + 1] = [
+    1.0,
+    1.0,
+    1.0 / 2.0,
+    1.0 / 6.0,
+    1.0 / 24.0,
+    1.0 / 120.0,
+    1.0 / 720.0,
+    1.0 / 5_040.0,
+];
 
 /// The exponential above for x <= 0 (see the constants); branch-free. With `FMA` every
 /// multiply-add is fused, the exact sequence of the vector paths.
@@ -89,7 +116,38 @@ pub(super) fn rbf_from_dot<const FMA: bool>(
     exp_nonpositive::<FMA>(-gamma * d2)
 }
 
-/// `rbf_from_dot` rounded to f32, its exponential of degree `SINGLE_DEGREE`.
+/// e^x for x <= 0 in f32 arithmetic (the constants above); branch-free. With `FMA` every
+/// multiply-add is fused, the exact sequence of the vector paths.
+#[inline(always)]
+pub(super) fn exp_nonpositive_single<const FMA: bool>(x: f32) -> f32 {
+    #[inline(always)]
+    fn fma<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
+        if FMA {
+            a.mul_add(b, c)
+        } else {
+            a * b + c
+        }
+    }
+    let underflow = x < EXP_MIN_ARG_SINGLE;
+    let x = if underflow { EXP_MIN_ARG_SINGLE } else { x };
+    let shifted = fma::<FMA>(x, LOG2E_SINGLE, SHIFTER_SINGLE);
+    let n = shifted - SHIFTER_SINGLE;
+    let r = fma::<FMA>(-n, LN2_LO_SINGLE, fma::<FMA>(-n, LN2_HI_SINGLE, x));
+    let mut p = INV_FACT_SINGLE[SINGLE_DEGREE];
+    for k in (0..SINGLE_DEGREE).rev() {
+        p = fma::<FMA>(p, r, INV_FACT_SINGLE[k]);
+    }
+    let n_bits = shifted.to_bits().wrapping_sub(SHIFTER_SINGLE.to_bits());
+    let scale = f32::from_bits(n_bits.wrapping_add(127) << 23);
+    if underflow {
+        0.0
+    } else {
+        p * scale
+    }
+}
+
+/// The Gaussian kernel value in f32: the distance and -gamma d^2 as `rbf_from_dot`'s, then
+/// rounded to f32 and `exp_nonpositive_single`.
 #[inline(always)]
 pub(super) fn rbf_from_dot_single<const FMA: bool>(
     gamma: f64,
@@ -99,7 +157,7 @@ pub(super) fn rbf_from_dot_single<const FMA: bool>(
 ) -> f32 {
     let d2 = x_norm + sv_norm - 2.0 * dot;
     let d2 = if d2 < 0.0 { 0.0 } else { d2 };
-    exp_nonpositive_of::<FMA, SINGLE_DEGREE>(-gamma * d2) as f32
+    exp_nonpositive_single::<FMA>((-gamma * d2) as f32)
 }
 
 /// `rbf_from_dots_f32` on the portable level (the slices of one length).
@@ -307,20 +365,27 @@ mod tests {
         }
     }
 
-    /// The f32 Gaussian values: on every level within an f32 ulp of the f64 values rounded
-    /// (whose exponential is exact to an f64 ulp), the vector levels the scalar fused code's
-    /// bits; NaN distances stay NaN, far points give 0.
+    /// The f32 Gaussian values: on every level within an f32 ulp of the f64 values (whose
+    /// exponential is exact to an f64 ulp) plus what rounding the argument x = -gamma d^2 to
+    /// f32 moves e^x (|x| 2^-24 relative), so never more than 6e-8 from them; the vector
+    /// levels the scalar fused code's bits; NaN distances stay NaN, far points give 0.
     #[test]
-    fn f32_rbf_values_round_the_f64_ones() {
+    fn f32_rbf_values_are_the_f64_ones_to_the_rounding_of_their_argument() {
         let mut rng = Rng::new(33);
-        for n in [0, 1, 3, 4, 5, 8, 9, 17, 100, 259] {
-            let norms: Vec<f64> = (0..n).map(|_| rng.next_f64() * 8.0).collect();
-            let mut dots: Vec<f64> = (0..n).map(|_| (rng.next_f64() - 0.5) * 6.0).collect();
+        for n in [0, 1, 3, 4, 5, 8, 9, 15, 16, 17, 31, 33, 100, 259, 4000] {
+            let gamma = 0.01 + 3.0 * rng.next_f64();
+            let x_norm = 20.0 * rng.next_f64();
+            let norms: Vec<f64> = (0..n).map(|_| rng.next_f64() * 20.0).collect();
+            let mut dots: Vec<f64> = norms
+                .iter()
+                .map(|&sn| (rng.next_f64() - 0.5) * 2.0 * (x_norm * sn).sqrt())
+                .collect();
             if n > 4 {
                 dots[1] = f64::NAN;
                 dots[2] = -1e6;
+                // The same point as x: distance 0, value 1.
+                dots[3] = 0.5 * (x_norm + norms[3]);
             }
-            let (gamma, x_norm) = (0.7, 3.0);
             let mut wide = dots.clone();
             rbf_from_dots(gamma, x_norm, &norms, &mut wide);
             for level in levels_here() {
@@ -332,8 +397,23 @@ mod tests {
                         assert!(out[j].is_nan(), "{level:?} n {n} j {j}");
                         continue;
                     }
-                    let ulp = (out[j].to_bits() as i64 - w.to_bits() as i64).abs();
-                    assert!(ulp <= 1, "{level:?} n {n} j {j}: {} vs {w}", out[j]);
+                    let x = gamma * (x_norm + norms[j] - 2.0 * dots[j]).max(0.0);
+                    let ulp = f64::from(f32::from_bits(w.to_bits() + 1) - w);
+                    let err = (f64::from(out[j]) - wide[j]).abs();
+                    // Where e^x is below f32's normal numbers, 0 is within 1.2e-38.
+                    let allowed = (ulp + wide[j] * x * 2f64.powi(-24)).max(1.2e-38);
+                    assert!(
+                        err <= allowed,
+                        "{level:?} n {n} j {j}: {} vs {}",
+                        out[j],
+                        wide[j]
+                    );
+                    assert!(
+                        err <= 6e-8,
+                        "{level:?} n {n} j {j}: {} vs {}",
+                        out[j],
+                        wide[j]
+                    );
                     if level != Level::Portable {
                         let fused = rbf_from_dot_single::<true>(gamma, x_norm, norms[j], dots[j]);
                         assert_eq!(out[j].to_bits(), fused.to_bits(), "{level:?} n {n} j {j}");
@@ -341,6 +421,7 @@ mod tests {
                 }
                 if n > 4 {
                     assert_eq!(out[2], 0.0);
+                    assert_eq!(out[3], 1.0);
                 }
             }
         }

@@ -153,9 +153,10 @@ pub fn simd_level() -> &'static str {
 // Kernel values from dot products (`exp.rs`, `x86/exp.rs`).
 
 /// Gaussian kernel values in f32 from dot products with a point of squared norm `sq_norm`:
-/// out[j] <- exp(-gamma max(0, sq_norm + sv_sq_norms[j] - 2 dots[j])) rounded to f32, the
-/// exponential of degree `SINGLE_DEGREE` (for values kept in f32: the Hessian-free polish's).
-/// The same values on the AVX2 and AVX-512 levels; the portable path agrees to an ulp.
+/// out[j] <- exp(x), x = -gamma max(0, sq_norm + sv_sq_norms[j] - 2 dots[j]) in f64 rounded to
+/// f32, the exponential in f32 arithmetic (for values kept in f32: the Hessian-free polish's):
+/// within an f32 ulp of the f64 value plus |x| 2^-24 relative (x's rounding), 6e-8 at most.
+/// The same values on the AVX2 and AVX-512 levels; the portable path agrees to a few ulp.
 #[inline]
 pub fn rbf_from_dots_f32(
     gamma: f64,
@@ -639,12 +640,16 @@ pub fn dots_one_row<T: ColumnValue>(
 
 /// Sum of x[i] y[i] in f32 arithmetic (halves widened to f32 exactly): for products whose
 /// operands are approximate anyway (the Hessian of half-precision rows), at twice the lanes
-/// of f64 arithmetic and without a widening per value.
+/// of f64 arithmetic and without a widening per value. The sums' order is each level's own
+/// (AVX-512 adds 16 lanes at a time).
 pub fn dot_half(x: &[F16], y: &[f32]) -> f32 {
     #[cfg(target_arch = "x86_64")]
-    if x86::Vector::current().is_some() {
+    match x86::Vector::current() {
+        // SAFETY: the level runs AVX-512F as well as AVX2, FMA and F16C.
+        Some(x86::Vector::Avx512(_)) => return unsafe { x86::half::dot_half_avx512(x, y) },
         // SAFETY: a vector level runs AVX2, FMA and F16C (`Level::runs_here`).
-        return unsafe { x86::half::dot_half_avx2(x, y) };
+        Some(x86::Vector::Avx2(_)) => return unsafe { x86::half::dot_half_avx2(x, y) },
+        None => {}
     }
     half::dot_half_portable(x, y)
 }
@@ -652,9 +657,12 @@ pub fn dot_half(x: &[F16], y: &[f32]) -> f32 {
 /// y += a x in f32 arithmetic (see `dot_half`).
 pub fn axpy_half(a: f32, x: &[F16], y: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if x86::Vector::current().is_some() {
+    match x86::Vector::current() {
         // SAFETY: as in `dot_half`.
-        return unsafe { x86::half::axpy_half_avx2(a, x, y) };
+        Some(x86::Vector::Avx512(_)) => return unsafe { x86::half::axpy_half_avx512(a, x, y) },
+        // SAFETY: as in `dot_half`.
+        Some(x86::Vector::Avx2(_)) => return unsafe { x86::half::axpy_half_avx2(a, x, y) },
+        None => {}
     }
     half::axpy_half_portable(a, x, y)
 }

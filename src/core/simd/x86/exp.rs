@@ -4,8 +4,9 @@
 
 use super::{levels, Simd};
 use crate::core::simd::exp::{
-    rbf_from_dot, rbf_from_dot_single, sigmoid_from_dot, EXP_MIN_ARG, INV_FACT, LN2_HI, LN2_LO,
-    LOG2E, SHIFTER, SINGLE_DEGREE,
+    rbf_from_dot, rbf_from_dot_single, sigmoid_from_dot, EXP_MIN_ARG, EXP_MIN_ARG_SINGLE, INV_FACT,
+    INV_FACT_SINGLE, LN2_HI, LN2_HI_SINGLE, LN2_LO, LN2_LO_SINGLE, LOG2E, LOG2E_SINGLE, SHIFTER,
+    SHIFTER_SINGLE, SINGLE_DEGREE,
 };
 
 /// exp(x) for x in [-708, 0] on every lane: 2^n exp(r), x = n ln2 + r, exp(r) by its Taylor
@@ -43,18 +44,34 @@ pub(super) fn rbf<S: Simd>(s: S, dot: S::F, sv_norm: S::F, x_norm: S::F, neg_gam
     exp(s, s.mul(neg_gamma, s.max(s.zero(), d2)))
 }
 
-/// `rbf_from_dot_single::<true>` on every lane before its rounding to f32.
+/// `exp_nonpositive_single::<true>` on every lane (2 `LANES` floats), operation for operation.
 #[inline(always)]
-fn rbf_single<S: Simd>(s: S, dot: S::F, sv_norm: S::F, x_norm: S::F, neg_gamma: S::F) -> S::F {
-    let d2 = s.fnmadd(s.splat(2.0), dot, s.add(x_norm, sv_norm));
-    let x = s.mul(neg_gamma, s.max(s.zero(), d2));
-    let min = s.splat(EXP_MIN_ARG);
-    let underflow = s.lt(x, min);
-    let e = exp_in_range::<S, SINGLE_DEGREE>(s, s.select(underflow, min, x));
-    s.select(underflow, s.zero(), e)
+fn exp_single<S: Simd>(s: S, x: S::Fs) -> S::Fs {
+    let min = s.splat_ps(EXP_MIN_ARG_SINGLE);
+    let underflow = s.lt_ps(x, min);
+    let x = s.select_ps(underflow, min, x);
+    let shifter = s.splat_ps(SHIFTER_SINGLE);
+    let shifted = s.fmadd_ps(x, s.splat_ps(LOG2E_SINGLE), shifter);
+    let n = s.sub_ps(shifted, shifter);
+    let r = s.fnmadd_ps(n, s.splat_ps(LN2_HI_SINGLE), x);
+    let r = s.fnmadd_ps(n, s.splat_ps(LN2_LO_SINGLE), r);
+    let mut p = s.splat_ps(INV_FACT_SINGLE[SINGLE_DEGREE]);
+    for k in (0..SINGLE_DEGREE).rev() {
+        p = s.fmadd_ps(p, r, s.splat_ps(INV_FACT_SINGLE[k]));
+    }
+    let e = s.mul_ps(p, s.pow2_ps(shifted, shifter));
+    s.select_ps(underflow, s.zero_ps(), e)
 }
 
-/// `rbf_from_dots_f32`: whole vectors, the rest in the scalar fused code (the same values).
+/// `rbf_from_dot_single::<true>`'s argument -gamma max(0, d^2) on every lane, in f64.
+#[inline(always)]
+fn rbf_argument<S: Simd>(s: S, dot: S::F, sv_norm: S::F, x_norm: S::F, neg_gamma: S::F) -> S::F {
+    let d2 = s.fnmadd(s.splat(2.0), dot, s.add(x_norm, sv_norm));
+    s.mul(neg_gamma, s.max(s.zero(), d2))
+}
+
+/// `rbf_from_dots_f32`: two vectors of arguments in f64 make one of floats for the
+/// exponential; the rest in the scalar fused code (the same values).
 ///
 /// # Safety
 /// `norms`, `dots` and `out` hold the same number of values.
@@ -68,15 +85,23 @@ unsafe fn rbf_from_dots_f32_on<S: Simd>(
     out: &mut [f32],
 ) {
     let n = out.len();
+    let w = S::LANES;
     let (neg_gamma, xn) = (s.splat(-gamma), s.splat(x_norm));
     let (pn, pd, po) = (norms.as_ptr(), dots.as_ptr(), out.as_mut_ptr());
     let mut j = 0;
-    // SAFETY: lanes j..j + LANES <= n of the three slices.
+    // SAFETY: lanes j..j + 2 LANES <= n of the three slices.
     unsafe {
-        while j + S::LANES <= n {
-            let v = rbf_single(s, s.load(pd.add(j)), s.load(pn.add(j)), xn, neg_gamma);
-            s.store_f32(po.add(j), v);
-            j += S::LANES;
+        while j + 2 * w <= n {
+            let lo = rbf_argument(s, s.load(pd.add(j)), s.load(pn.add(j)), xn, neg_gamma);
+            let hi = rbf_argument(
+                s,
+                s.load(pd.add(j + w)),
+                s.load(pn.add(j + w)),
+                xn,
+                neg_gamma,
+            );
+            s.store_ps(po.add(j), exp_single(s, s.narrow(lo, hi)));
+            j += 2 * w;
         }
     }
     for k in j..n {

@@ -113,6 +113,8 @@ simd! {
         Fs = __m256, __m512;
         /// The lanes where a comparison holds.
         Cmp = __m256d, __mmask8;
+        /// The lanes of a vector of floats where a comparison holds.
+        CmpS = __m256, __mmask16;
         /// The lanes of a partial last vector.
         Tail = __m256i, __mmask8;
     }
@@ -133,6 +135,33 @@ simd! {
         /// a * b + c in f32, rounded once.
         fn fmadd_ps(a: Self::Fs, b: Self::Fs, c: Self::Fs) -> Self::Fs
             = _mm256_fmadd_ps(a, b, c), _mm512_fmadd_ps(a, b, c);
+        /// c - a * b in f32, rounded once.
+        fn fnmadd_ps(a: Self::Fs, b: Self::Fs, c: Self::Fs) -> Self::Fs
+            = _mm256_fnmadd_ps(a, b, c), _mm512_fnmadd_ps(a, b, c);
+        fn sub_ps(a: Self::Fs, b: Self::Fs) -> Self::Fs = _mm256_sub_ps(a, b), _mm512_sub_ps(a, b);
+        fn mul_ps(a: Self::Fs, b: Self::Fs) -> Self::Fs = _mm256_mul_ps(a, b), _mm512_mul_ps(a, b);
+        /// a < b in f32, false where either is NaN.
+        fn lt_ps(a: Self::Fs, b: Self::Fs) -> Self::CmpS
+            = _mm256_cmp_ps::<_CMP_LT_OQ>(a, b), _mm512_cmp_ps_mask::<_CMP_LT_OQ>(a, b);
+        /// `yes` in the lanes of `m`, `no` elsewhere (f32).
+        fn select_ps(m: Self::CmpS, yes: Self::Fs, no: Self::Fs) -> Self::Fs
+            = _mm256_blendv_ps(no, yes, m), _mm512_mask_blend_ps(m, no, yes);
+        /// The lanes of `lo` then of `hi`, each rounded to f32.
+        fn narrow(lo: Self::F, hi: Self::F) -> Self::Fs
+            = _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo)),
+            _mm512_castpd_ps(_mm512_insertf64x4::<1>(
+                _mm512_castpd256_pd512(_mm256_castps_pd(_mm512_cvtpd_ps(lo))),
+                _mm256_castps_pd(_mm512_cvtpd_ps(hi)),
+            ));
+        /// 2^n in f32, where `shifted` = n + `shifter` with n an integer in its low mantissa
+        /// bits.
+        fn pow2_ps(shifted: Self::Fs, shifter: Self::Fs) -> Self::Fs = {
+            let n = _mm256_sub_epi32(_mm256_castps_si256(shifted), _mm256_castps_si256(shifter));
+            _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(n, _mm256_set1_epi32(127))))
+        }, {
+            let n = _mm512_sub_epi32(_mm512_castps_si512(shifted), _mm512_castps_si512(shifter));
+            _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_add_epi32(n, _mm512_set1_epi32(127))))
+        };
         /// a * b + c, rounded once.
         fn fmadd(a: Self::F, b: Self::F, c: Self::F) -> Self::F
             = _mm256_fmadd_pd(a, b, c), _mm512_fmadd_pd(a, b, c);
@@ -228,9 +257,6 @@ simd! {
             std::ptr::copy_nonoverlapping(p, v.as_mut_ptr(), lanes);
             _mm_loadu_si128(v.as_ptr().cast())
         }));
-        /// Stores the LANES lanes of `v` rounded to f32 (to nearest).
-        fn store_f32(p: *mut f32, v: Self::F)
-            = _mm_storeu_ps(p, _mm256_cvtpd_ps(v)), _mm256_storeu_ps(p, _mm512_cvtpd_ps(v));
         /// Stores the first `lanes` (at most LANES) lanes of `v`.
         fn store_column(p: *mut f64, lanes: usize, v: Self::F) = if lanes >= 4 {
             _mm256_storeu_pd(p, v)
