@@ -87,7 +87,7 @@ mod tests {
     #[test]
     fn half_products_in_f32() {
         let mut rng = Rng::new(23);
-        for n in [0, 1, 7, 8, 15, 16, 17, 40, 3000] {
+        for n in [0, 1, 7, 8, 15, 16, 17, 31, 32, 33, 40, 48, 3000] {
             let x: Vec<F16> = (0..n)
                 .map(|_| F16::from_f32(rng.next_f64() as f32))
                 .collect();
