@@ -51,16 +51,16 @@ pub(super) const LN2_HI_SINGLE: f32 = 355.0 / 512.0;
 pub(super) const LN2_LO_SINGLE: f32 = (std::f64::consts::LN_2 - 355.0 / 512.0) as f32;
 pub(super) const SHIFTER_SINGLE: f32 = 12_582_912.0;
 pub(super) const EXP_MIN_ARG_SINGLE: f32 = -87.33;
-pub(super) const INV_FACT_SINGLE: [f32; SINGLE_DEGREE + 1] = [
-    1.0,
-    1.0,
-    1.0 / 2.0,
-    1.0 / 6.0,
-    1.0 / 24.0,
-    1.0 / 120.0,
-    1.0 / 720.0,
-    1.0 / 5_040.0,
-];
+/// `INV_FACT`'s first terms rounded to f32.
+pub(super) const INV_FACT_SINGLE: [f32; SINGLE_DEGREE + 1] = {
+    let mut t = [0.0; SINGLE_DEGREE + 1];
+    let mut k = 0;
+    while k <= SINGLE_DEGREE {
+        t[k] = INV_FACT[k] as f32;
+        k += 1;
+    }
+    t
+};
 
 /// The exponential above for x <= 0 (see the constants); branch-free. With `FMA` every
 /// multiply-add is fused, the exact sequence of the vector paths.
@@ -72,32 +72,81 @@ pub(crate) fn exp_nonpositive<const FMA: bool>(x: f64) -> f64 {
 /// `exp_nonpositive` with the Taylor polynomial of degree `DEGREE` (at most 13).
 #[inline(always)]
 fn exp_nonpositive_of<const FMA: bool, const DEGREE: usize>(x: f64) -> f64 {
-    #[inline(always)]
-    fn fma<const FMA: bool>(a: f64, b: f64, c: f64) -> f64 {
-        if FMA {
-            a.mul_add(b, c)
-        } else {
-            a * b + c
+    exp_scheme::<f64, FMA, DEGREE>(x)
+}
+
+/// A float type the exponential's scheme runs in: its constants (above) and its bits.
+trait ExpFloat:
+    Copy
+    + PartialOrd
+    + std::ops::Sub<Output = Self>
+    + std::ops::Mul<Output = Self>
+    + std::ops::Neg<Output = Self>
+{
+    const ZERO: Self;
+    const LOG2E: Self;
+    const LN2_HI: Self;
+    const LN2_LO: Self;
+    const SHIFTER: Self;
+    const MIN_ARG: Self;
+    fn inv_fact(k: usize) -> Self;
+    /// a * b + c, rounded once with `FMA`.
+    fn fma<const FMA: bool>(a: Self, b: Self, c: Self) -> Self;
+    /// 2^n for `shifted` = n + SHIFTER (n in its low mantissa bits).
+    fn pow2(shifted: Self) -> Self;
+}
+
+/// `ExpFloat` for a type from its constants and its exponent's bias and place.
+macro_rules! exp_float {
+    ($t:ty: $log2e:expr, $hi:expr, $lo:expr, $shifter:expr, $min:expr, $fact:expr, bias $bias:expr, at $at:expr) => {
+        impl ExpFloat for $t {
+            const ZERO: $t = 0.0;
+            const LOG2E: $t = $log2e;
+            const LN2_HI: $t = $hi;
+            const LN2_LO: $t = $lo;
+            const SHIFTER: $t = $shifter;
+            const MIN_ARG: $t = $min;
+            #[inline(always)]
+            fn inv_fact(k: usize) -> $t {
+                $fact[k]
+            }
+            #[inline(always)]
+            fn fma<const FMA: bool>(a: $t, b: $t, c: $t) -> $t {
+                if FMA {
+                    a.mul_add(b, c)
+                } else {
+                    a * b + c
+                }
+            }
+            #[inline(always)]
+            fn pow2(shifted: $t) -> $t {
+                let n_bits = shifted.to_bits().wrapping_sub($shifter.to_bits());
+                <$t>::from_bits(n_bits.wrapping_add($bias) << $at)
+            }
         }
+    };
+}
+exp_float!(f64: LOG2E, LN2_HI, LN2_LO, SHIFTER, EXP_MIN_ARG, INV_FACT, bias 1023, at 52);
+exp_float!(f32: LOG2E_SINGLE, LN2_HI_SINGLE, LN2_LO_SINGLE, SHIFTER_SINGLE, EXP_MIN_ARG_SINGLE,
+    INV_FACT_SINGLE, bias 127, at 23);
+
+/// e^x for x <= 0 in `T`'s arithmetic, Taylor's polynomial of degree `DEGREE`: the scheme of
+/// the constants above, written once for f64 and f32 (`exp_nonpositive_single`).
+#[inline(always)]
+fn exp_scheme<T: ExpFloat, const FMA: bool, const DEGREE: usize>(x: T) -> T {
+    let underflow = x < T::MIN_ARG;
+    let x = if underflow { T::MIN_ARG } else { x };
+    let shifted = T::fma::<FMA>(x, T::LOG2E, T::SHIFTER);
+    let n = shifted - T::SHIFTER;
+    let r = T::fma::<FMA>(-n, T::LN2_LO, T::fma::<FMA>(-n, T::LN2_HI, x));
+    let mut p = T::inv_fact(DEGREE);
+    for k in (0..DEGREE).rev() {
+        p = T::fma::<FMA>(p, r, T::inv_fact(k));
     }
-    let underflow = x < EXP_MIN_ARG;
-    let x = if underflow { EXP_MIN_ARG } else { x };
-    let shifted = fma::<FMA>(x, LOG2E, SHIFTER);
-    let n = shifted - SHIFTER;
-    let r = fma::<FMA>(-n, LN2_LO, fma::<FMA>(-n, LN2_HI, x));
-    let mut p = INV_FACT[DEGREE];
-    let mut k = DEGREE - 1;
-    while k > 0 {
-        p = fma::<FMA>(p, r, INV_FACT[k]);
-        k -= 1;
-    }
-    p = fma::<FMA>(p, r, INV_FACT[0]);
-    let n_bits = shifted.to_bits().wrapping_sub(SHIFTER.to_bits());
-    let scale = f64::from_bits(n_bits.wrapping_add(1023) << 52);
     if underflow {
-        0.0
+        T::ZERO
     } else {
-        p * scale
+        p * T::pow2(shifted)
     }
 }
 
@@ -120,30 +169,7 @@ pub(super) fn rbf_from_dot<const FMA: bool>(
 /// multiply-add is fused, the exact sequence of the vector paths.
 #[inline(always)]
 pub(super) fn exp_nonpositive_single<const FMA: bool>(x: f32) -> f32 {
-    #[inline(always)]
-    fn fma<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
-        if FMA {
-            a.mul_add(b, c)
-        } else {
-            a * b + c
-        }
-    }
-    let underflow = x < EXP_MIN_ARG_SINGLE;
-    let x = if underflow { EXP_MIN_ARG_SINGLE } else { x };
-    let shifted = fma::<FMA>(x, LOG2E_SINGLE, SHIFTER_SINGLE);
-    let n = shifted - SHIFTER_SINGLE;
-    let r = fma::<FMA>(-n, LN2_LO_SINGLE, fma::<FMA>(-n, LN2_HI_SINGLE, x));
-    let mut p = INV_FACT_SINGLE[SINGLE_DEGREE];
-    for k in (0..SINGLE_DEGREE).rev() {
-        p = fma::<FMA>(p, r, INV_FACT_SINGLE[k]);
-    }
-    let n_bits = shifted.to_bits().wrapping_sub(SHIFTER_SINGLE.to_bits());
-    let scale = f32::from_bits(n_bits.wrapping_add(127) << 23);
-    if underflow {
-        0.0
-    } else {
-        p * scale
-    }
+    exp_scheme::<f32, FMA, SINGLE_DEGREE>(x)
 }
 
 /// The Gaussian kernel value in f32: the distance and -gamma d^2 as `rbf_from_dot`'s, then
