@@ -32,10 +32,11 @@ pub(super) const INV_FACT: [f64; 14] = [
 
 // The exponential of kernel values kept in f32 (the Hessian-free polish's), in f32 arithmetic:
 // twice the lanes of f64 per instruction (1,000,000 hardmc rows in one-vs-one: these values
-// 13.7% of the fit's CPU samples -> 8.9%, the degree-7 f64 exponential before). The distance and -gamma d^2 stay in f64 (d^2 from dot
-// products cancels), and x = -gamma d^2 is rounded to f32 once: that moves e^x by at most
-// |x| 2^-24 relative, which is at most max |x| e^x 2^-24 = 2.2e-8 absolute (at x = -1), a third
-// of the f32 ulp of the values near 1 and about the rounding every kept value already has.
+// 13.7% of the fit's CPU samples -> 8.9%, the degree-7 f64 exponential before). The distance
+// and -gamma d^2 stay in f64 (d^2 from dot products cancels), and x = -gamma d^2 is rounded to
+// f32 once: that moves e^x by at most |x| 2^-24 relative, which is at most max |x| e^x 2^-24 =
+// 2.2e-8 absolute (at x = -1), a third of the f32 ulp of the values near 1 and about the
+// rounding every kept value already has.
 // Then the same scheme as the f64 exponential: x = n ln2 + r with ln 2 in two f32 parts,
 // Taylor's polynomial of degree `SINGLE_DEGREE` in r, 2^n in the exponent bits (1.5 * 2^23
 // added rounds x log2(e) to an integer). Below `EXP_MIN_ARG_SINGLE` 0 (e^-87.33 = 1.18e-38,

@@ -38,10 +38,7 @@ fn exp<S: Simd>(s: S, x: S::F) -> S::F {
 /// `rbf_from_dot::<true>` on every lane (`neg_gamma` = -gamma).
 #[inline(always)]
 pub(super) fn rbf<S: Simd>(s: S, dot: S::F, sv_norm: S::F, x_norm: S::F, neg_gamma: S::F) -> S::F {
-    // (x_norm + sv_norm) - 2 dot rounds once either way: 2 dot is exact.
-    let d2 = s.fnmadd(s.splat(2.0), dot, s.add(x_norm, sv_norm));
-    // max returns its second operand when one is NaN: a NaN distance stays NaN.
-    exp(s, s.mul(neg_gamma, s.max(s.zero(), d2)))
+    exp(s, rbf_argument(s, dot, sv_norm, x_norm, neg_gamma))
 }
 
 /// `exp_nonpositive_single::<true>` on every lane (2 `LANES` floats), operation for operation.
@@ -63,10 +60,13 @@ fn exp_single<S: Simd>(s: S, x: S::Fs) -> S::Fs {
     s.select_ps(underflow, s.zero_ps(), e)
 }
 
-/// `rbf_from_dot_single::<true>`'s argument -gamma max(0, d^2) on every lane, in f64.
+/// The Gaussian kernel's argument -gamma max(0, d^2) on every lane, in f64 (`rbf`'s, and
+/// `rbf_from_dot_single::<true>`'s before its rounding to f32).
 #[inline(always)]
 fn rbf_argument<S: Simd>(s: S, dot: S::F, sv_norm: S::F, x_norm: S::F, neg_gamma: S::F) -> S::F {
+    // (x_norm + sv_norm) - 2 dot rounds once either way: 2 dot is exact.
     let d2 = s.fnmadd(s.splat(2.0), dot, s.add(x_norm, sv_norm));
+    // max returns its second operand when one is NaN: a NaN distance stays NaN.
     s.mul(neg_gamma, s.max(s.zero(), d2))
 }
 
