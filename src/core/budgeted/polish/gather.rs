@@ -269,9 +269,11 @@ pub(super) struct ShortStep {
 
 /// `Gathered` at the points the line search chose, from the trial pass's (at the full steps)
 /// and a pass over the rows that change piece along a short step only. A row in the same
-/// piece at both ends of a step is in it all along (pieces are intervals of f), so its part of
+/// piece at t = 0, 1 and t is in it all along (pieces are intervals of f), so its part of
 /// the gradient is linear in t: the trial pass's gradient less (1 - t) times its `slope`, and
-/// it is squared at t if and only if at the full step. The rows that change piece (about a
+/// it is squared at t if and only if at the full step. A row in one piece at 0 and 1 can
+/// still leave it beyond 1 when the step is longer than the full one (t > 1): it changes piece
+/// too. The rows that change piece (about a
 /// sixth of the rows on the first full step from a subsample's start, where a pass over all
 /// rows took 0.45 s of an 8 s fit) are computed again: their gradient terms at t replace those
 /// at the full step, and they are squared rows at t where their piece is. Their copies take
@@ -288,13 +290,18 @@ pub(super) fn step_pass(
 ) -> Result<Gathered> {
     let m = passes.blocks.n_basis();
     let n = passes.source.n_rows();
-    // f at a step's end as `Fixed::advance` computes it, and whether the row changed piece.
+    // f at a step's end as `Fixed::advance` computes it, and whether the row changed piece
+    // between 0 and 1 or, on a step longer than the full one, between 1 and t.
     let at = |s: &ShortStep, i: usize, t: f64| s.f_before[i] + t * outputs[s.output].delta[i];
     let flips: Vec<Vec<bool>> = steps
         .iter()
         .map(|s| {
             (0..n)
-                .map(|i| term(s.output, i, s.f_before[i]) != term(s.output, i, at(s, i, 1.0)))
+                .map(|i| {
+                    let at_full = term(s.output, i, at(s, i, 1.0));
+                    term(s.output, i, s.f_before[i]) != at_full
+                        || (s.t > 1.0 && term(s.output, i, at(s, i, s.t)) != at_full)
+                })
                 .collect()
         })
         .collect();
@@ -360,7 +367,15 @@ pub(super) fn step_pass(
                 }
                 let (f1, ft) = (at(s, i, 1.0), at(s, i, s.t));
                 let (p1, pt) = (term(s.output, i, f1), term(s.output, i, ft));
-                let change = w * (pt.half_slope(ft) - p1.half_slope(f1));
+                // What the gradient at t counts for the row without this change: its term at
+                // the full step, moved along by the slope where the row was in that piece at
+                // 0 too (the slope counts those rows), so read at t then.
+                let counted = if term(s.output, i, s.f_before[i]) == p1 {
+                    p1.half_slope(ft)
+                } else {
+                    p1.half_slope(f1)
+                };
+                let change = w * (pt.half_slope(ft) - counted);
                 let g = &mut part.gradient[si];
                 kv.axpy(t, m, change, &mut g[..m]);
                 g[m] += change;
