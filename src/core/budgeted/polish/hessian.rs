@@ -35,41 +35,49 @@ pub(super) fn hessian_product(
     out: &mut [f64],
 ) {
     let (vb, vbeta) = (v[m], &v[..m]);
-    let parts: Vec<Vec<f64>> = match rows {
-        SquaredRows::Half(rows) => {
-            let v32: Vec<f32> = vbeta.iter().map(|&x| x as f32).collect();
-            parallel::install(|| {
+    let row_parts = || -> Vec<Vec<f64>> {
+        match rows {
+            SquaredRows::Half(rows) => {
+                let v32: Vec<f32> = vbeta.iter().map(|&x| x as f32).collect();
+                parallel::install(|| {
+                    rows.par_chunks(PRODUCT_CHUNK)
+                        .map(|chunk| {
+                            let mut acc = vec![0.0f32; m];
+                            let mut intercept = 0.0;
+                            for &(row, w) in chunk {
+                                let t = 2.0 * c * w * (f64::from(simd::dot_half(row, &v32)) + vb);
+                                simd::axpy_half(t as f32, row, &mut acc);
+                                intercept += t;
+                            }
+                            let mut part: Vec<f64> = acc.iter().map(|&a| f64::from(a)).collect();
+                            part.push(intercept);
+                            part
+                        })
+                        .collect()
+                })
+            }
+            SquaredRows::Single(rows) => parallel::install(|| {
                 rows.par_chunks(PRODUCT_CHUNK)
                     .map(|chunk| {
-                        let mut acc = vec![0.0f32; m];
-                        let mut intercept = 0.0;
+                        let mut acc = vec![0.0; m + 1];
                         for &(row, w) in chunk {
-                            let t = 2.0 * c * w * (f64::from(simd::dot_half(row, &v32)) + vb);
-                            simd::axpy_half(t as f32, row, &mut acc);
-                            intercept += t;
+                            let t = 2.0 * c * w * (simd::dot_narrow(row, vbeta) + vb);
+                            simd::axpy_narrow(t, row, &mut acc[..m]);
+                            acc[m] += t;
                         }
-                        let mut part: Vec<f64> = acc.iter().map(|&a| f64::from(a)).collect();
-                        part.push(intercept);
-                        part
+                        acc
                     })
                     .collect()
-            })
+            }),
         }
-        SquaredRows::Single(rows) => parallel::install(|| {
-            rows.par_chunks(PRODUCT_CHUNK)
-                .map(|chunk| {
-                    let mut acc = vec![0.0; m + 1];
-                    for &(row, w) in chunk {
-                        let t = 2.0 * c * w * (simd::dot_narrow(row, vbeta) + vb);
-                        simd::axpy_narrow(t, row, &mut acc[..m]);
-                        acc[m] += t;
-                    }
-                    acc
-                })
-                .collect()
-        }),
     };
-    conjugate_gradient::symmetric_product(kss, m, vbeta, &mut out[..m]);
+    // The K_SS part beside the rows' chunks: on its own it is a parallel region too short
+    // for the second thread to join (a subsample's products at m ~ 1,000).
+    let (parts, ()) = parallel::install(|| {
+        rayon::join(row_parts, || {
+            conjugate_gradient::symmetric_product(kss, m, vbeta, &mut out[..m])
+        })
+    });
     for (o, x) in out[..m].iter_mut().zip(vbeta) {
         *o += ridge * x;
     }
