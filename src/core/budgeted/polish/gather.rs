@@ -272,14 +272,14 @@ pub(super) struct ShortStep {
 /// piece at t = 0, 1 and t is in it all along (pieces are intervals of f), so its part of
 /// the gradient is linear in t: the trial pass's gradient less (1 - t) times its `slope`, and
 /// it is squared at t if and only if at the full step. A row in one piece at 0 and 1 can
-/// still leave it beyond 1 when the step is longer than the full one (t > 1): it changes piece
-/// too. The rows that change piece (about a
-/// sixth of the rows on the first full step from a subsample's start, where a pass over all
-/// rows took 0.45 s of an 8 s fit) are computed again: their gradient terms at t replace those
-/// at the full step, and they are squared rows at t where their piece is. Their copies take
-/// the places of the copies no output reads any more, then what the budget leaves (segment by
-/// segment in row order, whatever the threads); the rest are computed again by each product.
-/// The budget is the segments' (`Segments::budget`).
+/// still leave it beyond 1 when the step is longer than the full one (t > 1): it changes
+/// piece too. The rows that change piece (about a sixth of the rows on the first full step
+/// from a subsample's start, where a pass over all rows took 0.45 s of an 8 s fit) are
+/// computed again: their gradient terms at t replace those at the full step, and they are
+/// squared rows at t where their piece is. Their copies take the places of the copies no
+/// output reads any more, then what the budget leaves (segment by segment in row order,
+/// whatever the threads); the rest are computed again by each product. The budget is the
+/// segments' (`Segments::budget`).
 pub(super) fn step_pass(
     passes: &mut Passes<'_>,
     mut gathered: Gathered,
